@@ -1,0 +1,58 @@
+"""``headwater server [config] [--option value ...]`` and ``headwater --version``."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+from headwater import REDIS_COMPAT_VERSION, __version__
+
+USAGE = """usage: headwater server [/path/to/headwater.conf] [--option value ...]
+       headwater --version
+
+Options are the config directives of redis.conf, e.g.:
+  headwater server --port 6380 --dir ./data --appendfsync always
+"""
+
+
+def _setup_logging(level: str, logfile: str) -> None:
+    levels = {"debug": logging.DEBUG, "verbose": logging.INFO, "notice": logging.INFO}
+    handler: logging.Handler = (
+        logging.FileHandler(logfile) if logfile else logging.StreamHandler(sys.stdout)
+    )
+    handler.setFormatter(
+        logging.Formatter("%(process)d:M %(asctime)s.%(msecs)03d %(message)s", "%d %b %Y %H:%M:%S")
+    )
+    root = logging.getLogger("headwater")
+    root.handlers[:] = [handler]
+    root.setLevel(levels.get(level, logging.WARNING))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help", "help"):
+        print(USAGE, end="")
+        return 0 if args else 1
+    if args[0] in ("-v", "--version", "version"):
+        print(f"Headwater v={__version__} redis-compat={REDIS_COMPAT_VERSION}")
+        return 0
+    if args[0] != "server":
+        print(f"headwater: unknown command '{args[0]}'\n\n{USAGE}", end="", file=sys.stderr)
+        return 1
+    from headwater.server.app import run
+    from headwater.server.options import OptionsError, parse_args
+
+    try:
+        config = parse_args(args[1:])
+    except OptionsError as exc:
+        print(str(exc).lstrip("\n"), file=sys.stderr)
+        return 1
+    _setup_logging(config["loglevel"], config["logfile"])
+    try:
+        run(config)
+    except OSError as exc:
+        print(f"headwater: could not start: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        pass
+    return 0

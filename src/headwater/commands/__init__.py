@@ -1,0 +1,1 @@
+"""Command families. Each module ends with a ``SPECS`` tuple; ``table`` merges them."""

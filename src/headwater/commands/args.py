@@ -1,0 +1,47 @@
+"""Argument parsing shared by handlers, with Redis's exact rules and errors."""
+
+from __future__ import annotations
+
+from headwater.errors import NOT_FLOAT, NOT_INTEGER, ReplyError
+
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+
+
+def strict_int(raw: bytes) -> int | None:
+    """Redis's ``string2ll``: optional ``-``, digits, no leading zeros or ``+``, fits int64."""
+    n = len(raw)
+    if n == 0 or n > 20:
+        return None
+    if raw[0] == 45:  # "-"
+        if n == 1 or raw[1] == 48 or not raw[1:].isdigit():
+            return None
+    elif not raw.isdigit() or (raw[0] == 48 and n > 1):
+        return None
+    value = int(raw)
+    return value if INT64_MIN <= value <= INT64_MAX else None
+
+
+def parse_int(raw: bytes, error: ReplyError = NOT_INTEGER) -> int:
+    value = strict_int(raw)
+    if value is None:
+        raise error
+    return value
+
+
+def parse_float(raw: bytes, error: ReplyError = NOT_FLOAT) -> float:
+    """Redis's ``string2ld``-style parse: no spaces, no empty string, nan rejected."""
+    text = raw.decode("ascii", "replace")
+    if not text or text[0].isspace() or text[-1].isspace():
+        raise error
+    try:
+        value = float(text)
+    except ValueError:
+        raise error from None
+    if value != value:
+        raise error
+    return value
+
+
+def upper(raw: bytes) -> bytes:
+    return raw.upper()

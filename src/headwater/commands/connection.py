@@ -1,0 +1,401 @@
+"""Connection commands: PING, ECHO, HELLO, AUTH, SELECT, QUIT, RESET and CLIENT."""
+
+from __future__ import annotations
+
+import hmac
+
+from headwater import REDIS_COMPAT_VERSION
+from headwater.commands.args import parse_int, strict_int
+from headwater.commands.context import Client, spec
+from headwater.errors import (
+    DB_INDEX_OUT_OF_RANGE,
+    NOPROTO,
+    NOT_INTEGER,
+    SYNTAX,
+    WRONGPASS,
+    ReplyError,
+    err,
+    unknown_subcommand,
+    wrong_arity,
+)
+from headwater.resp.types import OK, PONG, Raw, Reply, Status, Verbatim
+
+NO_PASSWORD_CONFIGURED = err(
+    "AUTH <password> called without any password configured for the default user. "
+    "Are you sure your configuration is correct?"
+)
+HELLO_NOAUTH = ReplyError(
+    "NOAUTH",
+    "HELLO must be called with the client already authenticated, otherwise the HELLO <proto> "
+    "AUTH <user> <pass> option can be used to authenticate the client and select the RESP "
+    "protocol version at the same time",
+)
+BAD_CLIENT_NAME = err("Client names cannot contain spaces, newlines or special characters.")
+
+
+def cmd_ping(c: Client, argv: list[bytes]) -> Reply:
+    if len(argv) > 2:
+        raise wrong_arity("ping")
+    return PONG if len(argv) == 1 else argv[1]
+
+
+def cmd_echo(c: Client, argv: list[bytes]) -> Reply:
+    return argv[1]
+
+
+def _check_password(c: Client, user: bytes, password: bytes) -> None:
+    """Authenticate as the default user (requirepass) or raise WRONGPASS."""
+    required = c.server.config["requirepass"].encode()
+    if user != b"default":
+        raise WRONGPASS
+    if required and not hmac.compare_digest(required, password):
+        raise WRONGPASS
+    c.authenticated = True
+
+
+def cmd_auth(c: Client, argv: list[bytes]) -> Reply:
+    """AUTH [username] password"""
+    if len(argv) > 3:
+        raise SYNTAX
+    if len(argv) == 2:
+        if not c.server.config["requirepass"]:
+            raise NO_PASSWORD_CONFIGURED
+        _check_password(c, b"default", argv[1])
+    else:
+        _check_password(c, argv[1], argv[2])
+    return OK
+
+
+def valid_client_name(name: bytes) -> bool:
+    return all(33 <= ch <= 126 for ch in name)
+
+
+def cmd_hello(c: Client, argv: list[bytes]) -> Reply:
+    """HELLO [protover [AUTH username password] [SETNAME clientname]]"""
+    version = 0
+    i = 1
+    if len(argv) >= 2:
+        parsed = strict_int(argv[1])
+        if parsed is None:
+            raise err("Protocol version is not an integer or out of range")
+        if parsed < 2 or parsed > 3:
+            raise NOPROTO
+        version, i = parsed, 2
+    auth: tuple[bytes, bytes] | None = None
+    name: bytes | None = None
+    while i < len(argv):
+        more = len(argv) - 1 - i
+        option = argv[i].upper()
+        if option == b"AUTH" and more >= 2:
+            auth = (argv[i + 1], argv[i + 2])
+            i += 3
+        elif option == b"SETNAME" and more >= 1:
+            name = argv[i + 1]
+            if not valid_client_name(name):
+                raise BAD_CLIENT_NAME
+            i += 2
+        else:
+            raise err(f"Syntax error in HELLO option '{argv[i].decode('utf-8', 'replace')}'")
+    if auth is not None:
+        _check_password(c, *auth)
+    if not c.authenticated:
+        raise HELLO_NOAUTH
+    if name is not None:
+        c.name = name
+    if version:
+        c.resp = version
+    return {
+        b"server": b"redis",
+        b"version": REDIS_COMPAT_VERSION.encode(),
+        b"proto": c.resp,
+        b"id": c.id,
+        b"mode": b"standalone",
+        b"role": b"master",
+        b"modules": [],
+    }
+
+
+def cmd_select(c: Client, argv: list[bytes]) -> Reply:
+    index = strict_int(argv[1])
+    if index is None or not -(2**31) <= index < 2**31:
+        raise NOT_INTEGER
+    if not 0 <= index < len(c.server.keyspace.dbs):
+        raise DB_INDEX_OUT_OF_RANGE
+    c.select(index)
+    return OK
+
+
+def cmd_quit(c: Client, argv: list[bytes]) -> Reply:
+    c.close_after_reply = True
+    return OK
+
+
+def cmd_reset(c: Client, argv: list[bytes]) -> Reply:
+    """Back to a fresh connection's state (the engine also discards MULTI and WATCH)."""
+    c.select(0)
+    c.resp = 2
+    c.name = b""
+    c.reply_on = True
+    c.skip_next_reply = False
+    c.no_evict = c.no_touch = False
+    c.authenticated = not c.server.config["requirepass"]
+    return Status(b"RESET")
+
+
+# ---------------------------------------------------------------------------------------------
+# CLIENT
+
+
+def client_info_line(c: Client) -> str:
+    now = c.server.clock.monotonic_ms()
+    cmd = c.last_cmd.decode("utf-8", "replace").lower()
+    return (
+        f"id={c.id} addr={c.addr} laddr={c.laddr} fd={c.fd} name={_text(c.name)} "
+        f"age={int((now - c.created_ms) // 1000)} "
+        f"idle={int((now - c.last_interaction_ms) // 1000)} "
+        f"flags={c.flags_string()} db={c.db.index} sub=0 psub=0 ssub=0 "
+        f"multi={len(c.queued) if c.in_multi else -1} watch={len(c.watched)} "
+        f"qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll={len(c.out)} "
+        f"omem={c.out_bytes} tot-mem={c.out_bytes + 16384} events=r cmd={cmd} user=default "
+        f"redir=-1 resp={c.resp} lib-name={_text(c.lib_name)} lib-ver={_text(c.lib_ver)}\n"
+    )
+
+
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace")
+
+
+def cmd_client_id(c: Client, argv: list[bytes]) -> Reply:
+    return c.id
+
+
+def cmd_client_setname(c: Client, argv: list[bytes]) -> Reply:
+    if not valid_client_name(argv[2]):
+        raise BAD_CLIENT_NAME
+    c.name = argv[2]
+    return OK
+
+
+def cmd_client_getname(c: Client, argv: list[bytes]) -> Reply:
+    return c.name or None
+
+
+def cmd_client_info(c: Client, argv: list[bytes]) -> Reply:
+    return Verbatim(client_info_line(c).encode())
+
+
+_CLIENT_TYPES = (b"normal", b"master", b"replica", b"slave", b"pubsub")
+
+
+def cmd_client_list(c: Client, argv: list[bytes]) -> Reply:
+    """CLIENT LIST [TYPE normal|master|replica|pubsub] [ID id [id ...]]"""
+    clients = list(c.server.clients.values())
+    if len(argv) > 2:
+        option = argv[2].upper()
+        if option == b"TYPE" and len(argv) == 4:
+            kind = argv[3].lower()
+            if kind not in _CLIENT_TYPES:
+                raise err(f"Unknown client type '{_text(argv[3])}'")
+            if kind != b"normal":
+                clients = []
+        elif option == b"ID" and len(argv) >= 4:
+            wanted = []
+            for raw in argv[3:]:
+                value = strict_int(raw)
+                if value is None or value <= 0:
+                    raise err("Invalid client ID")
+                wanted.append(value)
+            clients = [c.server.clients[i] for i in wanted if i in c.server.clients]
+        else:
+            raise SYNTAX
+    return Verbatim("".join(client_info_line(other) for other in clients).encode())
+
+
+def _kill_filters(c: Client, argv: list[bytes]) -> list[Client]:
+    """CLIENT KILL <ID id | ADDR ip:port | LADDR ip:port | TYPE t | USER u | SKIPME y/n |
+    MAXAGE s> ..."""
+    candidates = list(c.server.clients.values())
+    skip_me = True
+    i = 2
+    while i < len(argv):
+        if i + 1 >= len(argv):
+            raise SYNTAX
+        option, value = argv[i].upper(), argv[i + 1]
+        if option == b"ID":
+            wanted = strict_int(value)
+            if wanted is None or wanted <= 0:
+                raise err("client-id should be greater than 0")
+            candidates = [x for x in candidates if x.id == wanted]
+        elif option == b"ADDR":
+            candidates = [x for x in candidates if x.addr.encode() == value]
+        elif option == b"LADDR":
+            candidates = [x for x in candidates if x.laddr.encode() == value]
+        elif option == b"TYPE":
+            if value.lower() not in _CLIENT_TYPES:
+                raise err(f"Unknown client type '{_text(value)}'")
+            if value.lower() != b"normal":
+                candidates = []
+        elif option == b"USER":
+            if value != b"default":
+                raise err(f"No such user '{_text(value)}'")
+        elif option == b"SKIPME":
+            if value.lower() not in (b"yes", b"no"):
+                raise SYNTAX
+            skip_me = value.lower() == b"yes"
+        elif option == b"MAXAGE":
+            max_age = parse_int(value)
+            now = c.server.clock.monotonic_ms()
+            candidates = [x for x in candidates if (now - x.created_ms) // 1000 >= max_age]
+        else:
+            raise SYNTAX
+        i += 2
+    return [x for x in candidates if not (skip_me and x is c)]
+
+
+def cmd_client_kill(c: Client, argv: list[bytes]) -> Reply:
+    if len(argv) == 3:  # old form: CLIENT KILL addr:port
+        victims = [x for x in c.server.clients.values() if x.addr.encode() == argv[2]]
+        if not victims:
+            raise err("No such client")
+        for victim in victims:
+            _kill(c, victim)
+        return OK
+    victims = _kill_filters(c, argv)
+    for victim in victims:
+        _kill(c, victim)
+    return len(victims)
+
+
+def _kill(c: Client, victim: Client) -> None:
+    if victim is c:
+        c.close_after_reply = True
+    else:
+        c.server.kill_client(victim)
+
+
+def cmd_client_unblock(c: Client, argv: list[bytes]) -> Reply:
+    """CLIENT UNBLOCK client-id [TIMEOUT | ERROR]"""
+    target = parse_int(argv[2])
+    error = False
+    if len(argv) == 4:
+        reason = argv[3].upper()
+        if reason not in (b"TIMEOUT", b"ERROR"):
+            raise err("CLIENT UNBLOCK reason should be TIMEOUT or ERROR")
+        error = reason == b"ERROR"
+    elif len(argv) > 4:
+        raise SYNTAX
+    victim = c.server.clients.get(target)
+    if victim is None:
+        return 0
+    return int(c.server.unblock_client(victim, error))
+
+
+def cmd_client_setinfo(c: Client, argv: list[bytes]) -> Reply:
+    attr = argv[2].upper()
+    if attr not in (b"LIB-NAME", b"LIB-VER"):
+        raise err(f"Unrecognized option '{_text(argv[2])}'")
+    if not valid_client_name(argv[3]):
+        raise err(
+            f"{_text(argv[2]).lower()} cannot contain spaces, newlines or special characters."
+        )
+    if attr == b"LIB-NAME":
+        c.lib_name = argv[3]
+    else:
+        c.lib_ver = argv[3]
+    return OK
+
+
+def _on_off(raw: bytes) -> bool:
+    token = raw.upper()
+    if token not in (b"ON", b"OFF"):
+        raise SYNTAX
+    return token == b"ON"
+
+
+def cmd_client_no_evict(c: Client, argv: list[bytes]) -> Reply:
+    c.no_evict = _on_off(argv[2])
+    return OK
+
+
+def cmd_client_no_touch(c: Client, argv: list[bytes]) -> Reply:
+    c.no_touch = _on_off(argv[2])
+    return OK
+
+
+_SILENT = Raw(b"")
+
+
+def cmd_client_reply(c: Client, argv: list[bytes]) -> Reply:
+    mode = argv[2].upper()
+    if mode == b"ON":
+        c.reply_on = True
+        c.skip_next_reply = False
+        return OK
+    if mode == b"OFF":
+        c.reply_on = False
+        return _SILENT
+    if mode == b"SKIP":
+        c.skip_next_reply = True
+        return _SILENT
+    raise SYNTAX
+
+
+CLIENT_HELP = [
+    b"CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    b"ID -- Return the ID of the current connection.",
+    b"GETNAME -- Return the name of the current connection.",
+    b"SETNAME <name> -- Assign a name to the current connection.",
+    b"INFO -- Information about the current connection.",
+    b"LIST [TYPE <type>] [ID <id> ...] -- Information about all connections.",
+    b"KILL <addr> | KILL <filter> <value> ... -- Close matching connections.",
+    b"UNBLOCK <id> [TIMEOUT|ERROR] -- Unblock a client blocked in a blocking command.",
+    b"REPLY ON|OFF|SKIP -- Control the replies sent to the current connection.",
+    b"SETINFO <LIB-NAME|LIB-VER> <value> -- Describe the client library.",
+    b"NO-EVICT ON|OFF, NO-TOUCH ON|OFF -- Accepted for compatibility.",
+    b"HELP -- Print this help.",
+]
+
+
+def cmd_client_help(c: Client, argv: list[bytes]) -> Reply:
+    return [Status(line) for line in CLIENT_HELP]
+
+
+def cmd_client(c: Client, argv: list[bytes]) -> Reply:
+    raise unknown_subcommand(argv[1], "CLIENT")
+
+
+_CONN = "noscript loading stale"
+
+SPECS = (
+    spec("ping", -1, "fast", handler=cmd_ping),
+    spec("echo", 2, "fast", handler=cmd_echo),
+    spec("auth", -2, "noscript loading stale fast no_auth allow_busy", handler=cmd_auth),
+    spec("hello", -1, "noscript loading stale fast no_auth allow_busy", handler=cmd_hello),
+    spec("select", 2, "loading stale fast", handler=cmd_select),
+    spec(
+        "quit", -1, "noscript loading stale fast no_auth allow_busy x_immediate", handler=cmd_quit
+    ),
+    spec(
+        "reset", 1, "noscript loading stale fast no_auth allow_busy x_immediate", handler=cmd_reset
+    ),
+    spec(
+        "client",
+        -2,
+        "",
+        handler=cmd_client,
+        subcommands=(
+            spec("client|id", 2, _CONN, handler=cmd_client_id),
+            spec("client|setname", 3, _CONN, handler=cmd_client_setname),
+            spec("client|getname", 2, _CONN, handler=cmd_client_getname),
+            spec("client|info", 2, _CONN, handler=cmd_client_info),
+            spec("client|list", -2, "admin " + _CONN, handler=cmd_client_list),
+            spec("client|kill", -3, "admin " + _CONN, handler=cmd_client_kill),
+            spec("client|unblock", -3, "admin " + _CONN, handler=cmd_client_unblock),
+            spec("client|setinfo", 4, _CONN, handler=cmd_client_setinfo),
+            spec("client|no-evict", 3, "admin " + _CONN, handler=cmd_client_no_evict),
+            spec("client|no-touch", 3, _CONN, handler=cmd_client_no_touch),
+            spec("client|reply", 3, _CONN, handler=cmd_client_reply),
+            spec("client|help", 2, "loading stale", handler=cmd_client_help),
+        ),
+    ),
+)

@@ -1,0 +1,212 @@
+"""What a command handler sees: the calling ``Client``, the ``ServerAPI`` it may use, and the
+``CommandSpec`` row that routed it.
+
+Handlers have the signature ``handler(c, argv) -> Reply`` (argv[0] is the command name as
+typed). They raise ``ReplyError`` for errors, change data only through the keyspace, and count
+changes in ``c.server.dirty`` so the engine knows to propagate them. A handler that must wait
+returns ``Block``; the engine parks the client and runs the same command again when a key it
+waits on becomes ready (Redis 7 semantics).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from headwater.clock import Clock
+from headwater.config import Config
+from headwater.keyspace import Database, Keyspace, WatchedKey
+from headwater.resp.types import Reply
+
+Handler = Callable[["Client", list[bytes]], Any]
+
+
+@dataclass(eq=False)
+class CommandSpec:
+    """One row of the command table (Redis's ``redisCommand``)."""
+
+    name: str  # lowercase; subcommands as "container|sub"
+    arity: int  # as Redis: n = exactly n args incl. the name; -n = at least n
+    flags: frozenset[str]
+    first_key: int = 0
+    last_key: int = 0
+    step: int = 0
+    handler: Handler | None = None
+    subcommands: dict[bytes, CommandSpec] = field(default_factory=dict)
+    #: the spec of the container, for subcommands
+    parent: CommandSpec | None = None
+
+    def __post_init__(self) -> None:
+        self.is_write = "write" in self.flags
+        self.no_auth = "no_auth" in self.flags
+        self.no_multi = "no_multi" in self.flags
+        self.admin = "admin" in self.flags
+        self.upper = self.name.upper().encode()
+        #: executed at once even inside MULTI (Redis: EXEC, DISCARD, MULTI, WATCH, QUIT, RESET)
+        self.immediate = "x_immediate" in self.flags
+        self.calls = 0
+        self.usec = 0.0
+        self.rejected_calls = 0
+        self.failed_calls = 0
+
+    def arity_ok(self, argc: int) -> bool:
+        return argc == self.arity if self.arity >= 0 else argc >= -self.arity
+
+    def key_positions(self, argv: list[bytes]) -> list[int]:
+        if self.first_key <= 0:
+            return []
+        last = self.last_key if self.last_key >= 0 else len(argv) + self.last_key
+        return list(range(self.first_key, last + 1, self.step or 1))
+
+
+def spec(
+    name: str,
+    arity: int,
+    flags: str,
+    keys: tuple[int, int, int] = (0, 0, 0),
+    handler: Handler | None = None,
+    subcommands: tuple[CommandSpec, ...] = (),
+) -> CommandSpec:
+    """Compact constructor used by the ``SPECS`` tables: ``flags`` is space-separated."""
+    row = CommandSpec(name, arity, frozenset(flags.split()), *keys, handler=handler)
+    for sub in subcommands:
+        sub.parent = row
+        row.subcommands[sub.name.split("|", 1)[1].encode()] = sub
+    return row
+
+
+@dataclass
+class Block:
+    """A handler's answer meaning "wait on these keys until ready or timeout".
+
+    ``deadline_ms`` is absolute (monotonic ms) or 0 for no timeout; ``timeout_reply`` is sent if
+    the wait ends without the command completing."""
+
+    keys: list[bytes]
+    deadline_ms: float
+    timeout_reply: Reply = None
+
+
+class ServerInfo:
+    """Facts about the running process, filled in by the server layer."""
+
+    def __init__(self) -> None:
+        self.port = 0
+        self.pid = 0
+        self.run_id = "0" * 40
+        self.executable = ""
+        self.config_file = ""
+        self.start_time_ms = 0
+        self.start_mono_ms = 0.0
+        self.event_loop = "asyncio"
+
+
+class Stats:
+    def __init__(self) -> None:
+        self.reset()
+        self.total_connections_received = 0
+        self.rejected_connections = 0
+
+    def reset(self) -> None:
+        self.total_commands_processed = 0
+        self.total_error_replies = 0
+        self.errorstats: dict[str, int] = {}
+        self.expired_keys = 0
+        self.keyspace_hits = 0
+        self.keyspace_misses = 0
+        self.net_input_bytes = 0
+        self.net_output_bytes = 0
+        self.unexpected_error_replies = 0
+        self.client_query_buffer_limit_disconnections = 0
+        self.client_output_buffer_limit_disconnections = 0
+        self.total_blocking_timeouts = 0
+
+
+class ServerAPI(Protocol):
+    """The part of the engine that handlers may use."""
+
+    keyspace: Keyspace
+    config: Config
+    clock: Clock
+    stats: Stats
+    info: ServerInfo
+    clients: dict[int, Client]
+    table: dict[bytes, CommandSpec]
+    dirty: int
+    dirty_at_last_save: int
+    last_save_time: int
+
+    @property
+    def blocked_count(self) -> int: ...
+
+    def also_propagate(self, db: int, argv: list[bytes]) -> None: ...
+    def exec_queued(
+        self, client: Client, queued: list[tuple[CommandSpec, list[bytes]]]
+    ) -> Reply: ...
+    def kill_client(self, client: Client) -> None: ...
+    def unblock_client(self, client: Client, error: bool) -> bool: ...
+    def request_shutdown(self, save: bool | None, now: bool, force: bool) -> None: ...
+    def blocking_keys_count(self) -> int: ...
+    def used_memory(self) -> int: ...
+    def log(self, level: str, message: str) -> None: ...
+
+
+class Client:
+    """State of one connection (Redis's ``client``). The transport owns the socket; the
+    engine writes encoded replies into ``out`` and the transport flushes it."""
+
+    def __init__(self, server: ServerAPI, client_id: int, addr: str = "", laddr: str = "") -> None:
+        self.server = server
+        self.id = client_id
+        self.addr = addr
+        self.laddr = laddr
+        self.fd = -1
+        self.name = b""
+        self.lib_name = b""
+        self.lib_ver = b""
+        self.resp = 2
+        self.db: Database = server.keyspace.dbs[0]
+        self.authenticated = not server.config["requirepass"]
+        self.created_ms = server.clock.monotonic_ms()
+        self.last_interaction_ms = self.created_ms
+        self.last_cmd = b"NULL"
+        # MULTI/EXEC
+        self.in_multi = False
+        self.multi_error = False  # a queued command was rejected: EXEC aborts
+        self.dirty_cas = False  # a WATCHed key changed: EXEC fails
+        self.queued: list[tuple[CommandSpec, list[bytes]]] = []
+        self.watched: list[WatchedKey] = []
+        # reply control: CLIENT REPLY ON|OFF|SKIP
+        self.reply_on = True
+        self.skip_next_reply = False
+        self.no_evict = False
+        self.no_touch = False
+        # blocking
+        self.blocked: Any = None  # a Waiter while blocked
+        # output
+        self.out: list[bytes] = []
+        self.out_bytes = 0
+        self.close_after_reply = False
+        self.closed = False
+        self.is_local = laddr.startswith(("127.", "[::1]", "::1")) or laddr.startswith("unix")
+        self.transport: Any = None  # set by the server layer (for CLIENT LIST/KILL)
+
+    def select(self, index: int) -> None:
+        self.db = self.server.keyspace.dbs[index]
+
+    def flags_string(self) -> str:
+        flags = ""
+        if self.in_multi:
+            flags += "x"
+        if self.blocked is not None:
+            flags += "b"
+        if self.dirty_cas:
+            flags += "d"
+        if self.close_after_reply:
+            flags += "c"
+        if self.no_evict:
+            flags += "e"
+        if self.no_touch:
+            flags += "T"
+        return flags or "N"

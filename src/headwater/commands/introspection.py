@@ -1,0 +1,195 @@
+"""COMMAND and its subcommands, served from the command table.
+
+Redis's own metadata (ACL categories, key specs, argument docs) for each command is kept in
+``command_docs.json``, captured from a real server by ``tools/capture_command_docs.py`` as a
+typed reply tree, so COMMAND INFO/DOCS replies match Redis byte for byte in RESP2 and RESP3.
+Commands missing from that file get an entry built from their ``CommandSpec``.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from headwater.commands.context import Client, CommandSpec, spec
+from headwater.errors import err, unknown_subcommand
+from headwater.glob import glob_match
+from headwater.resp.types import Reply, RSet, Status
+
+
+def _tree_to_reply(node: Any) -> Reply:
+    if node is None or isinstance(node, int):
+        return node
+    ((kind, value),) = node.items()
+    if kind == "b":
+        return str(value).encode()
+    if kind == "+":
+        return Status(str(value).encode())
+    if kind == "a":
+        return [_tree_to_reply(item) for item in value]
+    if kind == "s":
+        return RSet(_tree_to_reply(item) for item in value)
+    if kind == "m":
+        return {_tree_to_reply(k): _tree_to_reply(v) for k, v in value}
+    raise ValueError(f"bad tree node {kind!r}")
+
+
+@cache
+def captured() -> dict[str, Any]:
+    text = resources.files("headwater.commands").joinpath("command_docs.json").read_text()
+    data: dict[str, Any] = json.loads(text)
+    return data
+
+
+def command_info(row: CommandSpec) -> Reply:
+    entry = captured().get(row.name)
+    if entry is not None:
+        return _tree_to_reply(entry["info"])
+    flags = RSet(Status(f.encode()) for f in sorted(row.flags) if not f.startswith("x_"))
+    return [
+        row.name.encode(),
+        row.arity,
+        flags,
+        row.first_key,
+        row.last_key,
+        row.step,
+        RSet(),
+        RSet(),
+        [],
+        [command_info(sub) for sub in row.subcommands.values()],
+    ]
+
+
+def command_docs(row: CommandSpec) -> Reply:
+    entry = captured().get(row.name)
+    if entry is not None:
+        return _tree_to_reply(entry["docs"])
+    docs: dict[bytes, Reply] = {b"summary": b"", b"since": b"8.6.0", b"group": b"generic"}
+    if row.subcommands:
+        docs[b"subcommands"] = {
+            sub.name.encode(): command_docs(sub) for sub in row.subcommands.values()
+        }
+    return docs
+
+
+def lookup(c: Client, name: bytes) -> CommandSpec | None:
+    container, _, sub = name.partition(b"|")
+    row = c.server.table.get(container.upper())
+    if row is not None and sub:
+        return row.subcommands.get(sub.lower())
+    return row
+
+
+def cmd_command(c: Client, argv: list[bytes]) -> Reply:
+    if len(argv) > 1:
+        raise unknown_subcommand(argv[1], "COMMAND")
+    return [command_info(row) for row in c.server.table.values()]
+
+
+def cmd_command_count(c: Client, argv: list[bytes]) -> Reply:
+    return len(c.server.table)
+
+
+def cmd_command_info(c: Client, argv: list[bytes]) -> Reply:
+    if len(argv) == 2:
+        return [command_info(row) for row in c.server.table.values()]
+    out: list[Reply] = []
+    for name in argv[2:]:
+        row = lookup(c, name)
+        out.append(None if row is None else command_info(row))
+    return out
+
+
+def cmd_command_docs(c: Client, argv: list[bytes]) -> Reply:
+    rows = list(c.server.table.values()) if len(argv) == 2 else []
+    for name in argv[2:]:
+        row = lookup(c, name)
+        if row is not None:
+            rows.append(row)
+    return {row.name.encode(): command_docs(row) for row in rows}
+
+
+def _all_names(c: Client) -> list[CommandSpec]:
+    rows: list[CommandSpec] = []
+    for row in c.server.table.values():
+        rows.append(row)
+        rows.extend(row.subcommands.values())
+    return rows
+
+
+def cmd_command_list(c: Client, argv: list[bytes]) -> Reply:
+    """COMMAND LIST [FILTERBY MODULE name | ACLCAT category | PATTERN pattern]"""
+    rows = _all_names(c)
+    if len(argv) == 2:
+        return [row.name.encode() for row in rows]
+    if len(argv) != 5 or argv[2].upper() != b"FILTERBY":
+        raise err("syntax error")
+    kind, value = argv[3].upper(), argv[4]
+    if kind == b"PATTERN":
+        return [row.name.encode() for row in rows if glob_match(value, row.name.encode(), True)]
+    if kind == b"MODULE":
+        return []
+    if kind == b"ACLCAT":
+        return [row.name.encode() for row in rows if _in_category(row, value.lower())]
+    raise err("syntax error")
+
+
+def _in_category(row: CommandSpec, category: bytes) -> bool:
+    entry = captured().get(row.name)
+    if entry is None:
+        return False
+    categories = entry["info"]["a"][6]["s"]
+    return any(item["+"].encode() == b"@" + category for item in categories)
+
+
+def cmd_command_getkeys(c: Client, argv: list[bytes]) -> Reply:
+    row = c.server.table.get(argv[2].upper())
+    args = argv[2:]
+    if row is not None and row.subcommands and len(args) > 1:
+        row = row.subcommands.get(args[1].lower(), row)
+    if row is None:
+        raise err("Invalid command specified")
+    if not row.arity_ok(len(args)):
+        raise err("Invalid number of arguments specified for command")
+    positions = row.key_positions(args)
+    if not positions:
+        raise err("The command has no key arguments")
+    return [args[i] for i in positions if i < len(args)]
+
+
+COMMAND_HELP = [
+    b"COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    b"(no subcommand) -- Return details about all commands.",
+    b"COUNT -- Return the total number of commands.",
+    b"INFO [<command-name> ...] -- Return details about the named (or all) commands.",
+    b"DOCS [<command-name> ...] -- Return documentation about the named (or all) commands.",
+    b"LIST [FILTERBY (MODULE <name>|ACLCAT <cat>|PATTERN <glob>)] -- List command names.",
+    b"GETKEYS <full-command> -- Return the keys of a full command.",
+    b"HELP -- Print this help.",
+]
+
+
+def cmd_command_help(c: Client, argv: list[bytes]) -> Reply:
+    return [Status(line) for line in COMMAND_HELP]
+
+
+_INTRO = "loading stale"
+
+SPECS = (
+    spec(
+        "command",
+        -1,
+        _INTRO,
+        handler=cmd_command,
+        subcommands=(
+            spec("command|count", 2, _INTRO, handler=cmd_command_count),
+            spec("command|info", -2, _INTRO, handler=cmd_command_info),
+            spec("command|docs", -2, _INTRO, handler=cmd_command_docs),
+            spec("command|list", -2, _INTRO, handler=cmd_command_list),
+            spec("command|getkeys", -3, _INTRO, handler=cmd_command_getkeys),
+            spec("command|help", 2, _INTRO, handler=cmd_command_help),
+        ),
+    ),
+)

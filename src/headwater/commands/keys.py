@@ -1,0 +1,318 @@
+"""Generic keyspace commands (Redis ``db.c`` and ``expire.c``)."""
+
+from __future__ import annotations
+
+from headwater.commands.args import INT64_MAX, INT64_MIN, parse_int
+from headwater.commands.context import Client, spec
+from headwater.errors import NO_SUCH_KEY, SYNTAX, err, unknown_subcommand
+from headwater.glob import compile_glob
+from headwater.keyspace import Hash, string_encoding, type_name
+from headwater.resp.types import OK, Reply, Status
+
+# ---------------------------------------------------------------------------------------------
+# Deleting, testing, renaming
+
+
+def cmd_del(c: Client, argv: list[bytes]) -> Reply:
+    deleted = 0
+    for key in argv[1:]:
+        if c.db.delete(key):
+            deleted += 1
+    c.server.dirty += deleted
+    return deleted
+
+
+def cmd_exists(c: Client, argv: list[bytes]) -> Reply:
+    return sum(1 for key in argv[1:] if c.db.get(key) is not None)
+
+
+def cmd_touch(c: Client, argv: list[bytes]) -> Reply:
+    return cmd_exists(c, argv)
+
+
+def cmd_type(c: Client, argv: list[bytes]) -> Reply:
+    value = c.db.get(argv[1])
+    return Status(b"none" if value is None else type_name(value))
+
+
+def _rename(c: Client, argv: list[bytes], nx: bool) -> Reply:
+    src, dst = argv[1], argv[2]
+    if c.db.get(src) is None:
+        raise NO_SUCH_KEY
+    if src == dst:
+        return 0 if nx else OK
+    if c.db.get(dst) is not None:
+        if nx:
+            return 0
+        c.db.delete(dst)
+    c.db.rename(src, dst)
+    c.db.signal_ready(dst)
+    c.server.dirty += 1
+    return 1 if nx else OK
+
+
+def cmd_rename(c: Client, argv: list[bytes]) -> Reply:
+    return _rename(c, argv, nx=False)
+
+
+def cmd_renamenx(c: Client, argv: list[bytes]) -> Reply:
+    return _rename(c, argv, nx=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Whole-database commands
+
+
+def cmd_keys(c: Client, argv: list[bytes]) -> Reply:
+    return c.db.keys(argv[1])
+
+
+def cmd_dbsize(c: Client, argv: list[bytes]) -> Reply:
+    return len(c.db)
+
+
+def cmd_randomkey(c: Client, argv: list[bytes]) -> Reply:
+    return c.db.random_key()
+
+
+def cmd_scan(c: Client, argv: list[bytes]) -> Reply:
+    """SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]"""
+    raw = argv[1]
+    if not raw.isdigit() or len(raw) > 20 or int(raw) >= 2**64:
+        raise err("invalid cursor")
+    count, pattern, type_filter = 10, None, None
+    i = 2
+    while i < len(argv):
+        token = argv[i].upper()
+        if i + 1 >= len(argv):
+            raise SYNTAX
+        if token == b"COUNT":
+            count = parse_int(argv[i + 1])
+            if count < 1:
+                raise SYNTAX
+        elif token == b"MATCH":
+            pattern = argv[i + 1]
+        elif token == b"TYPE":
+            type_filter = argv[i + 1].lower()
+        else:
+            raise SYNTAX
+        i += 2
+
+    cursor, keys = c.db.scan(int(raw), count)
+    match = compile_glob(pattern).match if pattern not in (None, b"*") else None
+    kept: list[Reply] = []
+    for key in keys:
+        value = c.db.get(key)
+        if value is None or (match is not None and match(key) is None):
+            continue
+        if type_filter is not None and type_name(value) != type_filter:
+            continue
+        kept.append(key)
+    return [b"%d" % cursor, kept]
+
+
+def _flush_mode(argv: list[bytes]) -> None:
+    if len(argv) > 2 or (len(argv) == 2 and argv[1].upper() not in (b"ASYNC", b"SYNC")):
+        raise SYNTAX
+
+
+def cmd_flushdb(c: Client, argv: list[bytes]) -> Reply:
+    _flush_mode(argv)
+    c.server.dirty += c.db.flush() + 1
+    return OK
+
+
+def cmd_flushall(c: Client, argv: list[bytes]) -> Reply:
+    _flush_mode(argv)
+    c.server.dirty += c.server.keyspace.flush_all() + 1
+    return OK
+
+
+# ---------------------------------------------------------------------------------------------
+# Expiry
+
+
+def _expire_flags(argv: list[bytes]) -> set[bytes]:
+    flags: set[bytes] = set()
+    for raw in argv[3:]:
+        token = raw.upper()
+        if token not in (b"NX", b"XX", b"GT", b"LT"):
+            raise err(f"Unsupported option {raw.decode('utf-8', 'replace')}")
+        flags.add(token)
+    if b"NX" in flags and len(flags) > 1:
+        raise err("NX and XX, GT or LT options at the same time are not compatible")
+    if b"GT" in flags and b"LT" in flags:
+        raise err("GT and LT options at the same time are not compatible")
+    return flags
+
+
+def _expire_generic(c: Client, argv: list[bytes], unit_ms: int, relative: bool) -> Reply:
+    """EXPIRE/PEXPIRE/EXPIREAT/PEXPIREAT key time [NX | XX | GT | LT]"""
+    key = argv[1]
+    flags = _expire_flags(argv)
+    when = parse_int(argv[2])
+    invalid = err(f"invalid expire time in '{argv[0].decode('utf-8', 'replace').lower()}' command")
+    if unit_ms == 1000 and (when > INT64_MAX // 1000 or when < INT64_MIN // 1000):
+        raise invalid
+    when *= unit_ms
+    if relative:
+        now = c.server.keyspace.now_ms
+        if when > INT64_MAX - now:
+            raise invalid
+        when += now
+    db = c.db
+    if db.get(key) is None:
+        return 0
+    current = db.expires.get(key)
+    if flags:
+        if b"NX" in flags and current is not None:
+            return 0
+        if b"XX" in flags and current is None:
+            return 0
+        if b"GT" in flags and (current is None or when <= current):
+            return 0
+        if b"LT" in flags and current is not None and when >= current:
+            return 0
+    c.server.dirty += 1
+    if when <= c.server.keyspace.now_ms:
+        db.delete(key)
+        c.server.also_propagate(db.index, [b"DEL", key])
+        return 1
+    db.set_expire(key, when)
+    c.server.also_propagate(db.index, [b"PEXPIREAT", key, b"%d" % when])
+    return 1
+
+
+def cmd_expire(c: Client, argv: list[bytes]) -> Reply:
+    return _expire_generic(c, argv, 1000, relative=True)
+
+
+def cmd_pexpire(c: Client, argv: list[bytes]) -> Reply:
+    return _expire_generic(c, argv, 1, relative=True)
+
+
+def cmd_expireat(c: Client, argv: list[bytes]) -> Reply:
+    return _expire_generic(c, argv, 1000, relative=False)
+
+
+def cmd_pexpireat(c: Client, argv: list[bytes]) -> Reply:
+    return _expire_generic(c, argv, 1, relative=False)
+
+
+def _ttl(c: Client, key: bytes, in_ms: bool, absolute: bool) -> Reply:
+    if c.db.get(key) is None:
+        return -2
+    when = c.db.expires.get(key)
+    if when is None:
+        return -1
+    if absolute:
+        return when if in_ms else when // 1000
+    left = max(when - c.server.keyspace.now_ms, 0)
+    return left if in_ms else (left + 500) // 1000
+
+
+def cmd_ttl(c: Client, argv: list[bytes]) -> Reply:
+    return _ttl(c, argv[1], in_ms=False, absolute=False)
+
+
+def cmd_pttl(c: Client, argv: list[bytes]) -> Reply:
+    return _ttl(c, argv[1], in_ms=True, absolute=False)
+
+
+def cmd_expiretime(c: Client, argv: list[bytes]) -> Reply:
+    return _ttl(c, argv[1], in_ms=False, absolute=True)
+
+
+def cmd_pexpiretime(c: Client, argv: list[bytes]) -> Reply:
+    return _ttl(c, argv[1], in_ms=True, absolute=True)
+
+
+def cmd_persist(c: Client, argv: list[bytes]) -> Reply:
+    if c.db.get(argv[1]) is None or not c.db.persist(argv[1]):
+        return 0
+    c.server.dirty += 1
+    return 1
+
+
+# ---------------------------------------------------------------------------------------------
+# OBJECT
+
+#: Redis shares the integer objects 0..9999 (OBJ_SHARED_INTEGERS) and reports them as such.
+_SHARED_REFCOUNT = 2147483647
+
+
+def object_encoding(value: object) -> bytes:
+    if isinstance(value, bytes):
+        return string_encoding(value)
+    if isinstance(value, Hash):
+        return b"listpack" if value.listpack else b"hashtable"
+    return getattr(value, "ENCODING", b"unknown")
+
+
+def cmd_object_encoding(c: Client, argv: list[bytes]) -> Reply:
+    value = c.db.get(argv[2])
+    return None if value is None else object_encoding(value)
+
+
+def cmd_object_refcount(c: Client, argv: list[bytes]) -> Reply:
+    value = c.db.get(argv[2])
+    if value is None:
+        return None
+    shared = isinstance(value, bytes) and string_encoding(value) == b"int"
+    return _SHARED_REFCOUNT if shared and 0 <= int(value) < 10000 else 1
+
+
+OBJECT_HELP = [
+    b"OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    b"ENCODING <key>",
+    b"    Return the kind of internal representation used to store the value of <key>.",
+    b"REFCOUNT <key>",
+    b"    Return the number of references of the value of <key>.",
+    b"HELP",
+    b"    Print this help.",
+]
+
+
+def cmd_object_help(c: Client, argv: list[bytes]) -> Reply:
+    return [Status(line) for line in OBJECT_HELP]
+
+
+def cmd_object(c: Client, argv: list[bytes]) -> Reply:
+    raise unknown_subcommand(argv[1], "OBJECT")
+
+
+SPECS = (
+    spec("del", -2, "write", (1, -1, 1), cmd_del),
+    spec("unlink", -2, "write fast", (1, -1, 1), cmd_del),
+    spec("exists", -2, "readonly fast", (1, -1, 1), cmd_exists),
+    spec("touch", -2, "readonly fast", (1, -1, 1), cmd_touch),
+    spec("type", 2, "readonly fast", (1, 1, 1), cmd_type),
+    spec("rename", 3, "write", (1, 2, 1), cmd_rename),
+    spec("renamenx", 3, "write fast", (1, 2, 1), cmd_renamenx),
+    spec("keys", 2, "readonly", (0, 0, 0), cmd_keys),
+    spec("scan", -2, "readonly", (0, 0, 0), cmd_scan),
+    spec("dbsize", 1, "readonly fast", (0, 0, 0), cmd_dbsize),
+    spec("randomkey", 1, "readonly", (0, 0, 0), cmd_randomkey),
+    spec("flushdb", -1, "write", (0, 0, 0), cmd_flushdb),
+    spec("flushall", -1, "write", (0, 0, 0), cmd_flushall),
+    spec("expire", -3, "write fast", (1, 1, 1), cmd_expire),
+    spec("pexpire", -3, "write fast", (1, 1, 1), cmd_pexpire),
+    spec("expireat", -3, "write fast", (1, 1, 1), cmd_expireat),
+    spec("pexpireat", -3, "write fast", (1, 1, 1), cmd_pexpireat),
+    spec("ttl", 2, "readonly fast", (1, 1, 1), cmd_ttl),
+    spec("pttl", 2, "readonly fast", (1, 1, 1), cmd_pttl),
+    spec("expiretime", 2, "readonly fast", (1, 1, 1), cmd_expiretime),
+    spec("pexpiretime", 2, "readonly fast", (1, 1, 1), cmd_pexpiretime),
+    spec("persist", 2, "write fast", (1, 1, 1), cmd_persist),
+    spec(
+        "object",
+        -2,
+        "",
+        handler=cmd_object,
+        subcommands=(
+            spec("object|encoding", 3, "readonly", (2, 2, 1), cmd_object_encoding),
+            spec("object|refcount", 3, "readonly", (2, 2, 1), cmd_object_refcount),
+            spec("object|help", 2, "loading stale", handler=cmd_object_help),
+        ),
+    ),
+)

@@ -1,0 +1,409 @@
+"""Server commands: INFO, CONFIG, TIME, DEBUG, SHUTDOWN, LASTSAVE."""
+
+from __future__ import annotations
+
+import os
+import platform
+import resource
+import sys
+import time
+
+from headwater import REDIS_COMPAT_VERSION, __version__
+from headwater.commands.args import parse_float
+from headwater.commands.context import Client, CommandSpec, spec
+from headwater.config import InvalidConfig, UnknownConfig
+from headwater.errors import SYNTAX, ReplyError, err, unknown_subcommand, wrong_arity
+from headwater.resp.types import OK, Reply, Status, Verbatim
+
+# ---------------------------------------------------------------------------------------------
+# INFO
+
+DEFAULT_SECTIONS = (
+    "server",
+    "clients",
+    "memory",
+    "persistence",
+    "stats",
+    "replication",
+    "cpu",
+    "errorstats",
+    "keyspace",
+)
+ALL_SECTIONS = (*DEFAULT_SECTIONS[:7], "commandstats", "errorstats", "keyspace")
+
+
+def _section_server(c: Client) -> list[str]:
+    info = c.server.info
+    uptime_s = int((c.server.clock.monotonic_ms() - info.start_mono_ms) // 1000)
+    return [
+        f"redis_version:{REDIS_COMPAT_VERSION}",
+        "redis_git_sha1:00000000",
+        "redis_git_dirty:0",
+        "redis_mode:standalone",
+        "server_name:headwater",
+        f"headwater_version:{__version__}",
+        f"os:{platform.system()} {platform.release()} {platform.machine()}",
+        f"arch_bits:{64 if sys.maxsize > 2**32 else 32}",
+        f"multiplexing_api:{info.event_loop}",
+        f"python_version:{platform.python_version()}",
+        f"process_id:{info.pid}",
+        f"run_id:{info.run_id}",
+        f"tcp_port:{info.port}",
+        f"server_time_usec:{time.time_ns() // 1000}",
+        f"uptime_in_seconds:{uptime_s}",
+        f"uptime_in_days:{uptime_s // 86400}",
+        f"hz:{c.server.config['hz']}",
+        f"executable:{info.executable}",
+        f"config_file:{info.config_file}",
+        "cluster_enabled:0",
+    ]
+
+
+def _section_clients(c: Client) -> list[str]:
+    return [
+        f"connected_clients:{len(c.server.clients)}",
+        f"maxclients:{c.server.config['maxclients']}",
+        f"blocked_clients:{c.server.blocked_count}",
+        f"total_blocking_keys:{c.server.blocking_keys_count()}",
+        f"watching_clients:{sum(1 for x in c.server.clients.values() if x.watched)}",
+    ]
+
+
+def _human(n: int) -> str:
+    for unit, size in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.2f}{unit}"
+    return f"{n}B"
+
+
+def _section_memory(c: Client) -> list[str]:
+    used = c.server.used_memory()
+    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    maxmemory = c.server.config["maxmemory"]
+    return [
+        f"used_memory:{used}",
+        f"used_memory_human:{_human(used)}",
+        f"used_memory_rss:{used}",
+        f"used_memory_peak:{peak_kb * 1024}",
+        f"used_memory_peak_human:{_human(peak_kb * 1024)}",
+        f"maxmemory:{maxmemory}",
+        f"maxmemory_human:{_human(maxmemory)}",
+        f"maxmemory_policy:{c.server.config['maxmemory-policy']}",
+        "mem_allocator:pymalloc",
+    ]
+
+
+def _section_persistence(c: Client) -> list[str]:
+    server = c.server
+    return [
+        "loading:0",
+        "async_loading:0",
+        f"rdb_changes_since_last_save:{server.dirty - server.dirty_at_last_save}",
+        "rdb_bgsave_in_progress:0",
+        f"rdb_last_save_time:{server.last_save_time}",
+        "rdb_last_bgsave_status:ok",
+        f"aof_enabled:{int(server.config['appendonly'])}",
+        "aof_rewrite_in_progress:0",
+        "aof_rewrite_scheduled:0",
+        "aof_last_bgrewrite_status:ok",
+        "aof_last_write_status:ok",
+    ]
+
+
+def _section_stats(c: Client) -> list[str]:
+    s = c.server.stats
+    return [
+        f"total_connections_received:{s.total_connections_received}",
+        f"total_commands_processed:{s.total_commands_processed}",
+        f"total_net_input_bytes:{s.net_input_bytes}",
+        f"total_net_output_bytes:{s.net_output_bytes}",
+        f"rejected_connections:{s.rejected_connections}",
+        f"expired_keys:{s.expired_keys}",
+        "evicted_keys:0",
+        f"keyspace_hits:{s.keyspace_hits}",
+        f"keyspace_misses:{s.keyspace_misses}",
+        f"total_error_replies:{s.total_error_replies}",
+        f"unexpected_error_replies:{s.unexpected_error_replies}",
+        f"total_blocking_timeouts:{s.total_blocking_timeouts}",
+        f"client_query_buffer_limit_disconnections:{s.client_query_buffer_limit_disconnections}",
+        f"client_output_buffer_limit_disconnections:{s.client_output_buffer_limit_disconnections}",
+    ]
+
+
+def _section_replication(c: Client) -> list[str]:
+    return [
+        "role:master",
+        "connected_slaves:0",
+        f"master_replid:{c.server.info.run_id}",
+        "master_replid2:0000000000000000000000000000000000000000",
+        "master_repl_offset:0",
+        "second_repl_offset:-1",
+        "repl_backlog_active:0",
+    ]
+
+
+def _section_cpu(c: Client) -> list[str]:
+    self_usage = resource.getrusage(resource.RUSAGE_SELF)
+    return [
+        f"used_cpu_sys:{self_usage.ru_stime:.6f}",
+        f"used_cpu_user:{self_usage.ru_utime:.6f}",
+    ]
+
+
+def _section_commandstats(c: Client) -> list[str]:
+    lines = []
+    for row in _all_rows(c):
+        if row.calls or row.rejected_calls or row.failed_calls:
+            per_call = row.usec / row.calls if row.calls else 0.0
+            lines.append(
+                f"cmdstat_{row.name}:calls={row.calls},usec={int(row.usec)},"
+                f"usec_per_call={per_call:.2f},rejected_calls={row.rejected_calls},"
+                f"failed_calls={row.failed_calls}"
+            )
+    return lines
+
+
+def _all_rows(c: Client) -> list[CommandSpec]:
+    rows: list[CommandSpec] = []
+    for row in c.server.table.values():
+        rows.append(row)
+        rows.extend(row.subcommands.values())
+    return rows
+
+
+def _section_errorstats(c: Client) -> list[str]:
+    return [f"errorstat_{code}:count={n}" for code, n in c.server.stats.errorstats.items()]
+
+
+def _section_keyspace(c: Client) -> list[str]:
+    lines = []
+    for db in c.server.keyspace.dbs:
+        if len(db):
+            lines.append(f"db{db.index}:keys={len(db)},expires={len(db.expires)},avg_ttl=0")
+    return lines
+
+
+SECTIONS = {
+    "server": _section_server,
+    "clients": _section_clients,
+    "memory": _section_memory,
+    "persistence": _section_persistence,
+    "stats": _section_stats,
+    "replication": _section_replication,
+    "cpu": _section_cpu,
+    "commandstats": _section_commandstats,
+    "errorstats": _section_errorstats,
+    "keyspace": _section_keyspace,
+}
+
+
+def render_info(c: Client, names: list[str]) -> bytes:
+    chunks = []
+    for name in names:
+        title = name.capitalize() if name != "cpu" else "CPU"
+        lines = SECTIONS[name](c)
+        chunks.append("# " + title + "\r\n" + "".join(line + "\r\n" for line in lines))
+    return "\r\n".join(chunks).encode()
+
+
+def cmd_info(c: Client, argv: list[bytes]) -> Reply:
+    """INFO [section [section ...]]"""
+    wanted: list[str] = []
+    for raw in argv[1:] or [b"default"]:
+        name = raw.decode("utf-8", "replace").lower()
+        if name == "default":
+            wanted.extend(DEFAULT_SECTIONS)
+        elif name in ("all", "everything"):
+            wanted.extend(ALL_SECTIONS)
+        elif name in SECTIONS:
+            wanted.append(name)
+    seen = list(dict.fromkeys(wanted))
+    return Verbatim(render_info(c, seen))
+
+
+# ---------------------------------------------------------------------------------------------
+# CONFIG
+
+
+def cmd_config_get(c: Client, argv: list[bytes]) -> Reply:
+    return c.server.config.get_matching(argv[2:])
+
+
+def cmd_config_set(c: Client, argv: list[bytes]) -> Reply:
+    if len(argv) % 2:
+        raise wrong_arity("config|set")
+    pairs = [
+        (argv[i].decode("utf-8", "replace"), argv[i + 1].decode("utf-8", "replace"))
+        for i in range(2, len(argv), 2)
+    ]
+    try:
+        c.server.config.set_many(pairs)
+    except UnknownConfig as exc:
+        raise err(f"Unknown option or number of arguments for CONFIG SET - '{exc.name}'") from None
+    except InvalidConfig as exc:
+        raise err(
+            f"CONFIG SET failed (possibly related to argument '{exc.name}') - {exc.message}"
+        ) from None
+    return OK
+
+
+def cmd_config_resetstat(c: Client, argv: list[bytes]) -> Reply:
+    c.server.stats.reset()
+    for row in _all_rows(c):
+        row.calls = row.rejected_calls = row.failed_calls = 0
+        row.usec = 0.0
+    return OK
+
+
+def cmd_config_rewrite(c: Client, argv: list[bytes]) -> Reply:
+    path = c.server.config.file
+    if not path:
+        raise err("The server is running without a config file")
+    try:
+        rewrite_config_file(path, c.server.config.rewrite_lines())
+    except OSError as exc:
+        raise err(f"Rewriting config file: {exc.strerror}") from None
+    return OK
+
+
+REWRITE_MARK = "# Generated by CONFIG REWRITE"
+
+
+def rewrite_config_file(path: str, lines: list[str]) -> None:
+    """Keep the user's lines (minus directives we rewrite), then our block; atomic rename."""
+    names = {line.split(" ", 1)[0] for line in lines}
+    kept: list[str] = []
+    try:
+        with open(path, encoding="utf-8") as f:
+            for raw in f.read().splitlines():
+                if raw.strip() == REWRITE_MARK:
+                    break
+                words = raw.split()
+                if words and not raw.lstrip().startswith("#") and words[0].lower() in names:
+                    continue
+                kept.append(raw)
+    except FileNotFoundError:
+        pass
+    body = "\n".join([*kept, REWRITE_MARK, *lines]) + "\n"
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(body)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+CONFIG_HELP = [
+    b"CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    b"GET <pattern> [<pattern> ...] -- Return parameters matching the glob-like patterns.",
+    b"SET <directive> <value> [<directive> <value> ...] -- Set parameters at runtime.",
+    b"RESETSTAT -- Reset the statistics reported by INFO.",
+    b"REWRITE -- Write the current configuration to the config file.",
+    b"HELP -- Print this help.",
+]
+
+
+def cmd_config_help(c: Client, argv: list[bytes]) -> Reply:
+    return [Status(line) for line in CONFIG_HELP]
+
+
+def cmd_config(c: Client, argv: list[bytes]) -> Reply:
+    raise unknown_subcommand(argv[1], "CONFIG")
+
+
+# ---------------------------------------------------------------------------------------------
+# TIME, LASTSAVE, SHUTDOWN, DEBUG
+
+
+def cmd_time(c: Client, argv: list[bytes]) -> Reply:
+    now_us = time.time_ns() // 1000
+    return [b"%d" % (now_us // 1_000_000), b"%d" % (now_us % 1_000_000)]
+
+
+def cmd_lastsave(c: Client, argv: list[bytes]) -> Reply:
+    return c.server.last_save_time
+
+
+def cmd_shutdown(c: Client, argv: list[bytes]) -> Reply:
+    """SHUTDOWN [NOSAVE | SAVE] [NOW] [FORCE] [ABORT]"""
+    save: bool | None = None
+    now = force = abort = False
+    for raw in argv[1:]:
+        token = raw.upper()
+        if token == b"NOSAVE" and save is None:
+            save = False
+        elif token == b"SAVE" and save is None:
+            save = True
+        elif token == b"NOW":
+            now = True
+        elif token == b"FORCE":
+            force = True
+        elif token == b"ABORT":
+            abort = True
+        else:
+            raise SYNTAX
+    if abort:
+        if len(argv) > 2:
+            raise SYNTAX
+        raise err("No shutdown in progress.")
+    c.server.request_shutdown(save, now, force)
+    c.close_after_reply = True
+    return OK
+
+
+DEBUG_NOT_ALLOWED = err(
+    'DEBUG command not allowed. If the enable-debug-command option is set to "local", you '
+    "can run it from a local connection, otherwise you need to set this option in the "
+    "configuration file, and then restart the server."
+)
+
+
+def cmd_debug(c: Client, argv: list[bytes]) -> Reply:
+    """DEBUG SLEEP <seconds> | DEBUG LOG <message> | DEBUG HELP"""
+    mode = c.server.config["enable-debug-command"]
+    if mode == "no" or (mode == "local" and not c.is_local):
+        raise DEBUG_NOT_ALLOWED
+    sub = argv[1].upper()
+    if sub == b"SLEEP" and len(argv) == 3:
+        # Redis blocks the whole server here too: that is what the command is for.
+        time.sleep(max(parse_float(argv[2]), 0.0))
+        return OK
+    if sub == b"LOG" and len(argv) == 3:
+        c.server.log("warning", "DEBUG LOG: " + argv[2].decode("utf-8", "replace"))
+        return OK
+    if sub == b"HELP" and len(argv) == 2:
+        return [
+            Status(b"DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"),
+            Status(b"SLEEP <seconds> -- Stop the server for <seconds> (a float)."),
+            Status(b"LOG <message> -- Write <message> to the server log."),
+            Status(b"HELP -- Print this help."),
+        ]
+    raise ReplyError(
+        "ERR",
+        f"unknown subcommand or wrong number of arguments for "
+        f"'{argv[1].decode('utf-8', 'replace')}'. Try DEBUG HELP.",
+    )
+
+
+_ADMIN = "admin noscript loading stale"
+
+SPECS = (
+    spec("info", -1, "loading stale", handler=cmd_info),
+    spec(
+        "config",
+        -2,
+        "",
+        handler=cmd_config,
+        subcommands=(
+            spec("config|get", -3, _ADMIN, handler=cmd_config_get),
+            spec("config|set", -4, _ADMIN + " may_replicate", handler=cmd_config_set),
+            spec("config|resetstat", 2, _ADMIN, handler=cmd_config_resetstat),
+            spec("config|rewrite", 2, _ADMIN, handler=cmd_config_rewrite),
+            spec("config|help", 2, "loading stale", handler=cmd_config_help),
+        ),
+    ),
+    spec("time", 1, "loading stale fast", handler=cmd_time),
+    spec("lastsave", 1, "loading stale fast", handler=cmd_lastsave),
+    spec("shutdown", -1, "admin noscript loading stale no_multi allow_busy", handler=cmd_shutdown),
+    spec("debug", -2, "admin noscript loading stale", handler=cmd_debug),
+)

@@ -1,0 +1,282 @@
+"""String commands: the metadata type for checkpoints and markers.
+
+Redis ``t_string.c`` semantics: integers are strict int64 text, INCR/APPEND keep the TTL, SET
+without KEEPTTL clears it, and relative expiries are propagated as absolute ``PXAT``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from headwater.commands.args import INT64_MAX, INT64_MIN, parse_int, strict_int
+from headwater.commands.context import Client, spec
+from headwater.errors import NOT_INTEGER, OVERFLOW, SYNTAX, WRONGTYPE, err, wrong_arity
+from headwater.keyspace import RawString
+from headwater.resp.types import OK, Reply
+
+# ---------------------------------------------------------------------------------------------
+# Lookups
+
+
+def _get_string(c: Client, key: bytes) -> bytes | None:
+    value = c.db.get(key)
+    if value is None:
+        c.server.stats.keyspace_misses += 1
+        return None
+    if not isinstance(value, bytes):
+        raise WRONGTYPE
+    c.server.stats.keyspace_hits += 1
+    return value
+
+
+# ---------------------------------------------------------------------------------------------
+# SET and its expiry options
+
+
+@dataclass
+class SetOpts:
+    nx: bool = False
+    xx: bool = False
+    get: bool = False
+    keep_ttl: bool = False
+    expire_at_ms: int | None = None  # absolute deadline
+
+
+_EXPIRE_UNITS = {b"EX": (1000, False), b"PX": (1, False), b"EXAT": (1000, True), b"PXAT": (1, True)}
+
+
+def expire_deadline(c: Client, raw: bytes, unit_ms: int, absolute: bool, command: str) -> int:
+    """Redis's getExpireMillisecondsOrReply: the absolute deadline in ms, or an error."""
+    amount = parse_int(raw)
+    invalid = err(f"invalid expire time in '{command}' command")
+    if amount <= 0 or (unit_ms == 1000 and amount > INT64_MAX // 1000):
+        raise invalid
+    amount *= unit_ms
+    if not absolute:
+        if amount > INT64_MAX - c.server.keyspace.now_ms:
+            raise invalid
+        amount += c.server.keyspace.now_ms
+    return amount
+
+
+def parse_set(c: Client, argv: list[bytes]) -> SetOpts:
+    """SET key value [NX | XX] [GET] [EX s | PX ms | EXAT ts | PXAT ts | KEEPTTL]"""
+    opts = SetOpts()
+    expire: tuple[bytes, bytes] | None = None
+    i = 3
+    while i < len(argv):
+        token = argv[i].upper()
+        has_next = i + 1 < len(argv)
+        if token == b"NX" and not opts.xx:
+            opts.nx = True
+        elif token == b"XX" and not opts.nx:
+            opts.xx = True
+        elif token == b"GET":
+            opts.get = True
+        elif token == b"KEEPTTL" and expire is None:
+            opts.keep_ttl = True
+        elif token in _EXPIRE_UNITS and expire is None and not opts.keep_ttl and has_next:
+            expire = (token, argv[i + 1])
+            i += 1
+        else:
+            raise SYNTAX
+        i += 1
+    if expire is not None:
+        unit_ms, absolute = _EXPIRE_UNITS[expire[0]]
+        opts.expire_at_ms = expire_deadline(c, expire[1], unit_ms, absolute, "set")
+    return opts
+
+
+def cmd_set(c: Client, argv: list[bytes]) -> Reply:
+    key, value = argv[1], argv[2]
+    db = c.db
+    if len(argv) == 3:  # the hot path: plain SET key value
+        db.set(key, value)
+        c.server.dirty += 1
+        return OK
+    opts = parse_set(c, argv)
+    old = _get_string(c, key) if opts.get else db.get(key)
+    exists = old is not None
+    if (opts.nx and exists) or (opts.xx and not exists):
+        return old if opts.get else None
+    db.set(key, value, keep_ttl=opts.keep_ttl)
+    c.server.dirty += 1
+    if opts.expire_at_ms is not None:
+        db.set_expire(key, opts.expire_at_ms)
+        c.server.also_propagate(db.index, [b"SET", key, value, b"PXAT", b"%d" % opts.expire_at_ms])
+    return old if opts.get else OK
+
+
+def cmd_setnx(c: Client, argv: list[bytes]) -> Reply:
+    if c.db.get(argv[1]) is not None:
+        return 0
+    c.db.set(argv[1], argv[2])
+    c.server.dirty += 1
+    return 1
+
+
+def _setex(c: Client, argv: list[bytes], unit_ms: int) -> Reply:
+    name = argv[0].decode("utf-8", "replace").lower()
+    deadline = expire_deadline(c, argv[2], unit_ms, False, name)
+    c.db.set(argv[1], argv[3])
+    c.db.set_expire(argv[1], deadline)
+    c.server.dirty += 1
+    c.server.also_propagate(c.db.index, [b"SET", argv[1], argv[3], b"PXAT", b"%d" % deadline])
+    return OK
+
+
+def cmd_setex(c: Client, argv: list[bytes]) -> Reply:
+    return _setex(c, argv, 1000)
+
+
+def cmd_psetex(c: Client, argv: list[bytes]) -> Reply:
+    return _setex(c, argv, 1)
+
+
+def cmd_get(c: Client, argv: list[bytes]) -> Reply:
+    return _get_string(c, argv[1])
+
+
+def cmd_getset(c: Client, argv: list[bytes]) -> Reply:
+    old = _get_string(c, argv[1])
+    c.db.set(argv[1], argv[2])
+    c.server.dirty += 1
+    return old
+
+
+def cmd_getdel(c: Client, argv: list[bytes]) -> Reply:
+    old = _get_string(c, argv[1])
+    if old is not None:
+        c.db.delete(argv[1])
+        c.server.dirty += 1
+    return old
+
+
+def cmd_getex(c: Client, argv: list[bytes]) -> Reply:
+    """GETEX key [EX s | PX ms | EXAT ts | PXAT ts | PERSIST]"""
+    key = argv[1]
+    deadline: int | None = None
+    persist = False
+    if len(argv) > 2:
+        token = argv[2].upper()
+        if token == b"PERSIST" and len(argv) == 3:
+            persist = True
+        elif token in _EXPIRE_UNITS and len(argv) == 4:
+            unit_ms, absolute = _EXPIRE_UNITS[token]
+            deadline = expire_deadline(c, argv[3], unit_ms, absolute, "getex")
+        else:
+            raise SYNTAX
+    value = _get_string(c, key)
+    if value is None:
+        return None
+    if deadline is not None:
+        c.db.set_expire(key, deadline)
+        c.server.dirty += 1
+        c.server.also_propagate(c.db.index, [b"PEXPIREAT", key, b"%d" % deadline])
+    elif persist and c.db.persist(key):
+        c.server.dirty += 1
+        c.server.also_propagate(c.db.index, [b"PERSIST", key])
+    return value
+
+
+def cmd_mget(c: Client, argv: list[bytes]) -> Reply:
+    db = c.db
+    out: list[Reply] = []
+    for key in argv[1:]:
+        value = db.get(key)
+        out.append(value if isinstance(value, bytes) else None)
+    return out
+
+
+def cmd_mset(c: Client, argv: list[bytes]) -> Reply:
+    if len(argv) % 2 == 0:
+        raise wrong_arity(argv[0].decode("utf-8", "replace").lower())
+    for i in range(1, len(argv), 2):
+        c.db.set(argv[i], argv[i + 1])
+    c.server.dirty += (len(argv) - 1) // 2
+    return OK
+
+
+def cmd_msetnx(c: Client, argv: list[bytes]) -> Reply:
+    if len(argv) % 2 == 0:
+        raise wrong_arity("msetnx")
+    if any(c.db.get(argv[i]) is not None for i in range(1, len(argv), 2)):
+        return 0
+    for i in range(1, len(argv), 2):
+        c.db.set(argv[i], argv[i + 1])
+    c.server.dirty += (len(argv) - 1) // 2
+    return 1
+
+
+def _incr(c: Client, key: bytes, delta: int) -> Reply:
+    old = _get_string(c, key)
+    current = 0
+    if old is not None:
+        parsed = strict_int(old)
+        if parsed is None:
+            raise NOT_INTEGER
+        current = parsed
+    result = current + delta
+    if not INT64_MIN <= result <= INT64_MAX:
+        raise OVERFLOW
+    c.db.set(key, b"%d" % result, keep_ttl=True)
+    c.server.dirty += 1
+    return result
+
+
+def cmd_incr(c: Client, argv: list[bytes]) -> Reply:
+    return _incr(c, argv[1], 1)
+
+
+def cmd_decr(c: Client, argv: list[bytes]) -> Reply:
+    return _incr(c, argv[1], -1)
+
+
+def cmd_incrby(c: Client, argv: list[bytes]) -> Reply:
+    return _incr(c, argv[1], parse_int(argv[2]))
+
+
+def cmd_decrby(c: Client, argv: list[bytes]) -> Reply:
+    delta = parse_int(argv[2])
+    if delta == INT64_MIN:
+        raise err("decrement would overflow")
+    return _incr(c, argv[1], -delta)
+
+
+def cmd_append(c: Client, argv: list[bytes]) -> Reply:
+    old = _get_string(c, argv[1])
+    if old is None:
+        c.db.set(argv[1], argv[2])
+        new_len = len(argv[2])
+    else:
+        joined = RawString(old + argv[2])
+        c.db.set(argv[1], joined, keep_ttl=True)
+        new_len = len(joined)
+    c.server.dirty += 1
+    return new_len
+
+
+def cmd_strlen(c: Client, argv: list[bytes]) -> Reply:
+    value = _get_string(c, argv[1])
+    return 0 if value is None else len(value)
+
+
+SPECS = (
+    spec("get", 2, "readonly fast", (1, 1, 1), cmd_get),
+    spec("set", -3, "write denyoom", (1, 1, 1), cmd_set),
+    spec("setnx", 3, "write denyoom fast", (1, 1, 1), cmd_setnx),
+    spec("setex", 4, "write denyoom", (1, 1, 1), cmd_setex),
+    spec("psetex", 4, "write denyoom", (1, 1, 1), cmd_psetex),
+    spec("getset", 3, "write denyoom fast", (1, 1, 1), cmd_getset),
+    spec("getdel", 2, "write fast", (1, 1, 1), cmd_getdel),
+    spec("getex", -2, "write fast", (1, 1, 1), cmd_getex),
+    spec("mget", -2, "readonly fast", (1, -1, 1), cmd_mget),
+    spec("mset", -3, "write denyoom", (1, -1, 2), cmd_mset),
+    spec("msetnx", -3, "write denyoom", (1, -1, 2), cmd_msetnx),
+    spec("incr", 2, "write denyoom fast", (1, 1, 1), cmd_incr),
+    spec("decr", 2, "write denyoom fast", (1, 1, 1), cmd_decr),
+    spec("incrby", 3, "write denyoom fast", (1, 1, 1), cmd_incrby),
+    spec("decrby", 3, "write denyoom fast", (1, 1, 1), cmd_decrby),
+    spec("append", 3, "write denyoom fast", (1, 1, 1), cmd_append),
+    spec("strlen", 2, "readonly fast", (1, 1, 1), cmd_strlen),
+)

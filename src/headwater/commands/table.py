@@ -1,0 +1,29 @@
+"""The command table: every family's ``SPECS`` merged into one mapping by upper-case name."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from headwater.commands import (
+    connection,
+    hashes,
+    introspection,
+    keys,
+    server,
+    strings,
+    transactions,
+)
+from headwater.commands.context import CommandSpec
+
+FAMILIES = (connection, keys, strings, hashes, server, transactions, introspection)
+
+
+def build_table(extra: Iterable[CommandSpec] = ()) -> dict[bytes, CommandSpec]:
+    table: dict[bytes, CommandSpec] = {}
+    rows = [row for family in FAMILIES for row in family.SPECS]
+    for row in [*rows, *extra]:
+        key = row.name.upper().encode()
+        if key in table:
+            raise ValueError(f"command {row.name!r} defined twice")
+        table[key] = row
+    return table

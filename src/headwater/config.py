@@ -1,0 +1,356 @@
+"""Server configuration: one table of parameters, shared by the command line, the config file,
+CONFIG GET/SET/REWRITE and INFO.
+
+Each ``Param`` knows how to parse a value (with Redis's error texts), how to print it back, and
+whether CONFIG SET may change it at runtime. Values live in ``Config.values`` under the
+canonical name; aliases (``slaveof`` style) map to it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from headwater.glob import glob_match
+
+Parser = Callable[[str], Any]
+Printer = Callable[[Any], str]
+
+
+class ConfigError(Exception):
+    """An invalid value; the message is Redis's explanation (after ``… - ``)."""
+
+
+_MEMORY_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1000,
+    "kb": 1024,
+    "m": 1000**2,
+    "mb": 1024**2,
+    "g": 1000**3,
+    "gb": 1024**3,
+}
+
+
+def parse_memory(text: str) -> int:
+    match = re.fullmatch(r"(-?\d+)([a-zA-Z]*)", text)
+    if not match or match.group(2).lower() not in _MEMORY_UNITS:
+        raise ConfigError("argument must be a memory value")
+    return int(match.group(1)) * _MEMORY_UNITS[match.group(2).lower()]
+
+
+def _int_parser(lo: int, hi: int, memory: bool = False) -> Parser:
+    def parse(text: str) -> int:
+        if memory:
+            value = parse_memory(text)
+        else:
+            try:
+                if not re.fullmatch(r"-?\d+", text):
+                    raise ValueError
+                value = int(text)
+            except ValueError:
+                raise ConfigError("argument couldn't be parsed into an integer") from None
+        if not lo <= value <= hi:
+            raise ConfigError(f"argument must be between {lo} and {hi} inclusive")
+        return value
+
+    return parse
+
+
+def _bool(text: str) -> bool:
+    lowered = text.lower()
+    if lowered not in ("yes", "no"):
+        raise ConfigError("argument must be 'yes' or 'no'")
+    return lowered == "yes"
+
+
+def _enum(*choices: str) -> Parser:
+    def parse(text: str) -> str:
+        if text.lower() not in choices:
+            raise ConfigError(f"argument(s) must be one of the following: {', '.join(choices)}")
+        return text.lower()
+
+    return parse
+
+
+def _string(text: str) -> str:
+    return text
+
+
+def _save(text: str) -> list[tuple[int, int]]:
+    parts = text.split()
+    if len(parts) % 2:
+        raise ConfigError("Invalid save parameters")
+    rules = []
+    for i in range(0, len(parts), 2):
+        seconds, changes = parts[i], parts[i + 1]
+        if not (seconds.isdigit() and changes.isdigit()):
+            raise ConfigError("Invalid save parameters")
+        rules.append((int(seconds), int(changes)))
+    return rules
+
+
+def _print_save(rules: list[tuple[int, int]]) -> str:
+    return " ".join(f"{s} {c}" for s, c in rules)
+
+
+_BUFFER_CLASSES = ("normal", "slave", "replica", "pubsub")
+
+
+def _output_limits(text: str) -> dict[str, tuple[int, int, int]]:
+    parts = text.split()
+    if not parts or len(parts) % 4:
+        raise ConfigError("Wrong number of arguments in buffer limit configuration.")
+    limits = {}
+    for i in range(0, len(parts), 4):
+        kind = parts[i].lower()
+        if kind not in _BUFFER_CLASSES:
+            raise ConfigError("Invalid client class specified in buffer limit configuration.")
+        try:
+            hard, soft = parse_memory(parts[i + 1]), parse_memory(parts[i + 2])
+            seconds = int(parts[i + 3])
+        except (ConfigError, ValueError):
+            raise ConfigError(
+                "Error in hard, soft or soft_seconds setting in buffer limit configuration."
+            ) from None
+        if hard < 0 or soft < 0 or seconds < 0:
+            raise ConfigError(
+                "Error in hard, soft or soft_seconds setting in buffer limit configuration."
+            )
+        limits["slave" if kind == "replica" else kind] = (hard, soft, seconds)
+    return limits
+
+
+def _print_output_limits(limits: dict[str, tuple[int, int, int]]) -> str:
+    return " ".join(f"{k} {h} {s} {t}" for k, (h, s, t) in limits.items())
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    parse: Parser
+    default: str
+    mutable: bool = True
+    printer: Printer = str
+    aliases: tuple[str, ...] = ()
+    protected: bool = False  # Redis's PROTECTED_CONFIG: not settable at runtime by default
+    variadic: bool = False  # takes several words (bind, save, client-output-buffer-limit)
+    merge: bool = False  # repeated file/CLI occurrences accumulate
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _merge(old: Any, new: Any) -> Any:
+    if isinstance(old, dict):
+        return {**old, **new}
+    return old + new
+
+
+def _yn(value: Any) -> str:
+    return "yes" if value else "no"
+
+
+INT64_MAX = 2**63 - 1
+UINT32_MAX = 2**32 - 1
+
+PARAMS: tuple[Param, ...] = (
+    Param("port", _int_parser(0, 65535), "6379", mutable=False),
+    Param("bind", str.split, "127.0.0.1", mutable=False, printer=" ".join, variadic=True),
+    Param("dir", _string, "./data", protected=True),
+    Param("dbfilename", _string, "dump.hwsnap", protected=True),
+    Param("pidfile", _string, "", mutable=False),
+    Param("logfile", _string, "", mutable=False),
+    Param("loglevel", _enum("debug", "verbose", "notice", "warning"), "notice"),
+    Param("daemonize", _bool, "no", mutable=False, printer=_yn),
+    Param("databases", _int_parser(1, INT64_MAX), "16", mutable=False),
+    Param("requirepass", _string, ""),
+    Param("maxclients", _int_parser(1, UINT32_MAX), "10000"),
+    Param("timeout", _int_parser(0, INT64_MAX), "0"),
+    Param("tcp-keepalive", _int_parser(0, INT64_MAX), "300"),
+    Param("tcp-backlog", _int_parser(0, INT64_MAX), "511", mutable=False),
+    Param("hz", _int_parser(0, INT64_MAX), "10"),
+    Param("protected-mode", _bool, "yes", printer=_yn),
+    Param("enable-debug-command", _enum("no", "yes", "local"), "local", mutable=False),
+    Param("proto-max-bulk-len", _int_parser(1024 * 1024, INT64_MAX, memory=True), "536870912"),
+    Param(
+        "client-query-buffer-limit",
+        _int_parser(1024 * 1024, INT64_MAX, memory=True),
+        "1073741824",
+    ),
+    Param(
+        "client-output-buffer-limit",
+        _output_limits,
+        "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60",
+        printer=_print_output_limits,
+        variadic=True,
+        merge=True,
+    ),
+    Param("maxmemory", _int_parser(0, INT64_MAX, memory=True), "0"),
+    Param(
+        "maxmemory-policy",
+        _enum(
+            "volatile-lru",
+            "volatile-lfu",
+            "volatile-random",
+            "volatile-ttl",
+            "allkeys-lru",
+            "allkeys-lfu",
+            "allkeys-random",
+            "noeviction",
+        ),
+        "noeviction",
+    ),
+    Param("appendonly", _bool, "yes", printer=_yn),
+    Param("appendfsync", _enum("everysec", "always", "no"), "everysec"),
+    Param("appendfilename", _string, "appendonly.aof", mutable=False),
+    Param("appenddirname", _string, "appendonlydir", mutable=False),
+    Param("aof-load-truncated", _bool, "yes", printer=_yn),
+    Param("aof-use-rdb-preamble", _bool, "yes", printer=_yn),
+    Param("auto-aof-rewrite-percentage", _int_parser(0, 2**31 - 1), "100"),
+    Param("auto-aof-rewrite-min-size", _int_parser(0, INT64_MAX, memory=True), "67108864"),
+    Param(
+        "save",
+        _save,
+        "3600 1 300 100 60 10000",
+        printer=_print_save,
+        variadic=True,
+        merge=True,
+    ),
+    Param("stop-writes-on-bgsave-error", _bool, "yes", printer=_yn),
+    Param("rdbcompression", _bool, "yes", printer=_yn),
+    Param("rdbchecksum", _bool, "yes", printer=_yn, mutable=False),
+    Param(
+        "hash-max-listpack-entries",
+        _int_parser(0, INT64_MAX),
+        "128",
+        aliases=("hash-max-ziplist-entries",),
+    ),
+    Param(
+        "hash-max-listpack-value",
+        _int_parser(0, INT64_MAX),
+        "64",
+        aliases=("hash-max-ziplist-value",),
+    ),
+    Param("stream-node-max-bytes", _int_parser(0, INT64_MAX, memory=True), "4096"),
+    Param("stream-node-max-entries", _int_parser(0, INT64_MAX), "100"),
+    Param("stream-idmp-duration", _int_parser(1, 86400), "100"),
+    Param("stream-idmp-maxsize", _int_parser(1, 10000), "100"),
+    Param("stream-consumer-idle-reclaim-ms", _int_parser(0, INT64_MAX), "0"),
+    Param("notify-keyspace-events", _string, ""),
+    Param("slowlog-log-slower-than", _int_parser(-1, INT64_MAX), "10000"),
+    Param("slowlog-max-len", _int_parser(0, INT64_MAX), "128"),
+    Param("latency-monitor-threshold", _int_parser(0, INT64_MAX), "0"),
+    Param("lazyfree-lazy-user-del", _bool, "no", printer=_yn),
+    Param("io-threads", _int_parser(1, 128), "1", mutable=False),
+    Param("appendfsync-group-commit", _bool, "yes", printer=_yn),
+)
+
+
+class Config:
+    """Current values by canonical name, plus the table that validates changes."""
+
+    def __init__(self, params: Iterable[Param] = PARAMS) -> None:
+        self.params: dict[str, Param] = {}
+        self.names: dict[str, str] = {}  # any accepted name (lowercase) -> canonical
+        for param in params:
+            self.params[param.name] = param
+            self.names[param.name] = param.name
+            for alias in param.aliases:
+                self.names[alias] = param.name
+        self.values: dict[str, Any] = {p.name: p.parse(p.default) for p in self.params.values()}
+        self.file: str | None = None
+        self._seen_in_load: set[str] = set()
+        self.listeners: list[Callable[[str, Any], None]] = []
+
+    def __getitem__(self, name: str) -> Any:
+        return self.values[name]
+
+    def lookup(self, name: str) -> Param | None:
+        canonical = self.names.get(name.lower())
+        return None if canonical is None else self.params[canonical]
+
+    def load_value(self, name: str, args: list[str]) -> None:
+        """Apply one directive from the command line or config file (raises ConfigError)."""
+        param = self.lookup(name)
+        if param is None or (len(args) != 1 and not param.variadic):
+            raise ConfigError("Bad directive or wrong number of arguments")
+        value = param.parse(" ".join(args))
+        if param.merge and param.name in self._seen_in_load:
+            value = _merge(self.values[param.name], value)
+        self.values[param.name] = value
+        self._seen_in_load.add(param.name)
+
+    def set_many(self, pairs: list[tuple[str, str]]) -> None:
+        """CONFIG SET semantics: validate all, then apply all; raises (name, message)."""
+        staged: dict[str, Any] = {}
+        for name, text in pairs:
+            param = self.lookup(name)
+            if param is None:
+                raise UnknownConfig(name)
+            if param.name in staged:
+                raise InvalidConfig(name, "duplicate parameter")
+            if not param.mutable:
+                raise InvalidConfig(name, "can't set immutable config")
+            if param.protected:
+                raise InvalidConfig(name, "can't set protected config")
+            try:
+                value = param.parse(text)
+            except ConfigError as exc:
+                raise InvalidConfig(name, str(exc)) from None
+            if param.merge and isinstance(value, dict):
+                value = _merge(self.values[param.name], value)
+            staged[param.name] = value
+        for name, value in staged.items():
+            self.values[name] = value
+            for listener in self.listeners:
+                listener(name, value)
+
+    def get_matching(self, patterns: list[bytes]) -> dict[bytes, bytes]:
+        result: dict[bytes, bytes] = {}
+        for raw in patterns:
+            pattern = raw.decode("utf-8", "replace").lower().encode()
+            has_glob = any(ch in pattern for ch in b"*?[")
+            if not has_glob:
+                canonical = self.names.get(pattern.decode())
+                if canonical is not None:
+                    result[pattern] = self.render(canonical).encode()
+                continue
+            for name in self.names:
+                if glob_match(pattern, name.encode(), nocase=True):
+                    result[name.encode()] = self.render(self.names[name]).encode()
+        return result
+
+    def render(self, name: str) -> str:
+        param = self.params[name]
+        return param.printer(self.values[name])
+
+    def rewrite_lines(self) -> list[str]:
+        """Lines for CONFIG REWRITE: every parameter that differs from its default."""
+        lines = []
+        for param in self.params.values():
+            current = self.render(param.name)
+            if current != param.printer(param.parse(param.default)):
+                lines.append(f"{param.name} {quote(current)}")
+        return lines
+
+
+class UnknownConfig(Exception):
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
+
+
+class InvalidConfig(Exception):
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(f"{name}: {message}")
+        self.name = name
+        self.message = message
+
+
+def quote(value: str) -> str:
+    if value and re.fullmatch(r"[A-Za-z0-9_./:@*,+-]+", value):
+        return value
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{escaped}"'

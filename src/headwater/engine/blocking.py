@@ -1,0 +1,80 @@
+"""Clients waiting on keys (Redis ``blocked.c``).
+
+Theory of operation
+-------------------
+A handler that cannot answer yet returns ``Block(keys, deadline, timeout_reply)``. The engine
+registers a ``Waiter`` at the tail of each key's queue (``Database.blocking[key]``), so clients
+are served first-come first-served. A write that could satisfy waiters calls
+``Database.signal_ready(key)``; after the current command (or transaction) finishes, the engine
+re-runs each waiting client's command in FIFO order (Redis 7 re-executes blocked commands rather
+than serving them with type-specific code). A command that blocks again keeps its place. The
+wait ends on success, timeout (a timer), CLIENT UNBLOCK, or disconnection.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+from headwater.commands.context import Client, CommandSpec
+from headwater.keyspace import Database
+from headwater.resp.types import Reply
+
+
+class Waiter:
+    __slots__ = ("argv", "client", "db", "keys", "row", "timeout_reply", "timer")
+
+    def __init__(
+        self,
+        client: Client,
+        row: CommandSpec,
+        argv: list[bytes],
+        keys: list[bytes],
+        timeout_reply: Reply,
+    ) -> None:
+        self.client = client
+        self.row = row
+        self.argv = argv
+        self.db: Database = client.db
+        self.keys = list(dict.fromkeys(keys))
+        self.timeout_reply = timeout_reply
+        self.timer: Any = None
+
+
+class BlockingRegistry:
+    def __init__(self) -> None:
+        self.count = 0  # blocked clients
+
+    def add(self, waiter: Waiter) -> None:
+        for key in waiter.keys:
+            queue = waiter.db.blocking.get(key)
+            if queue is None:
+                queue = waiter.db.blocking[key] = deque()
+            queue.append(waiter)
+        waiter.client.blocked = waiter
+        self.count += 1
+
+    def remove(self, waiter: Waiter) -> None:
+        for key in waiter.keys:
+            queue = waiter.db.blocking.get(key)
+            if queue is None:
+                continue
+            try:
+                queue.remove(waiter)
+            except ValueError:
+                pass
+            if not queue:
+                del waiter.db.blocking[key]
+        if waiter.timer is not None:
+            waiter.timer.cancel()
+            waiter.timer = None
+        waiter.client.blocked = None
+        self.count -= 1
+
+    def waiters_for(self, db: Database, key: bytes) -> list[Waiter]:
+        queue = db.blocking.get(key)
+        return list(queue) if queue else []
+
+    @staticmethod
+    def keys_count(dbs: list[Database]) -> int:
+        return sum(len(db.blocking) for db in dbs)

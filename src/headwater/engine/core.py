@@ -1,0 +1,317 @@
+"""Command dispatch (Redis ``processCommand`` + ``call``).
+
+Rules
+-----
+* ``execute(client, argv)`` is the only way a command runs, for network clients, EXEC and
+  (later) AOF replay and replicas. Order of checks, as in Redis: unknown command, arity,
+  authentication, then MULTI queueing, then the handler.
+* Replies are encoded into ``client.out`` and the client is added to ``pending``; the transport
+  flushes all pending clients once per event-loop iteration.
+* A handler that changed data bumps ``dirty``. Its effects (the argv as given, or what it passed
+  to ``also_propagate``) go to every sink in ``effect_sinks`` in execution order; a
+  transaction's effects are wrapped in MULTI/EXEC. Keys deleted by expiry propagate as DEL.
+* After each top-level command, keys that became ready wake their blocked clients.
+"""
+
+from __future__ import annotations
+
+import logging
+import resource
+import sys
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from headwater.clock import Clock, SystemClock
+from headwater.commands.context import Block, Client, CommandSpec, ServerInfo, Stats
+from headwater.commands.table import build_table
+from headwater.commands.transactions import discard
+from headwater.config import Config
+from headwater.engine.blocking import BlockingRegistry, Waiter
+from headwater.errors import NOAUTH, UNBLOCKED, ReplyError, err, unknown_subcommand, wrong_arity
+from headwater.keyspace import Keyspace
+from headwater.resp.encoder import encode_into
+from headwater.resp.types import QUEUED, Reply
+
+log = logging.getLogger("headwater")
+
+EffectSink = Callable[[int, list[bytes]], None]
+_NOT_IN_MULTI = err("Command not allowed inside a transaction")
+_INTERNAL = err("internal error while executing the command; see the server log")
+
+
+class Scheduler(Protocol):
+    """What the engine needs from an event loop: timers (asyncio's loop fits)."""
+
+    def call_later(self, delay: float, callback: Callable[[], None]) -> Any: ...
+
+
+class Engine:
+    def __init__(
+        self,
+        config: Config | None = None,
+        clock: Clock | None = None,
+        scheduler: Scheduler | None = None,
+        extra_commands: tuple[CommandSpec, ...] = (),
+    ) -> None:
+        self.config = config or Config()
+        self.clock: Clock = clock or SystemClock()
+        self.scheduler = scheduler
+        self.keyspace = Keyspace(self.config["databases"])
+        self.table = build_table(extra_commands)
+        self.stats = Stats()
+        self.info = ServerInfo()
+        self.info.start_time_ms = self.clock.now_ms()
+        self.info.start_mono_ms = self.clock.monotonic_ms()
+        self.clients: dict[int, Client] = {}
+        self.next_client_id = 1
+        self.dirty = 0
+        self.dirty_at_last_save = 0
+        self.last_save_time = self.info.start_time_ms // 1000
+        self.blocking = BlockingRegistry()
+        self.pending: dict[Client, None] = {}  # clients with output to flush, in order
+        self.effect_sinks: list[EffectSink] = []
+        self.shutdown_requested: tuple[bool | None, bool, bool] | None = None
+        self.on_kill: Callable[[Client], None] = lambda c: None
+        self._explicit_effects = False
+        self._in_exec = False
+        self._tx_effects: list[tuple[int, list[bytes]]] | None = None
+
+    # -- clients ---------------------------------------------------------------------------
+
+    def new_client(self, addr: str = "", laddr: str = "") -> Client:
+        client = Client(self, self.next_client_id, addr, laddr)
+        self.next_client_id += 1
+        self.clients[client.id] = client
+        self.stats.total_connections_received += 1
+        return client
+
+    def client_closed(self, c: Client) -> None:
+        if c.blocked is not None:
+            self.blocking.remove(c.blocked)
+        discard(c)
+        c.closed = True
+        self.clients.pop(c.id, None)
+        self.pending.pop(c, None)
+
+    def kill_client(self, client: Client) -> None:
+        self.on_kill(client)
+
+    @property
+    def blocked_count(self) -> int:
+        return self.blocking.count
+
+    def blocking_keys_count(self) -> int:
+        return BlockingRegistry.keys_count(self.keyspace.dbs)
+
+    # -- dispatch --------------------------------------------------------------------------
+
+    def execute(self, c: Client, argv: list[bytes]) -> None:
+        """Run one command from a client and queue its reply."""
+        c.last_interaction_ms = self.clock.monotonic_ms()
+        self.keyspace.now_ms = self.clock.now_ms()
+        row = self.table.get(argv[0].upper())
+        if row is not None and row.subcommands and len(argv) > 1:
+            sub = row.subcommands.get(argv[1].lower())
+            if sub is None:
+                self._reject(c, None, unknown_subcommand(argv[1], row.name.upper()))
+                return
+            row = sub
+        if row is None:
+            if argv[0].lower() in (b"host:", b"post"):
+                self.log("warning", "Possible SECURITY ATTACK detected: HTTP sent to the port")
+                c.close_after_reply = True
+                self.pending[c] = None
+                return
+            self._reject(c, None, unknown_command(argv))
+            return
+        c.last_cmd = row.name.encode()
+        if not row.arity_ok(len(argv)):
+            self._reject(c, row, wrong_arity(row.name))
+            return
+        if not c.authenticated and not row.no_auth:
+            self._reject(c, row, NOAUTH)
+            return
+        if c.in_multi and not row.immediate:
+            if row.no_multi:
+                self._reject(c, row, _NOT_IN_MULTI)
+                return
+            c.queued.append((row, argv))
+            self._reply(c, QUEUED)
+            return
+        reply = self.call(c, row, argv)
+        if isinstance(reply, Block):
+            self._block(c, row, argv, reply)
+        else:
+            self._reply(c, reply)
+        if self.keyspace.expired:
+            self._propagate_expired()
+        self._serve_ready()
+
+    def _reject(self, c: Client, row: CommandSpec | None, error: ReplyError) -> None:
+        """Refuse a command before running it (Redis: rejectCommand): inside MULTI this
+        also dooms the transaction."""
+        if row is not None:
+            row.rejected_calls += 1
+        if c.in_multi:
+            c.multi_error = True
+        self._reply(c, self._error(error))
+
+    def call(self, c: Client, row: CommandSpec, argv: list[bytes]) -> Reply | Block:
+        """Run the handler; returns its reply (errors as ReplyError values) and propagates."""
+        dirty_before = self.dirty
+        self.stats.total_commands_processed += 1
+        self._explicit_effects = False
+        started = time.perf_counter()
+        try:
+            reply = row.handler(c, argv)  # type: ignore[misc]
+        except ReplyError as exc:
+            row.failed_calls += 1
+            reply = self._error(exc)
+        except Exception:
+            log.exception("unexpected error executing %r", argv[:8])
+            row.failed_calls += 1
+            reply = self._error(_INTERNAL)
+        row.calls += 1
+        row.usec += (time.perf_counter() - started) * 1e6
+        if self.dirty != dirty_before and not self._explicit_effects and row.is_write:
+            self._emit(c.db.index, argv)
+        return reply  # type: ignore[no-any-return]
+
+    def _error(self, exc: ReplyError) -> ReplyError:
+        self.stats.total_error_replies += 1
+        errorstats = self.stats.errorstats
+        errorstats[exc.code] = errorstats.get(exc.code, 0) + 1
+        return exc
+
+    def _reply(self, c: Client, reply: Reply) -> None:
+        if not c.reply_on or c.closed:
+            return
+        if c.skip_next_reply and c.last_cmd != b"client|reply":
+            c.skip_next_reply = False
+            return
+        encode_into(c.out, reply, c.resp)
+        self.pending[c] = None
+
+    # -- transactions and effects ----------------------------------------------------------
+
+    def exec_queued(self, c: Client, queued: list[tuple[CommandSpec, list[bytes]]]) -> Reply:
+        replies: list[Reply] = []
+        self._in_exec = True
+        self._tx_effects = []
+        try:
+            for row, argv in queued:
+                reply = self.call(c, row, argv)
+                replies.append(reply.timeout_reply if isinstance(reply, Block) else reply)
+        finally:
+            self._in_exec = False
+            effects, self._tx_effects = self._tx_effects, None
+        if effects:
+            sinks_effects = [(effects[0][0], [b"MULTI"]), *effects, (effects[-1][0], [b"EXEC"])]
+            for db, argv in sinks_effects:
+                self._emit(db, argv)
+        self._explicit_effects = True  # EXEC itself is not propagated
+        return replies
+
+    def also_propagate(self, db: int, argv: list[bytes]) -> None:
+        self._explicit_effects = True
+        self._emit(db, argv)
+
+    def _emit(self, db: int, argv: list[bytes]) -> None:
+        if self._tx_effects is not None:
+            self._tx_effects.append((db, argv))
+            return
+        for sink in self.effect_sinks:
+            sink(db, argv)
+
+    def _propagate_expired(self) -> None:
+        expired, self.keyspace.expired = self.keyspace.expired, []
+        self.stats.expired_keys += len(expired)
+        for db, key in expired:
+            self._emit(db, [b"DEL", key])
+
+    # -- blocking --------------------------------------------------------------------------
+
+    def _block(self, c: Client, row: CommandSpec, argv: list[bytes], blk: Block) -> None:
+        waiter = Waiter(c, row, argv, blk.keys, blk.timeout_reply)
+        self.blocking.add(waiter)
+        if blk.deadline_ms and self.scheduler is not None:
+            delay = max(blk.deadline_ms - self.clock.monotonic_ms(), 0.0) / 1000.0
+            waiter.timer = self.scheduler.call_later(delay, lambda: self._timeout(waiter))
+
+    def _timeout(self, waiter: Waiter) -> None:
+        if waiter.client.blocked is not waiter:
+            return
+        waiter.timer = None
+        self.stats.total_blocking_timeouts += 1
+        self._finish_wait(waiter, waiter.timeout_reply)
+
+    def unblock_client(self, client: Client, error: bool) -> bool:
+        waiter = client.blocked
+        if waiter is None:
+            return False
+        self._finish_wait(waiter, self._error(UNBLOCKED) if error else waiter.timeout_reply)
+        return True
+
+    def _finish_wait(self, waiter: Waiter, reply: Reply) -> None:
+        self.blocking.remove(waiter)
+        self._reply(waiter.client, reply)
+        resume = getattr(waiter.client, "resume", None)
+        if resume is not None:
+            resume()
+
+    def _serve_ready(self) -> None:
+        """Re-run the commands of clients blocked on keys that became ready, FIFO per key."""
+        for db in self.keyspace.dbs:
+            while db.ready:
+                ready, db.ready = db.ready, []
+                for key in ready:
+                    for waiter in self.blocking.waiters_for(db, key):
+                        self._retry(waiter)
+
+    def _retry(self, waiter: Waiter) -> None:
+        c = waiter.client
+        if c.blocked is not waiter:
+            return
+        self.keyspace.now_ms = self.clock.now_ms()
+        reply = self.call(c, waiter.row, waiter.argv)
+        if isinstance(reply, Block):
+            return  # still not satisfiable: keep the place in the queue
+        self._finish_wait(waiter, reply)
+
+    # -- server-level requests -------------------------------------------------------------
+
+    def request_shutdown(self, save: bool | None, now: bool, force: bool) -> None:
+        self.shutdown_requested = (save, now, force)
+
+    def used_memory(self) -> int:
+        # A cheap, honest approximation: the process's resident set size.
+        try:
+            with open("/proc/self/statm", "rb") as f:
+                pages = int(f.read().split()[1])
+            return pages * resource.getpagesize()
+        except OSError:
+            return sys.getsizeof(self.keyspace)
+
+    def log(self, level: str, message: str) -> None:
+        log.log(logging.getLevelName(level.upper()) if level != "notice" else logging.INFO, message)
+
+    def cron(self) -> None:
+        """Periodic work (``hz`` times a second): active expiry."""
+        self.keyspace.now_ms = self.clock.now_ms()
+        budget = 200
+        for db in self.keyspace.dbs:
+            if db.expires:
+                db.active_expire(budget)
+        if self.keyspace.expired:
+            self._propagate_expired()
+
+
+def unknown_command(argv: list[bytes]) -> ReplyError:
+    args = ""
+    for arg in argv[1:]:
+        if len(args) >= 128:
+            break
+        args += "'" + arg.decode("utf-8", "replace")[: 128 - len(args)] + "' "
+    name = argv[0].decode("utf-8", "replace")[:128]
+    return err(f"unknown command '{name}', with args beginning with: {args}")

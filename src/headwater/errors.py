@@ -1,0 +1,59 @@
+"""Error replies.
+
+A ``ReplyError`` carries its code as a field (``ERR``, ``WRONGTYPE``, ``NOAUTH`` …) and is
+encoded on the wire as ``-{code} {msg}``. Handlers raise them; the engine turns them into
+replies and counts them per code for ``INFO errorstats``.
+"""
+
+from __future__ import annotations
+
+
+class ReplyError(Exception):
+    __slots__ = ("code", "msg")
+
+    def __init__(self, code: str, msg: str) -> None:
+        super().__init__(f"{code} {msg}")
+        self.code = code
+        self.msg = msg
+
+    def line(self) -> bytes:
+        """The error as one RESP line without the leading ``-``; CR/LF become spaces."""
+        text = f"{self.code} {self.msg}" if self.msg else self.code
+        if "\r" in text or "\n" in text:
+            text = text.replace("\r", " ").replace("\n", " ")
+        return text.encode("utf-8", "surrogateescape")
+
+
+def err(msg: str) -> ReplyError:
+    """A plain ``-ERR msg`` error."""
+    return ReplyError("ERR", msg)
+
+
+SYNTAX = err("syntax error")
+WRONGTYPE = ReplyError("WRONGTYPE", "Operation against a key holding the wrong kind of value")
+NO_SUCH_KEY = err("no such key")
+NOT_INTEGER = err("value is not an integer or out of range")
+NOT_FLOAT = err("value is not a valid float")
+OVERFLOW = err("increment or decrement would overflow")
+NOAUTH = ReplyError("NOAUTH", "Authentication required.")
+WRONGPASS = ReplyError("WRONGPASS", "invalid username-password pair or user is disabled.")
+NOPROTO = ReplyError("NOPROTO", "unsupported protocol version")
+DB_INDEX_OUT_OF_RANGE = err("DB index is out of range")
+INVALID_EXPIRE = "invalid expire time in '{}' command"
+EXECABORT = ReplyError("EXECABORT", "Transaction discarded because of previous errors.")
+MULTI_NESTED = err("MULTI calls can not be nested")
+EXEC_WITHOUT_MULTI = err("EXEC without MULTI")
+DISCARD_WITHOUT_MULTI = err("DISCARD without MULTI")
+WATCH_IN_MULTI = err("WATCH inside MULTI is not allowed")
+MAX_CLIENTS = err("max number of clients reached")
+UNBLOCKED = ReplyError("UNBLOCKED", "client unblocked via CLIENT UNBLOCK")
+
+
+def wrong_arity(name: str) -> ReplyError:
+    return err(f"wrong number of arguments for '{name}' command")
+
+
+def unknown_subcommand(sub: bytes, container: str) -> ReplyError:
+    return err(
+        f"unknown subcommand '{sub[:128].decode('utf-8', 'replace')}'. Try {container} HELP."
+    )

@@ -1,0 +1,263 @@
+"""The keyspace: numbered databases mapping keys to typed values, with expiry.
+
+Rules
+-----
+* Every write goes through a ``Database`` method or ends with ``signal_modified(key)``, so WATCH
+  sees it (Redis: ``signalModifiedKey``).
+* Time is ``Keyspace.now_ms``, set once per command by the engine (Redis caches ``mstime`` per
+  command so a key cannot expire half-way through a MULTI/EXEC).
+* A key whose deadline has passed is gone: lookups delete it lazily; ``active_expire`` deletes
+  it from the cron. Each deletion by expiry is logged in ``Keyspace.expired`` so the engine can
+  propagate a ``DEL`` (AOF and replicas must not rely on their own clocks).
+
+Value types: ``bytes`` is a string (``RawString`` marks one made by APPEND, which Redis always
+stores raw), ``Hash`` is a hash; streams arrive with their own module.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+import zlib
+from collections.abc import Iterator
+from typing import Any, Protocol
+
+from headwater.glob import compile_glob
+
+#: Redis's OBJ_ENCODING_EMBSTR_SIZE_LIMIT.
+EMBSTR_MAX = 44
+
+
+class RawString(bytes):
+    """A string Redis would keep in ``raw`` encoding (the result of APPEND)."""
+
+    __slots__ = ()
+
+
+class Hash(dict[bytes, bytes]):
+    """A hash; ``listpack`` turns false for good once it outgrows the listpack limits."""
+
+    __slots__ = ("listpack",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.listpack = True
+
+
+class Watcher(Protocol):
+    dirty_cas: bool
+
+
+class WatchedKey:
+    __slots__ = ("client", "db", "expired", "key")
+
+    def __init__(self, client: Watcher, db: Database, key: bytes, expired: bool) -> None:
+        self.client = client
+        self.db = db
+        self.key = key
+        self.expired = expired  # the key was already logically expired when watched
+
+
+def type_name(value: object) -> bytes:
+    if type(value) is bytes or isinstance(value, bytes):
+        return b"string"
+    if isinstance(value, Hash):
+        return b"hash"
+    return getattr(value, "TYPE_NAME", b"none")
+
+
+class Database:
+    def __init__(self, keyspace: Keyspace, index: int) -> None:
+        self.keyspace = keyspace
+        self.index = index
+        self.data: dict[bytes, Any] = {}
+        self.expires: dict[bytes, int] = {}
+        self._deadlines: list[tuple[int, bytes]] = []  # heap; stale entries skipped lazily
+        self.watched: dict[bytes, list[WatchedKey]] = {}
+        self.blocking: dict[bytes, Any] = {}  # key -> waiters, owned by the blocking registry
+        self.ready: list[bytes] = []  # keys with waiters that a write made ready
+
+    # -- lookups -----------------------------------------------------------------------------
+
+    def get(self, key: bytes) -> Any:
+        """The live value at key, or None (deleting it first if it has expired)."""
+        if self.expires and key in self.expires and self.expires[key] <= self.keyspace.now_ms:
+            self._expire(key)
+            return None
+        return self.data.get(key)
+
+    def exists(self, key: bytes) -> bool:
+        return self.get(key) is not None
+
+    def is_expired(self, key: bytes) -> bool:
+        when = self.expires.get(key)
+        return when is not None and when <= self.keyspace.now_ms
+
+    def ttl_ms(self, key: bytes) -> int | None:
+        """Milliseconds left, or None without an expiry. The key must exist."""
+        when = self.expires.get(key)
+        return None if when is None else max(when - self.keyspace.now_ms, 0)
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    # -- writes ------------------------------------------------------------------------------
+
+    def set(self, key: bytes, value: Any, keep_ttl: bool = False) -> None:
+        """Store value at key (overwriting, and clearing the TTL unless keep_ttl)."""
+        self.data[key] = value
+        if not keep_ttl and self.expires:
+            self.expires.pop(key, None)
+        if self.watched:
+            self.signal_modified(key)
+
+    def delete(self, key: bytes) -> bool:
+        if self.get(key) is None:
+            return False
+        self._remove(key)
+        self.signal_modified(key)
+        return True
+
+    def set_expire(self, key: bytes, when_ms: int) -> None:
+        self.expires[key] = when_ms
+        heapq.heappush(self._deadlines, (when_ms, key))
+        self.signal_modified(key)
+
+    def persist(self, key: bytes) -> bool:
+        if self.expires.pop(key, None) is None:
+            return False
+        self.signal_modified(key)
+        return True
+
+    def rename(self, src: bytes, dst: bytes) -> None:
+        value = self.data[src]
+        when = self.expires.get(src)
+        self._remove(src)
+        self.expires.pop(dst, None)
+        self.data[dst] = value
+        if when is not None:
+            self.set_expire(dst, when)
+        self.signal_modified(src)
+        self.signal_modified(dst)
+
+    def flush(self) -> int:
+        removed = len(self.data)
+        for key in list(self.watched):
+            if key in self.data:
+                self.signal_modified(key)
+        self.data.clear()
+        self.expires.clear()
+        self._deadlines.clear()
+        return removed
+
+    def _remove(self, key: bytes) -> None:
+        del self.data[key]
+        if self.expires:
+            self.expires.pop(key, None)
+
+    def _expire(self, key: bytes) -> None:
+        self._remove(key)
+        self.keyspace.expired.append((self.index, key))
+        self.signal_modified(key)
+
+    # -- WATCH and blocking hooks ------------------------------------------------------------
+
+    def signal_modified(self, key: bytes) -> None:
+        watchers = self.watched.get(key)
+        if not watchers:
+            return
+        for wk in watchers:
+            if wk.expired and key not in self.data:
+                wk.expired = False  # the stale key was deleted: logically no change
+                continue
+            wk.client.dirty_cas = True
+
+    def signal_ready(self, key: bytes) -> None:
+        """A write made key able to serve clients blocked on it."""
+        if key in self.blocking and key not in self.ready:
+            self.ready.append(key)
+
+    # -- iteration ---------------------------------------------------------------------------
+
+    def keys(self, pattern: bytes) -> list[bytes]:
+        match = compile_glob(pattern).match if pattern != b"*" else None
+        now = self.keyspace.now_ms
+        expires = self.expires
+        return [
+            key
+            for key in self.data
+            if (match is None or match(key)) and not (key in expires and expires[key] <= now)
+        ]
+
+    def random_key(self) -> bytes | None:
+        while self.data:
+            key = random.choice(list(self.data))
+            if not self.is_expired(key):
+                return key
+            self._expire(key)
+        return None
+
+    def scan(self, cursor: int, count: int) -> tuple[int, list[bytes]]:
+        """One SCAN step. Keys are visited in order of a fixed hash of their name, and the
+        cursor is the next hash to visit plus one, so a key present for the whole iteration is
+        returned at least once whatever is added or deleted in between (Redis's guarantee).
+        Keys of equal hash are always returned together."""
+        floor = cursor - 1 if cursor else 0
+        crc = zlib.crc32
+        batch = heapq.nsmallest(count, ((h, key) for key in self.data if (h := crc(key)) >= floor))
+        if not batch:
+            return 0, []
+        last = batch[-1][0]
+        taken = [key for h, key in batch if h < last]
+        taken += [key for key in self.data if crc(key) == last]
+        more = any(crc(key) > last for key in self.data)
+        return (last + 2 if more else 0), taken
+
+    def active_expire(self, budget: int) -> int:
+        """Delete up to budget keys whose deadline has passed; returns how many were deleted."""
+        now = self.keyspace.now_ms
+        heap = self._deadlines
+        deleted = 0
+        while heap and heap[0][0] <= now and deleted < budget:
+            when, key = heapq.heappop(heap)
+            if self.expires.get(key) == when:
+                self._expire(key)
+                deleted += 1
+        if len(heap) > 2 * len(self.expires) + 64:
+            self._deadlines = [(w, k) for k, w in self.expires.items()]
+            heapq.heapify(self._deadlines)
+        return deleted
+
+
+class Keyspace:
+    def __init__(self, databases: int = 16) -> None:
+        self.now_ms = 0
+        self.dbs = [Database(self, i) for i in range(databases)]
+        self.expired: list[tuple[int, bytes]] = []  # (db, key) deleted by expiry, to propagate
+
+    def __iter__(self) -> Iterator[Database]:
+        return iter(self.dbs)
+
+    def flush_all(self) -> int:
+        return sum(db.flush() for db in self.dbs)
+
+    def total_keys(self) -> int:
+        return sum(len(db) for db in self.dbs)
+
+
+def string_encoding(value: bytes) -> bytes:
+    """OBJECT ENCODING of a string value, as Redis's tryObjectEncoding decides it."""
+    if isinstance(value, RawString):
+        return b"raw"
+    if len(value) <= 20 and _is_long(value):
+        return b"int"
+    return b"embstr" if len(value) <= EMBSTR_MAX else b"raw"
+
+
+def _is_long(value: bytes) -> bool:
+    if not value:
+        return False
+    digits = value[1:] if value[0] == 45 else value
+    if not digits.isdigit() or (digits[0] == 48 and len(value) > 1):
+        return False
+    return -(2**63) <= int(value) < 2**63

@@ -1,0 +1,356 @@
+"""Request parsing: bytes in, argv lists out.
+
+Theory of operation
+-------------------
+Two parsers share one byte stream:
+
+* the **fast path** is hiredis's C reader. It parses well-formed RESP arrays of bulk strings
+  at ~0.2 us per command, but it knows nothing of inline commands, Redis's limits or Redis's
+  error texts;
+* the **slow path** (``_ExactParser``) is a pure-Python transcription of Redis's request
+  grammar (``processInlineBuffer`` / ``processMultibulkBuffer``): inline commands with quoting,
+  ``proto-max-bulk-len``, the unauthenticated limits and the exact ``Protocol error: …`` texts.
+
+The fast path runs while the stream is well-formed RESP. We hand over to the slow path, at the
+last command boundary, when (1) a command starts with a byte other than ``*`` (inline), (2)
+hiredis raises or yields something that is not an array of bulk strings, (3) a single command
+grows past ``FAST_PATH_MAX_PENDING`` bytes (so the bulk-length limits are checked before the
+payload is buffered), or (4) the client must authenticate first (smaller limits apply). The slow
+path hands back as soon as its buffer is empty.
+
+To restart at a boundary we need to know where the last returned command ended: hiredis only
+accepts canonical RESP (``*<n>\\r\\n`` then ``$<len>\\r\\n<data>\\r\\n``, no leading zeros), so a
+command's byte size follows from its argv (``_wire_size``). Bookkeeping is done only when a
+batch ends mid-command; the common case (whole commands per read) costs nothing extra.
+"""
+
+from __future__ import annotations
+
+import hiredis
+
+#: Above this many buffered bytes of one unfinished command, parse it on the exact path.
+FAST_PATH_MAX_PENDING = 1 << 20
+#: Redis's PROTO_INLINE_MAX_SIZE: the longest inline line or length header we wait for.
+INLINE_MAX_SIZE = 64 * 1024
+#: Limits for clients that have not authenticated yet (Redis: authRequired()).
+UNAUTH_MAX_ARGS = 10
+UNAUTH_MAX_BULK = 16384
+_INT_MAX = 2**31 - 1
+
+
+class RequestError(Exception):
+    """A protocol violation; the message is the reply text (``Protocol error: …``).
+
+    ``reply`` is false when Redis closes the connection without replying (query buffer limit).
+    """
+
+    def __init__(self, message: str, reply: bool = True) -> None:
+        super().__init__(message)
+        self.reply = reply
+
+
+def _wire_size(argv: list[bytes]) -> int:
+    size = 3 + len(str(len(argv)))
+    for arg in argv:
+        n = len(arg)
+        size += n + 5 + (1 if n < 10 else 2 if n < 100 else 3 if n < 1000 else len(str(n)))
+    return size
+
+
+class RequestParser:
+    """Incremental request parser for one connection: ``feed(bytes)``, then ``next()`` until
+    it returns ``None`` (more data needed). Raises ``RequestError`` on a protocol violation,
+    after which the parser must not be used again."""
+
+    def __init__(
+        self,
+        max_bulk_len: int = 512 * 1024 * 1024,
+        max_query_buffer: int = 1024 * 1024 * 1024,
+        auth_required: bool = False,
+    ) -> None:
+        self.max_bulk_len = max_bulk_len
+        self.max_query_buffer = max_query_buffer
+        self.auth_required = auth_required
+        self._reader = hiredis.Reader()
+        self._exact: _ExactParser | None = None
+        self._chunks: list[bytes] = []  # bytes fed to hiredis since the last known boundary
+        self._pending = 0  # len of those bytes
+        self._done: list[list[bytes] | int] = []  # commands (or sizes) taken since the boundary
+        if auth_required:
+            self._exact = self._new_exact()
+
+    def buffered(self) -> int:
+        """Bytes received but not yet returned as commands (for CLIENT LIST ``qbuf``)."""
+        return self._exact.buffered() if self._exact is not None else self._pending
+
+    def feed(self, data: bytes) -> None:
+        if not data:
+            return
+        if self._exact is not None:
+            self._exact.feed(data)
+        elif self._pending == 0 and data[0] != 42:  # 42 == ord("*")
+            self._exact = self._new_exact()
+            self._exact.feed(data)
+        else:
+            self._reader.feed(data)
+            self._chunks.append(data)
+            self._pending += len(data)
+
+    def next(self) -> list[bytes] | None:
+        while True:
+            if self._exact is not None:
+                return self._next_exact()
+            try:
+                cmd = self._reader.gets()
+            except hiredis.ProtocolError:
+                self._to_exact()
+                continue
+            if cmd is False:
+                return self._end_of_batch()
+            if type(cmd) is list and cmd:
+                for arg in cmd:
+                    if type(arg) is not bytes:
+                        self._to_exact()
+                        break
+                else:
+                    self._done.append(cmd)
+                    return cmd
+                continue
+            if cmd is None or cmd == []:
+                # Redis skips "*0" and "*-1" (multibulk length <= 0) silently.
+                self._done.append(5 if cmd is None else 4)
+                continue
+            self._to_exact()  # a top-level value that is not an array
+
+    def _end_of_batch(self) -> list[bytes] | None:
+        if not self._reader.has_data():
+            if self._pending:
+                self._chunks.clear()
+                self._pending = 0
+                self._done.clear()
+            return None
+        if self._done:
+            self._reanchor()
+        if self._pending > FAST_PATH_MAX_PENDING:
+            self._to_exact()
+            return self._next_exact()
+        return None
+
+    def _consumed(self) -> int:
+        return sum(item if type(item) is int else _wire_size(item) for item in self._done)  # type: ignore[misc,arg-type]
+
+    def _reanchor(self) -> None:
+        """Drop the bytes of commands already returned, keeping only the unfinished one."""
+        rest = b"".join(self._chunks)[self._consumed() :]
+        self._chunks = [rest]
+        self._pending = len(rest)
+        self._done.clear()
+
+    def _to_exact(self) -> None:
+        """Re-parse everything after the last returned command on the exact path."""
+        rest = b"".join(self._chunks)[self._consumed() :]
+        self._reader = hiredis.Reader()
+        self._chunks = []
+        self._pending = 0
+        self._done.clear()
+        self._exact = self._new_exact()
+        self._exact.feed(rest)
+
+    def _new_exact(self) -> _ExactParser:
+        return _ExactParser(self)
+
+    def _next_exact(self) -> list[bytes] | None:
+        exact = self._exact
+        assert exact is not None
+        cmd = exact.next()
+        if exact.is_empty() and not self.auth_required:
+            self._exact = None  # back to the fast path at this boundary
+        return cmd
+
+
+class _ExactParser:
+    """Redis's request grammar, byte for byte (networking.c)."""
+
+    def __init__(self, owner: RequestParser) -> None:
+        self.owner = owner
+        self.buf = bytearray()
+        self.pos = 0
+        self.argv: list[bytes] = []
+        self.args_left = 0  # of the multibulk being read; 0 when at a command boundary
+        self.bulk_len = -1
+
+    def feed(self, data: bytes) -> None:
+        if self.pos > 65536 and self.pos * 2 > len(self.buf):
+            del self.buf[: self.pos]
+            self.pos = 0
+        self.buf += data
+        if len(self.buf) - self.pos > self.owner.max_query_buffer:
+            raise RequestError("query buffer limit reached", reply=False)
+
+    def buffered(self) -> int:
+        return len(self.buf) - self.pos
+
+    def is_empty(self) -> bool:
+        return self.pos == len(self.buf) and self.args_left == 0
+
+    def next(self) -> list[bytes] | None:
+        while self.pos < len(self.buf) or self.args_left:
+            if self.args_left == 0:
+                if self.buf[self.pos] != 42:
+                    cmd = self._inline()
+                    if cmd is None:
+                        return None
+                    if cmd:
+                        return cmd
+                    continue
+                if not self._multibulk_header():
+                    return None
+                if self.args_left == 0:
+                    continue  # "*0" / "*-1": nothing to run
+            if not self._bulks():
+                return None
+            argv, self.argv = self.argv, []
+            return argv
+        return None
+
+    def _line_end(self, too_big: str) -> int:
+        """Index of the ``\\r`` ending the header at pos, or -1 if not all here yet."""
+        cr = self.buf.find(b"\r", self.pos)
+        if cr < 0 or cr + 1 >= len(self.buf):
+            if len(self.buf) - self.pos > INLINE_MAX_SIZE:
+                raise RequestError(f"Protocol error: {too_big}")
+            return -1
+        return cr
+
+    def _inline(self) -> list[bytes] | None:
+        nl = self.buf.find(b"\n", self.pos)
+        if nl < 0:
+            if len(self.buf) - self.pos > INLINE_MAX_SIZE:
+                raise RequestError("Protocol error: too big inline request")
+            return None
+        end = nl - 1 if nl > self.pos and self.buf[nl - 1] == 13 else nl
+        line = bytes(self.buf[self.pos : end])
+        self.pos = nl + 1
+        argv = split_args(line)
+        if argv is None:
+            raise RequestError("Protocol error: unbalanced quotes in request")
+        return argv
+
+    def _multibulk_header(self) -> bool:
+        cr = self._line_end("too big mbulk count string")
+        if cr < 0:
+            return False
+        count = _strict_int(self.buf[self.pos + 1 : cr])
+        if count is None or count > _INT_MAX:
+            raise RequestError("Protocol error: invalid multibulk length")
+        if count > UNAUTH_MAX_ARGS and self.owner.auth_required:
+            raise RequestError("Protocol error: unauthenticated multibulk length")
+        self.pos = cr + 2
+        self.args_left = max(count, 0)
+        self.bulk_len = -1
+        return True
+
+    def _bulks(self) -> bool:
+        buf = self.buf
+        while self.args_left:
+            if self.bulk_len < 0:
+                cr = self._line_end("too big bulk count string")
+                if cr < 0:
+                    return False
+                if buf[self.pos] != 36:  # "$"
+                    got = chr(buf[self.pos])
+                    raise RequestError(f"Protocol error: expected '$', got '{got}'")
+                n = _strict_int(buf[self.pos + 1 : cr])
+                if n is None or n < 0 or n > self.owner.max_bulk_len:
+                    raise RequestError("Protocol error: invalid bulk length")
+                if n > UNAUTH_MAX_BULK and self.owner.auth_required:
+                    raise RequestError("Protocol error: unauthenticated bulk length")
+                self.pos = cr + 2
+                self.bulk_len = n
+            if len(buf) - self.pos < self.bulk_len + 2:
+                return False
+            self.argv.append(bytes(buf[self.pos : self.pos + self.bulk_len]))
+            self.pos += self.bulk_len + 2
+            self.bulk_len = -1
+            self.args_left -= 1
+        return True
+
+
+def _strict_int(raw: bytes | bytearray) -> int | None:
+    """Redis's string2ll: optional '-', digits, no leading zeros, no '+', fits int64."""
+    if not raw or len(raw) > 20:
+        return None
+    digits = raw[1:] if raw[0] == 45 else raw
+    if not digits or not digits.isdigit() or (digits[0] == 48 and len(raw) > 1):
+        return None
+    value = int(raw)
+    if not -(2**63) <= value < 2**63:
+        return None
+    return value
+
+
+_ESCAPES = {ord("n"): 10, ord("r"): 13, ord("t"): 9, ord("b"): 8, ord("a"): 7}
+_HEX = b"0123456789abcdefABCDEF"
+_SPACE = b" \n\r\t\v\f"
+
+
+def split_args(line: bytes) -> list[bytes] | None:
+    """Split an inline command like Redis's ``sdssplitargs``; ``None`` on unbalanced quotes."""
+    args: list[bytes] = []
+    i, n = 0, len(line)
+    while True:
+        while i < n and line[i] in _SPACE:
+            i += 1
+        if i >= n or line[i] == 0:
+            return args
+        current = bytearray()
+        in_double = in_single = False
+        while True:
+            if i >= n or line[i] == 0:
+                if in_double or in_single:
+                    return None
+                break
+            ch = line[i]
+            if in_double:
+                if (
+                    ch == 92
+                    and i + 3 < n
+                    and line[i + 1] == ord("x")
+                    and line[i + 2] in _HEX
+                    and line[i + 3] in _HEX
+                ):
+                    current.append(int(line[i + 2 : i + 4], 16))
+                    i += 3
+                elif ch == 92 and i + 1 < n and line[i + 1] != 0:
+                    i += 1
+                    current.append(_ESCAPES.get(line[i], line[i]))
+                elif ch == 34:
+                    if i + 1 < n and line[i + 1] not in _SPACE:
+                        return None  # closing quote must be followed by a space
+                    in_double = False
+                    i += 1
+                    break
+                else:
+                    current.append(ch)
+            elif in_single:
+                if ch == 92 and i + 1 < n and line[i + 1] == 39:
+                    i += 1
+                    current.append(39)
+                elif ch == 39:
+                    if i + 1 < n and line[i + 1] not in _SPACE:
+                        return None
+                    in_single = False
+                    i += 1
+                    break
+                else:
+                    current.append(ch)
+            elif ch in b" \n\r\t":
+                break
+            elif ch == 34:
+                in_double = True
+            elif ch == 39:
+                in_single = True
+            else:
+                current.append(ch)
+            i += 1
+        args.append(bytes(current))

@@ -1,0 +1,1 @@
+"""The network side: asyncio transport, connection handling, startup and options."""

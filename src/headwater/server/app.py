@@ -1,0 +1,141 @@
+"""Process-level server: listening sockets, the flush callback, the cron, signals, shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+import signal
+import sys
+
+from headwater import REDIS_COMPAT_VERSION, __version__
+from headwater.commands.context import Client
+from headwater.config import Config
+from headwater.engine import Engine
+from headwater.server.protocol import Connection
+
+log = logging.getLogger("headwater")
+
+
+class Server:
+    def __init__(self, config: Config, loop: asyncio.AbstractEventLoop) -> None:
+        self.config = config
+        self.loop = loop
+        self.engine = Engine(config, scheduler=loop)
+        self.engine.on_kill = self.kill
+        self.connections: dict[Client, Connection] = {}
+        self.servers: list[asyncio.base_events.Server] = []
+        self._flush_scheduled = False
+        self._stopped = loop.create_future()
+        info = self.engine.info
+        info.port = config["port"]
+        info.pid = os.getpid()
+        info.run_id = secrets.token_hex(20)
+        info.executable = os.path.abspath(sys.argv[0])
+        info.config_file = config.file or ""
+        info.event_loop = type(loop).__module__.split(".")[0]
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        for host in self.config["bind"]:
+            server = await self.loop.create_server(
+                lambda: Connection(self),
+                host=host.lstrip("-"),
+                port=self.config["port"],
+                reuse_address=True,
+                backlog=self.config["tcp-backlog"],
+            )
+            self.servers.append(server)
+        self._schedule_cron()
+
+    async def serve_until_stopped(self) -> None:
+        await self._stopped
+        for server in self.servers:
+            server.close()
+        for conn in list(self.connections.values()):
+            if conn.transport is not None:
+                conn.transport.close()
+        await asyncio.sleep(0)
+
+    def stop(self) -> None:
+        if not self._stopped.done():
+            self._stopped.set_result(None)
+
+    def kill(self, client: Client) -> None:
+        conn = self.connections.get(client)
+        if conn is not None and conn.transport is not None:
+            client.out.clear()
+            conn.transport.close()
+
+    # -- per-iteration flush ---------------------------------------------------------------
+
+    def schedule_flush(self) -> None:
+        if not self._flush_scheduled and self.engine.pending:
+            self._flush_scheduled = True
+            self.loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        self._flush_scheduled = False
+        pending = self.engine.pending
+        while pending:
+            batch = list(pending)
+            pending.clear()
+            for client in batch:
+                conn = self.connections.get(client)
+                if conn is not None:
+                    conn.flush()
+        if self.engine.shutdown_requested is not None:
+            log.warning("User requested shutdown...")
+            self.stop()
+
+    # -- cron ------------------------------------------------------------------------------
+
+    def _schedule_cron(self) -> None:
+        hz = max(1, min(self.config["hz"], 500))
+        self.loop.call_later(1.0 / hz, self._cron)
+
+    def _cron(self) -> None:
+        try:
+            self.engine.cron()
+        except Exception:
+            log.exception("cron failed")
+        self.schedule_flush()
+        self._schedule_cron()
+
+
+def startup_line(config: Config, data_dir: str) -> str:
+    return (
+        f"Headwater {__version__} (Redis {REDIS_COMPAT_VERSION} compatible) ready to accept "
+        f"connections: port={config['port']} pid={os.getpid()} dir={data_dir}"
+    )
+
+
+def prepare_data_dir(path: str) -> str:
+    data_dir = os.path.abspath(path)
+    os.makedirs(data_dir, exist_ok=True)
+    return data_dir
+
+
+async def serve(config: Config) -> None:
+    loop = asyncio.get_running_loop()
+    data_dir = prepare_data_dir(config["dir"])
+    server = Server(config, loop)
+    await server.start()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(signum, server.stop)
+    log.warning(startup_line(config, data_dir))
+    await server.serve_until_stopped()
+    log.warning("Headwater is now ready to exit, bye bye...")
+
+
+def run(config: Config) -> None:
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
+        asyncio.run(serve(config))
+        return
+    uvloop.run(serve(config))

@@ -1,0 +1,182 @@
+"""One client connection: bytes in → parser → engine; engine output → one write per loop turn.
+
+Theory of operation
+-------------------
+``data_received`` feeds the parser and runs every complete command through the engine. The
+engine encodes replies into ``client.out`` and marks the client pending; the ``Server`` flushes
+all pending clients in one callback per event-loop iteration, so a pipeline of N commands (or N
+clients served in one iteration) costs one ``transport.write`` each, not one per reply.
+
+Flow control: when the transport's write buffer passes its high-water mark (a client that does
+not read), we stop reading *and* stop executing its already-parsed commands, so the reply
+backlog cannot grow without bound. ``client-output-buffer-limit normal <hard> <soft> <secs>``
+additionally disconnects such a client, as Redis does.
+
+While a client is blocked (XREAD BLOCK …) its remaining pipelined commands wait in the parser;
+``resume`` picks them up once the engine unblocks it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from typing import TYPE_CHECKING, Any
+
+from headwater.commands.context import Client
+from headwater.resp.parser import RequestError, RequestParser
+
+if TYPE_CHECKING:
+    from headwater.server.app import Server
+
+log = logging.getLogger("headwater")
+
+#: Stop reading from a client whose unsent replies exceed this (bytes).
+WRITE_HIGH_WATER = 4 * 1024 * 1024
+
+
+def _peer(sock: socket.socket | None, local: bool) -> str:
+    if sock is None:
+        return ""
+    try:
+        name: Any = sock.getsockname() if local else sock.getpeername()
+    except OSError:
+        return ""
+    if isinstance(name, tuple):
+        host, port = name[0], name[1]
+        return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    return f"unix:{name}"
+
+
+class Connection(asyncio.Protocol):
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.engine = server.engine
+        self.transport: asyncio.Transport | None = None
+        self.client: Client | None = None
+        self.parser: RequestParser | None = None
+        self.paused = False
+        self.soft_limit_since: float | None = None
+
+    # -- asyncio.Protocol ------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports implement asyncio.Transport without subclassing it.
+        self.transport = transport  # type: ignore[assignment]
+        engine = self.engine
+        if len(engine.clients) >= engine.config["maxclients"]:
+            engine.stats.rejected_connections += 1
+            self.transport.write(b"-ERR max number of clients reached\r\n")  # type: ignore[union-attr]
+            transport.close()
+            return
+        sock = transport.get_extra_info("socket")
+        c = engine.new_client(_peer(sock, False), _peer(sock, True))
+        c.transport = transport
+        c.fd = sock.fileno() if sock is not None else -1
+        c.resume = self.resume  # type: ignore[attr-defined]
+        self.client = c
+        self.parser = RequestParser(
+            engine.config["proto-max-bulk-len"],
+            engine.config["client-query-buffer-limit"],
+            auth_required=not c.authenticated,
+        )
+        self.transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)  # type: ignore[union-attr]
+        self.server.connections[c] = self
+
+    def data_received(self, data: bytes) -> None:
+        if self.client is None or self.parser is None:
+            return
+        self.engine.stats.net_input_bytes += len(data)
+        try:
+            self.parser.feed(data)
+        except RequestError as exc:
+            self._protocol_error(exc)
+            return
+        self.process()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.client is not None:
+            self.server.connections.pop(self.client, None)
+            self.engine.client_closed(self.client)
+            self.client = None
+
+    def pause_writing(self) -> None:
+        self.paused = True
+        if self.transport is not None:
+            self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        self.paused = False
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.resume_reading()
+        self.resume()
+
+    # -- command processing ----------------------------------------------------------------
+
+    def process(self) -> None:
+        c, parser, engine = self.client, self.parser, self.engine
+        if c is None or parser is None:
+            return
+        execute = engine.execute
+        try:
+            while c.blocked is None and not self.paused and not c.close_after_reply:
+                argv = parser.next()
+                if argv is None:
+                    break
+                execute(c, argv)
+                if parser.auth_required == c.authenticated:
+                    parser.auth_required = not c.authenticated
+        except RequestError as exc:
+            self._protocol_error(exc)
+        self.server.schedule_flush()
+
+    def resume(self) -> None:
+        """The engine unblocked this client: run what it pipelined meanwhile, next turn."""
+        self.server.loop.call_soon(self.process)
+
+    def _protocol_error(self, exc: RequestError) -> None:
+        c = self.client
+        if c is None:
+            return
+        if exc.reply:
+            c.out.append(b"-ERR %s\r\n" % str(exc).encode())
+        else:
+            self.engine.stats.client_query_buffer_limit_disconnections += 1
+            log.warning("closing client that reached max query buffer length (id=%d)", c.id)
+        log.info("Protocol error (%s) from client id=%d addr=%s", exc, c.id, c.addr)
+        c.close_after_reply = True
+        self.engine.pending[c] = None
+        self.server.schedule_flush()
+
+    # -- output ----------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        c, transport = self.client, self.transport
+        if c is None or transport is None:
+            return
+        if c.out:
+            data = b"".join(c.out) if len(c.out) > 1 else c.out[0]
+            c.out.clear()
+            self.engine.stats.net_output_bytes += len(data)
+            transport.write(data)
+            c.out_bytes = transport.get_write_buffer_size()
+            if self._over_output_limit(c.out_bytes):
+                self.engine.stats.client_output_buffer_limit_disconnections += 1
+                log.warning("client id=%d closed for overcoming of output buffer limits", c.id)
+                transport.abort()
+                return
+        if c.close_after_reply:
+            transport.close()
+
+    def _over_output_limit(self, size: int) -> bool:
+        limits: dict[str, tuple[int, int, int]] = self.engine.config["client-output-buffer-limit"]
+        hard, soft, seconds = limits["normal"]
+        if hard and size >= hard:
+            return True
+        if soft and size >= soft:
+            now: float = self.server.loop.time()
+            if self.soft_limit_since is None:
+                self.soft_limit_since = now
+            return now - self.soft_limit_since >= seconds
+        self.soft_limit_since = None
+        return False
