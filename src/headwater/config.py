@@ -224,7 +224,7 @@ PARAMS: tuple[Param, ...] = (
     Param(
         "hash-max-listpack-entries",
         _int_parser(0, INT64_MAX),
-        "128",
+        "512",
         aliases=("hash-max-ziplist-entries",),
     ),
     Param(

@@ -368,7 +368,7 @@ _CONN = "noscript loading stale"
 
 SPECS = (
     spec("ping", -1, "fast", handler=cmd_ping),
-    spec("echo", 2, "fast", handler=cmd_echo),
+    spec("echo", 2, "loading stale fast", handler=cmd_echo),
     spec("auth", -2, "noscript loading stale fast no_auth allow_busy", handler=cmd_auth),
     spec("hello", -1, "noscript loading stale fast no_auth allow_busy", handler=cmd_hello),
     spec("select", 2, "loading stale fast", handler=cmd_select),

@@ -43,10 +43,36 @@ def captured() -> dict[str, Any]:
     return data
 
 
+def _captured_info(row: CommandSpec) -> Any:
+    if row.parent is None:
+        entry = captured().get(row.name)
+        return None if entry is None else entry["info"]
+    parent = _captured_info(row.parent)
+    if parent is None:
+        return None
+    for sub in parent["a"][9]["a"]:
+        if sub["a"][0]["b"] == row.name:
+            return sub
+    return None
+
+
+def _captured_docs(row: CommandSpec) -> Any:
+    if row.parent is None:
+        entry = captured().get(row.name)
+        return None if entry is None else entry["docs"]
+    parent = _captured_docs(row.parent)
+    for key, value in parent["m"] if parent is not None else ():
+        if key["b"] == "subcommands":
+            for name, docs in value["m"]:
+                if name["b"] == row.name:
+                    return docs
+    return None
+
+
 def command_info(row: CommandSpec) -> Reply:
-    entry = captured().get(row.name)
-    if entry is not None:
-        return _tree_to_reply(entry["info"])
+    tree = _captured_info(row)
+    if tree is not None:
+        return _tree_to_reply(tree)
     flags = RSet(Status(f.encode()) for f in sorted(row.flags) if not f.startswith("x_"))
     return [
         row.name.encode(),
@@ -63,9 +89,9 @@ def command_info(row: CommandSpec) -> Reply:
 
 
 def command_docs(row: CommandSpec) -> Reply:
-    entry = captured().get(row.name)
-    if entry is not None:
-        return _tree_to_reply(entry["docs"])
+    tree = _captured_docs(row)
+    if tree is not None:
+        return _tree_to_reply(tree)
     docs: dict[bytes, Reply] = {b"summary": b"", b"since": b"8.6.0", b"group": b"generic"}
     if row.subcommands:
         docs[b"subcommands"] = {
@@ -137,10 +163,10 @@ def cmd_command_list(c: Client, argv: list[bytes]) -> Reply:
 
 
 def _in_category(row: CommandSpec, category: bytes) -> bool:
-    entry = captured().get(row.name)
-    if entry is None:
+    tree = _captured_info(row)
+    if tree is None:
         return False
-    categories = entry["info"]["a"][6]["s"]
+    categories = tree["a"][6]["s"]
     return any(item["+"].encode() == b"@" + category for item in categories)
 
 
@@ -188,7 +214,7 @@ SPECS = (
             spec("command|info", -2, _INTRO, handler=cmd_command_info),
             spec("command|docs", -2, _INTRO, handler=cmd_command_docs),
             spec("command|list", -2, _INTRO, handler=cmd_command_list),
-            spec("command|getkeys", -3, _INTRO, handler=cmd_command_getkeys),
+            spec("command|getkeys", -4, _INTRO, handler=cmd_command_getkeys),
             spec("command|help", 2, _INTRO, handler=cmd_command_help),
         ),
     ),

@@ -75,11 +75,19 @@ def cmd_randomkey(c: Client, argv: list[bytes]) -> Reply:
     return c.db.random_key()
 
 
+def parse_cursor(raw: bytes) -> int:
+    """C's strtoul, as Redis uses it: leading spaces and a sign are accepted, negatives wrap."""
+    text = raw.decode("ascii", "replace").lstrip(" \t\n\v\f\r")
+    sign = -1 if text.startswith("-") else 1
+    digits = text[1:] if text[:1] in ("-", "+") else text
+    if not digits.isdigit() or int(digits) >= 2**64:
+        raise err("invalid cursor")
+    return (sign * int(digits)) % 2**64
+
+
 def cmd_scan(c: Client, argv: list[bytes]) -> Reply:
     """SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]"""
-    raw = argv[1]
-    if not raw.isdigit() or len(raw) > 20 or int(raw) >= 2**64:
-        raise err("invalid cursor")
+    cursor = parse_cursor(argv[1])
     count, pattern, type_filter = 10, None, None
     i = 2
     while i < len(argv):
@@ -98,7 +106,7 @@ def cmd_scan(c: Client, argv: list[bytes]) -> Reply:
             raise SYNTAX
         i += 2
 
-    cursor, keys = c.db.scan(int(raw), count)
+    cursor, keys = c.db.scan(cursor, count)
     match = compile_glob(pattern).match if pattern not in (None, b"*") else None
     kept: list[Reply] = []
     for key in keys:

@@ -12,7 +12,7 @@ from headwater import REDIS_COMPAT_VERSION, __version__
 from headwater.commands.args import parse_float
 from headwater.commands.context import Client, CommandSpec, spec
 from headwater.config import InvalidConfig, UnknownConfig
-from headwater.errors import SYNTAX, ReplyError, err, unknown_subcommand, wrong_arity
+from headwater.errors import SYNTAX, ReplyError, err, unknown_subcommand
 from headwater.resp.types import OK, Reply, Status, Verbatim
 
 # ---------------------------------------------------------------------------------------------
@@ -231,7 +231,7 @@ def cmd_config_get(c: Client, argv: list[bytes]) -> Reply:
 
 def cmd_config_set(c: Client, argv: list[bytes]) -> Reply:
     if len(argv) % 2:
-        raise wrong_arity("config|set")
+        raise SYNTAX
     pairs = [
         (argv[i].decode("utf-8", "replace"), argv[i + 1].decode("utf-8", "replace"))
         for i in range(2, len(argv), 2)
@@ -396,7 +396,7 @@ SPECS = (
         handler=cmd_config,
         subcommands=(
             spec("config|get", -3, _ADMIN, handler=cmd_config_get),
-            spec("config|set", -4, _ADMIN + " may_replicate", handler=cmd_config_set),
+            spec("config|set", -4, _ADMIN, handler=cmd_config_set),
             spec("config|resetstat", 2, _ADMIN, handler=cmd_config_resetstat),
             spec("config|rewrite", 2, _ADMIN, handler=cmd_config_rewrite),
             spec("config|help", 2, "loading stale", handler=cmd_config_help),

@@ -1,0 +1,180 @@
+"""Test helpers: spawn servers, and a raw RESP client that returns reply bytes untouched."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+HEADWATER = [sys.executable, "-m", "headwater.cli"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            out = proc.stdout.read().decode() if proc.stdout else ""
+            raise RuntimeError(f"server exited with {proc.returncode}: {out}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"server did not listen on {port} within {timeout}s")
+
+
+class ServerProcess:
+    def __init__(self, proc: subprocess.Popen[bytes], port: int, workdir: str) -> None:
+        self.proc = proc
+        self.port = port
+        self.workdir = workdir
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def start_headwater(*args: str, port: int | None = None) -> ServerProcess:
+    port = port or free_port()
+    workdir = tempfile.mkdtemp(prefix="hw-")
+    cmd = [*HEADWATER, "server", "--port", str(port), "--dir", workdir, *args]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=ROOT)
+    wait_for_port(port, proc)
+    return ServerProcess(proc, port, workdir)
+
+
+def start_redis(*args: str) -> ServerProcess:
+    exe = shutil.which("redis-server")
+    if exe is None:
+        raise RuntimeError("redis-server is not installed (make test installs it)")
+    port = free_port()
+    workdir = tempfile.mkdtemp(prefix="redis-")
+    cmd = [
+        exe,
+        "--port",
+        str(port),
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--dir",
+        workdir,
+        "--enable-debug-command",
+        "yes",
+        *args,
+    ]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    wait_for_port(port, proc)
+    return ServerProcess(proc, port, workdir)
+
+
+def encode_command(*args: bytes | str | int) -> bytes:
+    parts = [b"*%d\r\n" % len(args)]
+    for arg in args:
+        raw = arg if isinstance(arg, bytes) else str(arg).encode()
+        parts.append(b"$%d\r\n%s\r\n" % (len(raw), raw))
+    return b"".join(parts)
+
+
+class RawClient:
+    """A blocking socket that sends commands and returns each reply's exact bytes."""
+
+    def __init__(self, port: int, timeout: float = 10.0) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout)
+        self.buf = b""
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def send_raw(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def call(self, *args: bytes | str | int) -> bytes:
+        self.sock.sendall(encode_command(*args))
+        return self.read_reply()
+
+    def _fill(self) -> None:
+        chunk = self.sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("connection closed")
+        self.buf += chunk
+
+    def _line(self, pos: int) -> int:
+        while True:
+            end = self.buf.find(b"\r\n", pos)
+            if end >= 0:
+                return end
+            self._fill()
+
+    def _skip(self, pos: int) -> int:
+        """Index just after the reply starting at pos."""
+        end = self._line(pos)
+        kind, head = self.buf[pos : pos + 1], self.buf[pos + 1 : end]
+        pos = end + 2
+        if kind in b"$=!" and head != b"-1" and head != b"?":
+            size = int(head)
+            while len(self.buf) < pos + size + 2:
+                self._fill()
+            return pos + size + 2
+        if kind in b"*~>" and head not in (b"-1",):
+            for _ in range(int(head)):
+                pos = self._skip(pos)
+            return pos
+        if kind in b"%|":
+            for _ in range(2 * int(head)):
+                pos = self._skip(pos)
+            return pos
+        return pos
+
+    def read_reply(self) -> bytes:
+        if not self.buf:
+            self._fill()
+        end = self._skip(0)
+        reply, self.buf = self.buf[:end], self.buf[end:]
+        return reply
+
+    def read_until_closed(self, timeout: float = 5.0) -> bytes:
+        self.sock.settimeout(timeout)
+        data = self.buf
+        self.buf = b""
+        while True:
+            try:
+                chunk = self.sock.recv(65536)
+            except (ConnectionResetError, TimeoutError):
+                return data
+            if not chunk:
+                return data
+            data += chunk
+
+
+@contextlib.contextmanager
+def raw_client(port: int) -> Iterator[RawClient]:
+    client = RawClient(port)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+def redis_available() -> bool:
+    return shutil.which("redis-server") is not None and os.environ.get("HW_NO_REDIS") != "1"

@@ -1,0 +1,48 @@
+"""The command table agrees with Redis's own metadata (captured in command_docs.json)."""
+
+from __future__ import annotations
+
+from headwater.commands.context import CommandSpec
+from headwater.commands.introspection import _captured_info
+from headwater.commands.table import build_table
+
+
+def _rows() -> list[CommandSpec]:
+    rows: list[CommandSpec] = []
+    for row in build_table().values():
+        rows.append(row)
+        rows.extend(row.subcommands.values())
+    return rows
+
+
+def test_arity_flags_and_keys_match_redis() -> None:
+    mismatches = []
+    for row in _rows():
+        tree = _captured_info(row)
+        if tree is None:
+            continue
+        name, arity, flags, first, last, step = tree["a"][:6]
+        theirs = (arity, sorted(f["+"] for f in flags["s"]), first, last, step)
+        ours = (
+            row.arity,
+            sorted(f for f in row.flags if not f.startswith("x_")),
+            row.first_key,
+            row.last_key,
+            row.step,
+        )
+        if ours != theirs:
+            mismatches.append(f"{row.name}: ours {ours} redis {theirs}")
+    assert not mismatches, "\n".join(mismatches)
+
+
+def test_every_row_has_a_handler_and_unique_name() -> None:
+    table = build_table()
+    for row in _rows():
+        assert row.handler is not None, row.name
+    assert len(table) == len({row.name for row in table.values()})
+
+
+def test_out_of_scope_types_are_unknown() -> None:
+    table = build_table()
+    for name in (b"LPUSH", b"SADD", b"ZADD", b"PUBLISH", b"EVAL", b"DPING"):
+        assert name not in table
