@@ -21,7 +21,7 @@ def test_arity_flags_and_keys_match_redis() -> None:
         tree = _captured_info(row)
         if tree is None:
             continue
-        name, arity, flags, first, last, step = tree["a"][:6]
+        _name, arity, flags, first, last, step = tree["a"][:6]
         theirs = (arity, sorted(f["+"] for f in flags["s"]), first, last, step)
         ours = (
             row.arity,
