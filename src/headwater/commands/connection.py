@@ -7,6 +7,7 @@ import hmac
 from headwater import REDIS_COMPAT_VERSION
 from headwater.commands.args import parse_int, strict_int
 from headwater.commands.context import Client, spec
+from headwater.commands.transactions import discard
 from headwater.errors import (
     DB_INDEX_OUT_OF_RANGE,
     NOPROTO,
@@ -131,7 +132,8 @@ def cmd_quit(c: Client, argv: list[bytes]) -> Reply:
 
 
 def cmd_reset(c: Client, argv: list[bytes]) -> Reply:
-    """Back to a fresh connection's state (the engine also discards MULTI and WATCH)."""
+    """Back to a fresh connection's state: no transaction, no watches, db 0, RESP2."""
+    discard(c)
     c.select(0)
     c.resp = 2
     c.name = b""

@@ -18,10 +18,11 @@ grows past ``FAST_PATH_MAX_PENDING`` bytes (so the bulk-length limits are checke
 payload is buffered), or (4) the client must authenticate first (smaller limits apply). The slow
 path hands back as soon as its buffer is empty.
 
-To restart at a boundary we need to know where the last returned command ended: hiredis only
-accepts canonical RESP (``*<n>\\r\\n`` then ``$<len>\\r\\n<data>\\r\\n``, no leading zeros), so a
-command's byte size follows from its argv (``_wire_size``). Bookkeeping is done only when a
-batch ends mid-command; the common case (whole commands per read) costs nothing extra.
+To know where commands end we count: hiredis only accepts canonical RESP (``*<n>\\r\\n`` then
+``$<len>\\r\\n<data>\\r\\n``, no leading zeros), so a command's byte size follows from its argv
+(``_wire_size``). At the end of each batch the sizes of the commands taken are compared with
+the bytes fed, which tells whether the next byte starts a command (where an inline command
+may begin) and, if not, lets us check the unfinished command's headers at once.
 """
 
 from __future__ import annotations
@@ -50,11 +51,13 @@ class RequestError(Exception):
 
 
 def _wire_size(argv: list[bytes]) -> int:
-    size = 3 + len(str(len(argv)))
+    """Bytes of argv as canonical RESP: ``*<n>\r\n`` then ``$<len>\r\n<arg>\r\n`` each."""
+    size = 0
     for arg in argv:
         n = len(arg)
-        size += n + 5 + (1 if n < 10 else 2 if n < 100 else 3 if n < 1000 else len(str(n)))
-    return size
+        size += n + (6 if n < 10 else 7 if n < 100 else 8 if n < 1000 else 5 + len(str(n)))
+    n = len(argv)
+    return size + (4 if n < 10 else 3 + len(str(n)))
 
 
 class RequestParser:
@@ -123,28 +126,44 @@ class RequestParser:
             self._to_exact()  # a top-level value that is not an array
 
     def _end_of_batch(self) -> list[bytes] | None:
-        if not self._reader.has_data():
-            if self._pending:
-                self._chunks.clear()
-                self._pending = 0
-                self._done.clear()
+        """hiredis wants more data: find out whether we stand at a command boundary.
+
+        ``has_data()`` cannot tell (hiredis absorbs a header like ``*2\r\n`` before the
+        elements arrive), so we count: the wire size of every command taken since the
+        anchor, against the bytes fed since then (~0.3 us per command)."""
+        if not self._pending:
             return None
-        if self._done:
-            self._reanchor()
-        if self._pending > FAST_PATH_MAX_PENDING:
+        consumed = self._consumed()
+        if consumed == self._pending:
+            self._chunks.clear()
+            self._pending = 0
+            self._done.clear()
+            return None
+        rest = b"".join(self._chunks)[consumed:]
+        self._chunks = [rest]
+        self._pending = len(rest)
+        self._done.clear()
+        if self._pending > FAST_PATH_MAX_PENDING or not self._plausible(rest):
             self._to_exact()
             return self._next_exact()
         return None
 
-    def _consumed(self) -> int:
-        return sum(item if type(item) is int else _wire_size(item) for item in self._done)  # type: ignore[misc,arg-type]
+    def _plausible(self, partial: bytes) -> bool:
+        """Run the exact grammar over an unfinished command: Redis rejects a bad header as
+        soon as it arrives, while hiredis would wait for more bytes."""
+        probe = _ExactParser(self)
+        try:
+            probe.feed(partial)
+            probe.next()
+        except RequestError:
+            return False
+        return True
 
-    def _reanchor(self) -> None:
-        """Drop the bytes of commands already returned, keeping only the unfinished one."""
-        rest = b"".join(self._chunks)[self._consumed() :]
-        self._chunks = [rest]
-        self._pending = len(rest)
-        self._done.clear()
+    def _consumed(self) -> int:
+        size = 0
+        for item in self._done:
+            size += item if type(item) is int else _wire_size(item)  # type: ignore[arg-type]
+        return size
 
     def _to_exact(self) -> None:
         """Re-parse everything after the last returned command on the exact path."""

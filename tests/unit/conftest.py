@@ -1,0 +1,82 @@
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import hiredis
+import pytest
+
+from headwater.clock import FakeClock
+from headwater.commands.context import Client, CommandSpec
+from headwater.config import Config
+from headwater.engine import Engine
+
+
+class FakeTimer:
+    def __init__(self, when: float, callback: Callable[[], None]) -> None:
+        self.when = when
+        self.callback = callback
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class FakeScheduler:
+    """Timers that fire only when the test advances time."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        self.clock = clock
+        self.timers: list[FakeTimer] = []
+
+    def call_later(self, delay: float, callback: Callable[[], None]) -> FakeTimer:
+        timer = FakeTimer(self.clock.monotonic_ms() + delay * 1000, callback)
+        self.timers.append(timer)
+        return timer
+
+    def advance(self, ms: int) -> None:
+        self.clock.advance(ms)
+        due = [t for t in self.timers if not t.cancelled and t.when <= self.clock.monotonic_ms()]
+        self.timers = [t for t in self.timers if t not in due]
+        for timer in sorted(due, key=lambda t: t.when):
+            timer.callback()
+
+
+class Harness:
+    """Drive the engine like a network client would, decoding replies with hiredis."""
+
+    def __init__(self, extra: tuple[CommandSpec, ...] = (), config: Config | None = None) -> None:
+        self.clock = FakeClock()
+        self.scheduler = FakeScheduler(self.clock)
+        self.engine = Engine(config, self.clock, self.scheduler, extra)
+        self.effects: list[tuple[int, list[bytes]]] = []
+        self.engine.effect_sinks.append(lambda db, argv: self.effects.append((db, argv)))
+
+    def client(self) -> Client:
+        return self.engine.new_client("127.0.0.1:5000", "127.0.0.1:6379")
+
+    def raw(self, c: Client) -> bytes:
+        data = b"".join(c.out)
+        c.out.clear()
+        return data
+
+    def call(self, c: Client, *args: bytes | str | int) -> Any:
+        argv = [a if isinstance(a, bytes) else str(a).encode() for a in args]
+        self.engine.execute(c, argv)
+        return decode_all(self.raw(c))
+
+
+def decode_all(data: bytes) -> Any:
+    reader = hiredis.Reader()
+    reader.feed(data)
+    replies = []
+    while (reply := reader.gets()) is not False:
+        replies.append(reply)
+    if not replies:
+        return None
+    return replies[0] if len(replies) == 1 else replies
+
+
+@pytest.fixture
+def h() -> Harness:
+    return Harness()

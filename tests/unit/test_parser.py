@@ -1,0 +1,157 @@
+"""The request parser: hiredis fast path and exact slow path must agree on every split."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from headwater.resp.parser import (
+    FAST_PATH_MAX_PENDING,
+    RequestError,
+    RequestParser,
+    split_args,
+)
+from tests.helpers import encode_command
+
+args_st = st.lists(st.binary(max_size=40), min_size=1, max_size=6)
+inline_word = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789", min_size=1, max_size=8)
+
+
+def _encode_inline(words: list[str]) -> bytes:
+    return (" ".join(words) + "\r\n").encode()
+
+
+def parse_chunks(chunks: list[bytes], **kwargs: object) -> list[list[bytes]]:
+    parser = RequestParser(**kwargs)  # type: ignore[arg-type]
+    out: list[list[bytes]] = []
+    for chunk in chunks:
+        parser.feed(chunk)
+        while (cmd := parser.next()) is not None:
+            out.append(cmd)
+    return out
+
+
+def _split(data: bytes, cuts: list[int]) -> list[bytes]:
+    points = sorted({c % (len(data) + 1) for c in cuts})
+    pieces, last = [], 0
+    for p in points:
+        pieces.append(data[last:p])
+        last = p
+    pieces.append(data[last:])
+    return [p for p in pieces if p]
+
+
+@given(
+    st.lists(
+        st.one_of(
+            args_st.map(lambda a: ("resp", a)),
+            st.lists(inline_word, min_size=1, max_size=4).map(lambda w: ("inline", w)),
+            st.just(("blank", None)),
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+    st.lists(st.integers(min_value=0), max_size=8),
+)
+def test_any_split_of_mixed_stream_parses_the_same(
+    items: list[tuple[str, object]], cuts: list[int]
+) -> None:
+    data = b""
+    expected: list[list[bytes]] = []
+    for kind, payload in items:
+        if kind == "resp":
+            args = payload
+            data += encode_command(*args)  # type: ignore[misc]
+            expected.append(list(args))  # type: ignore[call-overload]
+        elif kind == "inline":
+            data += _encode_inline(payload)  # type: ignore[arg-type]
+            expected.append([w.encode() for w in payload])  # type: ignore[union-attr]
+        else:
+            data += b"\r\n"
+    assert parse_chunks(_split(data, cuts)) == expected
+
+
+def test_big_command_is_checked_against_proto_max_bulk_len_before_buffering() -> None:
+    parser = RequestParser(max_bulk_len=1024 * 1024)
+    parser.feed(b"*2\r\n$3\r\nSET\r\n$2000000\r\n")
+    with pytest.raises(RequestError, match="invalid bulk length"):
+        parser.feed(b"x" * (FAST_PATH_MAX_PENDING + 10))
+        parser.next()
+
+
+def test_large_command_split_in_many_chunks() -> None:
+    value = b"v" * (3 * FAST_PATH_MAX_PENDING)
+    data = encode_command(b"SET", b"k", value) + encode_command(b"GET", b"k")
+    chunks = [data[i : i + 65536] for i in range(0, len(data), 65536)]
+    assert parse_chunks(chunks) == [[b"SET", b"k", value], [b"GET", b"k"]]
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"*abc\r\n", "Protocol error: invalid multibulk length"),
+        (b"*1\r\n$abc\r\n", "Protocol error: invalid bulk length"),
+        (b"*1\r\n$-5\r\n", "Protocol error: invalid bulk length"),
+        (b"*1\r\n:5\r\n", "Protocol error: expected '$', got ':'"),
+        (b"*2\r\n$1\r\na\r\n*1\r\n", "Protocol error: expected '$', got '*'"),
+        (b"*3000000000\r\n", "Protocol error: invalid multibulk length"),
+        (b"*1\r\n$01\r\na\r\n", "Protocol error: invalid bulk length"),
+        (b'SET a "b\r\n', "Protocol error: unbalanced quotes in request"),
+        (b"x" * (70 * 1024), "Protocol error: too big inline request"),
+        (b"*1" + b"1" * (70 * 1024), "Protocol error: too big mbulk count string"),
+    ],
+)
+def test_protocol_errors_have_redis_texts(data: bytes, message: str) -> None:
+    with pytest.raises(RequestError) as info:
+        parse_chunks([data])
+    assert str(info.value) == message
+
+
+def test_commands_before_an_error_are_still_returned() -> None:
+    parser = RequestParser()
+    parser.feed(encode_command("PING") + encode_command("ECHO", "x") + b"*1\r\n:1\r\n")
+    assert parser.next() == [b"PING"]
+    assert parser.next() == [b"ECHO", b"x"]
+    with pytest.raises(RequestError):
+        parser.next()
+
+
+def test_unauthenticated_limits() -> None:
+    with pytest.raises(RequestError, match="unauthenticated multibulk length"):
+        parse_chunks([b"*11\r\n"], auth_required=True)
+    with pytest.raises(RequestError, match="unauthenticated bulk length"):
+        parse_chunks([b"*1\r\n$16385\r\n"], auth_required=True)
+    assert parse_chunks([encode_command("AUTH", "pw")], auth_required=True) == [[b"AUTH", b"pw"]]
+
+
+def test_empty_multibulk_and_blank_lines_are_skipped() -> None:
+    assert parse_chunks([b"*0\r\n*-1\r\n\r\n\n" + encode_command("PING")]) == [[b"PING"]]
+
+
+def test_query_buffer_limit_closes_without_reply() -> None:
+    parser = RequestParser(max_query_buffer=2 * 1024 * 1024)
+    parser.feed(b"*1\r\n$100000000\r\n")
+    with pytest.raises(RequestError) as info:
+        for _ in range(40):
+            parser.feed(b"x" * 65536)
+            parser.next()
+    assert info.value.reply is False
+
+
+@pytest.mark.parametrize(
+    ("line", "args"),
+    [
+        (b"set a b", [b"set", b"a", b"b"]),
+        (b'  set "a b"  c ', [b"set", b"a b", b"c"]),
+        (b'"\\x41\\n\\t\\\\"', [b"A\n\t\\"]),
+        (b"'it\\'s' x", [b"it's", b"x"]),
+        (b'a"b c"', [b"ab c"]),
+        (b"", []),
+        (b'"unterminated', None),
+        (b'"closed"x', None),
+        (b"'closed'x", None),
+    ],
+)
+def test_split_args_matches_sdssplitargs(line: bytes, args: list[bytes] | None) -> None:
+    assert split_args(line) == args
