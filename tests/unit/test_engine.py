@@ -282,3 +282,57 @@ def test_handler_crash_is_an_error_reply_not_a_dead_server() -> None:
     c = h.client()
     assert "internal error" in _err(h.call(c, "BOOM"))
     assert h.call(c, "PING") == b"PONG"
+
+
+def test_client_kill_by_id_asks_the_transport_and_skips_self() -> None:
+    h = Harness()
+    killed: list[int] = []
+    h.engine.on_kill = lambda c: killed.append(c.id)
+    me, other = h.client(), h.client()
+    assert h.call(me, "CLIENT", "KILL", "ID", str(other.id)) == 1
+    assert h.call(me, "CLIENT", "KILL", "ID", str(me.id)) == 0  # SKIPME yes by default
+    assert h.call(me, "CLIENT", "KILL", "ID", str(me.id), "SKIPME", "no") == 1
+    assert killed == [other.id] and me.close_after_reply
+
+
+def test_client_list_by_id_and_setinfo() -> None:
+    h = Harness()
+    a, b = h.client(), h.client()
+    h.call(a, "CLIENT", "SETINFO", "LIB-NAME", "redis-py")
+    h.call(a, "CLIENT", "SETNAME", "alpha")
+    listing = h.call(b, "CLIENT", "LIST", "ID", str(a.id)).decode()
+    assert listing.startswith(f"id={a.id} ") and "name=alpha" in listing
+    assert "lib-name=redis-py" in listing and listing.endswith("\n")
+
+
+def test_config_rewrite_keeps_user_lines_and_updates_values(tmp_path: object) -> None:
+    path = tmp_path / "hw.conf"  # type: ignore[operator]
+    path.write_text("# my settings\nhz 10\nport 7000\n")
+    config = Config()
+    config.file = str(path)
+    config.load_value("port", ["7000"])
+    h = Harness(config=config)
+    c = h.client()
+    h.call(c, "CONFIG", "SET", "hz", "20", "maxmemory-policy", "allkeys-lru")
+    assert h.call(c, "CONFIG", "REWRITE") == b"OK"
+    text = path.read_text()
+    assert "# my settings" in text and "hz 20" in text and "hz 10" not in text
+    assert "maxmemory-policy allkeys-lru" in text and "port 7000" in text
+
+
+def test_config_rewrite_without_file_is_an_error() -> None:
+    h = Harness()
+    assert _err(h.call(h.client(), "CONFIG", "REWRITE")) == (
+        "ERR The server is running without a config file"
+    )
+
+
+def test_commandstats_count_calls_rejections_and_failures() -> None:
+    h = Harness()
+    c = h.client()
+    h.call(c, "SET", "k", "v")
+    h.call(c, "SET", "k")
+    h.call(c, "HSET", "k", "f", "v")
+    info = h.call(c, "INFO", "commandstats").decode()
+    assert "cmdstat_set:calls=1," in info and "rejected_calls=1" in info
+    assert "cmdstat_hset:calls=1," in info and "failed_calls=1" in info

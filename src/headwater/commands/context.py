@@ -50,6 +50,22 @@ class CommandSpec:
         self.rejected_calls = 0
         self.failed_calls = 0
 
+    def fresh(self, parent: CommandSpec | None = None) -> CommandSpec:
+        """A copy with zeroed statistics: each engine owns its table (the SPECS rows are
+        module-level templates)."""
+        row = CommandSpec(
+            self.name,
+            self.arity,
+            self.flags,
+            self.first_key,
+            self.last_key,
+            self.step,
+            self.handler,
+            parent=parent,
+        )
+        row.subcommands = {name: sub.fresh(row) for name, sub in self.subcommands.items()}
+        return row
+
     def arity_ok(self, argc: int) -> bool:
         return argc == self.arity if self.arity >= 0 else argc >= -self.arity
 

@@ -25,5 +25,5 @@ def build_table(extra: Iterable[CommandSpec] = ()) -> dict[bytes, CommandSpec]:
         key = row.name.upper().encode()
         if key in table:
             raise ValueError(f"command {row.name!r} defined twice")
-        table[key] = row
+        table[key] = row.fresh()
     return table
