@@ -10,12 +10,13 @@ from headwater.commands import (
     introspection,
     keys,
     server,
+    streams,
     strings,
     transactions,
 )
 from headwater.commands.context import CommandSpec
 
-FAMILIES = (connection, keys, strings, hashes, server, transactions, introspection)
+FAMILIES = (connection, keys, strings, hashes, streams, server, transactions, introspection)
 
 
 def build_table(extra: Iterable[CommandSpec] = ()) -> dict[bytes, CommandSpec]:

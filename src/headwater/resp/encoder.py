@@ -7,7 +7,7 @@ once per event-loop iteration, so a pipeline of N replies costs one socket write
 from __future__ import annotations
 
 from headwater.errors import ReplyError
-from headwater.resp.types import Raw, Reply, RSet, Status, Verbatim, _NullArray
+from headwater.resp.types import PairMap, Raw, Reply, RSet, Status, Verbatim, _NullArray
 
 _INT_CACHE = [b":%d\r\n" % i for i in range(1024)]
 _NULL2 = b"$-1\r\n"
@@ -49,6 +49,11 @@ def _encode_other(out: list[bytes], reply: Reply, resp: int) -> None:
             out.append(b"=%d\r\ntxt:%s\r\n" % (len(reply) + 4, reply))
         else:
             out.append(b"$%d\r\n%s\r\n" % (len(reply), reply))
+    elif isinstance(reply, PairMap):
+        out.append(b"%%%d\r\n" % len(reply) if resp == 3 else b"*%d\r\n" % (2 * len(reply)))
+        for key, value in reply:
+            encode_into(out, key, resp)
+            encode_into(out, value, resp)
     elif isinstance(reply, RSet):
         out.append(b"~%d\r\n" % len(reply) if resp == 3 else b"*%d\r\n" % len(reply))
         for item in reply:

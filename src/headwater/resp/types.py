@@ -12,6 +12,7 @@ Python value       RESP2                 RESP3
 ``Status``         ``+text``             ``+text``
 ``Verbatim``       ``$len`` bulk         ``=len txt:…`` verbatim
 ``RSet``           ``*n`` array          ``~n`` set
+``PairMap``        flat ``*2n`` array    ``%n`` map (keys may repeat)
 ``float``          bulk of the number    ``,`` double
 ``bool``           ``:1``/``:0``         ``#t``/``#f``
 ``ReplyError``     ``-CODE msg``         ``-CODE msg``
@@ -46,6 +47,13 @@ class Raw(bytes):
 
 class RSet(list):  # type: ignore[type-arg]
     """An unordered collection: a set in RESP3, an array in RESP2."""
+
+    __slots__ = ()
+
+
+class PairMap(list):  # type: ignore[type-arg]
+    """A map given as (key, value) pairs, for replies whose keys may repeat (XREAD of one key
+    twice): ``%n`` in RESP3, a flat array in RESP2."""
 
     __slots__ = ()
 

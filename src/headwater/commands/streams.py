@@ -1,0 +1,665 @@
+"""Stream commands: XADD, XRANGE, XREVRANGE, XLEN, XDEL, XDELEX, XTRIM, XSETID, XREAD, XINFO.
+
+Each command is ``parse_x`` (argv → options, raises ReplyError), an operation on the stream,
+and ``cmd_x`` (reply and effects). Semantics and error texts: STREAMS-REFERENCE §1-3, §6-8.
+Effects are deterministic: XADD propagates its concrete ID, ``~`` trims propagate as exact
+trims (``=`` with the resulting length or first remaining ID).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from headwater.commands.args import INT64_MAX, parse_int, strict_int
+from headwater.commands.context import Block, Client, spec
+from headwater.errors import (
+    NO_SUCH_KEY,
+    SYNTAX,
+    WRONGTYPE,
+    ReplyError,
+    err,
+    unknown_subcommand,
+    wrong_arity,
+)
+from headwater.resp.types import NULL_ARRAY, OK, PairMap, Reply, Status
+from headwater.stream.ids import (
+    AUTO_SEQ,
+    MAX_ID,
+    MIN_ID,
+    UINT64_MAX,
+    StreamID,
+    format_id,
+    incr_id,
+    parse_id,
+    parse_range_bound,
+)
+from headwater.stream.stream import Entry, Stream
+
+ID_TOO_SMALL = err("The ID specified in XADD is equal or smaller than the target stream top item")
+ID_ZERO = err("The ID specified in XADD must be greater than 0-0")
+EXHAUSTED = err("The stream has exhausted the last possible ID, unable to add more items")
+TOO_LARGE = err("Elements are too large to be stored")
+BOTH_STRATEGIES = err("syntax error, MAXLEN and MINID options at the same time are not compatible")
+LIMIT_NO_STRATEGY = err("syntax error, LIMIT cannot be used without specifying a trimming strategy")
+LIMIT_NO_TILDE = err("syntax error, LIMIT cannot be used without the special ~ option")
+XTRIM_NO_STRATEGY = err("syntax error, XTRIM must be called with a trimming strategy")
+IDMP_TWICE = err("syntax error, IDMP/IDMPAUTO specified multiple times")
+IDMP_AUTO_ONLY = err("syntax error, IDMP/IDMPAUTO can be used only with auto-generated IDs")
+LISTPACK_MAX = 1 << 30
+_REF_STRATEGIES = (b"KEEPREF", b"DELREF", b"ACKED")
+
+
+# ---------------------------------------------------------------------------------------------
+# Lookups
+
+
+def lookup_stream(c: Client, key: bytes) -> Stream | None:
+    value = c.db.get(key)
+    if value is None or isinstance(value, Stream):
+        return value
+    raise WRONGTYPE
+
+
+def new_stream(c: Client) -> Stream:
+    stream = Stream()
+    stream.idmp_duration = c.server.config["stream-idmp-duration"]
+    stream.idmp_maxsize = c.server.config["stream-idmp-maxsize"]
+    return stream
+
+
+def entry_reply(entry: Entry) -> list[Reply]:
+    return [format_id(entry[0]), entry[1]]
+
+
+# ---------------------------------------------------------------------------------------------
+# Trimming options, shared by XADD and XTRIM
+
+
+@dataclass
+class TrimOpts:
+    maxlen: int | None = None
+    minid: StreamID | None = None
+    approx: bool = False
+    limit: int = 0
+    limit_given: bool = False
+    strategy_index: int = 0  # argv index of the threshold (for the exact rewrite)
+    ref: bytes = b"KEEPREF"
+
+    @property
+    def given(self) -> bool:
+        return self.maxlen is not None or self.minid is not None
+
+
+def _parse_trim_token(argv: list[bytes], i: int, token: bytes, opts: TrimOpts) -> int | None:
+    """Parse MAXLEN/MINID/LIMIT at argv[i]; returns the index of its last argument, or None
+    when the token is not a trim option."""
+    more = len(argv) - 1 - i
+    if token in (b"MAXLEN", b"MINID") and more:
+        if opts.given:
+            raise BOTH_STRATEGIES
+        opts.approx = False
+        if more >= 2 and argv[i + 1] in (b"~", b"="):
+            opts.approx = argv[i + 1] == b"~"
+            i += 1
+        if token == b"MAXLEN":
+            value = parse_int(argv[i + 1])
+            if value < 0:
+                raise err("The MAXLEN argument must be >= 0.")
+            opts.maxlen = value
+        else:
+            opts.minid = parse_id(argv[i + 1])
+        opts.strategy_index = i + 1
+        return i + 1
+    if token == b"LIMIT" and more:
+        opts.limit = parse_int(argv[i + 1])
+        if opts.limit < 0:
+            raise err("The LIMIT argument must be >= 0.")
+        opts.limit_given = True
+        return i + 1
+    return None
+
+
+def _finish_trim(c: Client, opts: TrimOpts) -> None:
+    if opts.limit and not opts.given:
+        raise LIMIT_NO_STRATEGY
+    if opts.limit_given:
+        if not opts.approx:
+            raise LIMIT_NO_TILDE
+    elif opts.approx:
+        limit = 100 * c.server.config["stream-node-max-entries"]
+        opts.limit = 10000 if limit <= 0 else min(limit, 1_000_000)
+    else:
+        opts.limit = 0
+
+
+def apply_trim(stream: Stream, opts: TrimOpts) -> int:
+    return stream.trim(opts.maxlen, opts.minid, opts.approx, opts.limit)
+
+
+def exact_trim_args(stream: Stream, opts: TrimOpts) -> list[bytes]:
+    """The trim as replicas must apply it: ``=`` and the threshold actually reached."""
+    if opts.maxlen is not None:
+        return [b"MAXLEN", b"=", b"%d" % stream.length]
+    first = stream.first_id_any()
+    return [b"MINID", b"=", format_id(first if first is not None else stream.last_id)]
+
+
+# ---------------------------------------------------------------------------------------------
+# XADD
+
+
+@dataclass
+class XAddOpts:
+    trim: TrimOpts = field(default_factory=TrimOpts)
+    nomkstream: bool = False
+    id: StreamID | None = None  # None = "*"; seq AUTO_SEQ = "<ms>-*"
+    id_index: int = 2
+    idmp: tuple[bytes, bytes | None] | None = None  # (pid, iid or None for IDMPAUTO)
+
+
+def parse_xadd(c: Client, argv: list[bytes]) -> XAddOpts:
+    """XADD key [NOMKSTREAM] [KEEPREF | DELREF | ACKED] [IDMPAUTO pid | IDMP pid iid]
+    [<MAXLEN | MINID> [= | ~] threshold [LIMIT count]] <* | id> field value [...]"""
+    opts = XAddOpts()
+    trim = opts.trim
+    ref_given = False
+    i = 2
+    while i < len(argv):
+        arg = argv[i]
+        if arg == b"*":
+            break
+        token = arg.upper()
+        end = _parse_trim_token(argv, i, token, trim)
+        if end is not None:
+            i = end + 1
+            continue
+        if token == b"NOMKSTREAM":
+            opts.nomkstream = True
+        elif token in _REF_STRATEGIES and not ref_given:
+            trim.ref, ref_given = token, True
+        elif token == b"IDMPAUTO" and len(argv) - 1 - i >= 1:
+            _set_idmp(opts, argv[i + 1], None)
+            i += 1
+        elif token == b"IDMP" and len(argv) - 1 - i >= 2:
+            _set_idmp(opts, argv[i + 1], argv[i + 2])
+            i += 2
+        else:
+            opts.id = parse_id(arg, allow_auto_seq=True)
+            break
+        i += 1
+    opts.id_index = i
+    if opts.idmp is not None and opts.id is not None:
+        raise IDMP_AUTO_ONLY
+    _finish_trim(c, trim)
+    fields = len(argv) - i - 1
+    if fields < 2 or fields % 2:
+        raise wrong_arity("xadd")
+    if opts.id == (0, 0):
+        raise ID_ZERO
+    return opts
+
+
+def _set_idmp(opts: XAddOpts, pid: bytes, iid: bytes | None) -> None:
+    if opts.idmp is not None:
+        raise IDMP_TWICE
+    kind = "IDMPAUTO" if iid is None else "IDMP"
+    if not pid:
+        raise err(f"syntax error, {kind} requires a non-empty producer ID")
+    if iid is not None and not iid:
+        raise err("syntax error, IDMP requires a non-empty idempotent ID")
+    opts.idmp = (pid, iid)
+
+
+def next_id(stream: Stream, requested: StreamID | None, now_ms: int) -> StreamID:
+    """The ID XADD gives the entry (streamAppendItem's rules), or raise."""
+    last = stream.last_id
+    if requested is None:
+        if now_ms > last[0]:
+            return (now_ms, 0)
+        nxt = incr_id(last)
+        assert nxt is not None  # exhaustion is checked before
+        return nxt
+    ms, seq = requested
+    if seq == AUTO_SEQ:
+        if ms == last[0]:
+            if last[1] == UINT64_MAX:
+                raise ID_TOO_SMALL
+            return (ms, last[1] + 1)
+        sid = (ms, 0)
+    else:
+        sid = requested
+    if sid <= last:
+        raise ID_TOO_SMALL
+    return sid
+
+
+def cmd_xadd(c: Client, argv: list[bytes]) -> Reply:
+    opts = parse_xadd(c, argv)
+    key = argv[1]
+    stream = lookup_stream(c, key)
+    if stream is None:
+        if opts.nomkstream:
+            return None
+        stream = new_stream(c)
+        c.db.set(key, stream)
+    if stream.last_id == MAX_ID:
+        raise EXHAUSTED
+    pairs = argv[opts.id_index + 1 :]
+    sid = next_id(stream, opts.id, c.server.keyspace.now_ms)
+    if sum(len(p) for p in pairs) > LISTPACK_MAX:
+        raise TOO_LARGE
+    config = c.server.config
+    stream.append(sid, pairs, config["stream-node-max-bytes"], config["stream-node-max-entries"])
+    c.db.signal_modified(key)
+    c.db.signal_ready(key)
+    c.server.dirty += 1
+    trim = opts.trim
+    effect = list(argv)
+    effect[opts.id_index] = format_id(sid)
+    if trim.given:
+        apply_trim(stream, trim)
+        if trim.approx:
+            _rewrite_trim(effect, stream, trim)
+    c.server.also_propagate(c.db.index, effect)
+    return format_id(sid)
+
+
+def _rewrite_trim(effect: list[bytes], stream: Stream, trim: TrimOpts) -> None:
+    """Turn ``MAXLEN ~ n`` into ``MAXLEN = <length>`` (or MINID = <first id>) in place."""
+    exact = exact_trim_args(stream, trim)
+    effect[trim.strategy_index - 1] = b"="
+    effect[trim.strategy_index] = exact[2]
+
+
+# ---------------------------------------------------------------------------------------------
+# XRANGE / XREVRANGE / XLEN
+
+
+def _range(c: Client, argv: list[bytes], reverse: bool) -> Reply:
+    """XRANGE key start end [COUNT count] / XREVRANGE key end start [COUNT count]"""
+    lo_raw, hi_raw = (argv[3], argv[2]) if reverse else (argv[2], argv[3])
+    start = parse_range_bound(lo_raw, is_start=True)
+    end = parse_range_bound(hi_raw, is_start=False)
+    count: int | None = None
+    i = 4
+    while i < len(argv):
+        if argv[i].upper() == b"COUNT" and i + 1 < len(argv):
+            count = max(parse_int(argv[i + 1]), 0)
+            i += 2
+        else:
+            raise SYNTAX
+    stream = lookup_stream(c, argv[1])
+    if stream is None:
+        return []
+    if count == 0:
+        return NULL_ARRAY
+    return [entry_reply(e) for e in stream.range(start, end, count, reverse)]
+
+
+def cmd_xrange(c: Client, argv: list[bytes]) -> Reply:
+    return _range(c, argv, reverse=False)
+
+
+def cmd_xrevrange(c: Client, argv: list[bytes]) -> Reply:
+    return _range(c, argv, reverse=True)
+
+
+def cmd_xlen(c: Client, argv: list[bytes]) -> Reply:
+    stream = lookup_stream(c, argv[1])
+    return 0 if stream is None else stream.length
+
+
+# ---------------------------------------------------------------------------------------------
+# XDEL / XDELEX / XTRIM / XSETID
+
+
+def cmd_xdel(c: Client, argv: list[bytes]) -> Reply:
+    """XDEL key id [id ...]"""
+    stream = lookup_stream(c, argv[1])
+    if stream is None:
+        return 0
+    ids = [parse_id(raw) for raw in argv[2:]]
+    deleted = sum(1 for sid in ids if stream.delete(sid))
+    if deleted:
+        c.db.signal_modified(argv[1])
+        c.server.dirty += deleted
+    return deleted
+
+
+def parse_ref_and_ids(argv: list[bytes], start: int) -> tuple[bytes, list[bytes]]:
+    """``[KEEPREF | DELREF | ACKED] IDS numids id [id ...]`` (shared by XDELEX and XACKDEL)."""
+    ref: bytes | None = None
+    ids: list[bytes] | None = None
+    i = start
+    while i < len(argv):
+        token = argv[i].upper()
+        if token in _REF_STRATEGIES:
+            if ref is not None:
+                raise SYNTAX
+            ref = token
+            i += 1
+        elif token == b"IDS" and i + 1 < len(argv) and ids is None:
+            numids = strict_int(argv[i + 1])
+            if numids is None or numids <= 0:
+                raise err("Number of IDs must be a positive integer")
+            if numids > len(argv) - i - 2:
+                raise err("The `numids` parameter must match the number of arguments")
+            ids = argv[i + 2 : i + 2 + numids]
+            i += 2 + numids
+        else:
+            raise SYNTAX
+    if ids is None:
+        raise err("IDS option is required")
+    return ref or b"KEEPREF", ids
+
+
+def cmd_xdelex(c: Client, argv: list[bytes]) -> Reply:
+    """XDELEX key [KEEPREF | DELREF | ACKED] IDS numids id [id ...]"""
+    value = c.db.get(argv[1])
+    if value is not None and not isinstance(value, Stream):
+        raise WRONGTYPE
+    _ref, raw_ids = parse_ref_and_ids(argv, 2)
+    if value is None:
+        return [-1] * len(raw_ids)
+    ids = [parse_id(raw) for raw in raw_ids]
+    results: list[Reply] = [1 if value.delete(sid) else -1 for sid in ids]
+    deleted = results.count(1)
+    if deleted:
+        c.db.signal_modified(argv[1])
+        c.server.dirty += deleted
+    return results
+
+
+def cmd_xtrim(c: Client, argv: list[bytes]) -> Reply:
+    """XTRIM key <MAXLEN | MINID> [= | ~] threshold [LIMIT count] [KEEPREF | DELREF | ACKED]"""
+    trim = TrimOpts()
+    ref_given = False
+    i = 2
+    while i < len(argv):
+        token = argv[i].upper()
+        end = _parse_trim_token(argv, i, token, trim)
+        if end is not None:
+            i = end + 1
+        elif token in _REF_STRATEGIES and not ref_given:
+            trim.ref, ref_given = token, True
+            i += 1
+        else:
+            raise SYNTAX
+    if trim.limit and not trim.given:
+        raise LIMIT_NO_STRATEGY
+    if not trim.given:
+        raise XTRIM_NO_STRATEGY
+    _finish_trim(c, trim)
+    stream = lookup_stream(c, argv[1])
+    if stream is None:
+        return 0
+    removed = apply_trim(stream, trim)
+    if removed:
+        c.db.signal_modified(argv[1])
+        c.server.dirty += removed
+        effect = list(argv)
+        if trim.approx:
+            _rewrite_trim(effect, stream, trim)
+        c.server.also_propagate(c.db.index, effect)
+    return removed
+
+
+def cmd_xsetid(c: Client, argv: list[bytes]) -> Reply:
+    """XSETID key last-id [ENTRIESADDED entries-added] [MAXDELETEDID max-deleted-id]"""
+    last = parse_id(argv[2])
+    entries_added: int | None = None
+    max_deleted: StreamID | None = None
+    i = 3
+    while i < len(argv):
+        token = argv[i].upper()
+        if i + 1 >= len(argv):
+            raise SYNTAX
+        if token == b"ENTRIESADDED":
+            entries_added = parse_int(argv[i + 1])
+            if entries_added < 0:
+                raise err("entries_added must be positive")
+        elif token == b"MAXDELETEDID":
+            max_deleted = parse_id(argv[i + 1])
+            if last < max_deleted:
+                raise err(
+                    "The ID specified in XSETID is smaller than the provided max_deleted_entry_id"
+                )
+        else:
+            raise SYNTAX
+        i += 2
+    stream = c.db.get(argv[1])
+    if stream is None:
+        raise NO_SUCH_KEY
+    if not isinstance(stream, Stream):
+        raise WRONGTYPE
+    if last < stream.max_deleted_id:
+        raise err("The ID specified in XSETID is smaller than current max_deleted_entry_id")
+    if stream.length:
+        if last < stream.last_live_id():
+            raise err("The ID specified in XSETID is smaller than the target stream top item")
+        if entries_added is not None and entries_added < stream.length:
+            raise err(
+                "The entries_added specified in XSETID is smaller than the target stream length"
+            )
+    stream.last_id = last
+    if entries_added is not None:
+        stream.entries_added = entries_added
+    if max_deleted is not None and max_deleted != MIN_ID:
+        stream.max_deleted_id = max_deleted
+    c.db.signal_modified(argv[1])
+    c.server.dirty += 1
+    return OK
+
+
+# ---------------------------------------------------------------------------------------------
+# XREAD
+
+
+@dataclass
+class XReadOpts:
+    count: int = 0  # 0 = unlimited
+    block_ms: int | None = None  # None = no BLOCK
+    keys: list[bytes] = field(default_factory=list)
+    id_index: int = 0  # argv index of the first ID
+
+
+def parse_block_timeout(c: Client, raw: bytes) -> int:
+    value = strict_int(raw)
+    if value is None:
+        raise err("timeout is not an integer or out of range")
+    if value < 0:
+        raise err("timeout is negative")
+    if value > 0 and value > INT64_MAX - c.server.keyspace.now_ms:
+        raise err("timeout is out of range")
+    return value
+
+
+def parse_xread(c: Client, argv: list[bytes]) -> XReadOpts:
+    """XREAD [COUNT count] [BLOCK milliseconds] STREAMS key [key ...] id [id ...]"""
+    opts = XReadOpts()
+    i = 1
+    while i < len(argv):
+        token = argv[i].upper()
+        more = len(argv) - 1 - i
+        if token == b"BLOCK" and more:
+            opts.block_ms = parse_block_timeout(c, argv[i + 1])
+            i += 2
+        elif token == b"COUNT" and more:
+            opts.count = max(parse_int(argv[i + 1]), 0)
+            i += 2
+        elif token == b"STREAMS" and more:
+            rest = len(argv) - i - 1
+            if rest % 2:
+                raise err(
+                    "Unbalanced 'xread' list of streams: for each stream key an ID, '+', or "
+                    "'$' must be specified."
+                )
+            opts.keys = argv[i + 1 : i + 1 + rest // 2]
+            opts.id_index = i + 1 + rest // 2
+            return opts
+        elif token in (b"GROUP", b"NOACK", b"CLAIM") and (more >= 2 or token != b"GROUP"):
+            raise err(
+                f"The {token.decode()} option is only supported by XREADGROUP. "
+                "You called XREAD instead."
+            )
+        else:
+            raise SYNTAX
+    raise SYNTAX
+
+
+def _resolve_read_ids(c: Client, argv: list[bytes], opts: XReadOpts) -> list[StreamID | None]:
+    """Each stream's "greater than" ID; None means "+" (the last entry)."""
+    ids: list[StreamID | None] = []
+    for n, key in enumerate(opts.keys):
+        raw = argv[opts.id_index + n]
+        stream = lookup_stream(c, key)
+        if raw == b"$":
+            ids.append(stream.last_id if stream is not None else MIN_ID)
+        elif raw == b"+":
+            ids.append(None)
+        elif raw == b">":
+            raise err(
+                "The > ID can be specified only when calling XREADGROUP using the GROUP "
+                "<group> <consumer> option."
+            )
+        else:
+            ids.append(parse_id(raw))
+    return ids
+
+
+def cmd_xread(c: Client, argv: list[bytes]) -> Reply | Block:
+    opts = parse_xread(c, argv)
+    ids = _resolve_read_ids(c, argv, opts)
+    served: list[tuple[bytes, list[Reply]]] = []
+    for key, after in zip(opts.keys, ids, strict=True):
+        stream = lookup_stream(c, key)
+        if stream is None or not stream.length:
+            continue
+        if after is None:
+            last = stream.last_entry()
+            if last is not None:
+                served.append((key, [entry_reply(last)]))
+            continue
+        if stream.last_live_id() <= after:
+            continue
+        start = incr_id(after)
+        assert start is not None
+        entries = stream.range(start, MAX_ID, opts.count or None)
+        served.append((key, [entry_reply(e) for e in entries]))
+    if served:
+        if c.resp == 3:
+            return PairMap(served)  # a key named twice is served twice, as in Redis
+        return [[key, entries] for key, entries in served]
+    if opts.block_ms is None:
+        return NULL_ARRAY
+    for n, raw in enumerate(argv[opts.id_index :]):
+        if raw == b"$":  # later retries must not chase entries added after we blocked
+            argv[opts.id_index + n] = format_id(ids[n] or MIN_ID)
+    deadline = c.server.clock.monotonic_ms() + opts.block_ms if opts.block_ms else 0
+    return Block(list(opts.keys), deadline, NULL_ARRAY)
+
+
+# ---------------------------------------------------------------------------------------------
+# XINFO
+
+
+def _xinfo_stream_head(stream: Stream) -> dict[bytes, Reply]:
+    duration, maxsize = stream.idmp_duration, stream.idmp_maxsize
+    return {
+        b"length": stream.length,
+        b"radix-tree-keys": len(stream.nodes),
+        b"radix-tree-nodes": max(len(stream.nodes) * 2, 1) if stream.nodes else 1,
+        b"last-generated-id": format_id(stream.last_id),
+        b"max-deleted-entry-id": format_id(stream.max_deleted_id),
+        b"entries-added": stream.entries_added,
+        b"recorded-first-entry-id": format_id(stream.first_id),
+        b"idmp-duration": duration,
+        b"idmp-maxsize": maxsize,
+        b"pids-tracked": 0,
+        b"iids-tracked": 0,
+        b"iids-added": 0,
+        b"iids-duplicates": 0,
+    }
+
+
+def _xinfo_stream(c: Client, argv: list[bytes]) -> Reply:
+    """XINFO STREAM key [FULL [COUNT count]]"""
+    stream = c.db.get(argv[2])
+    if stream is None:
+        raise NO_SUCH_KEY
+    if not isinstance(stream, Stream):
+        raise WRONGTYPE
+    full = False
+    count = 10
+    if len(argv) > 3:
+        if argv[3].upper() != b"FULL" or len(argv) not in (4, 6):
+            raise _xinfo_syntax(argv[1])
+        if len(argv) == 6:
+            if argv[4].upper() != b"COUNT":
+                raise _xinfo_syntax(argv[1])
+            count = parse_int(argv[5])
+            if count < 0:
+                count = 10
+        full = True
+    info = _xinfo_stream_head(stream)
+    if full:
+        entries = stream.range(MIN_ID, MAX_ID, count or None)
+        info[b"entries"] = [entry_reply(e) for e in entries]
+        info[b"groups"] = []
+        return info
+    info[b"groups"] = len(stream.groups)
+    first, last = stream.first_entry(), stream.last_entry()
+    info[b"first-entry"] = entry_reply(first) if first is not None else None
+    info[b"last-entry"] = entry_reply(last) if last is not None else None
+    return info
+
+
+def _xinfo_syntax(sub: bytes) -> ReplyError:
+    return err(
+        f"unknown subcommand or wrong number of arguments for "
+        f"'{sub.decode('utf-8', 'replace')}'. Try XINFO HELP."
+    )
+
+
+XINFO_HELP = [
+    b"XINFO <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    b"CONSUMERS <key> <groupname>",
+    b"    Show consumers of <groupname>.",
+    b"GROUPS <key>",
+    b"    Show the stream consumer groups.",
+    b"STREAM <key> [FULL [COUNT <count>]",
+    b"    Show information about the stream.",
+    b"HELP",
+    b"    Print this help.",
+]
+
+
+def cmd_xinfo_help(c: Client, argv: list[bytes]) -> Reply:
+    return [Status(line) for line in XINFO_HELP]
+
+
+def cmd_xinfo(c: Client, argv: list[bytes]) -> Reply:
+    raise unknown_subcommand(argv[1], "XINFO")
+
+
+SPECS = (
+    spec("xadd", -5, "write denyoom fast", (1, 1, 1), cmd_xadd),
+    spec("xrange", -4, "readonly", (1, 1, 1), cmd_xrange),
+    spec("xrevrange", -4, "readonly", (1, 1, 1), cmd_xrevrange),
+    spec("xlen", 2, "readonly fast", (1, 1, 1), cmd_xlen),
+    spec("xdel", -3, "write fast", (1, 1, 1), cmd_xdel),
+    spec("xdelex", -5, "write fast", (1, 1, 1), cmd_xdelex),
+    spec("xtrim", -4, "write", (1, 1, 1), cmd_xtrim),
+    spec("xsetid", -3, "write denyoom fast", (1, 1, 1), cmd_xsetid),
+    spec("xread", -4, "readonly blocking movablekeys", (0, 0, 0), cmd_xread),
+    spec(
+        "xinfo",
+        -2,
+        "",
+        handler=cmd_xinfo,
+        subcommands=(
+            spec("xinfo|stream", -3, "readonly", (2, 2, 1), _xinfo_stream),
+            spec("xinfo|help", 2, "loading stale", handler=cmd_xinfo_help),
+        ),
+    ),
+)

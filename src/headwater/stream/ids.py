@@ -1,0 +1,102 @@
+"""Stream entry IDs: ``(ms, seq)`` pairs of uint64, ordered lexicographically.
+
+IDs are plain tuples so that comparisons, sorting and bisecting are done in C. Parsing follows
+Redis's ``streamGenericParseIDOrReply`` (see STREAMS-REFERENCE §1.1): the part before the first
+``-`` is the milliseconds, the rest the sequence; each part is an unsigned 64-bit integer as C's
+``strtoull`` reads it (leading spaces, ``+`` and leading zeros are accepted; empty parts,
+trailing junk, negatives and overflow are not).
+"""
+
+from __future__ import annotations
+
+from headwater.errors import err
+
+StreamID = tuple[int, int]
+
+UINT64_MAX = 2**64 - 1
+MIN_ID: StreamID = (0, 0)
+MAX_ID: StreamID = (UINT64_MAX, UINT64_MAX)
+
+INVALID_ID = err("Invalid stream ID specified as stream command argument")
+
+#: Marker for ``<ms>-*`` (XADD only): the sequence is chosen by the stream.
+AUTO_SEQ = -1
+
+
+def format_id(sid: StreamID) -> bytes:
+    return b"%d-%d" % sid
+
+
+def _uint64(raw: bytes) -> int | None:
+    """Redis's string2ull: a strict int64 first, else C strtoull (spaces, '+', zeros ok)."""
+    if not raw:
+        return None
+    text = raw.lstrip(b" \t\n\v\f\r")
+    if text[:1] == b"+":
+        text = text[1:]
+    if not text or not text.isdigit():
+        return None
+    value = int(text)
+    return value if value <= UINT64_MAX else None
+
+
+def parse_id(
+    raw: bytes, *, strict: bool = True, missing_seq: int = 0, allow_auto_seq: bool = False
+) -> StreamID:
+    """Parse an explicit ID; raises INVALID_ID.
+
+    ``strict`` refuses ``-`` and ``+``; ``missing_seq`` is used for ``<ms>`` without a sequence
+    (0 for starts, UINT64_MAX for range ends); ``allow_auto_seq`` admits ``<ms>-*`` (XADD),
+    returned with ``seq == AUTO_SEQ``."""
+    if len(raw) > 127:
+        raise INVALID_ID
+    if not strict and len(raw) == 1:
+        if raw == b"-":
+            return MIN_ID
+        if raw == b"+":
+            return MAX_ID
+    ms_part, dash, seq_part = raw.partition(b"-")
+    ms = _uint64(ms_part)
+    if ms is None:
+        raise INVALID_ID
+    if not dash:
+        return (ms, missing_seq)
+    if allow_auto_seq and seq_part == b"*":
+        return (ms, AUTO_SEQ)
+    seq = _uint64(seq_part)
+    if seq is None:
+        raise INVALID_ID
+    return (ms, seq)
+
+
+def incr_id(sid: StreamID) -> StreamID | None:
+    """The next ID, or None past the maximum."""
+    ms, seq = sid
+    if seq < UINT64_MAX:
+        return (ms, seq + 1)
+    if ms < UINT64_MAX:
+        return (ms + 1, 0)
+    return None
+
+
+def decr_id(sid: StreamID) -> StreamID | None:
+    """The previous ID, or None below 0-0."""
+    ms, seq = sid
+    if seq > 0:
+        return (ms, seq - 1)
+    if ms > 0:
+        return (ms - 1, UINT64_MAX)
+    return None
+
+
+def parse_range_bound(raw: bytes, *, is_start: bool) -> StreamID:
+    """A range argument of XRANGE/XREVRANGE/XPENDING/XAUTOCLAIM: non-strict, with ``(`` for an
+    exclusive bound. Raises INVALID_ID or the interval errors."""
+    if len(raw) > 1 and raw[:1] == b"(":
+        sid = parse_id(raw[1:], strict=True, missing_seq=0 if is_start else UINT64_MAX)
+        moved = incr_id(sid) if is_start else decr_id(sid)
+        if moved is None:
+            which = "start" if is_start else "end"
+            raise err(f"invalid {which} ID for the interval")
+        return moved
+    return parse_id(raw, strict=False, missing_seq=0 if is_start else UINT64_MAX)

@@ -1,0 +1,284 @@
+"""A stream node: up to ``stream-node-max-entries`` entries packed into a few flat buffers.
+
+Why this shape
+--------------
+A Python object per entry costs ~234 bytes and makes every full GC walk a million objects.
+A node instead holds its entries in five objects, whatever their number::
+
+    ms      array('Q')   entry ID milliseconds          8 B/entry
+    seq     array('Q')   entry ID sequence numbers      8 B/entry
+    offsets array('I')   where each entry starts in blob  4 B/entry
+    blob    bytearray    the entries' fields and values, packed
+    tomb    bytearray    1 = deleted (XDEL marks in place); None until the first deletion
+
+Entry layout in ``blob`` (little-endian u32 lengths)::
+
+    +------+---------------------------------------+
+    | 0x00 | len v1 | v1 | ... | len vN | vN        |   same field names as the master entry
+    +------+---------------------------------------+
+    | 0x01 | N | len f1 | f1 | len v1 | v1 | ...   |   its own field names
+    +------+---------------------------------------+
+
+The master entry is the field list of the node's first entry (as in Redis), so a stream whose
+entries share their field names stores each name once per node.
+
+Listpack accounting
+-------------------
+Redis starts a new node when the tail's listpack would reach ``stream-node-max-bytes`` or holds
+``stream-node-max-entries`` entries (live + deleted). Trimming with ``~`` only drops whole nodes,
+so to trim exactly as Redis does we keep ``lp_bytes``: the size Redis's listpack for this node
+would have, computed with listpack's encoding rules (STREAMS-REFERENCE §1.4).
+"""
+
+from __future__ import annotations
+
+import struct
+from array import array
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterator, Sequence
+
+from headwater.stream.ids import StreamID
+
+_U32 = struct.Struct("<I")
+_SAME_FIELDS = 0
+_OWN_FIELDS = 1
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Listpack element sizes
+
+
+def _lp_int_payload(value: int) -> int:
+    if 0 <= value <= 127:
+        return 1
+    if -4096 <= value <= 4095:
+        return 2
+    if -32768 <= value <= 32767:
+        return 3
+    if -8388608 <= value <= 8388607:
+        return 4
+    if -(2**31) <= value < 2**31:
+        return 5
+    return 9
+
+
+def _lp_backlen(size: int) -> int:
+    if size <= 127:
+        return 1
+    if size < 16383:
+        return 2
+    if size < 2097151:
+        return 3
+    if size < 268435455:
+        return 4
+    return 5
+
+
+def lp_int(value: int) -> int:
+    """Bytes of an integer element (encoding + backlen)."""
+    payload = _lp_int_payload(value)
+    return payload + _lp_backlen(payload)
+
+
+def _as_int64(raw: bytes) -> int | None:
+    """listpack's lpStringToInt64: strict decimal, no leading zeros or '+', fits int64."""
+    n = len(raw)
+    if n == 0 or n > 20:
+        return None
+    digits = raw[1:] if raw[0] == 45 else raw
+    if not digits.isdigit() or (digits[0] == 48 and n > 1):
+        return None
+    value = int(raw)
+    return value if INT64_MIN <= value <= INT64_MAX else None
+
+
+def lp_str(raw: bytes) -> int:
+    """Bytes of a string element; strings that look like integers are stored as integers."""
+    n = len(raw)
+    if n <= 20 and (as_int := _as_int64(raw)) is not None:
+        return lp_int(as_int)
+    payload = 1 + n if n < 64 else 2 + n if n < 4096 else 5 + n
+    return payload + _lp_backlen(payload)
+
+
+def _wrap64(value: int) -> int:
+    """C's uint64 difference stored into an int64."""
+    value &= 2**64 - 1
+    return value - 2**64 if value > INT64_MAX else value
+
+
+#: listpack header (total bytes u32 + element count u16) and end marker
+LP_OVERHEAD = 7
+
+
+class Node:
+    __slots__ = (
+        "blob",
+        "count",
+        "deleted",
+        "fields",
+        "lp_bytes",
+        "master",
+        "ms",
+        "offsets",
+        "seq",
+        "tomb",
+    )
+
+    def __init__(self, master: StreamID, fields: Sequence[bytes]) -> None:
+        self.master = master
+        self.fields = tuple(fields)
+        self.ms = array("Q")
+        self.seq = array("Q")
+        self.offsets = array("I")
+        self.blob = bytearray()
+        self.tomb: bytearray | None = None
+        self.count = 0  # live entries
+        self.deleted = 0  # tombstoned entries still in the node
+        # master entry: count, deleted, nfields, fields..., 0
+        self.lp_bytes = (
+            LP_OVERHEAD
+            + lp_int(0) * 2
+            + lp_int(len(self.fields))
+            + sum(lp_str(f) for f in self.fields)
+            + lp_int(0)
+        )
+
+    def __len__(self) -> int:
+        """Entries in the node, live and deleted."""
+        return len(self.ms)
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def append(self, sid: StreamID, pairs: Sequence[bytes]) -> None:
+        """Append an entry; pairs is the flat field/value list."""
+        ms, seq = sid
+        self.ms.append(ms)
+        self.seq.append(seq)
+        self.offsets.append(len(self.blob))
+        fields = pairs[0::2]
+        same = len(fields) == len(self.fields) and tuple(fields) == self.fields
+        blob = self.blob
+        lp = (
+            lp_int(2 if same else 0)
+            + lp_int(_wrap64(ms - self.master[0]))
+            + lp_int(_wrap64(seq - self.master[1]))
+        )
+        nfields = len(fields)
+        if same:
+            blob.append(_SAME_FIELDS)
+            for value in pairs[1::2]:
+                blob += _U32.pack(len(value))
+                blob += value
+                lp += lp_str(value)
+            lp += lp_int(nfields + 3)
+        else:
+            blob.append(_OWN_FIELDS)
+            blob += _U32.pack(nfields)
+            for item in pairs:
+                blob += _U32.pack(len(item))
+                blob += item
+                lp += lp_str(item)
+            lp += lp_int(nfields) + lp_int(2 * nfields + 4)
+        self._set_counts(self.count + 1, self.deleted)
+        self.lp_bytes += lp
+
+    def _set_counts(self, count: int, deleted: int) -> None:
+        self.lp_bytes += lp_int(count) - lp_int(self.count) + lp_int(deleted) - lp_int(self.deleted)
+        self.count = count
+        self.deleted = deleted
+
+    def delete_at(self, index: int) -> bool:
+        """Tombstone entry index; False if it already was."""
+        if self.tomb is None:
+            self.tomb = bytearray(len(self.ms))
+        elif len(self.tomb) < len(self.ms):
+            self.tomb.extend(bytes(len(self.ms) - len(self.tomb)))
+        if self.tomb[index]:
+            return False
+        self.tomb[index] = 1
+        self._set_counts(self.count - 1, self.deleted + 1)
+        return True
+
+    def seal(self) -> None:
+        """The node will not grow again: drop the buffers' spare capacity."""
+        self.blob = bytearray(bytes(self.blob))
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def is_live(self, index: int) -> bool:
+        tomb = self.tomb
+        return tomb is None or index >= len(tomb) or not tomb[index]
+
+    def id_at(self, index: int) -> StreamID:
+        return (self.ms[index], self.seq[index])
+
+    def last_id(self) -> StreamID:
+        return (self.ms[-1], self.seq[-1])
+
+    def index_of(self, sid: StreamID) -> int:
+        """Index of the first entry with ID >= sid (len(self) if none)."""
+        ms, seq = sid
+        lo = bisect_left(self.ms, ms)
+        hi = bisect_right(self.ms, ms, lo)
+        return bisect_left(self.seq, seq, lo, hi) if lo < hi else lo
+
+    def pairs_at(self, index: int) -> list[bytes]:
+        """The flat field/value list of entry index."""
+        blob = self.blob
+        pos = self.offsets[index]
+        unpack = _U32.unpack_from
+        out: list[bytes] = []
+        if blob[pos] == _SAME_FIELDS:
+            pos += 1
+            for field in self.fields:
+                (n,) = unpack(blob, pos)
+                pos += 4
+                out.append(field)
+                out.append(bytes(blob[pos : pos + n]))
+                pos += n
+            return out
+        (count,) = unpack(blob, pos + 1)
+        pos += 5
+        for _ in range(2 * count):
+            (n,) = unpack(blob, pos)
+            pos += 4
+            out.append(bytes(blob[pos : pos + n]))
+            pos += n
+        return out
+
+    def live_indexes(self, start: int, stop: int, reverse: bool = False) -> Iterator[int]:
+        indexes = range(stop - 1, start - 1, -1) if reverse else range(start, stop)
+        tomb = self.tomb
+        if tomb is None:
+            yield from indexes
+            return
+        n = len(tomb)
+        for i in indexes:
+            if i >= n or not tomb[i]:
+                yield i
+
+    def entry_bytes(self) -> int:
+        """Approximate memory held by the node's buffers (for INFO/MEMORY estimates)."""
+        return (
+            self.ms.buffer_info()[1] * 16
+            + len(self.offsets) * 4
+            + len(self.blob)
+            + (len(self.tomb) if self.tomb else 0)
+        )
+
+    def check_invariants(self) -> None:
+        n = len(self.ms)
+        assert n == len(self.seq) == len(self.offsets), "parallel arrays out of step"
+        assert self.count + self.deleted == n, "live + deleted != entries"
+        assert self.count >= 0, "negative live count"
+        ids = list(zip(self.ms, self.seq, strict=True))
+        assert ids == sorted(set(ids)), "IDs not strictly increasing"
+        assert ids[0] == self.master, "master ID is not the first entry's"
+        dead = sum(self.tomb) if self.tomb else 0
+        assert dead == self.deleted, "tombstone count mismatch"
+        offsets = list(self.offsets)
+        assert offsets == sorted(offsets), "offsets not increasing"
+        assert offsets[0] == 0, "first entry does not start the blob"

@@ -1,0 +1,266 @@
+"""The stream: an ordered index of packed nodes plus the stream's counters.
+
+Theory of operation
+-------------------
+``nodes`` holds the nodes in ID order and ``firsts`` their master (first) IDs, so finding the
+node that may hold an ID is one ``bisect`` (O(log n)); appends go to the last node until it is
+full by Redis's rule (``stream-node-max-entries`` / ``-bytes``), then a new node starts.
+
+XDEL tombstones entries in place (they keep occupying node slots, as in Redis) and frees a node
+whose live entries reach zero. Trimming walks nodes from the head: whole nodes go while they may;
+with ``~`` it stops at the first node that cannot go whole, exactly as Redis's ``streamTrim``.
+
+Counters (STREAMS-REFERENCE §1.2): ``length`` live entries; ``last_id`` the last ID ever
+generated (never decreases, except XSETID on an empty stream); ``first_id`` the first live entry
+(0-0 if empty); ``max_deleted_id`` the highest ID removed by XDEL (not by trimming);
+``entries_added`` all successful appends.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from headwater.stream.ids import MIN_ID, StreamID
+from headwater.stream.node import Node
+
+#: Redis's STREAM_LISTPACK_MAX_SIZE: the byte cap when stream-node-max-bytes is 0.
+LISTPACK_MAX_SIZE = 1 << 30
+
+Entry = tuple[StreamID, list[bytes]]
+
+
+class Stream:
+    TYPE_NAME = b"stream"
+    ENCODING = b"stream"
+
+    __slots__ = (
+        "entries_added",
+        "first_id",
+        "firsts",
+        "groups",
+        "idmp",
+        "idmp_duration",
+        "idmp_maxsize",
+        "last_id",
+        "length",
+        "max_deleted_id",
+        "nodes",
+    )
+
+    def __init__(self) -> None:
+        self.nodes: list[Node] = []
+        self.firsts: list[StreamID] = []
+        self.length = 0
+        self.last_id: StreamID = MIN_ID
+        self.first_id: StreamID = MIN_ID
+        self.max_deleted_id: StreamID = MIN_ID
+        self.entries_added = 0
+        self.groups: dict[bytes, Any] = {}
+        self.idmp: Any = None
+        self.idmp_duration = 100  # seconds; copied from stream-idmp-duration at creation
+        self.idmp_maxsize = 100  # iids per producer; from stream-idmp-maxsize
+
+    def __len__(self) -> int:
+        return self.length
+
+    # -- appending -------------------------------------------------------------------------
+
+    def append(
+        self, sid: StreamID, pairs: Sequence[bytes], max_bytes: int, max_entries: int
+    ) -> None:
+        """Append an entry whose ID the caller checked is > last_id."""
+        tail = self.nodes[-1] if self.nodes else None
+        if tail is None or self._tail_full(tail, pairs, max_bytes, max_entries):
+            if tail is not None:
+                tail.seal()
+            tail = Node(sid, pairs[0::2])
+            self.nodes.append(tail)
+            self.firsts.append(sid)
+        tail.append(sid, pairs)
+        self.length += 1
+        self.entries_added += 1
+        self.last_id = sid
+        if self.length == 1:
+            self.first_id = sid
+
+    @staticmethod
+    def _tail_full(tail: Node, pairs: Sequence[bytes], max_bytes: int, max_entries: int) -> bool:
+        limit = max_bytes if 0 < max_bytes <= LISTPACK_MAX_SIZE else LISTPACK_MAX_SIZE
+        if tail.lp_bytes + sum(len(p) for p in pairs) >= limit:
+            return True
+        return bool(max_entries) and len(tail) >= max_entries
+
+    # -- lookups ---------------------------------------------------------------------------
+
+    def _node_for(self, sid: StreamID) -> int:
+        """Index of the last node whose first ID is <= sid (0 if none)."""
+        return max(bisect_right(self.firsts, sid) - 1, 0)
+
+    def find(self, sid: StreamID) -> tuple[Node, int] | None:
+        """The node and index of the entry with this ID, live or not."""
+        if not self.nodes:
+            return None
+        node = self.nodes[self._node_for(sid)]
+        i = node.index_of(sid)
+        if i < len(node) and node.id_at(i) == sid:
+            return node, i
+        return None
+
+    def get(self, sid: StreamID) -> list[bytes] | None:
+        """The pairs of the live entry with this ID."""
+        found = self.find(sid)
+        if found is None or not found[0].is_live(found[1]):
+            return None
+        return found[0].pairs_at(found[1])
+
+    def iter_ids(self, start: StreamID = MIN_ID, reverse: bool = False) -> Iterator[StreamID]:
+        for node, i in self._walk(start, reverse):
+            yield node.id_at(i)
+
+    def _walk(self, edge: StreamID, reverse: bool) -> Iterator[tuple[Node, int]]:
+        """Live entries from edge onward (forward: ID >= edge; reverse: ID <= edge)."""
+        nodes = self.nodes
+        if not nodes:
+            return
+        n = self._node_for(edge)
+        if reverse:
+            for k in range(n, -1, -1):
+                node = nodes[k]
+                stop = _upper_index(node, edge) if k == n else len(node)
+                for i in node.live_indexes(0, stop, reverse=True):
+                    yield node, i
+        else:
+            for k in range(n, len(nodes)):
+                node = nodes[k]
+                start = node.index_of(edge) if k == n else 0
+                for i in node.live_indexes(start, len(node)):
+                    yield node, i
+
+    def range(
+        self, start: StreamID, end: StreamID, count: int | None = None, reverse: bool = False
+    ) -> list[Entry]:
+        """Live entries with start <= ID <= end, ascending (or descending with reverse)."""
+        out: list[Entry] = []
+        if start > end or count == 0:
+            return out
+        for node, i in self._walk(end if reverse else start, reverse):
+            sid = node.id_at(i)
+            if (sid < start) if reverse else (sid > end):
+                break
+            out.append((sid, node.pairs_at(i)))
+            if count is not None and len(out) >= count:
+                break
+        return out
+
+    def first_entry(self) -> Entry | None:
+        entries = self.range(MIN_ID, (2**64 - 1, 2**64 - 1), 1)
+        return entries[0] if entries else None
+
+    def last_entry(self) -> Entry | None:
+        entries = self.range(MIN_ID, (2**64 - 1, 2**64 - 1), 1, reverse=True)
+        return entries[0] if entries else None
+
+    def last_live_id(self) -> StreamID:
+        last = next(self.iter_ids((2**64 - 1, 2**64 - 1), reverse=True), None)
+        return MIN_ID if last is None else last
+
+    # -- deleting --------------------------------------------------------------------------
+
+    def delete(self, sid: StreamID) -> bool:
+        """XDEL one ID: tombstone it; free its node when nothing live is left."""
+        found = self.find(sid)
+        if found is None:
+            return False
+        node, i = found
+        if not node.is_live(i) or not node.delete_at(i):
+            return False
+        self.length -= 1
+        if node.count == 0:
+            self._drop_node(self.nodes.index(node))
+        self.max_deleted_id = max(self.max_deleted_id, sid)
+        self._refresh_first_id()
+        return True
+
+    def _drop_node(self, k: int) -> None:
+        del self.nodes[k]
+        del self.firsts[k]
+
+    def _refresh_first_id(self) -> None:
+        first = next(self.iter_ids(), None)
+        self.first_id = MIN_ID if first is None or self.length == 0 else first
+
+    def trim(
+        self,
+        maxlen: int | None = None,
+        minid: StreamID | None = None,
+        approx: bool = False,
+        limit: int = 0,
+    ) -> int:
+        """Redis's streamTrim (KEEPREF): returns the number of entries removed."""
+        removed = 0
+        while self.nodes:
+            if maxlen is not None and self.length <= maxlen:
+                break
+            node = self.nodes[0]
+            if limit and removed + node.count > limit:
+                break
+            if maxlen is not None:
+                whole = self.length - node.count >= maxlen
+            else:
+                assert minid is not None
+                whole = node.last_id() < minid
+            if whole:
+                self._drop_node(0)
+                self.length -= node.count
+                removed += node.count
+                continue
+            if not approx:
+                removed += self._trim_inside(node, maxlen, minid)
+            break
+        self._refresh_first_id()
+        return removed
+
+    def _trim_inside(self, node: Node, maxlen: int | None, minid: StreamID | None) -> int:
+        removed = 0
+        for i in range(len(node)):
+            if maxlen is not None and self.length <= maxlen:
+                break
+            if minid is not None and node.id_at(i) >= minid:
+                break
+            if node.is_live(i):
+                node.delete_at(i)
+                self.length -= 1
+                removed += 1
+        return removed
+
+    def first_id_any(self) -> StreamID | None:
+        """ID of the first entry of the first node, tombstoned or not (for trim rewrites)."""
+        return self.nodes[0].id_at(0) if self.nodes else None
+
+    # -- introspection ---------------------------------------------------------------------
+
+    def check_invariants(self) -> None:
+        assert len(self.nodes) == len(self.firsts)
+        live = 0
+        previous: StreamID | None = None
+        for node, first in zip(self.nodes, self.firsts, strict=True):
+            node.check_invariants()
+            assert node.master == first, "index key differs from the node's master ID"
+            if previous is not None:
+                assert first > previous, "nodes overlap or are out of order"
+            previous = node.last_id()
+            live += node.count
+        assert live == self.length, f"length {self.length} but {live} live entries"
+        if previous is not None:
+            assert previous <= self.last_id, "an entry above last_id"
+        first_live = next(self.iter_ids(), None)
+        assert self.first_id == (first_live or MIN_ID), "first_id is stale"
+        assert self.entries_added >= self.length
+
+
+def _upper_index(node: Node, sid: StreamID) -> int:
+    """Number of entries in node with ID <= sid."""
+    i = node.index_of(sid)
+    return i + 1 if i < len(node) and node.id_at(i) == sid else i
