@@ -21,7 +21,7 @@ from headwater.errors import (
     unknown_subcommand,
     wrong_arity,
 )
-from headwater.resp.types import NULL_ARRAY, OK, PairMap, Reply, Status
+from headwater.resp.types import NULL_ARRAY, OK, PairMap, Raw, Reply, Status
 from headwater.stream.ids import (
     AUTO_SEQ,
     MAX_ID,
@@ -67,8 +67,14 @@ def new_stream(c: Client) -> Stream:
     return stream
 
 
-def entry_reply(entry: Entry) -> list[Reply]:
-    return [format_id(entry[0]), entry[1]]
+def entry_reply(entry: Entry) -> Raw:
+    """``[id, [f1, v1, ...]]`` pre-encoded: arrays of bulk strings are the same in RESP2 and
+    RESP3, and encoding here is several times faster than the generic encoder's recursion."""
+    sid = b"%d-%d" % entry[0]
+    pairs = entry[1]
+    parts = [b"*2\r\n$%d\r\n%s\r\n*%d\r\n" % (len(sid), sid, len(pairs))]
+    parts += [b"$%d\r\n%s\r\n" % (len(item), item) for item in pairs]
+    return Raw(b"".join(parts))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,96 @@
+"""Streams over TCP with redis-py, sync and asyncio, RESP2 and RESP3 (issue #3)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import redis
+import redis.asyncio as aioredis
+
+from tests.helpers import ServerProcess
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_produce_and_read_a_million_entries(headwater: ServerProcess, protocol: int) -> None:
+    r = redis.Redis(port=headwater.port, protocol=protocol)
+    key = f"million:{protocol}"
+    r.delete(key)
+    total, batch = 1_000_000, 10_000
+    ids: list[bytes] = []
+    for start in range(0, total, batch):
+        pipe = r.pipeline(transaction=False)
+        for i in range(start, start + batch):
+            pipe.xadd(key, {"n": i})
+        ids.extend(pipe.execute())
+    assert r.xlen(key) == total
+    assert ids == sorted(ids, key=lambda sid: tuple(map(int, sid.split(b"-"))))
+    seen = 0
+    last = "0-0"
+    while True:
+        chunk = r.xread({key: last}, count=50_000)
+        if not chunk:
+            break
+        entries = chunk[0][1] if protocol == 2 else chunk[key.encode()][0]
+        for sid, fields in entries:
+            assert fields == {b"n": str(seen).encode()}
+            seen += 1
+        last = entries[-1][0]
+    assert seen == total
+    first = r.xrange(key, count=1)[0]
+    last_entry = r.xrevrange(key, count=1)[0]
+    assert first[0] == ids[0] and last_entry[0] == ids[-1]
+    r.delete(key)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("protocol", [2, 3])
+async def test_200_blocked_readers_woken_by_one_xadd(
+    headwater: ServerProcess, protocol: int
+) -> None:
+    key = f"fanout:{protocol}"
+    clients = [aioredis.Redis(port=headwater.port, protocol=protocol) for _ in range(201)]
+    writer, readers = clients[0], clients[1:]
+    try:
+        await writer.delete(key)
+        tasks = [asyncio.create_task(r.xread({key: "$"}, block=20_000)) for r in readers]
+        for _ in range(200):  # wait until every reader is parked
+            info = await writer.info("clients")
+            if info["blocked_clients"] >= 200:
+                break
+            await asyncio.sleep(0.05)
+        assert info["blocked_clients"] >= 200
+        sid = await writer.xadd(key, {"f": "v"})
+        results = await asyncio.wait_for(asyncio.gather(*tasks), timeout=10)
+        for result in results:
+            entries = result[0][1] if protocol == 2 else result[key.encode()][0]
+            assert entries == [(sid, {b"f": b"v"})]
+        assert (await writer.info("clients"))["blocked_clients"] == 0
+    finally:
+        for client in clients:
+            await client.aclose()
+
+
+def test_xread_block_times_out_with_none(headwater: ServerProcess) -> None:
+    r = redis.Redis(port=headwater.port)
+    assert r.xread({"never": "$"}, block=100) in (None, [], {})
+
+
+def test_client_unblock_releases_a_blocked_xread(headwater: ServerProcess) -> None:
+    import threading
+
+    r = redis.Redis(port=headwater.port)
+    blocked = redis.Redis(port=headwater.port)
+    target = blocked.client_id()
+    result: list[object] = []
+    thread = threading.Thread(target=lambda: result.append(blocked.xread({"u": "$"}, block=0)))
+    thread.start()
+    for _ in range(100):
+        if r.info("clients")["blocked_clients"]:
+            break
+        threading.Event().wait(0.02)
+    assert r.client_unblock(target) == 1
+    thread.join(5)
+    assert not thread.is_alive() and result and not result[0]
