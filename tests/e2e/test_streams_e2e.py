@@ -34,7 +34,7 @@ def test_produce_and_read_a_million_entries(headwater: ServerProcess, protocol: 
         if not chunk:
             break
         entries = chunk[0][1] if protocol == 2 else chunk[key.encode()][0]
-        for sid, fields in entries:
+        for _sid, fields in entries:
             assert fields == {b"n": str(seen).encode()}
             seen += 1
         last = entries[-1][0]
