@@ -239,8 +239,14 @@ def next_id(stream: Stream, requested: StreamID | None, now_ms: int) -> StreamID
     return sid
 
 
+_PLAIN_XADD = XAddOpts()  # ``XADD key * f v ...``: no options (never mutated)
+
+
 def cmd_xadd(c: Client, argv: list[bytes]) -> Reply:
-    opts = parse_xadd(c, argv)
+    if argv[2] == b"*" and len(argv) % 2:
+        opts = _PLAIN_XADD
+    else:
+        opts = parse_xadd(c, argv)
     key = argv[1]
     stream = lookup_stream(c, key)
     if stream is None:

@@ -78,6 +78,8 @@ def _lp_backlen(size: int) -> int:
 
 def lp_int(value: int) -> int:
     """Bytes of an integer element (encoding + backlen)."""
+    if 0 <= value <= 127:
+        return 2
     payload = _lp_int_payload(value)
     return payload + _lp_backlen(payload)
 
