@@ -54,6 +54,5 @@ def wrong_arity(name: str) -> ReplyError:
 
 
 def unknown_subcommand(sub: bytes, container: str) -> ReplyError:
-    return err(
-        f"unknown subcommand '{sub[:128].decode('utf-8', 'replace')}'. Try {container} HELP."
-    )
+    shown = sub.split(b"\0", 1)[0][:128].decode("utf-8", "surrogateescape")
+    return err(f"unknown subcommand '{shown}'. Try {container} HELP.")

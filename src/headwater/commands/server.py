@@ -13,7 +13,7 @@ from headwater.commands.args import parse_float
 from headwater.commands.context import Client, CommandSpec, spec
 from headwater.config import InvalidConfig, UnknownConfig
 from headwater.errors import SYNTAX, ReplyError, err, unknown_subcommand
-from headwater.resp.types import OK, Reply, Status, Verbatim
+from headwater.resp.types import OK, Raw, Reply, Status, Verbatim
 
 # ---------------------------------------------------------------------------------------------
 # INFO
@@ -348,7 +348,10 @@ def cmd_shutdown(c: Client, argv: list[bytes]) -> Reply:
         raise err("No shutdown in progress.")
     c.server.request_shutdown(save, now, force)
     c.close_after_reply = True
-    return OK
+    return _NO_REPLY  # the connection just closes, as in Redis
+
+
+_NO_REPLY = Raw(b"")
 
 
 DEBUG_NOT_ALLOWED = err(

@@ -243,10 +243,8 @@ _PLAIN_XADD = XAddOpts()  # ``XADD key * f v ...``: no options (never mutated)
 
 
 def cmd_xadd(c: Client, argv: list[bytes]) -> Reply:
-    if argv[2] == b"*" and len(argv) % 2:
-        opts = _PLAIN_XADD
-    else:
-        opts = parse_xadd(c, argv)
+    plain = argv[2] == b"*" and len(argv) % 2
+    opts = _PLAIN_XADD if plain else parse_xadd(c, argv)
     key = argv[1]
     stream = lookup_stream(c, key)
     if stream is None:

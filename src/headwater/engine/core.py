@@ -119,7 +119,9 @@ class Engine:
             row = sub
         if row is None:
             if argv[0].lower() in (b"host:", b"post"):
+                # Redis frees such a client at once: replies already queued are dropped.
                 self.log("warning", "Possible SECURITY ATTACK detected: HTTP sent to the port")
+                c.out.clear()
                 c.close_after_reply = True
                 self.pending[c] = None
                 return
@@ -307,11 +309,19 @@ class Engine:
             self._propagate_expired()
 
 
+def _c_string(raw: bytes) -> bytes:
+    """What C's ``%s`` prints of an sds: everything before the first NUL."""
+    return raw.split(b"\0", 1)[0]
+
+
 def unknown_command(argv: list[bytes]) -> ReplyError:
-    args = ""
+    """Redis's text, byte for byte: ``'%.128s'`` of the name and each argument quoted until
+    128 bytes of arguments are shown (raw bytes, not decoded text)."""
+    args = b""
     for arg in argv[1:]:
         if len(args) >= 128:
             break
-        args += "'" + arg.decode("utf-8", "replace")[: 128 - len(args)] + "' "
-    name = argv[0].decode("utf-8", "replace")[:128]
-    return err(f"unknown command '{name}', with args beginning with: {args}")
+        args += b"'" + _c_string(arg)[: 128 - len(args)] + b"' "
+    name = _c_string(argv[0])[:128]
+    text = b"unknown command '" + name + b"', with args beginning with: " + args
+    return err(text.decode("utf-8", "surrogateescape"))

@@ -14,9 +14,24 @@ Two parsers share one byte stream:
 The fast path runs while the stream is well-formed RESP. We hand over to the slow path, at the
 last command boundary, when (1) a command starts with a byte other than ``*`` (inline), (2)
 hiredis raises or yields something that is not an array of bulk strings, (3) a single command
-grows past ``FAST_PATH_MAX_PENDING`` bytes (so the bulk-length limits are checked before the
-payload is buffered), or (4) the client must authenticate first (smaller limits apply). The slow
-path hands back as soon as its buffer is empty.
+grows past ``FAST_PATH_MAX_PENDING`` bytes, (4) the client must authenticate first (smaller
+limits apply), or (5) a batch ends inside a command whose headers so far Redis would not accept
+(``_plausible``). The slow path hands back as soon as its buffer is empty.
+
+Two things hiredis must never see, so chunks containing them (``_needs_exact``, a regex scan
+of ~0.1 us per pipelined command) wait in ``_held`` until hiredis has given back every complete
+command, then everything from the last boundary moves to the slow path:
+
+* a big aggregate header: hiredis allocates the whole list when it reads the header, so
+  ``*2147483647\r\n`` costs 16 GB of address space and, when the reader is freed, seconds of
+  a stalled event loop (``>`` and ``~`` likewise);
+* a RESP3 type that hiredis returns as plain bytes or as a list of them: ``*1\r\n+PING\r\n``
+  or ``~1\r\n$4\r\nPING\r\n`` would run PING, where Redis answers ``expected '$', got '+'``
+  or runs the inline command ``~1`` (and the byte counting below would lose its place).
+
+Redis finds line ends with ``strchr`` on a NUL-terminated buffer, so a NUL byte before the
+``\n`` of an inline command (or the ``\r`` of a header) hides it: Redis keeps waiting, until the
+64 KB limit. The slow path does the same (``_find``).
 
 To know where commands end we count: hiredis only accepts canonical RESP (``*<n>\\r\\n`` then
 ``$<len>\\r\\n<data>\\r\\n``, no leading zeros), so a command's byte size follows from its argv
@@ -27,10 +42,24 @@ may begin) and, if not, lets us check the unfinished command's headers at once.
 
 from __future__ import annotations
 
+import re
+
 import hiredis
 
 #: Above this many buffered bytes of one unfinished command, parse it on the exact path.
 FAST_PATH_MAX_PENDING = 1 << 20
+#: An aggregate header with this many digits (1,000,000 elements) or more goes to the exact path.
+BIG_AGGREGATE = 7
+#: (marker, search) for the aggregate types hiredis preallocates. One search per marker: a
+#: literal first byte keeps the scan ~25 ns per pipelined command (a class would cost ~240).
+_BIG_HEADERS = tuple(
+    (mark, re.compile(re.escape(mark) + rb"[0-9]{%d}" % BIG_AGGREGATE).search)
+    for mark in (b"*", b">", b"~")
+)
+#: A line starting with a type hiredis turns into bytes (simple string, big number, verbatim
+#: string) or into a list of bytes (set, attribute). Payload bytes can match too: that only
+#: costs a detour through the slow path.
+_ODD_TYPE = re.compile(rb"\r\n[+(=~|]").search
 #: Redis's PROTO_INLINE_MAX_SIZE: the longest inline line or length header we wait for.
 INLINE_MAX_SIZE = 64 * 1024
 #: Limits for clients that have not authenticated yet (Redis: authRequired()).
@@ -79,25 +108,45 @@ class RequestParser:
         self._chunks: list[bytes] = []  # bytes fed to hiredis since the last known boundary
         self._pending = 0  # len of those bytes
         self._done: list[list[bytes] | int] = []  # commands (or sizes) taken since the boundary
+        self._held: list[bytes] = []  # chunks kept from hiredis (see _needs_exact)
+        self._tail = b""  # the end of the last chunk fed to hiredis, for headers split in two
         if auth_required:
             self._exact = self._new_exact()
 
     def buffered(self) -> int:
         """Bytes received but not yet returned as commands (for CLIENT LIST ``qbuf``)."""
-        return self._exact.buffered() if self._exact is not None else self._pending
+        if self._exact is not None:
+            return self._exact.buffered()
+        return self._pending + sum(len(chunk) for chunk in self._held)
 
     def feed(self, data: bytes) -> None:
         if not data:
             return
         if self._exact is not None:
             self._exact.feed(data)
-        elif self._pending == 0 and data[0] != 42:  # 42 == ord("*")
+        elif self._pending == 0 and (data[0] != 42 or self._needs_exact(data)):  # 42: "*"
             self._exact = self._new_exact()
             self._exact.feed(data)
+        elif self._held or self._needs_exact(data):
+            self._held.append(data)  # moved to the exact path by _end_of_batch
         else:
             self._reader.feed(data)
             self._chunks.append(data)
             self._pending += len(data)
+            tail = data if len(data) >= BIG_AGGREGATE else self._tail + data
+            self._tail = tail[-BIG_AGGREGATE:]
+
+    def _needs_exact(self, data: bytes) -> bool:
+        """Does the chunk hold something hiredis must not parse (see the module doc)?"""
+        edge = self._tail + data[:BIG_AGGREGATE]  # a header split between two chunks
+        if _ODD_TYPE(data) is not None or _ODD_TYPE(edge) is not None:
+            return True
+        for mark, search in _BIG_HEADERS:
+            if mark in data and search(data) is not None:
+                return True
+            if mark in edge and search(edge) is not None:
+                return True
+        return False
 
     def next(self) -> list[bytes] | None:
         while True:
@@ -105,8 +154,8 @@ class RequestParser:
                 return self._next_exact()
             try:
                 cmd = self._reader.gets()
-            except hiredis.ProtocolError:
-                self._to_exact()
+            except Exception:  # ProtocolError, or MemoryError on "|2000000000": let Redis's
+                self._to_exact()  # grammar decide
                 continue
             if cmd is False:
                 return self._end_of_batch()
@@ -131,6 +180,9 @@ class RequestParser:
         ``has_data()`` cannot tell (hiredis absorbs a header like ``*2\r\n`` before the
         elements arrive), so we count: the wire size of every command taken since the
         anchor, against the bytes fed since then (~0.3 us per command)."""
+        if self._held:
+            self._to_exact()
+            return self._next_exact()
         if not self._pending:
             return None
         consumed = self._consumed()
@@ -150,14 +202,15 @@ class RequestParser:
 
     def _plausible(self, partial: bytes) -> bool:
         """Run the exact grammar over an unfinished command: Redis rejects a bad header as
-        soon as it arrives, while hiredis would wait for more bytes."""
+        soon as it arrives, while hiredis would wait for more bytes. A command the exact
+        grammar completes (``>2\r\n`` after a command is an inline command) is not
+        plausible either."""
         probe = _ExactParser(self)
         try:
             probe.feed(partial)
-            probe.next()
+            return probe.next() is None
         except RequestError:
             return False
-        return True
 
     def _consumed(self) -> int:
         size = 0
@@ -166,14 +219,19 @@ class RequestParser:
         return size
 
     def _to_exact(self) -> None:
-        """Re-parse everything after the last returned command on the exact path."""
+        """Re-parse everything after the last returned command (and the held chunks) on
+        the exact path."""
         rest = b"".join(self._chunks)[self._consumed() :]
         self._reader = hiredis.Reader()
         self._chunks = []
         self._pending = 0
         self._done.clear()
-        self._exact = self._new_exact()
-        self._exact.feed(rest)
+        self._tail = b""
+        exact = self._exact = self._new_exact()
+        exact.feed(rest)
+        held, self._held = self._held, []
+        for chunk in held:
+            exact.feed(chunk)
 
     def _new_exact(self) -> _ExactParser:
         return _ExactParser(self)
@@ -232,17 +290,27 @@ class _ExactParser:
             return argv
         return None
 
+    def _find(self, byte: bytes) -> int:
+        """``strchr(buf + pos, byte)``: the first ``byte`` at or after pos, unless a NUL comes
+        first (Redis's query buffer is a C string there); -1 if none."""
+        found = self.buf.find(byte, self.pos)
+        if found >= 0 and self.buf.find(b"\0", self.pos, found) >= 0:
+            return -1
+        return found
+
     def _line_end(self, too_big: str) -> int:
         """Index of the ``\\r`` ending the header at pos, or -1 if not all here yet."""
-        cr = self.buf.find(b"\r", self.pos)
-        if cr < 0 or cr + 1 >= len(self.buf):
+        cr = self._find(b"\r")
+        if cr < 0:
             if len(self.buf) - self.pos > INLINE_MAX_SIZE:
                 raise RequestError(f"Protocol error: {too_big}")
             return -1
+        if cr + 1 >= len(self.buf):
+            return -1  # Redis waits for the byte after "\r" without checking the size
         return cr
 
     def _inline(self) -> list[bytes] | None:
-        nl = self.buf.find(b"\n", self.pos)
+        nl = self._find(b"\n")
         if nl < 0:
             if len(self.buf) - self.pos > INLINE_MAX_SIZE:
                 raise RequestError("Protocol error: too big inline request")

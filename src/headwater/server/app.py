@@ -26,6 +26,8 @@ class Server:
         self.engine = Engine(config, scheduler=loop)
         self.engine.on_kill = self.kill
         self.connections: dict[Client, Connection] = {}
+        #: connections past the soft output limit: the cron re-checks them (Redis: clientsCron)
+        self.soft_limited: set[Connection] = set()
         self.servers: list[asyncio.base_events.Server] = []
         self._flush_scheduled = False
         self._stopped = loop.create_future()
@@ -102,6 +104,8 @@ class Server:
             self.engine.cron()
         except Exception:
             log.exception("cron failed")
+        for conn in list(self.soft_limited):
+            conn.check_output_limit()
         self.schedule_flush()
         self._schedule_cron()
 

@@ -9,8 +9,12 @@ clients served in one iteration) costs one ``transport.write`` each, not one per
 
 Flow control: when the transport's write buffer passes its high-water mark (a client that does
 not read), we stop reading *and* stop executing its already-parsed commands, so the reply
-backlog cannot grow without bound. ``client-output-buffer-limit normal <hard> <soft> <secs>``
-additionally disconnects such a client, as Redis does.
+backlog cannot grow without bound. Within one batch, once ``FLUSH_EARLY`` bytes of replies have
+piled up in ``client.out`` they are written at once, so the transport can tell us to pause
+before the rest of the batch runs (2,000 pipelined GETs of a 1 MB value must not make 2 GB of
+replies in one turn). ``client-output-buffer-limit normal <hard> <soft> <secs>``
+additionally disconnects such a client, as Redis does: checked after each write and, for a
+client past the soft limit (which, paused, gets no more writes), from the cron.
 
 While a client is blocked (XREAD BLOCK …) its remaining pipelined commands wait in the parser;
 ``resume`` picks them up once the engine unblocks it.
@@ -33,6 +37,8 @@ log = logging.getLogger("headwater")
 
 #: Stop reading from a client whose unsent replies exceed this (bytes).
 WRITE_HIGH_WATER = 4 * 1024 * 1024
+#: Write a client's replies mid-batch once this many bytes are waiting in ``client.out``.
+FLUSH_EARLY = 1024 * 1024
 
 
 def _peer(sock: socket.socket | None, local: bool) -> str:
@@ -84,17 +90,24 @@ class Connection(asyncio.Protocol):
         self.server.connections[c] = self
 
     def data_received(self, data: bytes) -> None:
-        if self.client is None or self.parser is None:
-            return
-        self.engine.stats.net_input_bytes += len(data)
+        if self.client is None or self.parser is None or self.client.close_after_reply:
+            return  # closing (QUIT, protocol error): Redis reads no further either
+        engine = self.engine
+        engine.stats.net_input_bytes += len(data)
+        # CONFIG SET applies to connected clients too, as in Redis.
+        config = engine.config
+        parser = self.parser
+        parser.max_bulk_len = config["proto-max-bulk-len"]
+        parser.max_query_buffer = config["client-query-buffer-limit"]
         try:
-            self.parser.feed(data)
+            parser.feed(data)
         except RequestError as exc:
             self._protocol_error(exc)
             return
         self.process()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self.server.soft_limited.discard(self)
         if self.client is not None:
             self.server.connections.pop(self.client, None)
             self.engine.client_closed(self.client)
@@ -114,10 +127,13 @@ class Connection(asyncio.Protocol):
     # -- command processing ----------------------------------------------------------------
 
     def process(self) -> None:
-        c, parser, engine = self.client, self.parser, self.engine
-        if c is None or parser is None:
+        c, parser, engine, transport = self.client, self.parser, self.engine, self.transport
+        if c is None or parser is None or transport is None:
             return
         execute = engine.execute
+        out = c.out
+        seen = len(out)  # chunks of out already counted in size
+        size = 0  # bytes of replies produced in this batch and not yet written
         try:
             while c.blocked is None and not self.paused and not c.close_after_reply:
                 argv = parser.next()
@@ -126,6 +142,19 @@ class Connection(asyncio.Protocol):
                 execute(c, argv)
                 if parser.auth_required == c.authenticated:
                     parser.auth_required = not c.authenticated
+                n = len(out)
+                if n == seen + 1:  # the common case: a one-chunk reply
+                    size += len(out[seen])
+                elif n > seen:
+                    size += sum(map(len, out[seen:]))
+                elif n < seen:  # out was cleared (CLIENT KILL)
+                    size = sum(map(len, out))
+                seen = n
+                if size >= FLUSH_EARLY:
+                    self.flush()  # may pause_writing (ends the loop) or abort
+                    seen, size = len(out), 0
+                    if transport.is_closing():
+                        break
         except RequestError as exc:
             self._protocol_error(exc)
         self.server.schedule_flush()
@@ -159,14 +188,26 @@ class Connection(asyncio.Protocol):
             c.out.clear()
             self.engine.stats.net_output_bytes += len(data)
             transport.write(data)
-            c.out_bytes = transport.get_write_buffer_size()
-            if self._over_output_limit(c.out_bytes):
-                self.engine.stats.client_output_buffer_limit_disconnections += 1
-                log.warning("client id=%d closed for overcoming of output buffer limits", c.id)
-                transport.abort()
+            if self.check_output_limit():
                 return
         if c.close_after_reply:
             transport.close()
+
+    def check_output_limit(self) -> bool:
+        """Disconnect the client if its unsent output is over ``client-output-buffer-limit``;
+        True if it was."""
+        c, transport = self.client, self.transport
+        if c is None or transport is None or transport.is_closing():
+            self.server.soft_limited.discard(self)
+            return False
+        c.out_bytes = transport.get_write_buffer_size()
+        if not self._over_output_limit(c.out_bytes):
+            return False
+        self.server.soft_limited.discard(self)
+        self.engine.stats.client_output_buffer_limit_disconnections += 1
+        log.warning("client id=%d closed for overcoming of output buffer limits", c.id)
+        transport.abort()
+        return True
 
     def _over_output_limit(self, size: int) -> bool:
         limits: dict[str, tuple[int, int, int]] = self.engine.config["client-output-buffer-limit"]
@@ -177,6 +218,9 @@ class Connection(asyncio.Protocol):
             now: float = self.server.loop.time()
             if self.soft_limit_since is None:
                 self.soft_limit_since = now
+                self.server.soft_limited.add(self)
             return now - self.soft_limit_since >= seconds
-        self.soft_limit_since = None
+        if self.soft_limit_since is not None:
+            self.soft_limit_since = None
+            self.server.soft_limited.discard(self)
         return False
