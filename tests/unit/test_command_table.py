@@ -46,3 +46,16 @@ def test_out_of_scope_types_are_unknown() -> None:
     table = build_table()
     for name in (b"LPUSH", b"SADD", b"ZADD", b"PUBLISH", b"EVAL", b"DPING"):
         assert name not in table
+
+
+def test_container_info_lists_every_implemented_subcommand() -> None:
+    from tests.unit.conftest import Harness
+
+    h = Harness()
+    c = h.client()
+    info = h.call(c, "COMMAND", "INFO", "client")[0]
+    names = {sub[0] for sub in info[9]}
+    assert {b"client|setinfo", b"client|no-touch", b"client|list"} <= names
+    docs = h.call(c, "COMMAND", "DOCS", "client")
+    sub_docs = dict(zip(docs[1][0::2], docs[1][1::2], strict=True))[b"subcommands"]
+    assert b"client|setinfo" in sub_docs[0::2]

@@ -72,7 +72,13 @@ def _captured_docs(row: CommandSpec) -> Any:
 def command_info(row: CommandSpec) -> Reply:
     tree = _captured_info(row)
     if tree is not None:
-        return _tree_to_reply(tree)
+        info = _tree_to_reply(tree)
+        assert isinstance(info, list)
+        known = {sub[0] for sub in info[9]}
+        info[9] += [  # subcommands newer than the Redis the capture came from
+            command_info(sub) for sub in row.subcommands.values() if sub.name.encode() not in known
+        ]
+        return info
     flags = RSet(Status(f.encode()) for f in sorted(row.flags) if not f.startswith("x_"))
     return [
         row.name.encode(),
@@ -91,7 +97,13 @@ def command_info(row: CommandSpec) -> Reply:
 def command_docs(row: CommandSpec) -> Reply:
     tree = _captured_docs(row)
     if tree is not None:
-        return _tree_to_reply(tree)
+        docs = _tree_to_reply(tree)
+        assert isinstance(docs, dict)
+        subs = docs.get(b"subcommands")
+        if isinstance(subs, dict):
+            for sub in row.subcommands.values():
+                subs.setdefault(sub.name.encode(), command_docs(sub))
+        return docs
     docs: dict[bytes, Reply] = {b"summary": b"", b"since": b"8.6.0", b"group": b"generic"}
     if row.subcommands:
         docs[b"subcommands"] = {
