@@ -104,12 +104,12 @@ def command_docs(row: CommandSpec) -> Reply:
             for sub in row.subcommands.values():
                 subs.setdefault(sub.name.encode(), command_docs(sub))
         return docs
-    docs: dict[bytes, Reply] = {b"summary": b"", b"since": b"8.6.0", b"group": b"generic"}
+    made: dict[bytes, Reply] = {b"summary": b"", b"since": b"8.6.0", b"group": b"generic"}
     if row.subcommands:
-        docs[b"subcommands"] = {
+        made[b"subcommands"] = {
             sub.name.encode(): command_docs(sub) for sub in row.subcommands.values()
         }
-    return docs
+    return made
 
 
 def lookup(c: Client, name: bytes) -> CommandSpec | None:
