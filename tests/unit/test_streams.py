@@ -260,3 +260,22 @@ def test_a_big_stream_adds_almost_nothing_for_the_garbage_collector() -> None:
     tracked = len(gc.get_objects()) - before
     # ~2,000 nodes of a handful of objects each; a list per entry would be 200,000+
     assert tracked < 20_000, f"{tracked} GC-tracked objects for 200k entries"
+
+
+def test_idmp_is_refused_until_implemented_but_its_syntax_errors_are_exact() -> None:
+    h = Harness()
+    c = h.client()
+    assert "not supported" in _err(h.call(c, "XADD", "s", "IDMP", "p", "i", "*", "f", "v"))
+    assert h.call(c, "EXISTS", "s") == 0
+    assert _err(h.call(c, "XADD", "s", "IDMP", "p", "i", "1-1", "f", "v")) == (
+        "ERR syntax error, IDMP/IDMPAUTO can be used only with auto-generated IDs"
+    )
+    assert _err(h.call(c, "XADD", "s", "IDMPAUTO", "", "*", "f", "v")) == (
+        "ERR syntax error, IDMPAUTO requires a non-empty producer ID"
+    )
+    assert _err(h.call(c, "XADD", "s", "IDMP", "p", "", "*", "f", "v")) == (
+        "ERR syntax error, IDMP requires a non-empty idempotent ID"
+    )
+    assert _err(h.call(c, "XADD", "s", "IDMPAUTO", "p", "IDMP", "p", "i", "*", "f", "v")) == (
+        "ERR syntax error, IDMP/IDMPAUTO specified multiple times"
+    )

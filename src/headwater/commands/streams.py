@@ -44,6 +44,7 @@ LIMIT_NO_STRATEGY = err("syntax error, LIMIT cannot be used without specifying a
 LIMIT_NO_TILDE = err("syntax error, LIMIT cannot be used without the special ~ option")
 XTRIM_NO_STRATEGY = err("syntax error, XTRIM must be called with a trimming strategy")
 IDMP_TWICE = err("syntax error, IDMP/IDMPAUTO specified multiple times")
+IDMP_NOT_YET = err("IDMP/IDMPAUTO are not supported by this Headwater version yet")
 IDMP_AUTO_ONLY = err("syntax error, IDMP/IDMPAUTO can be used only with auto-generated IDs")
 LISTPACK_MAX = 1 << 30
 _REF_STRATEGIES = (b"KEEPREF", b"DELREF", b"ACKED")
@@ -245,6 +246,9 @@ _PLAIN_XADD = XAddOpts()  # ``XADD key * f v ...``: no options (never mutated)
 def cmd_xadd(c: Client, argv: list[bytes]) -> Reply:
     plain = argv[2] == b"*" and len(argv) % 2
     opts = _PLAIN_XADD if plain else parse_xadd(c, argv)
+    if opts.idmp is not None:
+        # Refuse rather than add duplicates a retrying producer believes impossible.
+        raise IDMP_NOT_YET
     key = argv[1]
     stream = lookup_stream(c, key)
     if stream is None:
