@@ -175,6 +175,8 @@ class Database:
     def signal_ready(self, key: bytes) -> None:
         """A write made key able to serve clients blocked on it."""
         if key in self.blocking and key not in self.ready:
+            if not self.ready:
+                self.keyspace.ready_dbs.append(self)
             self.ready.append(key)
 
     # -- iteration ---------------------------------------------------------------------------
@@ -234,6 +236,7 @@ class Keyspace:
         self.now_ms = 0
         self.dbs = [Database(self, i) for i in range(databases)]
         self.expired: list[tuple[int, bytes]] = []  # (db, key) deleted by expiry, to propagate
+        self.ready_dbs: list[Database] = []  # databases with keys in their ``ready`` list
 
     def __iter__(self) -> Iterator[Database]:
         return iter(self.dbs)

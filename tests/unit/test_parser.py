@@ -155,3 +155,43 @@ def test_query_buffer_limit_closes_without_reply() -> None:
 )
 def test_split_args_matches_sdssplitargs(line: bytes, args: list[bytes] | None) -> None:
     assert split_args(line) == args
+
+
+PING_CMD = encode_command("PING")
+SPLIT_CASES = [
+    b"*1\r\n+PING\r\n",
+    PING_CMD + b"*2\r\n$4\r\nECHO\r\n+hi\r\n" + PING_CMD,
+    PING_CMD + b"*2\r\n$4\r\nECHO\r\n=5\r\ntxt:x\r\n" + PING_CMD,
+    PING_CMD + b"~1\r\n$4\r\nPING\r\n",
+    PING_CMD + b">1\r\n$4\r\nPING\r\n",
+    PING_CMD + b"*2000000000\r\n$1\r\n",
+    PING_CMD + b"|2000000000\r\n",
+    b"*2\r\n$1\r\na\r\n*1\r\n$4\r\nPING\r\n",
+    PING_CMD + b"PING\r\n" + encode_command("ECHO", "x") + b"  set a 'b c'\r\n",
+    b"*1\r\n$4\r\nPINGxx*1\r\n$4\r\nPING\r\n",
+]
+
+
+def _outcome(chunks: list[bytes]) -> tuple[list[list[bytes]], str | None]:
+    parser = RequestParser()
+    out: list[list[bytes]] = []
+    try:
+        for chunk in chunks:
+            parser.feed(chunk)
+            while (cmd := parser.next()) is not None:
+                out.append(cmd)
+    except RequestError as exc:
+        return out, str(exc)
+    return out, None
+
+
+@pytest.mark.parametrize("data", SPLIT_CASES)
+def test_every_split_of_odd_input_gives_the_same_outcome(data: bytes) -> None:
+    whole = _outcome([data])
+    for cut in range(1, len(data)):
+        assert _outcome([data[:cut], data[cut:]]) == whole, f"split at {cut}"
+
+
+@given(st.binary(max_size=60).filter(lambda b: not any(ch in b for ch in b"\"'\\\0\x0b\x0c")))
+def test_plain_split_equals_sdssplitargs_without_special_bytes(line: bytes) -> None:
+    assert line.split() == split_args(line)

@@ -43,6 +43,7 @@ class CommandSpec:
         self.no_multi = "no_multi" in self.flags
         self.admin = "admin" in self.flags
         self.upper = self.name.upper().encode()
+        self.name_bytes = self.name.encode()
         #: executed at once even inside MULTI (Redis: EXEC, DISCARD, MULTI, WATCH, QUIT, RESET)
         self.immediate = "x_immediate" in self.flags
         self.calls = 0

@@ -59,6 +59,8 @@ class Engine:
         self.scheduler = scheduler
         self.keyspace = Keyspace(self.config["databases"])
         self.table = build_table(extra_commands)
+        # The names clients actually send (SET, set): one dict probe, no upper() per command.
+        self.lookup = {**self.table, **{name.lower(): row for name, row in self.table.items()}}
         self.stats = Stats()
         self.info = ServerInfo()
         self.info.start_time_ms = self.clock.now_ms()
@@ -108,9 +110,8 @@ class Engine:
 
     def execute(self, c: Client, argv: list[bytes]) -> None:
         """Run one command from a client and queue its reply."""
-        c.last_interaction_ms = self.clock.monotonic_ms()
         self.keyspace.now_ms = self.clock.now_ms()
-        row = self.table.get(argv[0].upper())
+        row = self.lookup.get(argv[0]) or self.table.get(argv[0].upper())
         if row is not None and row.subcommands and len(argv) > 1:
             sub = row.subcommands.get(argv[1].lower())
             if sub is None:
@@ -127,7 +128,7 @@ class Engine:
                 return
             self._reject(c, None, unknown_command(argv))
             return
-        c.last_cmd = row.name.encode()
+        c.last_cmd = row.name_bytes
         if not row.arity_ok(len(argv)):
             self._reject(c, row, wrong_arity(row.name))
             return
@@ -148,7 +149,8 @@ class Engine:
             self._reply(c, reply)
         if self.keyspace.expired:
             self._propagate_expired()
-        self._serve_ready()
+        if self.keyspace.ready_dbs:
+            self._serve_ready()
 
     def _reject(self, c: Client, row: CommandSpec | None, error: ReplyError) -> None:
         """Refuse a command before running it (Redis: rejectCommand): inside MULTI this
@@ -220,6 +222,8 @@ class Engine:
         self._emit(db, argv)
 
     def _emit(self, db: int, argv: list[bytes]) -> None:
+        if not self.effect_sinks and self._tx_effects is None:
+            return
         if self._tx_effects is not None:
             self._tx_effects.append((db, argv))
             return
@@ -264,12 +268,13 @@ class Engine:
 
     def _serve_ready(self) -> None:
         """Re-run the commands of clients blocked on keys that became ready, FIFO per key."""
-        for db in self.keyspace.dbs:
-            while db.ready:
-                ready, db.ready = db.ready, []
-                for key in ready:
-                    for waiter in self.blocking.waiters_for(db, key):
-                        self._retry(waiter)
+        ready_dbs = self.keyspace.ready_dbs
+        while ready_dbs:
+            db = ready_dbs.pop(0)
+            ready, db.ready = db.ready, []
+            for key in ready:
+                for waiter in self.blocking.waiters_for(db, key):
+                    self._retry(waiter)
 
     def _retry(self, waiter: Waiter) -> None:
         c = waiter.client

@@ -12,37 +12,39 @@ Two parsers share one byte stream:
   ``proto-max-bulk-len``, the unauthenticated limits and the exact ``Protocol error: …`` texts.
 
 The fast path runs while the stream is well-formed RESP. We hand over to the slow path, at the
-last command boundary, when (1) a command starts with a byte other than ``*`` (inline), (2)
-hiredis raises or yields something that is not an array of bulk strings, (3) a single command
-grows past ``FAST_PATH_MAX_PENDING`` bytes, (4) the client must authenticate first (smaller
-limits apply), or (5) a batch ends inside a command whose headers so far Redis would not accept
-(``_plausible``). The slow path hands back as soon as its buffer is empty.
+last command boundary, when (1) a command starts with a byte other than ``*`` (inline, or a
+RESP3 aggregate such as ``~1`` that Redis runs as an inline command), (2) hiredis raises or
+yields something that is not an array of bulk strings, (3) the bytes hiredis took for a command
+are not its canonical encoding (see below), (4) a single command grows past
+``FAST_PATH_MAX_PENDING`` bytes, (5) the client must authenticate first (smaller limits
+apply), (6) a batch ends inside a command whose headers so far Redis would not accept
+(``_plausible``), or (7) a chunk holds something hiredis must not see (``_suspicious``). The
+slow path hands back as soon as its buffer is empty.
 
-Two things hiredis must never see, so chunks containing them (``_needs_exact``, a regex scan
-of ~0.1 us per pipelined command) wait in ``_held`` until hiredis has given back every complete
-command, then everything from the last boundary moves to the slow path:
+Counting bytes. hiredis only accepts canonical RESP (``*<n>\r\n`` then ``$<len>\r\n<data>\r\n``,
+no leading zeros), so a command's byte size follows from its argv (``_wire_size``, ~0.3 us).
+The fast path keeps the unparsed bytes in ``_buf`` and the offset ``_pos`` of the next command
+in it; each command hiredis returns must start with ``*`` at ``_pos`` and fit in the bytes
+received, or hiredis was fed something non-canonical (``*1\r\n+PING\r\n``: a simple string
+where Redis requires ``$``) and the slow path takes over *before* the command runs. At the end
+of a batch, ``_pos == len(_buf)`` means we stand at a command boundary.
+
+What hiredis must never see (``_suspicious``, a few substring searches per chunk):
 
 * a big aggregate header: hiredis allocates the whole list when it reads the header, so
   ``*2147483647\r\n`` costs 16 GB of address space and, when the reader is freed, seconds of
-  a stalled event loop (``>`` and ``~`` likewise);
-* a RESP3 type that hiredis returns as plain bytes or as a list of them: ``*1\r\n+PING\r\n``
-  or ``~1\r\n$4\r\nPING\r\n`` would run PING, where Redis answers ``expected '$', got '+'``
-  or runs the inline command ``~1`` (and the byte counting below would lose its place).
+  a stalled event loop (``>``, ``~``, ``|`` and ``%`` likewise);
+* simple and verbatim strings (``\r\n+``, ``\r\n=``) in place of a bulk string: hiredis
+  returns them as bytes, and a verbatim string is longer than its canonical form, so counting
+  alone would notice only after the command ran. Payload bytes can match too: that only costs
+  a detour through the slow path.
 
 Redis finds line ends with ``strchr`` on a NUL-terminated buffer, so a NUL byte before the
 ``\n`` of an inline command (or the ``\r`` of a header) hides it: Redis keeps waiting, until the
 64 KB limit. The slow path does the same (``_find``).
-
-To know where commands end we count: hiredis only accepts canonical RESP (``*<n>\\r\\n`` then
-``$<len>\\r\\n<data>\\r\\n``, no leading zeros), so a command's byte size follows from its argv
-(``_wire_size``). At the end of each batch the sizes of the commands taken are compared with
-the bytes fed, which tells whether the next byte starts a command (where an inline command
-may begin) and, if not, lets us check the unfinished command's headers at once.
 """
 
 from __future__ import annotations
-
-import re
 
 import hiredis
 
@@ -50,16 +52,9 @@ import hiredis
 FAST_PATH_MAX_PENDING = 1 << 20
 #: An aggregate header with this many digits (1,000,000 elements) or more goes to the exact path.
 BIG_AGGREGATE = 7
-#: (marker, search) for the aggregate types hiredis preallocates. One search per marker: a
-#: literal first byte keeps the scan ~25 ns per pipelined command (a class would cost ~240).
-_BIG_HEADERS = tuple(
-    (mark, re.compile(re.escape(mark) + rb"[0-9]{%d}" % BIG_AGGREGATE).search)
-    for mark in (b"*", b">", b"~")
-)
-#: A line starting with a type hiredis turns into bytes (simple string, big number, verbatim
-#: string) or into a list of bytes (set, attribute). Payload bytes can match too: that only
-#: costs a detour through the slow path.
-_ODD_TYPE = re.compile(rb"\r\n[+(=~|]").search
+_FOLD_DIGITS = bytes.maketrans(b"123456789", b"000000000")
+#: aggregate headers of BIG_AGGREGATE digits or more, after _FOLD_DIGITS
+_BIG_HEADERS = tuple(mark + b"0" * BIG_AGGREGATE for mark in (b"*", b">", b"~", b"|", b"%"))
 #: Redis's PROTO_INLINE_MAX_SIZE: the longest inline line or length header we wait for.
 INLINE_MAX_SIZE = 64 * 1024
 #: Limits for clients that have not authenticated yet (Redis: authRequired()).
@@ -105,10 +100,9 @@ class RequestParser:
         self.auth_required = auth_required
         self._reader = hiredis.Reader()
         self._exact: _ExactParser | None = None
-        self._chunks: list[bytes] = []  # bytes fed to hiredis since the last known boundary
-        self._pending = 0  # len of those bytes
-        self._done: list[list[bytes] | int] = []  # commands (or sizes) taken since the boundary
-        self._held: list[bytes] = []  # chunks kept from hiredis (see _needs_exact)
+        self._buf = b""  # bytes fed to hiredis since the last boundary
+        self._pos = 0  # where in _buf the next command starts
+        self._held: list[bytes] = []  # chunks kept from hiredis (see _suspicious)
         self._tail = b""  # the end of the last chunk fed to hiredis, for headers split in two
         if auth_required:
             self._exact = self._new_exact()
@@ -117,36 +111,37 @@ class RequestParser:
         """Bytes received but not yet returned as commands (for CLIENT LIST ``qbuf``)."""
         if self._exact is not None:
             return self._exact.buffered()
-        return self._pending + sum(len(chunk) for chunk in self._held)
+        return len(self._buf) - self._pos + sum(len(chunk) for chunk in self._held)
 
     def feed(self, data: bytes) -> None:
         if not data:
             return
         if self._exact is not None:
             self._exact.feed(data)
-        elif self._pending == 0 and (data[0] != 42 or self._needs_exact(data)):  # 42: "*"
+        elif self._held or self._suspicious(data):
+            if self._buf:
+                self._held.append(data)  # moved to the exact path by _end_of_batch
+            else:
+                self._exact = self._new_exact()
+                self._exact.feed(data)
+        elif not self._buf and data[0] != 42:  # 42: "*"; anything else starts an inline command
             self._exact = self._new_exact()
             self._exact.feed(data)
-        elif self._held or self._needs_exact(data):
-            self._held.append(data)  # moved to the exact path by _end_of_batch
         else:
             self._reader.feed(data)
-            self._chunks.append(data)
-            self._pending += len(data)
+            self._buf = self._buf + data if self._buf else data
             tail = data if len(data) >= BIG_AGGREGATE else self._tail + data
             self._tail = tail[-BIG_AGGREGATE:]
 
-    def _needs_exact(self, data: bytes) -> bool:
-        """Does the chunk hold something hiredis must not parse (see the module doc)?"""
-        edge = self._tail + data[:BIG_AGGREGATE]  # a header split between two chunks
-        if _ODD_TYPE(data) is not None or _ODD_TYPE(edge) is not None:
+    def _suspicious(self, data: bytes) -> bool:
+        """Does the chunk hold something hiredis must not parse (see the module doc)?
+        Markers split between the previous chunk and this one count too. Digits are folded
+        to ``0`` so that "a mark then 7 digits" is a plain substring search."""
+        text = self._tail + data if self._tail else data
+        if b"\r\n+" in text or b"\r\n=" in text:
             return True
-        for mark, search in _BIG_HEADERS:
-            if mark in data and search(data) is not None:
-                return True
-            if mark in edge and search(edge) is not None:
-                return True
-        return False
+        folded = text.translate(_FOLD_DIGITS)
+        return any(big in folded for big in _BIG_HEADERS)
 
     def next(self) -> list[bytes] | None:
         while True:
@@ -159,43 +154,44 @@ class RequestParser:
                 continue
             if cmd is False:
                 return self._end_of_batch()
+            buf, pos = self._buf, self._pos
+            if pos >= len(buf) or buf[pos] != 42:  # not "*": "~1", ">1"... (inline to Redis)
+                self._to_exact()
+                continue
             if type(cmd) is list and cmd:
                 for arg in cmd:
                     if type(arg) is not bytes:
                         self._to_exact()
                         break
                 else:
-                    self._done.append(cmd)
+                    end = pos + _wire_size(cmd)
+                    if end > len(buf):  # fewer bytes than canonical: not what it seems
+                        self._to_exact()
+                        continue
+                    self._pos = end
                     return cmd
                 continue
             if cmd is None or cmd == []:
                 # Redis skips "*0" and "*-1" (multibulk length <= 0) silently.
-                self._done.append(5 if cmd is None else 4)
+                self._pos = pos + (5 if cmd is None else 4)
                 continue
             self._to_exact()  # a top-level value that is not an array
 
     def _end_of_batch(self) -> list[bytes] | None:
-        """hiredis wants more data: find out whether we stand at a command boundary.
-
-        ``has_data()`` cannot tell (hiredis absorbs a header like ``*2\r\n`` before the
-        elements arrive), so we count: the wire size of every command taken since the
-        anchor, against the bytes fed since then (~0.3 us per command)."""
+        """hiredis wants more data: are we at a command boundary, or inside a command?"""
         if self._held:
             self._to_exact()
             return self._next_exact()
-        if not self._pending:
+        buf, pos = self._buf, self._pos
+        if pos == len(buf):
+            if buf:
+                self._buf = b""
+                self._pos = 0
             return None
-        consumed = self._consumed()
-        if consumed == self._pending:
-            self._chunks.clear()
-            self._pending = 0
-            self._done.clear()
-            return None
-        rest = b"".join(self._chunks)[consumed:]
-        self._chunks = [rest]
-        self._pending = len(rest)
-        self._done.clear()
-        if self._pending > FAST_PATH_MAX_PENDING or not self._plausible(rest):
+        if pos:
+            buf = self._buf = buf[pos:]
+            self._pos = 0
+        if len(buf) > FAST_PATH_MAX_PENDING or not self._plausible(buf):
             self._to_exact()
             return self._next_exact()
         return None
@@ -212,20 +208,13 @@ class RequestParser:
         except RequestError:
             return False
 
-    def _consumed(self) -> int:
-        size = 0
-        for item in self._done:
-            size += item if type(item) is int else _wire_size(item)  # type: ignore[arg-type]
-        return size
-
     def _to_exact(self) -> None:
         """Re-parse everything after the last returned command (and the held chunks) on
         the exact path."""
-        rest = b"".join(self._chunks)[self._consumed() :]
+        rest = self._buf[self._pos :]
         self._reader = hiredis.Reader()
-        self._chunks = []
-        self._pending = 0
-        self._done.clear()
+        self._buf = b""
+        self._pos = 0
         self._tail = b""
         exact = self._exact = self._new_exact()
         exact.feed(rest)
@@ -318,6 +307,8 @@ class _ExactParser:
         end = nl - 1 if nl > self.pos and self.buf[nl - 1] == 13 else nl
         line = bytes(self.buf[self.pos : end])
         self.pos = nl + 1
+        if len(line.translate(None, _SPLIT_SPECIAL)) == len(line):
+            return line.split()  # no quotes, escapes, NUL, \v or \f: plain whitespace split
         argv = split_args(line)
         if argv is None:
             raise RequestError("Protocol error: unbalanced quotes in request")
@@ -376,6 +367,8 @@ def _strict_int(raw: bytes | bytearray) -> int | None:
     return value
 
 
+#: bytes after which bytes.split() and sdssplitargs could disagree
+_SPLIT_SPECIAL = b"\"'\\\0\x0b\x0c"
 _ESCAPES = {ord("n"): 10, ord("r"): 13, ord("t"): 9, ord("b"): 8, ord("a"): 7}
 _HEX = b"0123456789abcdefABCDEF"
 _SPACE = b" \n\r\t\v\f"

@@ -94,6 +94,7 @@ class Connection(asyncio.Protocol):
             return  # closing (QUIT, protocol error): Redis reads no further either
         engine = self.engine
         engine.stats.net_input_bytes += len(data)
+        self.client.last_interaction_ms = engine.clock.monotonic_ms()
         # CONFIG SET applies to connected clients too, as in Redis.
         config = engine.config
         parser = self.parser
