@@ -591,7 +591,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         metavar="SHARE",
         help="redo a redis/headwater pair when other processes used more than SHARE (0-1) of "
         "all CPUs during it, after waiting for the box to be that quiet (default: never; "
-        f"results measured above {NOISY:.0%} are flagged either way)",
+        f"results measured above {NOISY:.0%}% are flagged either way)",
     )
     p.add_argument("--retries", type=int, default=3, help="redos per pair (default 3)")
     p.add_argument(

@@ -46,6 +46,8 @@ Redis finds line ends with ``strchr`` on a NUL-terminated buffer, so a NUL byte 
 
 from __future__ import annotations
 
+from collections import deque
+
 import hiredis
 
 #: Above this many buffered bytes of one unfinished command, parse it on the exact path.
@@ -53,8 +55,6 @@ FAST_PATH_MAX_PENDING = 1 << 20
 #: An aggregate header with this many digits (1,000,000 elements) or more goes to the exact path.
 BIG_AGGREGATE = 7
 _FOLD_DIGITS = bytes.maketrans(b"123456789", b"000000000")
-#: aggregate headers of BIG_AGGREGATE digits or more, after _FOLD_DIGITS
-_BIG_HEADERS = tuple(mark + b"0" * BIG_AGGREGATE for mark in (b"*", b">", b"~", b"|", b"%"))
 #: Redis's PROTO_INLINE_MAX_SIZE: the longest inline line or length header we wait for.
 INLINE_MAX_SIZE = 64 * 1024
 #: Limits for clients that have not authenticated yet (Redis: authRequired()).
@@ -103,6 +103,7 @@ class RequestParser:
         self._buf = b""  # bytes fed to hiredis since the last boundary
         self._pos = 0  # where in _buf the next command starts
         self._held: list[bytes] = []  # chunks kept from hiredis (see _suspicious)
+        self._ready: deque[list[bytes]] = deque()  # inline commands parsed in one go
         self._tail = b""  # the end of the last chunk fed to hiredis, for headers split in two
         if auth_required:
             self._exact = self._new_exact()
@@ -111,7 +112,12 @@ class RequestParser:
         """Bytes received but not yet returned as commands (for CLIENT LIST ``qbuf``)."""
         if self._exact is not None:
             return self._exact.buffered()
-        return len(self._buf) - self._pos + sum(len(chunk) for chunk in self._held)
+        return (
+            sum(_wire_size(c) for c in self._ready)
+            + len(self._buf)
+            - self._pos
+            + sum(len(chunk) for chunk in self._held)
+        )
 
     def feed(self, data: bytes) -> None:
         if not data:
@@ -125,8 +131,12 @@ class RequestParser:
                 self._exact = self._new_exact()
                 self._exact.feed(data)
         elif not self._buf and data[0] != 42:  # 42: "*"; anything else starts an inline command
-            self._exact = self._new_exact()
-            self._exact.feed(data)
+            commands = _whole_inline_lines(data)
+            if commands is not None:
+                self._ready.extend(commands)
+            else:
+                self._exact = self._new_exact()
+                self._exact.feed(data)
         else:
             self._reader.feed(data)
             self._buf = self._buf + data if self._buf else data
@@ -141,9 +151,17 @@ class RequestParser:
         if b"\r\n+" in text or b"\r\n=" in text:
             return True
         folded = text.translate(_FOLD_DIGITS)
-        return any(big in folded for big in _BIG_HEADERS)
+        return (
+            b"*0000000" in folded
+            or b">0000000" in folded
+            or b"~0000000" in folded
+            or b"|0000000" in folded
+            or b"%0000000" in folded
+        )
 
     def next(self) -> list[bytes] | None:
+        if self._ready:
+            return self._ready.popleft()
         while True:
             if self._exact is not None:
                 return self._next_exact()
@@ -352,6 +370,24 @@ class _ExactParser:
             self.bulk_len = -1
             self.args_left -= 1
         return True
+
+
+def _whole_inline_lines(data: bytes) -> list[list[bytes]] | None:
+    """A chunk of complete, plain inline commands (telnet, ``redis-benchmark -t ping_inline``)
+    parsed at once; None when the exact parser must look (a line starting with ``*``, a NUL,
+    a partial line, quoting, or more than the inline limit)."""
+    if data[-1] != 10 or len(data) > INLINE_MAX_SIZE or b"\0" in data or b"\n*" in data:
+        return None
+    commands = []
+    for line in data.split(b"\n")[:-1]:
+        if line.endswith(b"\r"):
+            line = line[:-1]
+        if len(line.translate(None, _SPLIT_SPECIAL)) != len(line):
+            return None
+        argv = line.split()
+        if argv:
+            commands.append(argv)
+    return commands
 
 
 def _strict_int(raw: bytes | bytearray) -> int | None:
