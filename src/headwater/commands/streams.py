@@ -73,6 +73,12 @@ def entry_reply(entry: Entry) -> Raw:
     RESP3, and encoding here is several times faster than the generic encoder's recursion."""
     sid = b"%d-%d" % entry[0]
     pairs = entry[1]
+    if len(pairs) == 2:  # the common one-field entry: one format call
+        f, v = pairs
+        return Raw(
+            b"*2\r\n$%d\r\n%s\r\n*2\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n"
+            % (len(sid), sid, len(f), f, len(v), v)
+        )
     parts = [b"*2\r\n$%d\r\n%s\r\n*%d\r\n" % (len(sid), sid, len(pairs))]
     parts += [b"$%d\r\n%s\r\n" % (len(item), item) for item in pairs]
     return Raw(b"".join(parts))

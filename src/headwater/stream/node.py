@@ -251,6 +251,37 @@ class Node:
             pos += n
         return out
 
+    def collect(
+        self, lo: int, hi: int, reverse: bool, limit: int, out: list[tuple[StreamID, list[bytes]]]
+    ) -> int:
+        """Append the live entries with index in [lo, hi) to out (in reverse order if asked),
+        at most ``limit`` of them (-1: no limit). Returns the limit left. This is the hot loop
+        of XRANGE/XREAD: one pass, no per-entry generator or method call."""
+        ms, seq, offsets, blob, tomb = self.ms, self.seq, self.offsets, self.blob, self.tomb
+        fields = self.fields
+        unpack = _U32.unpack_from
+        indexes = range(hi - 1, lo - 1, -1) if reverse else range(lo, hi)
+        for i in indexes:
+            if not limit:
+                break
+            if tomb is not None and i < len(tomb) and tomb[i]:
+                continue
+            pos = offsets[i]
+            pairs: list[bytes] = []
+            if blob[pos] == _SAME_FIELDS:
+                pos += 1
+                for field in fields:
+                    (n,) = unpack(blob, pos)
+                    pos += 4
+                    pairs.append(field)
+                    pairs.append(bytes(blob[pos : pos + n]))
+                    pos += n
+            else:
+                pairs = self.pairs_at(i)
+            out.append(((ms[i], seq[i]), pairs))
+            limit -= 1
+        return limit
+
     def live_indexes(self, start: int, stop: int, reverse: bool = False) -> Iterator[int]:
         indexes = range(stop - 1, start - 1, -1) if reverse else range(start, stop)
         tomb = self.tomb

@@ -143,15 +143,34 @@ class Stream:
     ) -> list[Entry]:
         """Live entries with start <= ID <= end, ascending (or descending with reverse)."""
         out: list[Entry] = []
-        if start > end or count == 0:
+        if start > end or count == 0 or not self.nodes:
             return out
-        for node, i in self._walk(end if reverse else start, reverse):
-            sid = node.id_at(i)
-            if (sid < start) if reverse else (sid > end):
-                break
-            out.append((sid, node.pairs_at(i)))
-            if count is not None and len(out) >= count:
-                break
+        limit = count if count is not None else -1
+        nodes = self.nodes
+        if reverse:
+            k = self._node_for(end)
+            first = True
+            while k >= 0 and limit:
+                node = nodes[k]
+                hi = _upper_index(node, end) if first else len(node)
+                lo = node.index_of(start)
+                limit = node.collect(lo, hi, True, limit, out)
+                if lo > 0:
+                    break  # start lies inside this node
+                first = False
+                k -= 1
+        else:
+            k = self._node_for(start)
+            first = True
+            while k < len(nodes) and limit:
+                node = nodes[k]
+                lo = node.index_of(start) if first else 0
+                hi = _upper_index(node, end)
+                limit = node.collect(lo, hi, False, limit, out)
+                if hi < len(node):
+                    break  # end lies inside this node
+                first = False
+                k += 1
         return out
 
     def first_entry(self) -> Entry | None:
