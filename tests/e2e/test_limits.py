@@ -280,3 +280,25 @@ def test_reading_client_is_not_disconnected(private_headwater: ServerProcess) ->
             assert c.call("PING") == b"+PONG\r\n"
         finally:
             c.call("CONFIG", "SET", "client-output-buffer-limit", "normal 0 0 0")
+
+
+def test_idle_clients_are_closed_after_timeout_but_blocked_ones_are_not(
+    private_headwater: ServerProcess,
+) -> None:
+    port = private_headwater.port
+    with raw_client(port) as admin:
+        assert admin.call("CONFIG", "SET", "timeout", "1") == b"+OK\r\n"
+    try:
+        idle, blocked = RawClient(port), RawClient(port)
+        blocked.send_raw(encode_command("XREAD", "BLOCK", "0", "STREAMS", "idle", "$"))
+        idle.call("PING")
+        time.sleep(2.5)
+        assert idle.read_until_closed(timeout=2) == b""  # the server closed it
+        with raw_client(port) as writer:
+            writer.call("XADD", "idle", "*", "f", "v")
+        assert b"idle" in blocked.read_reply()  # still connected, and served
+        idle.close()
+        blocked.close()
+    finally:
+        with raw_client(port) as admin:
+            admin.call("CONFIG", "SET", "timeout", "0")

@@ -106,8 +106,22 @@ class Server:
             log.exception("cron failed")
         for conn in list(self.soft_limited):
             conn.check_output_limit()
+        self._close_idle_clients()
         self.schedule_flush()
         self._schedule_cron()
+
+    def _close_idle_clients(self) -> None:
+        """``timeout`` seconds without a command closes a client (Redis: clientsCronHandleTimeout);
+        blocked clients are exempt, their wait has its own deadline."""
+        timeout_s = self.config["timeout"]
+        if not timeout_s:
+            return
+        now = self.engine.clock.monotonic_ms()
+        for client, conn in list(self.connections.items()):
+            idle = now - client.last_interaction_ms
+            if client.blocked is None and idle > timeout_s * 1000 and conn.transport is not None:
+                log.info("Closing idle client id=%d", client.id)
+                conn.transport.close()
 
 
 def startup_line(config: Config, data_dir: str) -> str:
