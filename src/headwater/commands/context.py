@@ -157,6 +157,9 @@ class ServerAPI(Protocol):
     @property
     def blocked_count(self) -> int: ...
 
+    @property
+    def propagating(self) -> bool: ...
+
     def also_propagate(self, db: int, argv: list[bytes]) -> None: ...
     def exec_queued(
         self, client: Client, queued: list[tuple[CommandSpec, list[bytes]]]

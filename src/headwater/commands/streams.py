@@ -266,22 +266,24 @@ def cmd_xadd(c: Client, argv: list[bytes]) -> Reply:
         raise EXHAUSTED
     pairs = argv[opts.id_index + 1 :]
     sid = next_id(stream, opts.id, c.server.keyspace.now_ms)
-    if sum(len(p) for p in pairs) > LISTPACK_MAX:
+    if sum(map(len, pairs)) > LISTPACK_MAX:
         raise TOO_LARGE
     config = c.server.config
     stream.append(sid, pairs, config["stream-node-max-bytes"], config["stream-node-max-entries"])
     c.db.signal_modified(key)
     c.db.signal_ready(key)
     c.server.dirty += 1
+    reply = format_id(sid)
     trim = opts.trim
-    effect = list(argv)
-    effect[opts.id_index] = format_id(sid)
     if trim.given:
         apply_trim(stream, trim)
-        if trim.approx:
+    if c.server.propagating:
+        effect = list(argv)
+        effect[opts.id_index] = reply
+        if trim.given and trim.approx:
             _rewrite_trim(effect, stream, trim)
-    c.server.also_propagate(c.db.index, effect)
-    return format_id(sid)
+        c.server.also_propagate(c.db.index, effect)
+    return reply
 
 
 def _rewrite_trim(effect: list[bytes], stream: Stream, trim: TrimOpts) -> None:

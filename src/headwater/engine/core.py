@@ -217,6 +217,12 @@ class Engine:
         self._explicit_effects = True  # EXEC itself is not propagated
         return replies
 
+    @property
+    def propagating(self) -> bool:
+        """Whether effects are consumed now (a sink, or a transaction collecting them); a
+        handler may skip building an effect otherwise."""
+        return bool(self.effect_sinks) or self._tx_effects is not None
+
     def also_propagate(self, db: int, argv: list[bytes]) -> None:
         self._explicit_effects = True
         self._emit(db, argv)

@@ -99,10 +99,13 @@ def _as_int64(raw: bytes) -> int | None:
 def lp_str(raw: bytes) -> int:
     """Bytes of a string element; strings that look like integers are stored as integers."""
     n = len(raw)
-    if n <= 20 and (as_int := _as_int64(raw)) is not None:
+    if n <= 20 and raw[:1] in _INT_START and (as_int := _as_int64(raw)) is not None:
         return lp_int(as_int)
     payload = 1 + n if n < 64 else 2 + n if n < 4096 else 5 + n
     return payload + _lp_backlen(payload)
+
+
+_INT_START = frozenset(b"-0123456789"[i : i + 1] for i in range(11))
 
 
 def _wrap64(value: int) -> int:
@@ -111,6 +114,8 @@ def _wrap64(value: int) -> int:
     return value - 2**64 if value > INT64_MAX else value
 
 
+#: the values at which an integer element's encoded size grows
+_LP_INT_STEPS = frozenset((128, 4096, 32768, 8388608, 2**31))
 #: listpack header (total bytes u32 + element count u16) and end marker
 LP_OVERHEAD = 7
 
@@ -120,6 +125,7 @@ class Node:
         "blob",
         "count",
         "deleted",
+        "field_list",
         "fields",
         "lp_bytes",
         "master",
@@ -132,6 +138,7 @@ class Node:
     def __init__(self, master: StreamID, fields: Sequence[bytes]) -> None:
         self.master = master
         self.fields = tuple(fields)
+        self.field_list = list(fields)  # for one C-level comparison per append
         self.ms = array("Q")
         self.seq = array("Q")
         self.offsets = array("I")
@@ -159,32 +166,35 @@ class Node:
         ms, seq = sid
         self.ms.append(ms)
         self.seq.append(seq)
-        self.offsets.append(len(self.blob))
-        fields = pairs[0::2]
-        same = len(fields) == len(self.fields) and tuple(fields) == self.fields
         blob = self.blob
-        lp = (
-            lp_int(2 if same else 0)
-            + lp_int(_wrap64(ms - self.master[0]))
-            + lp_int(_wrap64(seq - self.master[1]))
-        )
-        nfields = len(fields)
+        self.offsets.append(len(blob))
+        master_ms, master_seq = self.master
+        fields = self.fields
+        nfields = len(pairs) >> 1
+        same = nfields == len(fields) and list(pairs[0::2]) == self.field_list
+        # flags (2 bytes as an element) + ms and seq deltas, usually small non-negative ints
+        dms, dseq = ms - master_ms, seq - master_seq
+        lp = 2 + (2 if 0 <= dms <= 127 else lp_int(_wrap64(dms)))
+        lp += 2 if 0 <= dseq <= 127 else lp_int(_wrap64(dseq))
+        pack = _U32.pack
         if same:
             blob.append(_SAME_FIELDS)
-            for value in pairs[1::2]:
-                blob += _U32.pack(len(value))
-                blob += value
+            for i in range(1, len(pairs), 2):
+                value = pairs[i]
+                blob += pack(len(value)) + value
                 lp += lp_str(value)
             lp += lp_int(nfields + 3)
         else:
             blob.append(_OWN_FIELDS)
-            blob += _U32.pack(nfields)
+            blob += pack(nfields)
             for item in pairs:
-                blob += _U32.pack(len(item))
-                blob += item
+                blob += pack(len(item)) + item
                 lp += lp_str(item)
             lp += lp_int(nfields) + lp_int(2 * nfields + 4)
-        self._set_counts(self.count + 1, self.deleted)
+        count = self.count + 1
+        if count in _LP_INT_STEPS:  # the master's count just needs a wider encoding
+            lp += lp_int(count) - lp_int(count - 1)
+        self.count = count
         self.lp_bytes += lp
 
     def _set_counts(self, count: int, deleted: int) -> None:

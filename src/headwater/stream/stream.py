@@ -88,7 +88,7 @@ class Stream:
     @staticmethod
     def _tail_full(tail: Node, pairs: Sequence[bytes], max_bytes: int, max_entries: int) -> bool:
         limit = max_bytes if 0 < max_bytes <= LISTPACK_MAX_SIZE else LISTPACK_MAX_SIZE
-        if tail.lp_bytes + sum(len(p) for p in pairs) >= limit:
+        if tail.lp_bytes + sum(map(len, pairs)) >= limit:
             return True
         return bool(max_entries) and len(tail) >= max_entries
 
