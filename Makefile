@@ -48,6 +48,7 @@ demo: setup
 
 bench: setup redis-server
 	$(BIN)/python benchmarks/bench_core.py
+	$(BIN)/python benchmarks/bench_streams.py
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
