@@ -195,3 +195,14 @@ def test_every_split_of_odd_input_gives_the_same_outcome(data: bytes) -> None:
 @given(st.binary(max_size=60).filter(lambda b: not any(ch in b for ch in b"\"'\\\0\x0b\x0c")))
 def test_plain_split_equals_sdssplitargs_without_special_bytes(line: bytes) -> None:
     assert line.split() == split_args(line)
+
+
+def test_ordinary_arguments_stay_on_the_fast_path() -> None:
+    """Regression: ``$1\r\n+\r\n`` (XRANGE … +) once sent every such command to the slow
+    path, costing ~20 us each."""
+    parser = RequestParser()
+    batch = encode_command("XRANGE", "r", "000000001234", "+", "COUNT", "1") * 3
+    parser.feed(batch + encode_command("SET", "k", "=v"))
+    assert parser._exact is None
+    assert [parser.next() for _ in range(4)][-1] == [b"SET", b"k", b"=v"]
+    assert parser._exact is None

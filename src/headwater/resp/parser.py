@@ -25,19 +25,17 @@ Counting bytes. hiredis only accepts canonical RESP (``*<n>\r\n`` then ``$<len>\
 no leading zeros), so a command's byte size follows from its argv (``_wire_size``, ~0.3 us).
 The fast path keeps the unparsed bytes in ``_buf`` and the offset ``_pos`` of the next command
 in it; each command hiredis returns must start with ``*`` at ``_pos`` and fit in the bytes
-received, or hiredis was fed something non-canonical (``*1\r\n+PING\r\n``: a simple string
-where Redis requires ``$``) and the slow path takes over *before* the command runs. At the end
-of a batch, ``_pos == len(_buf)`` means we stand at a command boundary.
+received, end with CRLF and be followed by the end of the data or another ``*`` (``_aligned``),
+or hiredis was fed something non-canonical (``*1\r\n+PING\r\n``: a simple string where Redis
+requires ``$``) and the slow path takes over *before* the command runs. At the end of a batch,
+``_pos == len(_buf)`` means we stand at a command boundary.
 
-What hiredis must never see (``_suspicious``, a few substring searches per chunk):
+What hiredis must never see (``_suspicious``, one translate and a few substring searches per
+chunk):
 
 * a big aggregate header: hiredis allocates the whole list when it reads the header, so
   ``*2147483647\r\n`` costs 16 GB of address space and, when the reader is freed, seconds of
   a stalled event loop (``>``, ``~``, ``|`` and ``%`` likewise);
-* simple and verbatim strings (``\r\n+``, ``\r\n=``) in place of a bulk string: hiredis
-  returns them as bytes, and a verbatim string is longer than its canonical form, so counting
-  alone would notice only after the command ran. Payload bytes can match too: that only costs
-  a detour through the slow path.
 
 Redis finds line ends with ``strchr`` on a NUL-terminated buffer, so a NUL byte before the
 ``\n`` of an inline command (or the ``\r`` of a header) hides it: Redis keeps waiting, until the
@@ -148,8 +146,6 @@ class RequestParser:
         Markers split between the previous chunk and this one count too. Digits are folded
         to ``0`` so that "a mark then 7 digits" is a plain substring search."""
         text = self._tail + data if self._tail else data
-        if b"\r\n+" in text or b"\r\n=" in text:
-            return True
         folded = text.translate(_FOLD_DIGITS)
         return (
             b"*0000000" in folded
@@ -183,9 +179,9 @@ class RequestParser:
                         break
                 else:
                     end = pos + _wire_size(cmd)
-                    if end > len(buf):  # fewer bytes than canonical: not what it seems
-                        self._to_exact()
-                        continue
+                    if not _aligned(buf, end):
+                        self._to_exact()  # the command was not sent canonically: let the
+                        continue  # exact grammar judge it before it runs
                     self._pos = end
                     return cmd
                 continue
@@ -370,6 +366,17 @@ class _ExactParser:
             self.bulk_len = -1
             self.args_left -= 1
         return True
+
+
+def _aligned(buf: bytes, end: int) -> bool:
+    """Could a canonical command end at ``end``? It must end with CRLF and be followed by the
+    end of the data or another ``*``. A simple or verbatim string sent where Redis wants a bulk
+    string (``+hi`` for ``$2\r\nhi``) changes the length, so the computed end lands elsewhere;
+    an inline command after a RESP one also fails this, harmlessly: it costs a slow parse."""
+    n = len(buf)
+    if end > n or buf[end - 2 : end] != b"\r\n":
+        return False
+    return end == n or buf[end] == 42
 
 
 def _whole_inline_lines(data: bytes) -> list[list[bytes]] | None:
