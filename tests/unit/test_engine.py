@@ -336,3 +336,12 @@ def test_commandstats_count_calls_rejections_and_failures() -> None:
     info = h.call(c, "INFO", "commandstats").decode()
     assert "cmdstat_set:calls=1," in info and "rejected_calls=1" in info
     assert "cmdstat_hset:calls=1," in info and "failed_calls=1" in info
+
+
+def test_help_subcommands_reply_simple_string_lines() -> None:
+    h = Harness()
+    c = h.client()
+    for container in ("CLIENT", "COMMAND", "OBJECT", "CONFIG", "XINFO", "DEBUG"):
+        h.engine.execute(c, [container.encode(), b"HELP"])
+        raw = h.raw(c)
+        assert raw.startswith(b"*") and b"\r\n+" + container.encode() in raw, container

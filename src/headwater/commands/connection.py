@@ -6,7 +6,7 @@ import hmac
 
 from headwater import REDIS_COMPAT_VERSION
 from headwater.commands.args import parse_int, strict_int
-from headwater.commands.context import Client, spec
+from headwater.commands.context import Client, help_handler, spec
 from headwater.commands.transactions import discard
 from headwater.errors import (
     DB_INDEX_OUT_OF_RANGE,
@@ -358,8 +358,7 @@ CLIENT_HELP = [
 ]
 
 
-def cmd_client_help(c: Client, argv: list[bytes]) -> Reply:
-    return [Status(line) for line in CLIENT_HELP]
+cmd_client_help = help_handler(CLIENT_HELP)
 
 
 def cmd_client(c: Client, argv: list[bytes]) -> Reply:

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from headwater.clock import Clock
 from headwater.config import Config
 from headwater.keyspace import Database, Keyspace, WatchedKey
-from headwater.resp.types import Reply
+from headwater.resp.types import Reply, Status
 
 Handler = Callable[["Client", list[bytes]], Any]
 
@@ -91,6 +91,16 @@ def spec(
         sub.parent = row
         row.subcommands[sub.name.split("|", 1)[1].encode()] = sub
     return row
+
+
+def help_handler(lines: list[bytes]) -> Handler:
+    """A ``… HELP`` subcommand: the lines as simple strings (built once)."""
+    reply = [Status(line) for line in lines]
+
+    def cmd_help(c: Client, argv: list[bytes]) -> Reply:
+        return reply
+
+    return cmd_help
 
 
 @dataclass

@@ -13,7 +13,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from headwater.commands.context import Client, CommandSpec, spec
+from headwater.commands.context import Client, CommandSpec, help_handler, spec
 from headwater.errors import err, unknown_subcommand
 from headwater.glob import glob_match
 from headwater.resp.types import Reply, RSet, Status
@@ -209,8 +209,7 @@ COMMAND_HELP = [
 ]
 
 
-def cmd_command_help(c: Client, argv: list[bytes]) -> Reply:
-    return [Status(line) for line in COMMAND_HELP]
+cmd_command_help = help_handler(COMMAND_HELP)
 
 
 _INTRO = "loading stale"

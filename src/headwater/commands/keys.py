@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from headwater.commands.args import INT64_MAX, INT64_MIN, parse_int
-from headwater.commands.context import Client, spec
+from headwater.commands.context import Client, help_handler, spec
 from headwater.errors import NO_SUCH_KEY, SYNTAX, err, unknown_subcommand
 from headwater.glob import compile_glob
 from headwater.keyspace import Hash, string_encoding, type_name
@@ -281,8 +281,7 @@ OBJECT_HELP = [
 ]
 
 
-def cmd_object_help(c: Client, argv: list[bytes]) -> Reply:
-    return [Status(line) for line in OBJECT_HELP]
+cmd_object_help = help_handler(OBJECT_HELP)
 
 
 def cmd_object(c: Client, argv: list[bytes]) -> Reply:

@@ -10,7 +10,7 @@ import time
 
 from headwater import REDIS_COMPAT_VERSION, __version__
 from headwater.commands.args import parse_float
-from headwater.commands.context import Client, CommandSpec, spec
+from headwater.commands.context import Client, CommandSpec, help_handler, spec
 from headwater.config import InvalidConfig, UnknownConfig
 from headwater.errors import SYNTAX, ReplyError, err, unknown_subcommand
 from headwater.resp.types import OK, Raw, Reply, Status, Verbatim
@@ -303,8 +303,7 @@ CONFIG_HELP = [
 ]
 
 
-def cmd_config_help(c: Client, argv: list[bytes]) -> Reply:
-    return [Status(line) for line in CONFIG_HELP]
+cmd_config_help = help_handler(CONFIG_HELP)
 
 
 def cmd_config(c: Client, argv: list[bytes]) -> Reply:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from headwater.commands.args import INT64_MAX, parse_int, strict_int
-from headwater.commands.context import Block, Client, spec
+from headwater.commands.context import Block, Client, help_handler, spec
 from headwater.errors import (
     NO_SUCH_KEY,
     SYNTAX,
@@ -21,7 +21,7 @@ from headwater.errors import (
     unknown_subcommand,
     wrong_arity,
 )
-from headwater.resp.types import NULL_ARRAY, OK, PairMap, Raw, Reply, Status
+from headwater.resp.types import NULL_ARRAY, OK, PairMap, Raw, Reply
 from headwater.stream.ids import (
     AUTO_SEQ,
     MAX_ID,
@@ -656,8 +656,7 @@ XINFO_HELP = [
 ]
 
 
-def cmd_xinfo_help(c: Client, argv: list[bytes]) -> Reply:
-    return [Status(line) for line in XINFO_HELP]
+cmd_xinfo_help = help_handler(XINFO_HELP)
 
 
 def cmd_xinfo(c: Client, argv: list[bytes]) -> Reply:
