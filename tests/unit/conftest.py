@@ -66,6 +66,12 @@ class Harness:
         return decode_all(self.raw(c))
 
 
+def error_text(value: object) -> str:
+    """The text of an error reply (fails the test if the reply is not an error)."""
+    assert isinstance(value, hiredis.ReplyError), value
+    return str(value)
+
+
 def decode_all(data: bytes) -> Any:
     reader = hiredis.Reader()
     reader.feed(data)

@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-import hiredis
-
 from headwater.commands.context import Block, Client, spec
 from headwater.config import Config
 from headwater.resp.types import Reply
 from tests.unit.conftest import Harness
-
-
-def _err(value: object) -> str:
-    assert isinstance(value, hiredis.ReplyError), value
-    return str(value)
+from tests.unit.conftest import error_text as _err
 
 
 def test_unknown_command_lists_args_and_truncates() -> None:

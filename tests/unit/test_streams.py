@@ -5,16 +5,9 @@ from __future__ import annotations
 
 import gc
 
-import hiredis
-
 from headwater.stream.stream import Stream
 from tests.unit.conftest import Harness
-
-
-def _err(value: object) -> str:
-    assert isinstance(value, hiredis.ReplyError), value
-    return str(value)
-
+from tests.unit.conftest import error_text as _err
 
 # -- IDs and XADD ------------------------------------------------------------------------------
 

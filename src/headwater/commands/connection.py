@@ -6,7 +6,7 @@ import hmac
 
 from headwater import REDIS_COMPAT_VERSION
 from headwater.commands.args import parse_int, strict_int
-from headwater.commands.context import Client, help_handler, spec
+from headwater.commands.context import Client, help_handler, reject_subcommand, spec
 from headwater.commands.transactions import discard
 from headwater.errors import (
     DB_INDEX_OUT_OF_RANGE,
@@ -16,7 +16,6 @@ from headwater.errors import (
     WRONGPASS,
     ReplyError,
     err,
-    unknown_subcommand,
     wrong_arity,
 )
 from headwater.resp.types import OK, PONG, Raw, Reply, Status, Verbatim
@@ -361,10 +360,6 @@ CLIENT_HELP = [
 cmd_client_help = help_handler(CLIENT_HELP)
 
 
-def cmd_client(c: Client, argv: list[bytes]) -> Reply:
-    raise unknown_subcommand(argv[1], "CLIENT")
-
-
 _CONN = "noscript loading stale"
 
 SPECS = (
@@ -383,7 +378,7 @@ SPECS = (
         "client",
         -2,
         "",
-        handler=cmd_client,
+        handler=reject_subcommand,
         subcommands=(
             spec("client|id", 2, _CONN, handler=cmd_client_id),
             spec("client|setname", 3, _CONN, handler=cmd_client_setname),

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from headwater.clock import Clock
 from headwater.config import Config
+from headwater.errors import unknown_subcommand
 from headwater.keyspace import Database, Keyspace, WatchedKey
 from headwater.resp.types import Reply, Status
 
@@ -91,6 +92,12 @@ def spec(
         sub.parent = row
         row.subcommands[sub.name.split("|", 1)[1].encode()] = sub
     return row
+
+
+def reject_subcommand(c: Client, argv: list[bytes]) -> Any:
+    """Handler of a container (CLIENT, CONFIG, …) itself. The engine already answers an
+    unknown subcommand before dispatch; this only keeps every row callable."""
+    raise unknown_subcommand(argv[1] if len(argv) > 1 else b"", argv[0].upper().decode())
 
 
 def help_handler(lines: list[bytes]) -> Handler:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from headwater.commands.args import INT64_MAX, INT64_MIN, parse_int
-from headwater.commands.context import Client, help_handler, spec
-from headwater.errors import NO_SUCH_KEY, SYNTAX, err, unknown_subcommand
+from headwater.commands.context import Client, help_handler, reject_subcommand, spec
+from headwater.errors import NO_SUCH_KEY, SYNTAX, err
 from headwater.glob import compile_glob
 from headwater.keyspace import Hash, string_encoding, type_name
 from headwater.resp.types import OK, Reply, Status
@@ -284,10 +284,6 @@ OBJECT_HELP = [
 cmd_object_help = help_handler(OBJECT_HELP)
 
 
-def cmd_object(c: Client, argv: list[bytes]) -> Reply:
-    raise unknown_subcommand(argv[1], "OBJECT")
-
-
 SPECS = (
     spec("del", -2, "write", (1, -1, 1), cmd_del),
     spec("unlink", -2, "write fast", (1, -1, 1), cmd_del),
@@ -315,7 +311,7 @@ SPECS = (
         "object",
         -2,
         "",
-        handler=cmd_object,
+        handler=reject_subcommand,
         subcommands=(
             spec("object|encoding", 3, "readonly", (2, 2, 1), cmd_object_encoding),
             spec("object|refcount", 3, "readonly", (2, 2, 1), cmd_object_refcount),

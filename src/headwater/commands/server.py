@@ -10,9 +10,9 @@ import time
 
 from headwater import REDIS_COMPAT_VERSION, __version__
 from headwater.commands.args import parse_float
-from headwater.commands.context import Client, CommandSpec, help_handler, spec
+from headwater.commands.context import Client, CommandSpec, help_handler, reject_subcommand, spec
 from headwater.config import InvalidConfig, UnknownConfig
-from headwater.errors import SYNTAX, ReplyError, err, unknown_subcommand
+from headwater.errors import SYNTAX, ReplyError, err
 from headwater.resp.types import OK, Raw, Reply, Status, Verbatim
 
 # ---------------------------------------------------------------------------------------------
@@ -306,10 +306,6 @@ CONFIG_HELP = [
 cmd_config_help = help_handler(CONFIG_HELP)
 
 
-def cmd_config(c: Client, argv: list[bytes]) -> Reply:
-    raise unknown_subcommand(argv[1], "CONFIG")
-
-
 # ---------------------------------------------------------------------------------------------
 # TIME, LASTSAVE, SHUTDOWN, DEBUG
 
@@ -395,7 +391,7 @@ SPECS = (
         "config",
         -2,
         "",
-        handler=cmd_config,
+        handler=reject_subcommand,
         subcommands=(
             spec("config|get", -3, _ADMIN, handler=cmd_config_get),
             spec("config|set", -4, _ADMIN, handler=cmd_config_set),

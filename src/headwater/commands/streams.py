@@ -11,14 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from headwater.commands.args import INT64_MAX, parse_int, strict_int
-from headwater.commands.context import Block, Client, help_handler, spec
+from headwater.commands.context import Block, Client, help_handler, reject_subcommand, spec
 from headwater.errors import (
     NO_SUCH_KEY,
     SYNTAX,
     WRONGTYPE,
     ReplyError,
     err,
-    unknown_subcommand,
     wrong_arity,
 )
 from headwater.resp.types import NULL_ARRAY, OK, PairMap, Raw, Reply
@@ -266,10 +265,13 @@ def cmd_xadd(c: Client, argv: list[bytes]) -> Reply:
         raise EXHAUSTED
     pairs = argv[opts.id_index + 1 :]
     sid = next_id(stream, opts.id, c.server.keyspace.now_ms)
-    if sum(map(len, pairs)) > LISTPACK_MAX:
+    size = sum(map(len, pairs))
+    if size > LISTPACK_MAX:
         raise TOO_LARGE
     config = c.server.config
-    stream.append(sid, pairs, config["stream-node-max-bytes"], config["stream-node-max-entries"])
+    stream.append(
+        sid, pairs, config["stream-node-max-bytes"], config["stream-node-max-entries"], size
+    )
     c.db.signal_modified(key)
     c.db.signal_ready(key)
     c.server.dirty += 1
@@ -529,32 +531,35 @@ def parse_xread(c: Client, argv: list[bytes]) -> XReadOpts:
     raise SYNTAX
 
 
-def _resolve_read_ids(c: Client, argv: list[bytes], opts: XReadOpts) -> list[StreamID | None]:
-    """Each stream's "greater than" ID; None means "+" (the last entry)."""
-    ids: list[StreamID | None] = []
+def _resolve_read_ids(
+    c: Client, argv: list[bytes], opts: XReadOpts
+) -> list[tuple[Stream | None, StreamID | None]]:
+    """Each stream (looked up once) and its "greater than" ID; None means "+" (the last
+    entry)."""
+    resolved: list[tuple[Stream | None, StreamID | None]] = []
     for n, key in enumerate(opts.keys):
         raw = argv[opts.id_index + n]
         stream = lookup_stream(c, key)
         if raw == b"$":
-            ids.append(stream.last_id if stream is not None else MIN_ID)
+            after: StreamID | None = stream.last_id if stream is not None else MIN_ID
         elif raw == b"+":
-            ids.append(None)
+            after = None
         elif raw == b">":
             raise err(
                 "The > ID can be specified only when calling XREADGROUP using the GROUP "
                 "<group> <consumer> option."
             )
         else:
-            ids.append(parse_id(raw))
-    return ids
+            after = parse_id(raw)
+        resolved.append((stream, after))
+    return resolved
 
 
 def cmd_xread(c: Client, argv: list[bytes]) -> Reply | Block:
     opts = parse_xread(c, argv)
-    ids = _resolve_read_ids(c, argv, opts)
+    resolved = _resolve_read_ids(c, argv, opts)
     served: list[tuple[bytes, list[Reply]]] = []
-    for key, after in zip(opts.keys, ids, strict=True):
-        stream = lookup_stream(c, key)
+    for key, (stream, after) in zip(opts.keys, resolved, strict=True):
         if stream is None or not stream.length:
             continue
         if after is None:
@@ -576,7 +581,7 @@ def cmd_xread(c: Client, argv: list[bytes]) -> Reply | Block:
         return NULL_ARRAY
     for n, raw in enumerate(argv[opts.id_index :]):
         if raw == b"$":  # later retries must not chase entries added after we blocked
-            argv[opts.id_index + n] = format_id(ids[n] or MIN_ID)
+            argv[opts.id_index + n] = format_id(resolved[n][1] or MIN_ID)
     deadline = c.server.clock.monotonic_ms() + opts.block_ms if opts.block_ms else 0
     return Block(list(opts.keys), deadline, NULL_ARRAY)
 
@@ -659,10 +664,6 @@ XINFO_HELP = [
 cmd_xinfo_help = help_handler(XINFO_HELP)
 
 
-def cmd_xinfo(c: Client, argv: list[bytes]) -> Reply:
-    raise unknown_subcommand(argv[1], "XINFO")
-
-
 SPECS = (
     spec("xadd", -5, "write denyoom fast", (1, 1, 1), cmd_xadd),
     spec("xrange", -4, "readonly", (1, 1, 1), cmd_xrange),
@@ -677,7 +678,7 @@ SPECS = (
         "xinfo",
         -2,
         "",
-        handler=cmd_xinfo,
+        handler=reject_subcommand,
         subcommands=(
             spec("xinfo|stream", -3, "readonly", (2, 2, 1), _xinfo_stream),
             spec("xinfo|help", 2, "loading stale", handler=cmd_xinfo_help),

@@ -68,11 +68,19 @@ class Stream:
     # -- appending -------------------------------------------------------------------------
 
     def append(
-        self, sid: StreamID, pairs: Sequence[bytes], max_bytes: int, max_entries: int
+        self,
+        sid: StreamID,
+        pairs: Sequence[bytes],
+        max_bytes: int,
+        max_entries: int,
+        size: int | None = None,
     ) -> None:
-        """Append an entry whose ID the caller checked is > last_id."""
+        """Append an entry whose ID the caller checked is > last_id; ``size`` is the total
+        length of pairs, if the caller already has it."""
         tail = self.nodes[-1] if self.nodes else None
-        if tail is None or self._tail_full(tail, pairs, max_bytes, max_entries):
+        if size is None:
+            size = sum(map(len, pairs))
+        if tail is None or self._tail_full(tail, size, max_bytes, max_entries):
             if tail is not None:
                 tail.seal()
             tail = Node(sid, pairs[0::2])
@@ -86,9 +94,9 @@ class Stream:
             self.first_id = sid
 
     @staticmethod
-    def _tail_full(tail: Node, pairs: Sequence[bytes], max_bytes: int, max_entries: int) -> bool:
+    def _tail_full(tail: Node, size: int, max_bytes: int, max_entries: int) -> bool:
         limit = max_bytes if 0 < max_bytes <= LISTPACK_MAX_SIZE else LISTPACK_MAX_SIZE
-        if tail.lp_bytes + sum(map(len, pairs)) >= limit:
+        if tail.lp_bytes + size >= limit:
             return True
         return bool(max_entries) and len(tail) >= max_entries
 
