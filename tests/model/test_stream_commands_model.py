@@ -207,5 +207,5 @@ class StreamCommands(RuleBasedStateMachine):
         assert stream.first_id == (self.model[0][0] if self.model else (0, 0))
 
 
-StreamCommands.TestCase.settings = settings(max_examples=150, stateful_step_count=50, deadline=None)
+StreamCommands.TestCase.settings = settings(max_examples=500, stateful_step_count=50, deadline=None)
 TestStreamCommands = StreamCommands.TestCase

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
@@ -90,3 +91,4 @@ class StreamMachine(RuleBasedStateMachine):
 
 
 TestStream = StreamMachine.TestCase
+TestStream.settings = settings(max_examples=500, stateful_step_count=50, deadline=None)

@@ -232,6 +232,8 @@ class Node:
 
     def index_of(self, sid: StreamID) -> int:
         """Index of the first entry with ID >= sid (len(self) if none)."""
+        if sid <= self.master:
+            return 0
         ms, seq = sid
         lo = bisect_left(self.ms, ms)
         hi = bisect_right(self.ms, ms, lo)

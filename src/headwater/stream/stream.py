@@ -146,39 +146,50 @@ class Stream:
                 for i in node.live_indexes(start, len(node)):
                     yield node, i
 
+    def spans(
+        self, start: StreamID, end: StreamID, reverse: bool = False
+    ) -> Iterator[tuple[Node, int, int]]:
+        """``(node, lo, hi)``: the index ranges ``[lo, hi)`` of the entries (live or not) with
+        start <= ID <= end, node by node in ascending order (descending with reverse). Readers
+        skip tombstones themselves, so the hot loops stay in one function."""
+        nodes = self.nodes
+        if start > end or not nodes:
+            return
+        if reverse:
+            k = self._node_for(end)
+            hi = _upper_index(nodes[k], end)
+            while k >= 0:
+                node = nodes[k]
+                lo = node.index_of(start)
+                yield node, lo, hi
+                if lo > 0:
+                    return  # start lies inside this node
+                k -= 1
+                hi = len(nodes[k]) if k >= 0 else 0
+        else:
+            k = self._node_for(start)
+            lo = nodes[k].index_of(start)
+            while k < len(nodes):
+                node = nodes[k]
+                hi = _upper_index(node, end)
+                yield node, lo, hi
+                if hi < len(node):
+                    return  # end lies inside this node
+                k += 1
+                lo = 0
+
     def range(
         self, start: StreamID, end: StreamID, count: int | None = None, reverse: bool = False
     ) -> list[Entry]:
         """Live entries with start <= ID <= end, ascending (or descending with reverse)."""
         out: list[Entry] = []
-        if start > end or count == 0 or not self.nodes:
-            return out
         limit = count if count is not None else -1
-        nodes = self.nodes
-        if reverse:
-            k = self._node_for(end)
-            first = True
-            while k >= 0 and limit:
-                node = nodes[k]
-                hi = _upper_index(node, end) if first else len(node)
-                lo = node.index_of(start)
-                limit = node.collect(lo, hi, True, limit, out)
-                if lo > 0:
-                    break  # start lies inside this node
-                first = False
-                k -= 1
-        else:
-            k = self._node_for(start)
-            first = True
-            while k < len(nodes) and limit:
-                node = nodes[k]
-                lo = node.index_of(start) if first else 0
-                hi = _upper_index(node, end)
-                limit = node.collect(lo, hi, False, limit, out)
-                if hi < len(node):
-                    break  # end lies inside this node
-                first = False
-                k += 1
+        if not limit:
+            return out
+        for node, lo, hi in self.spans(start, end, reverse):
+            limit = node.collect(lo, hi, reverse, limit, out)
+            if not limit:
+                break
         return out
 
     def first_entry(self) -> Entry | None:
@@ -289,5 +300,7 @@ class Stream:
 
 def _upper_index(node: Node, sid: StreamID) -> int:
     """Number of entries in node with ID <= sid."""
+    if sid >= (node.ms[-1], node.seq[-1]):
+        return len(node)
     i = node.index_of(sid)
     return i + 1 if i < len(node) and node.id_at(i) == sid else i
