@@ -110,6 +110,8 @@ class Database:
             self.expires.pop(key, None)
         if self.watched:
             self.signal_modified(key)
+        if self.blocking:
+            self.signal_ready(key)  # a type change: blocked XREADGROUP clients get WRONGTYPE
 
     def delete(self, key: bytes) -> bool:
         if self.get(key) is None:
@@ -145,6 +147,9 @@ class Database:
         for key in list(self.watched):
             if key in self.data:
                 self.signal_modified(key)
+        for key in list(self.blocking):
+            if key in self.data:
+                self.signal_ready(key)
         self.data.clear()
         self.expires.clear()
         self._deadlines.clear()
@@ -154,6 +159,10 @@ class Database:
         del self.data[key]
         if self.expires:
             self.expires.pop(key, None)
+        if self.blocking:
+            # Clients blocked on the key run again: XREAD keeps waiting, XREADGROUP gets
+            # NOGROUP (Redis 7.2+ re-executes blocked commands when their key is deleted).
+            self.signal_ready(key)
 
     def _expire(self, key: bytes) -> None:
         self._remove(key)

@@ -115,11 +115,14 @@ class Block:
     """A handler's answer meaning "wait on these keys until ready or timeout".
 
     ``deadline_ms`` is absolute (monotonic ms) or 0 for no timeout; ``timeout_reply`` is sent if
-    the wait ends without the command completing."""
+    the wait ends without the command completing. ``wakes_on`` is the type of value a ready key
+    must hold for the command to run again (None: any change, even deletion, as XREADGROUP
+    needs to answer NOGROUP or WRONGTYPE)."""
 
     keys: list[bytes]
     deadline_ms: float
     timeout_reply: Reply = None
+    wakes_on: type | None = None
 
 
 class ServerInfo:
@@ -178,6 +181,7 @@ class ServerAPI(Protocol):
     def propagating(self) -> bool: ...
 
     def also_propagate(self, db: int, argv: list[bytes]) -> None: ...
+    def prevent_propagation(self) -> None: ...
     def exec_queued(
         self, client: Client, queued: list[tuple[CommandSpec, list[bytes]]]
     ) -> Reply: ...

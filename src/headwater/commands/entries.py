@@ -31,18 +31,32 @@ def entry_reply(entry: Entry) -> Raw:
     return Raw(b"".join(parts))
 
 
-def encode_range(
+def encode_entries(
     stream: Stream, start: StreamID, end: StreamID, count: int, reverse: bool = False
-) -> tuple[Raw, int]:
-    """The array of live entries with start <= ID <= end (at most ``count`` if > 0), and how
-    many there are."""
+) -> list[bytes]:
+    """The live entries with start <= ID <= end (at most ``count`` if > 0), one encoded
+    ``[id, [f1, v1, ...]]`` each."""
     parts: list[bytes] = []
     limit = count if count > 0 else -1
     for node, lo, hi in stream.spans(start, end, reverse):
         limit = _encode_span(node, lo, hi, reverse, limit, parts)
         if not limit:
             break
-    return Raw(b"*%d\r\n%s" % (len(parts), b"".join(parts))), len(parts)
+    return parts
+
+
+def encode_range(
+    stream: Stream, start: StreamID, end: StreamID, count: int, reverse: bool = False
+) -> tuple[Raw, int]:
+    """The array of live entries with start <= ID <= end (at most ``count`` if > 0), and how
+    many there are."""
+    parts = encode_entries(stream, start, end, count, reverse)
+    return array_of(parts), len(parts)
+
+
+def array_of(parts: list[bytes]) -> Raw:
+    """An array of already-encoded elements."""
+    return Raw(b"*%d\r\n%s" % (len(parts), b"".join(parts)))
 
 
 def _encode_span(node: Node, lo: int, hi: int, reverse: bool, limit: int, out: list[bytes]) -> int:

@@ -11,17 +11,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from headwater.commands.args import INT64_MAX, parse_int, strict_int
-from headwater.commands.context import Block, Client, help_handler, reject_subcommand, spec
+from headwater.commands.context import Block, Client, spec
 from headwater.commands.entries import encode_range, entry_reply
 from headwater.errors import (
     NO_SUCH_KEY,
     SYNTAX,
     WRONGTYPE,
-    ReplyError,
     err,
     wrong_arity,
 )
 from headwater.resp.types import NULL_ARRAY, OK, PairMap, Raw, Reply
+from headwater.stream.groups import drop_references, referenced, trim_policy
 from headwater.stream.ids import (
     AUTO_SEQ,
     MAX_ID,
@@ -130,7 +130,8 @@ def _finish_trim(c: Client, opts: TrimOpts) -> None:
 
 
 def apply_trim(stream: Stream, opts: TrimOpts) -> int:
-    return stream.trim(opts.maxlen, opts.minid, opts.approx, opts.limit)
+    keep, on_remove = trim_policy(stream, opts.ref)
+    return stream.trim(opts.maxlen, opts.minid, opts.approx, opts.limit, keep, on_remove)
 
 
 def exact_trim_args(stream: Stream, opts: TrimOpts) -> list[bytes]:
@@ -367,16 +368,27 @@ def cmd_xdelex(c: Client, argv: list[bytes]) -> Reply:
     value = c.db.get(argv[1])
     if value is not None and not isinstance(value, Stream):
         raise WRONGTYPE
-    _ref, raw_ids = parse_ref_and_ids(argv, 2)
+    ref, raw_ids = parse_ref_and_ids(argv, 2)
     if value is None:
         return [-1] * len(raw_ids)
     ids = [parse_id(raw) for raw in raw_ids]
-    results: list[Reply] = [1 if value.delete(sid) else -1 for sid in ids]
+    results: list[Reply] = [_delete_with_ref(value, sid, ref) for sid in ids]
     deleted = results.count(1)
     if deleted:
         c.db.signal_modified(argv[1])
         c.server.dirty += deleted
     return results
+
+
+def _delete_with_ref(stream: Stream, sid: StreamID, ref: bytes) -> int:
+    """XDELEX's per-ID result: 1 deleted, -1 no such entry, 2 kept because still referenced."""
+    if ref == b"ACKED" and referenced(stream, sid):
+        return 2
+    if not stream.delete(sid):
+        return -1
+    if ref == b"DELREF":
+        drop_references(stream, sid)
+    return 1
 
 
 def cmd_xtrim(c: Client, argv: list[bytes]) -> Reply:
@@ -567,85 +579,7 @@ def cmd_xread(c: Client, argv: list[bytes]) -> Reply | Block:
         if raw == b"$":  # later retries must not chase entries added after we blocked
             argv[opts.id_index + n] = format_id(resolved[n][1] or MIN_ID)
     deadline = c.server.clock.monotonic_ms() + opts.block_ms if opts.block_ms else 0
-    return Block(list(opts.keys), deadline, NULL_ARRAY)
-
-
-# ---------------------------------------------------------------------------------------------
-# XINFO
-
-
-def _xinfo_stream_head(stream: Stream) -> dict[bytes, Reply]:
-    duration, maxsize = stream.idmp_duration, stream.idmp_maxsize
-    return {
-        b"length": stream.length,
-        b"radix-tree-keys": len(stream.nodes),
-        b"radix-tree-nodes": max(len(stream.nodes) * 2, 1) if stream.nodes else 1,
-        b"last-generated-id": format_id(stream.last_id),
-        b"max-deleted-entry-id": format_id(stream.max_deleted_id),
-        b"entries-added": stream.entries_added,
-        b"recorded-first-entry-id": format_id(stream.first_id),
-        b"idmp-duration": duration,
-        b"idmp-maxsize": maxsize,
-        b"pids-tracked": 0,
-        b"iids-tracked": 0,
-        b"iids-added": 0,
-        b"iids-duplicates": 0,
-    }
-
-
-def _xinfo_stream(c: Client, argv: list[bytes]) -> Reply:
-    """XINFO STREAM key [FULL [COUNT count]]"""
-    stream = c.db.get(argv[2])
-    if stream is None:
-        raise NO_SUCH_KEY
-    if not isinstance(stream, Stream):
-        raise WRONGTYPE
-    full = False
-    count = 10
-    if len(argv) > 3:
-        if argv[3].upper() != b"FULL" or len(argv) not in (4, 6):
-            raise _xinfo_syntax(argv[1])
-        if len(argv) == 6:
-            if argv[4].upper() != b"COUNT":
-                raise _xinfo_syntax(argv[1])
-            count = parse_int(argv[5])
-            if count < 0:
-                count = 10
-        full = True
-    info = _xinfo_stream_head(stream)
-    if full:
-        entries = stream.range(MIN_ID, MAX_ID, count or None)
-        info[b"entries"] = [entry_reply(e) for e in entries]
-        info[b"groups"] = []
-        return info
-    info[b"groups"] = len(stream.groups)
-    first, last = stream.first_entry(), stream.last_entry()
-    info[b"first-entry"] = entry_reply(first) if first is not None else None
-    info[b"last-entry"] = entry_reply(last) if last is not None else None
-    return info
-
-
-def _xinfo_syntax(sub: bytes) -> ReplyError:
-    return err(
-        f"unknown subcommand or wrong number of arguments for "
-        f"'{sub.decode('utf-8', 'replace')}'. Try XINFO HELP."
-    )
-
-
-XINFO_HELP = [
-    b"XINFO <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-    b"CONSUMERS <key> <groupname>",
-    b"    Show consumers of <groupname>.",
-    b"GROUPS <key>",
-    b"    Show the stream consumer groups.",
-    b"STREAM <key> [FULL [COUNT <count>]",
-    b"    Show information about the stream.",
-    b"HELP",
-    b"    Print this help.",
-]
-
-
-cmd_xinfo_help = help_handler(XINFO_HELP)
+    return Block(list(opts.keys), deadline, NULL_ARRAY, wakes_on=Stream)
 
 
 SPECS = (
@@ -658,14 +592,4 @@ SPECS = (
     spec("xtrim", -4, "write", (1, 1, 1), cmd_xtrim),
     spec("xsetid", -3, "write denyoom fast", (1, 1, 1), cmd_xsetid),
     spec("xread", -4, "readonly blocking movablekeys", (0, 0, 0), cmd_xread),
-    spec(
-        "xinfo",
-        -2,
-        "",
-        handler=reject_subcommand,
-        subcommands=(
-            spec("xinfo|stream", -3, "readonly", (2, 2, 1), _xinfo_stream),
-            spec("xinfo|help", 2, "loading stale", handler=cmd_xinfo_help),
-        ),
-    ),
 )

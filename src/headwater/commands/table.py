@@ -6,6 +6,7 @@ from collections.abc import Iterable
 
 from headwater.commands import (
     connection,
+    groups,
     hashes,
     introspection,
     keys,
@@ -13,10 +14,22 @@ from headwater.commands import (
     streams,
     strings,
     transactions,
+    xinfo,
 )
 from headwater.commands.context import CommandSpec
 
-FAMILIES = (connection, keys, strings, hashes, streams, server, transactions, introspection)
+FAMILIES = (
+    connection,
+    keys,
+    strings,
+    hashes,
+    streams,
+    groups,
+    xinfo,
+    server,
+    transactions,
+    introspection,
+)
 
 
 def build_table(extra: Iterable[CommandSpec] = ()) -> dict[bytes, CommandSpec]:

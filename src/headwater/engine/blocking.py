@@ -22,7 +22,7 @@ from headwater.resp.types import Reply
 
 
 class Waiter:
-    __slots__ = ("argv", "client", "db", "keys", "row", "timeout_reply", "timer")
+    __slots__ = ("argv", "client", "db", "keys", "row", "timeout_reply", "timer", "wakes_on")
 
     def __init__(
         self,
@@ -31,6 +31,7 @@ class Waiter:
         argv: list[bytes],
         keys: list[bytes],
         timeout_reply: Reply,
+        wakes_on: type | None = None,
     ) -> None:
         self.client = client
         self.row = row
@@ -38,6 +39,7 @@ class Waiter:
         self.db: Database = client.db
         self.keys = list(dict.fromkeys(keys))
         self.timeout_reply = timeout_reply
+        self.wakes_on = wakes_on
         self.timer: Any = None
 
 

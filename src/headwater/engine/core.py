@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 from headwater.clock import Clock, SystemClock
 from headwater.commands.context import Block, Client, CommandSpec, ServerInfo, Stats
+from headwater.commands.groups import reclaim_idle_everywhere
 from headwater.commands.table import build_table
 from headwater.commands.transactions import discard
 from headwater.config import Config
@@ -76,6 +77,7 @@ class Engine:
         self.shutdown_requested: tuple[bool | None, bool, bool] | None = None
         self.on_kill: Callable[[Client], None] = lambda c: None
         self._explicit_effects = False
+        self._last_reclaim_ms = 0
         self._in_exec = False
         self._tx_effects: list[tuple[int, list[bytes]]] | None = None
 
@@ -227,6 +229,11 @@ class Engine:
         self._explicit_effects = True
         self._emit(db, argv)
 
+    def prevent_propagation(self) -> None:
+        """The current command's effects are exactly those it propagated explicitly (maybe
+        none): its own argv is not propagated even if it changed data."""
+        self._explicit_effects = True
+
     def _emit(self, db: int, argv: list[bytes]) -> None:
         if not self.effect_sinks and self._tx_effects is None:
             return
@@ -245,7 +252,7 @@ class Engine:
     # -- blocking --------------------------------------------------------------------------
 
     def _block(self, c: Client, row: CommandSpec, argv: list[bytes], blk: Block) -> None:
-        waiter = Waiter(c, row, argv, blk.keys, blk.timeout_reply)
+        waiter = Waiter(c, row, argv, blk.keys, blk.timeout_reply, blk.wakes_on)
         self.blocking.add(waiter)
         if blk.deadline_ms and self.scheduler is not None:
             delay = max(blk.deadline_ms - self.clock.monotonic_ms(), 0.0) / 1000.0
@@ -279,8 +286,10 @@ class Engine:
             db = ready_dbs.pop(0)
             ready, db.ready = db.ready, []
             for key in ready:
+                value = db.data.get(key)
                 for waiter in self.blocking.waiters_for(db, key):
-                    self._retry(waiter)
+                    if waiter.wakes_on is None or isinstance(value, waiter.wakes_on):
+                        self._retry(waiter)
 
     def _retry(self, waiter: Waiter) -> None:
         c = waiter.client
@@ -318,6 +327,19 @@ class Engine:
                 db.active_expire(budget)
         if self.keyspace.expired:
             self._propagate_expired()
+        self._reclaim_idle_consumers()
+
+    def _reclaim_idle_consumers(self) -> None:
+        """Once a second, when ``stream-consumer-idle-reclaim-ms`` is set."""
+        idle_ms = self.config["stream-consumer-idle-reclaim-ms"]
+        now = self.keyspace.now_ms
+        if not idle_ms or now - self._last_reclaim_ms < 1000:
+            return
+        self._last_reclaim_ms = now
+        for db in self.keyspace.dbs:
+            for effect in reclaim_idle_everywhere(db, now, idle_ms):
+                self.dirty += 1
+                self._emit(db.index, effect)
 
 
 def _c_string(raw: bytes) -> bytes:

@@ -19,11 +19,14 @@ generated (never decreases, except XSETID on an empty stream); ``first_id`` the 
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 from headwater.stream.ids import MIN_ID, StreamID
 from headwater.stream.node import Node
+
+if TYPE_CHECKING:
+    from headwater.stream.groups import Group
 
 #: Redis's STREAM_LISTPACK_MAX_SIZE: the byte cap when stream-node-max-bytes is 0.
 LISTPACK_MAX_SIZE = 1 << 30
@@ -57,7 +60,7 @@ class Stream:
         self.first_id: StreamID = MIN_ID
         self.max_deleted_id: StreamID = MIN_ID
         self.entries_added = 0
-        self.groups: dict[bytes, Any] = {}
+        self.groups: dict[bytes, Group] = {}
         self.idmp: Any = None
         self.idmp_duration = 100  # seconds; copied from stream-idmp-duration at creation
         self.idmp_maxsize = 100  # iids per producer; from stream-idmp-maxsize
@@ -216,7 +219,7 @@ class Stream:
             return False
         self.length -= 1
         if node.count == 0:
-            self._drop_node(self.nodes.index(node))
+            self._drop_node(self._node_for(node.master))
         self.max_deleted_id = max(self.max_deleted_id, sid)
         self._refresh_first_id()
         return True
@@ -235,8 +238,17 @@ class Stream:
         minid: StreamID | None = None,
         approx: bool = False,
         limit: int = 0,
+        keep: Callable[[StreamID], bool] | None = None,
+        on_remove: Callable[[StreamID], None] | None = None,
     ) -> int:
-        """Redis's streamTrim (KEEPREF): returns the number of entries removed."""
+        """Redis's streamTrim: returns the number of entries removed.
+
+        With neither callback this is KEEPREF: whole nodes go while they may, and ``~`` stops
+        at the first node that cannot go whole. ``keep`` (ACKED: entries a consumer group still
+        needs) or ``on_remove`` (DELREF: drop the entry's PEL references) make the trim work
+        entry by entry, even with ``~``."""
+        if keep is not None or on_remove is not None:
+            return self._trim_entries(maxlen, minid, limit, keep, on_remove)
         removed = 0
         while self.nodes:
             if maxlen is not None and self.length <= maxlen:
@@ -257,6 +269,44 @@ class Stream:
             if not approx:
                 removed += self._trim_inside(node, maxlen, minid)
             break
+        self._refresh_first_id()
+        return removed
+
+    def _trim_entries(
+        self,
+        maxlen: int | None,
+        minid: StreamID | None,
+        limit: int,
+        keep: Callable[[StreamID], bool] | None,
+        on_remove: Callable[[StreamID], None] | None,
+    ) -> int:
+        removed = 0
+        k = 0
+        while k < len(self.nodes):
+            node = self.nodes[k]
+            if limit and removed + node.count > limit:
+                break
+            done = False
+            for i in range(len(node)):
+                sid = node.id_at(i)
+                if (maxlen is not None and self.length <= maxlen) or (
+                    minid is not None and sid >= minid
+                ):
+                    done = True
+                    break
+                if not node.is_live(i) or (keep is not None and keep(sid)):
+                    continue
+                node.delete_at(i)
+                self.length -= 1
+                removed += 1
+                if on_remove is not None:
+                    on_remove(sid)
+            if node.count == 0:
+                self._drop_node(k)
+            else:
+                k += 1
+            if done:
+                break
         self._refresh_first_id()
         return removed
 

@@ -1,0 +1,846 @@
+"""Consumer-group commands: XGROUP, XREADGROUP, XACK, XACKDEL, XPENDING, XCLAIM, XAUTOCLAIM.
+
+Semantics, argument order and error texts follow STREAMS-REFERENCE §4-7 (Redis 8.6). The
+structures live in ``stream/groups.py``; this module parses, calls them, and says what to
+propagate. Group state changes never propagate as the command itself: XREADGROUP, XCLAIM and
+XAUTOCLAIM emit one ``XCLAIM … FORCE JUSTID LASTID`` per delivered or claimed entry and
+``XGROUP SETID … ENTRIESREAD`` when the group moved (§7), so a replica or an AOF replay rebuilds
+the same PELs whatever its clock says.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import islice
+
+from headwater.commands.args import parse_int, strict_int
+from headwater.commands.context import Block, Client, help_handler, reject_subcommand, spec
+from headwater.commands.entries import array_of, encode_entries, entry_reply
+from headwater.commands.streams import lookup_stream, new_stream, parse_block_timeout
+from headwater.errors import SYNTAX, ReplyError, err
+from headwater.keyspace import Database
+from headwater.resp.types import NULL_ARRAY, OK, PairMap, Raw, Reply
+from headwater.stream.groups import (
+    UNKNOWN,
+    Consumer,
+    Group,
+    Nack,
+    advance,
+    drop_references,
+    id_key,
+    key_id,
+    referenced,
+)
+from headwater.stream.ids import (
+    MAX_ID,
+    MIN_ID,
+    StreamID,
+    format_id,
+    incr_id,
+    parse_id,
+    parse_range_bound,
+)
+from headwater.stream.stream import Stream
+
+BUSYGROUP = ReplyError("BUSYGROUP", "Consumer Group name already exists")
+KEY_REQUIRED = err(
+    "The XGROUP subcommand requires the key to exist. Note that for CREATE you may want to use "
+    "the MKSTREAM option to create an empty stream automatically."
+)
+_NULL_ENTRY = Raw(b"*-1\r\n")  # a deleted entry in a history read: RESP2 null array
+_NULL_ENTRY3 = Raw(b"_\r\n")
+
+
+def _text(raw: bytes) -> str:
+    """A name as C's %s prints it in an error."""
+    return raw.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+
+
+def nogroup(key: bytes, group: bytes, suffix: str = "") -> ReplyError:
+    return ReplyError(
+        "NOGROUP", f"No such key '{_text(key)}' or consumer group '{_text(group)}'{suffix}"
+    )
+
+
+def nogroup_for_key(key: bytes, group: bytes) -> ReplyError:
+    return ReplyError(
+        "NOGROUP", f"No such consumer group '{_text(group)}' for key name '{_text(key)}'"
+    )
+
+
+def _xgroup_syntax(sub: bytes) -> ReplyError:
+    return err(
+        f"unknown subcommand or wrong number of arguments for '{_text(sub)}'. Try XGROUP HELP."
+    )
+
+
+def lookup_group(c: Client, key: bytes, name: bytes) -> tuple[Stream, Group] | None:
+    """The stream and its group, None if either is missing; WRONGTYPE for another type."""
+    stream = lookup_stream(c, key)
+    if stream is None:
+        return None
+    group = stream.groups.get(name)
+    return None if group is None else (stream, group)
+
+
+def reclaim_idle(c: Client, key: bytes, group: Group, keep: bytes | None = None) -> None:
+    """Drop the group's idle consumers with nothing pending when
+    ``stream-consumer-idle-reclaim-ms`` is set; each drop propagates as DELCONSUMER."""
+    idle_ms: int = c.server.config["stream-consumer-idle-reclaim-ms"]
+    if not idle_ms or not group.consumers:
+        return
+    for name in group.idle_consumers(c.server.keyspace.now_ms, idle_ms, keep):
+        group.delete_consumer(name)
+        c.server.dirty += 1
+        c.server.also_propagate(c.db.index, delconsumer_effect(key, group, name))
+
+
+def delconsumer_effect(key: bytes, group: Group, name: bytes) -> list[bytes]:
+    return [b"XGROUP", b"DELCONSUMER", key, group.name, name]
+
+
+def reclaim_idle_everywhere(db: Database, now_ms: int, idle_ms: int) -> list[list[bytes]]:
+    """The cron's pass over a database: drop idle consumers with nothing pending in every
+    group; returns the DELCONSUMER effects."""
+    effects: list[list[bytes]] = []
+    for key, value in db.data.items():
+        if not isinstance(value, Stream) or not value.groups:
+            continue
+        for group in value.groups.values():
+            for name in group.idle_consumers(now_ms, idle_ms):
+                group.delete_consumer(name)
+                effects.append(delconsumer_effect(key, group, name))
+    return effects
+
+
+def touch_consumer(c: Client, key: bytes, group: Group, name: bytes) -> tuple[Consumer, bool]:
+    """The named consumer (created on first use, which counts as a write) with its seen
+    time set to now."""
+    now = c.server.keyspace.now_ms
+    consumer, created = group.consumer(name, now)
+    if created:
+        c.server.dirty += 1
+    consumer.seen_time = now
+    return consumer, created
+
+
+def _claim_effect(key: bytes, group: Group, sid_raw: bytes, nack: Nack) -> list[bytes]:
+    delivery_ms, count, owner = nack
+    return [
+        b"XCLAIM", key, group.name, owner, b"0", sid_raw,
+        b"TIME", b"%d" % delivery_ms, b"RETRYCOUNT", b"%d" % count,
+        b"FORCE", b"JUSTID", b"LASTID", format_id(group.last_id),
+    ]  # fmt: skip
+
+
+def _setid_effect(key: bytes, group: Group) -> list[bytes]:
+    return [
+        b"XGROUP", b"SETID", key, group.name, format_id(group.last_id),
+        b"ENTRIESREAD", b"%d" % group.entries_read,
+    ]  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------
+# XGROUP
+
+
+@dataclass
+class XGroupOpts:
+    mkstream: bool = False
+    entries_read: int = UNKNOWN
+
+
+def _parse_xgroup_options(argv: list[bytes], create: bool) -> XGroupOpts:
+    opts = XGroupOpts()
+    i = 5
+    while i < len(argv):
+        token = argv[i].upper()
+        if token == b"MKSTREAM" and create:
+            opts.mkstream = True
+            i += 1
+        elif token == b"ENTRIESREAD" and i + 1 < len(argv):
+            opts.entries_read = parse_int(argv[i + 1])
+            if opts.entries_read < 0 and opts.entries_read != UNKNOWN:
+                raise err("value for ENTRIESREAD must be positive or -1")
+            i += 2
+        else:
+            raise _xgroup_syntax(argv[1])
+    return opts
+
+
+def _xgroup_target(
+    c: Client, argv: list[bytes], needs_group: bool, mkstream: bool = False
+) -> tuple[Stream | None, Group | None]:
+    """Redis's checks shared by the XGROUP subcommands: WRONGTYPE, then (unless MKSTREAM) the
+    key must exist, and for some subcommands the group too."""
+    stream = lookup_stream(c, argv[2])
+    group = stream.groups.get(argv[3]) if stream is not None else None
+    if not mkstream:
+        if stream is None:
+            raise KEY_REQUIRED
+        if group is None and needs_group:
+            raise nogroup_for_key(argv[2], argv[3])
+    return stream, group
+
+
+def _capped(entries_read: int, stream: Stream) -> int:
+    return min(entries_read, stream.entries_added) if entries_read != UNKNOWN else UNKNOWN
+
+
+def cmd_xgroup_create(c: Client, argv: list[bytes]) -> Reply:
+    """XGROUP CREATE key group <id | $> [MKSTREAM] [ENTRIESREAD entries-read]"""
+    opts = _parse_xgroup_options(argv, create=True)
+    stream, _ = _xgroup_target(c, argv, needs_group=False, mkstream=opts.mkstream)
+    if len(argv) > 8:
+        raise _xgroup_syntax(argv[1])
+    if argv[4] == b"$":
+        last = stream.last_id if stream is not None else MIN_ID
+    else:
+        last = parse_id(argv[4])
+    if stream is None:
+        stream = new_stream(c)
+        c.db.set(argv[2], stream)
+    if argv[3] in stream.groups:
+        raise BUSYGROUP
+    stream.groups[argv[3]] = Group(argv[3], last, _capped(opts.entries_read, stream))
+    c.db.signal_modified(argv[2])
+    c.server.dirty += 1
+    return OK
+
+
+def cmd_xgroup_setid(c: Client, argv: list[bytes]) -> Reply:
+    """XGROUP SETID key group <id | $> [ENTRIESREAD entries-read]"""
+    opts = _parse_xgroup_options(argv, create=False)
+    stream, group = _xgroup_target(c, argv, needs_group=True)
+    assert stream is not None
+    assert group is not None
+    if len(argv) not in (5, 7):
+        raise _xgroup_syntax(argv[1])
+    last = stream.last_id if argv[4] == b"$" else parse_id(argv[4], strict=False)
+    group.last_id = last
+    group.entries_read = _capped(opts.entries_read, stream)
+    c.db.signal_modified(argv[2])
+    c.server.dirty += 1
+    return OK
+
+
+def cmd_xgroup_destroy(c: Client, argv: list[bytes]) -> Reply:
+    """XGROUP DESTROY key group"""
+    stream, group = _xgroup_target(c, argv, needs_group=False)
+    assert stream is not None
+    if group is None:
+        return 0
+    del stream.groups[argv[3]]
+    c.db.signal_modified(argv[2])
+    c.db.signal_ready(argv[2])  # blocked XREADGROUP clients of the group get NOGROUP
+    c.server.dirty += 1
+    return 1
+
+
+def cmd_xgroup_createconsumer(c: Client, argv: list[bytes]) -> Reply:
+    """XGROUP CREATECONSUMER key group consumer"""
+    _, group = _xgroup_target(c, argv, needs_group=True)
+    assert group is not None
+    _, created = group.consumer(argv[4], c.server.keyspace.now_ms)
+    if created:
+        c.db.signal_modified(argv[2])
+        c.server.dirty += 1
+    return 1 if created else 0
+
+
+def cmd_xgroup_delconsumer(c: Client, argv: list[bytes]) -> Reply:
+    """XGROUP DELCONSUMER key group consumer"""
+    _, group = _xgroup_target(c, argv, needs_group=True)
+    assert group is not None
+    pending = group.delete_consumer(argv[4])
+    if pending is None:
+        return 0
+    c.db.signal_modified(argv[2])
+    c.server.dirty += 1
+    return pending
+
+
+XGROUP_HELP = [
+    b"XGROUP <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    b"CREATE <key> <groupname> <id|$> [option]",
+    b"    Create a new consumer group. Options are:",
+    b"    * MKSTREAM",
+    b"      Create the empty stream if it does not exist.",
+    b"    * ENTRIESREAD entries_read",
+    b"      Set the group's entries_read counter (internal use).",
+    b"CREATECONSUMER <key> <groupname> <consumer>",
+    b"    Create a new consumer in the specified group.",
+    b"DELCONSUMER <key> <groupname> <consumer>",
+    b"    Remove the specified consumer.",
+    b"DESTROY <key> <groupname>",
+    b"    Remove the specified group.",
+    b"SETID <key> <groupname> <id|$> [ENTRIESREAD entries_read]",
+    b"    Set the current group ID and entries_read counter.",
+    b"HELP",
+    b"    Print this help.",
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# XREADGROUP
+
+
+@dataclass
+class XReadGroupOpts:
+    group: bytes = b""
+    consumer: bytes = b""
+    count: int = 0
+    block_ms: int | None = None
+    noack: bool = False
+    claim_ms: int | None = None
+    keys: list[bytes] = field(default_factory=list)
+    id_index: int = 0
+
+
+NEW_ONLY = MAX_ID  # ``>``: Redis represents it as the maximum ID, and so do we
+
+
+def parse_xreadgroup(c: Client, argv: list[bytes]) -> XReadGroupOpts:
+    """XREADGROUP GROUP group consumer [COUNT count] [BLOCK ms] [CLAIM min-idle] [NOACK]
+    STREAMS key [key ...] id [id ...]"""
+    opts = XReadGroupOpts()
+    group_given = False
+    i = 1
+    while i < len(argv):
+        token = argv[i].upper()
+        more = len(argv) - 1 - i
+        if token == b"BLOCK" and more:
+            opts.block_ms = parse_block_timeout(c, argv[i + 1])
+            i += 2
+        elif token == b"COUNT" and more:
+            opts.count = max(parse_int(argv[i + 1]), 0)
+            i += 2
+        elif token == b"STREAMS" and more:
+            rest = len(argv) - i - 1
+            if rest % 2:
+                raise err(
+                    "Unbalanced 'xreadgroup' list of streams: for each stream key an ID or '>' "
+                    "must be specified."
+                )
+            opts.keys = argv[i + 1 : i + 1 + rest // 2]
+            opts.id_index = i + 1 + rest // 2
+            break
+        elif token == b"GROUP" and more >= 2:
+            opts.group, opts.consumer = argv[i + 1], argv[i + 2]
+            group_given = True
+            i += 3
+        elif token == b"NOACK":
+            opts.noack = True
+            i += 1
+        elif token == b"CLAIM" and more:
+            claim = strict_int(argv[i + 1])
+            if claim is None:
+                raise err("min-idle-time is not an integer or out of range")
+            if claim < 0:
+                raise err("min-idle-time must be a positive integer")
+            opts.claim_ms = claim
+            i += 2
+        else:
+            raise SYNTAX
+    if not opts.keys:
+        raise SYNTAX
+    if not group_given:
+        raise err("Missing GROUP option for XREADGROUP")
+    return opts
+
+
+def _read_ids(
+    c: Client, argv: list[bytes], opts: XReadGroupOpts
+) -> list[tuple[Stream, Group, StreamID]]:
+    """Every stream, its group and its ID, all checked before anything is served."""
+    targets: list[tuple[Stream, Group, StreamID]] = []
+    for n, key in enumerate(opts.keys):
+        found = lookup_group(c, key, opts.group)
+        if found is None:
+            raise nogroup(key, opts.group, " in XREADGROUP with GROUP option")
+        raw = argv[opts.id_index + n]
+        if raw in (b"$", b"+"):
+            sym = raw.decode()
+            raise err(
+                f"The {sym} ID is meaningless in the context of XREADGROUP: you want to read the "
+                "history of this consumer by specifying a proper ID, or use the > ID to get new "
+                f"messages. The {sym} ID would just return an empty result set."
+            )
+        sid = NEW_ONLY if raw == b">" else parse_id(raw)
+        targets.append((*found, sid))
+    return targets
+
+
+class _Delivery:
+    """What one XREADGROUP call produced, and what it must propagate."""
+
+    def __init__(self, c: Client, key: bytes, stream: Stream, group: Group) -> None:
+        self.c = c
+        self.key = key
+        self.stream = stream
+        self.group = group
+        self.effects: list[list[bytes]] = []
+
+
+def _serve_history(d: _Delivery, consumer: Consumer, after: StreamID, count: int) -> list[bytes]:
+    """This consumer's pending entries with ID > after, delivered again (deleted entries as
+    ``[id, nil]``)."""
+    start = incr_id(after)
+    group, stream, now = d.group, d.stream, d.c.server.keyspace.now_ms
+    parts: list[bytes] = []
+    if start is not None:
+        keys = consumer.pel.irange(id_key(start))
+        for key in islice(keys, count) if count else keys:
+            sid = key_id(key)
+            pairs = stream.get(sid)
+            if pairs is None:
+                null = _NULL_ENTRY3 if d.c.resp == 3 else _NULL_ENTRY
+                raw_id = format_id(sid)
+                parts.append(b"*2\r\n$%d\r\n%s\r\n%s" % (len(raw_id), raw_id, null))
+                continue
+            group.redeliver(key, now)
+            parts.append(entry_reply((sid, pairs)))
+    return parts
+
+
+def _serve_new(d: _Delivery, consumer: Consumer, count: int, noack: bool) -> list[bytes]:
+    """Entries after the group's last delivered ID, encoded: the group moves past them and,
+    unless NOACK, they become pending for the consumer."""
+    group, stream = d.group, d.stream
+    start = incr_id(group.last_id)
+    assert start is not None
+    parts = encode_entries(stream, start, MAX_ID, count)
+    if not parts:
+        return parts
+    now = d.c.server.keyspace.now_ms
+    propagating = d.c.server.propagating
+    for sid in islice(stream.iter_ids(start), len(parts)):
+        advance(stream, group, sid)
+        if not noack:
+            group.deliver(consumer, sid, now)
+            if propagating:
+                nack = group.pel[id_key(sid)]
+                d.effects.append(_claim_effect(d.key, group, format_id(sid), nack))
+    consumer.active_time = now
+    d.effects.append(_setid_effect(d.key, group))
+    return parts
+
+
+def _serve_with_claim(
+    d: _Delivery, consumer: Consumer, count: int, noack: bool, min_idle: int
+) -> list[bytes]:
+    """XREADGROUP … CLAIM: idle pending entries first (oldest delivery first), then new ones;
+    every entry carries its idle time and delivery count before this read (0, 0 when new)."""
+    group, stream, now = d.group, d.stream, d.c.server.keyspace.now_ms
+    claimable = sorted(
+        (nack[0], key)
+        for key, nack in group.pel.items()
+        if now - nack[0] >= min_idle and stream.get(key_id(key)) is not None
+    )
+    if count:
+        claimable = claimable[:count]
+    parts: list[bytes] = []
+    for delivery_ms, key in claimable:
+        sid = key_id(key)
+        pairs = stream.get(sid)
+        assert pairs is not None
+        old_count = group.pel[key][1]
+        group.transfer(key, consumer, now, old_count + 1)
+        entry = entry_reply((sid, pairs))
+        parts.append(_with_claim_info(entry, max(now - delivery_ms, 0), old_count))
+        if d.c.server.propagating:
+            d.effects.append(_claim_effect(d.key, group, format_id(sid), group.pel[key]))
+    room = count - len(parts) if count else 0
+    if (not count or room > 0) and stream.length and stream.last_live_id() > group.last_id:
+        parts += [_with_claim_info(p, 0, 0) for p in _serve_new(d, consumer, room, noack)]
+    if parts:
+        consumer.active_time = now
+    return parts
+
+
+def _with_claim_info(entry: bytes, idle_ms: int, count: int) -> bytes:
+    """``[id, fields]`` → ``[id, fields, idle, count]``."""
+    return b"*4\r\n%s:%d\r\n:%d\r\n" % (entry[4:], idle_ms, count)
+
+
+def cmd_xreadgroup(c: Client, argv: list[bytes]) -> Reply | Block:
+    opts = parse_xreadgroup(c, argv)
+    targets = _read_ids(c, argv, opts)
+    served: list[tuple[bytes, Reply]] = []
+    effects: list[list[bytes]] = []
+    claim_ms = opts.claim_ms
+    for key, (stream, group, sid) in zip(opts.keys, targets, strict=True):
+        d = _Delivery(c, key, stream, group)
+        reclaim_idle(c, key, group, keep=opts.consumer)
+        consumer, created = touch_consumer(c, key, group, opts.consumer)
+        if created and opts.noack:
+            effects.append([b"XGROUP", b"CREATECONSUMER", key, group.name, opts.consumer])
+        parts: list[bytes] | None = None
+        if sid != NEW_ONLY:
+            parts = _serve_history(d, consumer, sid, opts.count)
+            claim_ms = None  # Redis switches CLAIM off after a history read
+        elif claim_ms is not None:
+            parts = _serve_with_claim(d, consumer, opts.count, opts.noack, claim_ms) or None
+        elif stream.length and stream.last_live_id() > group.last_id:
+            parts = _serve_new(d, consumer, opts.count, opts.noack)
+        if parts is not None:
+            served.append((key, array_of(parts)))
+            c.server.dirty += 1
+        effects += d.effects
+    for effect in effects:
+        c.server.also_propagate(c.db.index, effect)
+    c.server.prevent_propagation()
+    if served:
+        if c.resp == 3:
+            return PairMap(served)
+        return [[key, entries] for key, entries in served]
+    if opts.block_ms is None:
+        return NULL_ARRAY
+    deadline = c.server.clock.monotonic_ms() + opts.block_ms if opts.block_ms else 0
+    return Block(list(opts.keys), deadline, NULL_ARRAY)
+
+
+# ---------------------------------------------------------------------------------------------
+# XACK / XACKDEL
+
+
+def cmd_xack(c: Client, argv: list[bytes]) -> Reply:
+    """XACK key group id [id ...]"""
+    found = lookup_group(c, argv[1], argv[2])
+    if found is None:
+        return 0
+    _, group = found
+    keys = [id_key(parse_id(raw)) for raw in argv[3:]]
+    acked = sum(1 for key in keys if group.ack(key))
+    if acked:
+        c.db.signal_modified(argv[1])
+        c.server.dirty += acked
+    return acked
+
+
+def cmd_xackdel(c: Client, argv: list[bytes]) -> Reply:
+    """XACKDEL key group [KEEPREF | DELREF | ACKED] IDS numids id [id ...]"""
+    from headwater.commands.streams import parse_ref_and_ids
+
+    stream = lookup_stream(c, argv[1])
+    ref, raw_ids = parse_ref_and_ids(argv, 3)
+    group = stream.groups.get(argv[2]) if stream is not None else None
+    if stream is None or group is None:
+        return [-1] * len(raw_ids)
+    results: list[Reply] = []
+    for sid in [parse_id(raw) for raw in raw_ids]:
+        if not group.ack(id_key(sid)):
+            results.append(-1)
+        elif ref == b"ACKED" and referenced(stream, sid):
+            results.append(2)
+        else:
+            if ref == b"DELREF":
+                drop_references(stream, sid)
+            stream.delete(sid)
+            results.append(1)
+    if results.count(-1) != len(results):
+        c.db.signal_modified(argv[1])
+        c.server.dirty += 1
+    return results
+
+
+# ---------------------------------------------------------------------------------------------
+# XPENDING
+
+
+@dataclass
+class XPendingOpts:
+    min_idle: int = 0
+    start: StreamID = MIN_ID
+    end: StreamID = MAX_ID
+    count: int = 0
+    consumer: bytes | None = None
+
+
+def parse_xpending(argv: list[bytes]) -> XPendingOpts | None:
+    """XPENDING key group [[IDLE min-idle-time] start end count [consumer]]; None for the
+    summary form."""
+    argc = len(argv)
+    if argc != 3 and not 6 <= argc <= 9:
+        raise SYNTAX
+    if argc == 3:
+        return None
+    opts = XPendingOpts()
+    at = 3
+    if argv[3].upper() == b"IDLE":
+        opts.min_idle = parse_int(argv[4])
+        if argc < 8:
+            raise SYNTAX
+        at = 5
+    opts.count = max(parse_int(argv[at + 2]), 0)
+    opts.start = parse_range_bound(argv[at], is_start=True)
+    opts.end = parse_range_bound(argv[at + 1], is_start=False)
+    if at + 3 < argc:
+        opts.consumer = argv[at + 3]
+    return opts
+
+
+def cmd_xpending(c: Client, argv: list[bytes]) -> Reply:
+    opts = parse_xpending(argv)
+    found = lookup_group(c, argv[1], argv[2])
+    if found is None:
+        raise nogroup(argv[1], argv[2])
+    _, group = found
+    reclaim_idle(c, argv[1], group)
+    if opts is None:
+        return _pending_summary(group)
+    pel = group.pel
+    if opts.consumer is not None:
+        consumer = group.consumers.get(opts.consumer)
+        if consumer is None:
+            return []
+        keys = group.pending_keys(opts.start, opts.end, consumer)
+    else:
+        keys = group.pending_keys(opts.start, opts.end)
+    now = c.server.keyspace.now_ms
+    rows: list[Reply] = []
+    for key in keys:
+        if len(rows) >= opts.count:
+            break
+        delivery_ms, count, owner = pel[key]
+        if opts.min_idle and now - delivery_ms < opts.min_idle:
+            continue
+        rows.append([format_id(key_id(key)), owner, max(now - delivery_ms, 0), count])
+    return rows
+
+
+def _pending_summary(group: Group) -> Reply:
+    if not group.pel:
+        return [0, None, None, NULL_ARRAY]
+    owners = [
+        [name, b"%d" % len(consumer.pel)]
+        for name, consumer in sorted(group.consumers.items())
+        if consumer.pel
+    ]
+    first, last = group.pel.peekitem(0)[0], group.pel.peekitem(-1)[0]
+    return [len(group.pel), format_id(key_id(first)), format_id(key_id(last)), owners]
+
+
+# ---------------------------------------------------------------------------------------------
+# XCLAIM / XAUTOCLAIM
+
+
+@dataclass
+class XClaimOpts:
+    min_idle: int = 0
+    ids: list[bytes] = field(default_factory=list)
+    delivery_ms: int | None = None  # IDLE/TIME, resolved to an absolute time
+    retrycount: int | None = None
+    force: bool = False
+    justid: bool = False
+    last_id: StreamID = MIN_ID
+
+
+def parse_xclaim(argv: list[bytes], now: int) -> XClaimOpts:
+    """XCLAIM key group consumer min-idle-time id [id ...] [IDLE ms] [TIME ms]
+    [RETRYCOUNT count] [FORCE] [JUSTID] [LASTID lastid]"""
+    opts = XClaimOpts()
+    opts.min_idle = max(parse_int(argv[4], err("Invalid min-idle-time argument for XCLAIM")), 0)
+    i = 5
+    while i < len(argv):
+        try:
+            parse_id(argv[i])
+        except ReplyError:
+            break
+        opts.ids.append(argv[i])
+        i += 1
+    while i < len(argv):
+        token = argv[i].upper()
+        more = i + 1 < len(argv)
+        if token == b"FORCE":
+            opts.force = True
+        elif token == b"JUSTID":
+            opts.justid = True
+        elif token == b"IDLE" and more:
+            i += 1
+            opts.delivery_ms = now - parse_int(
+                argv[i], err("Invalid IDLE option argument for XCLAIM")
+            )
+        elif token == b"TIME" and more:
+            i += 1
+            opts.delivery_ms = parse_int(argv[i], err("Invalid TIME option argument for XCLAIM"))
+        elif token == b"RETRYCOUNT" and more:
+            i += 1
+            opts.retrycount = parse_int(
+                argv[i], err("Invalid RETRYCOUNT option argument for XCLAIM")
+            )
+        elif token == b"LASTID" and more:
+            i += 1
+            opts.last_id = parse_id(argv[i])
+        else:
+            raise err(f"Unrecognized XCLAIM option '{_text(argv[i])}'")
+        i += 1
+    if opts.delivery_ms is None or not 0 <= opts.delivery_ms <= now:
+        opts.delivery_ms = now
+    return opts
+
+
+class _Claimer:
+    """Claims for one XCLAIM/XAUTOCLAIM call: the reply items and the effects."""
+
+    def __init__(self, c: Client, key: bytes, stream: Stream, group: Group) -> None:
+        self.c, self.key, self.stream, self.group = c, key, stream, group
+        self.items: list[Reply] = []
+        self.effects: list[list[bytes]] = []
+        self.propagating = c.server.propagating
+
+    def forget(self, key: int) -> None:
+        """The entry is gone from the stream: its NACK goes too (and is propagated)."""
+        nack = self.group.pel[key]
+        if self.propagating:
+            self.effects.append(_claim_effect(self.key, self.group, format_id(key_id(key)), nack))
+        self.group.ack(key)
+        self.c.server.dirty += 1
+
+    def claim(
+        self, key: int, consumer: Consumer, delivery_ms: int, count: int, justid: bool
+    ) -> None:
+        group = self.group
+        group.transfer(key, consumer, delivery_ms, count)
+        sid = key_id(key)
+        if justid:
+            self.items.append(format_id(sid))
+        else:
+            pairs = self.stream.get(sid)
+            assert pairs is not None
+            self.items.append(entry_reply((sid, pairs)))
+        consumer.active_time = self.c.server.keyspace.now_ms
+        if self.propagating:
+            self.effects.append(_claim_effect(self.key, group, format_id(sid), group.pel[key]))
+        self.c.server.dirty += 1
+
+    def finish(self) -> None:
+        for effect in self.effects:
+            self.c.server.also_propagate(self.c.db.index, effect)
+        if self.effects:
+            self.c.db.signal_modified(self.key)
+        self.c.server.prevent_propagation()
+
+
+def cmd_xclaim(c: Client, argv: list[bytes]) -> Reply:
+    found = lookup_group(c, argv[1], argv[2])
+    if found is None:
+        raise nogroup(argv[1], argv[2])
+    stream, group = found
+    now = c.server.keyspace.now_ms
+    opts = parse_xclaim(argv, now)
+    moved_last_id = opts.last_id > group.last_id
+    if moved_last_id:
+        group.last_id = opts.last_id
+    reclaim_idle(c, argv[1], group, keep=argv[3])
+    consumer, _ = touch_consumer(c, argv[1], group, argv[3])
+    claimer = _Claimer(c, argv[1], stream, group)
+    assert opts.delivery_ms is not None
+    for raw in opts.ids:
+        sid = parse_id(raw)
+        key = id_key(sid)
+        nack = group.pel.get(key)
+        if stream.get(sid) is None:
+            if nack is not None:
+                claimer.forget(key)
+            continue
+        if nack is None:
+            if not opts.force:
+                continue
+            count = 1  # FORCE: a new NACK, owned by nobody yet, so min-idle does not apply
+        else:
+            count = nack[1]
+            if opts.min_idle and now - nack[0] < opts.min_idle:
+                continue
+        if opts.retrycount is not None:
+            count = opts.retrycount
+        elif not opts.justid:
+            count += 1
+        claimer.claim(key, consumer, opts.delivery_ms, count, opts.justid)
+    if moved_last_id and not claimer.effects:
+        claimer.effects.append(_setid_effect(argv[1], group))
+        c.server.dirty += 1
+    claimer.finish()
+    return claimer.items
+
+
+def parse_xautoclaim(argv: list[bytes]) -> tuple[int, StreamID, int, bool]:
+    """XAUTOCLAIM key group consumer min-idle-time start [COUNT count] [JUSTID]"""
+    min_idle = max(parse_int(argv[4], err("Invalid min-idle-time argument for XAUTOCLAIM")), 0)
+    start = parse_range_bound(argv[5], is_start=True)
+    count, justid = 100, False
+    max_count = (2**63 - 1) // 16
+    i = 6
+    while i < len(argv):
+        token = argv[i].upper()
+        if token == b"COUNT" and i + 1 < len(argv):
+            count = parse_int(argv[i + 1], err("COUNT must be > 0"))
+            if not 1 <= count <= max_count:
+                raise err("COUNT must be > 0")
+            i += 2
+        elif token == b"JUSTID":
+            justid = True
+            i += 1
+        else:
+            raise SYNTAX
+    return min_idle, start, count, justid
+
+
+def cmd_xautoclaim(c: Client, argv: list[bytes]) -> Reply:
+    min_idle, start, count, justid = parse_xautoclaim(argv)
+    found = lookup_group(c, argv[1], argv[2])
+    if found is None:
+        raise nogroup(argv[1], argv[2])
+    stream, group = found
+    reclaim_idle(c, argv[1], group, keep=argv[3])
+    consumer, _ = touch_consumer(c, argv[1], group, argv[3])
+    now = c.server.keyspace.now_ms
+    claimer = _Claimer(c, argv[1], stream, group)
+    attempts = count * 10
+    # Keys are looked at in order and only looked-at ones are removed, so a snapshot of the
+    # next attempts + 1 keys stays valid; the one after the last examined is the cursor.
+    keys = list(islice(group.pel.irange(id_key(start)), min(attempts, len(group.pel)) + 1))
+    deleted: list[Reply] = []
+    i = 0
+    while attempts and count and i < len(keys):
+        attempts -= 1
+        key = keys[i]
+        i += 1
+        sid = key_id(key)
+        if stream.get(sid) is None:
+            claimer.forget(key)
+            deleted.append(format_id(sid))
+            count -= 1
+            continue
+        delivery_ms, delivered, _ = group.pel[key]
+        if min_idle and now - delivery_ms < min_idle:
+            continue
+        claimer.claim(key, consumer, now, delivered if justid else delivered + 1, justid)
+        count -= 1
+    cursor = format_id(key_id(keys[i])) if i < len(keys) else b"0-0"
+    claimer.finish()
+    return [cursor, claimer.items, deleted]
+
+
+SPECS = (
+    spec(
+        "xgroup",
+        -2,
+        "",
+        handler=reject_subcommand,
+        subcommands=(
+            spec("xgroup|create", -5, "write denyoom", (2, 2, 1), cmd_xgroup_create),
+            spec("xgroup|setid", -5, "write", (2, 2, 1), cmd_xgroup_setid),
+            spec("xgroup|destroy", 4, "write", (2, 2, 1), cmd_xgroup_destroy),
+            spec("xgroup|createconsumer", 5, "write denyoom", (2, 2, 1), cmd_xgroup_createconsumer),
+            spec("xgroup|delconsumer", 5, "write", (2, 2, 1), cmd_xgroup_delconsumer),
+            spec("xgroup|help", 2, "loading stale", handler=help_handler(XGROUP_HELP)),
+        ),
+    ),
+    spec("xreadgroup", -7, "write blocking movablekeys", (0, 0, 0), cmd_xreadgroup),
+    spec("xack", -4, "write fast", (1, 1, 1), cmd_xack),
+    spec("xackdel", -6, "write fast", (1, 1, 1), cmd_xackdel),
+    spec("xpending", -3, "readonly", (1, 1, 1), cmd_xpending),
+    spec("xclaim", -6, "write fast", (1, 1, 1), cmd_xclaim),
+    spec("xautoclaim", -6, "write fast", (1, 1, 1), cmd_xautoclaim),
+)

@@ -1,0 +1,193 @@
+"""XINFO STREAM [FULL], GROUPS, CONSUMERS and HELP (STREAMS-REFERENCE §8).
+
+Replies are maps (RESP3) or flat arrays (RESP2) whose field order is Redis's. Groups and
+consumers are listed in name order, as Redis's radix trees keep them.
+"""
+
+from __future__ import annotations
+
+from itertools import islice
+
+from headwater.commands.args import parse_int
+from headwater.commands.context import Client, help_handler, reject_subcommand, spec
+from headwater.commands.entries import encode_range, entry_reply
+from headwater.commands.groups import nogroup_for_key
+from headwater.errors import NO_SUCH_KEY, WRONGTYPE, ReplyError, err
+from headwater.resp.types import Reply
+from headwater.stream.groups import UNKNOWN, Consumer, Group, key_id, lag
+from headwater.stream.ids import MAX_ID, MIN_ID, format_id
+from headwater.stream.stream import Stream
+
+
+def _existing_stream(c: Client, key: bytes) -> Stream:
+    stream = c.db.get(key)
+    if stream is None:
+        raise NO_SUCH_KEY
+    if not isinstance(stream, Stream):
+        raise WRONGTYPE
+    return stream
+
+
+def _xinfo_syntax(sub: bytes) -> ReplyError:
+    return err(
+        f"unknown subcommand or wrong number of arguments for "
+        f"'{sub.decode('utf-8', 'replace')}'. Try XINFO HELP."
+    )
+
+
+def _entries_read(group: Group) -> int | None:
+    return None if group.entries_read == UNKNOWN else group.entries_read
+
+
+# ---------------------------------------------------------------------------------------------
+# XINFO STREAM
+
+
+def _stream_head(stream: Stream) -> dict[bytes, Reply]:
+    return {
+        b"length": stream.length,
+        b"radix-tree-keys": len(stream.nodes),
+        b"radix-tree-nodes": max(len(stream.nodes) * 2, 1) if stream.nodes else 1,
+        b"last-generated-id": format_id(stream.last_id),
+        b"max-deleted-entry-id": format_id(stream.max_deleted_id),
+        b"entries-added": stream.entries_added,
+        b"recorded-first-entry-id": format_id(stream.first_id),
+        b"idmp-duration": stream.idmp_duration,
+        b"idmp-maxsize": stream.idmp_maxsize,
+        b"pids-tracked": 0,
+        b"iids-tracked": 0,
+        b"iids-added": 0,
+        b"iids-duplicates": 0,
+    }
+
+
+def cmd_xinfo_stream(c: Client, argv: list[bytes]) -> Reply:
+    """XINFO STREAM key [FULL [COUNT count]]"""
+    stream = _existing_stream(c, argv[2])
+    full = False
+    count = 10
+    if len(argv) > 3:
+        if argv[3].upper() != b"FULL" or len(argv) not in (4, 6):
+            raise _xinfo_syntax(argv[1])
+        if len(argv) == 6:
+            if argv[4].upper() != b"COUNT":
+                raise _xinfo_syntax(argv[1])
+            count = parse_int(argv[5])
+            if count < 0:
+                count = 10
+        full = True
+    info = _stream_head(stream)
+    if full:
+        info[b"entries"] = encode_range(stream, MIN_ID, MAX_ID, count)[0]
+        info[b"groups"] = [_full_group(stream, group, count) for group in _by_name(stream)]
+        return info
+    info[b"groups"] = len(stream.groups)
+    first, last = stream.first_entry(), stream.last_entry()
+    info[b"first-entry"] = entry_reply(first) if first is not None else None
+    info[b"last-entry"] = entry_reply(last) if last is not None else None
+    return info
+
+
+def _by_name(stream: Stream) -> list[Group]:
+    return [stream.groups[name] for name in sorted(stream.groups)]
+
+
+def _full_group(stream: Stream, group: Group, count: int) -> dict[bytes, Reply]:
+    pel = group.pel
+    keys = islice(pel.keys(), count) if count else pel.keys()
+    pending: list[Reply] = []
+    for key in keys:
+        delivery_ms, delivered, owner = pel[key]
+        pending.append([format_id(key_id(key)), owner, delivery_ms, delivered])
+    consumers = [_full_consumer(group, group.consumers[n], count) for n in sorted(group.consumers)]
+    return {
+        b"name": group.name,
+        b"last-delivered-id": format_id(group.last_id),
+        b"entries-read": _entries_read(group),
+        b"lag": lag(stream, group),
+        b"pel-count": len(pel),
+        b"pending": pending,
+        b"consumers": consumers,
+    }
+
+
+def _full_consumer(group: Group, consumer: Consumer, count: int) -> dict[bytes, Reply]:
+    keys = islice(consumer.pel, count) if count else consumer.pel
+    pending: list[Reply] = []
+    for key in keys:
+        delivery_ms, delivered, _ = group.pel[key]
+        pending.append([format_id(key_id(key)), delivery_ms, delivered])
+    return {
+        b"name": consumer.name,
+        b"seen-time": consumer.seen_time,
+        b"active-time": consumer.active_time,
+        b"pel-count": len(consumer.pel),
+        b"pending": pending,
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# XINFO GROUPS / CONSUMERS
+
+
+def cmd_xinfo_groups(c: Client, argv: list[bytes]) -> Reply:
+    """XINFO GROUPS key"""
+    stream = _existing_stream(c, argv[2])
+    return [
+        {
+            b"name": group.name,
+            b"consumers": len(group.consumers),
+            b"pending": len(group.pel),
+            b"last-delivered-id": format_id(group.last_id),
+            b"entries-read": _entries_read(group),
+            b"lag": lag(stream, group),
+        }
+        for group in _by_name(stream)
+    ]
+
+
+def cmd_xinfo_consumers(c: Client, argv: list[bytes]) -> Reply:
+    """XINFO CONSUMERS key group"""
+    stream = _existing_stream(c, argv[2])
+    group = stream.groups.get(argv[3])
+    if group is None:
+        raise nogroup_for_key(argv[2], argv[3])
+    now = c.server.keyspace.now_ms
+    return [
+        {
+            b"name": consumer.name,
+            b"pending": len(consumer.pel),
+            b"idle": max(now - consumer.seen_time, 0),
+            b"inactive": max(now - consumer.active_time, 0) if consumer.active_time >= 0 else -1,
+        }
+        for consumer in (group.consumers[name] for name in sorted(group.consumers))
+    ]
+
+
+XINFO_HELP = [
+    b"XINFO <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    b"CONSUMERS <key> <groupname>",
+    b"    Show consumers of <groupname>.",
+    b"GROUPS <key>",
+    b"    Show the stream consumer groups.",
+    b"STREAM <key> [FULL [COUNT <count>]",
+    b"    Show information about the stream.",
+    b"HELP",
+    b"    Print this help.",
+]
+
+
+SPECS = (
+    spec(
+        "xinfo",
+        -2,
+        "",
+        handler=reject_subcommand,
+        subcommands=(
+            spec("xinfo|stream", -3, "readonly", (2, 2, 1), cmd_xinfo_stream),
+            spec("xinfo|groups", 3, "readonly", (2, 2, 1), cmd_xinfo_groups),
+            spec("xinfo|consumers", 4, "readonly", (2, 2, 1), cmd_xinfo_consumers),
+            spec("xinfo|help", 2, "loading stale", handler=help_handler(XINFO_HELP)),
+        ),
+    ),
+)

@@ -1,0 +1,247 @@
+"""Consumer groups: a group's position in the stream and its pending-entries lists (PELs).
+
+Theory of operation
+-------------------
+A group remembers the last ID it delivered (``last_id``) and how many entries that is in the
+stream's history (``entries_read``, -1 when unknown). Every entry delivered without NOACK stays
+*pending* until acknowledged: the group PEL maps the entry's ID to a NACK, the delivery time,
+the delivery count and the owning consumer, and the owner's own PEL lists the same ID. The
+group PEL is therefore always the disjoint union of the consumer PELs (``check_invariants``).
+
+Both PELs are sorted containers keyed by the ID as one integer (``ms << 64 | seq``, which
+orders like the ``(ms, seq)`` tuple): XPENDING, XAUTOCLAIM and history reads walk them in ID
+order, and XACK, XCLAIM and delivery are O(log n). A NACK is a tuple of ints and the owner's
+name, which the garbage collector stops tracking, so a million pending entries add no GC work.
+
+Times are absolute milliseconds from the caller (the engine's command clock); nothing here
+reads a clock. The entries-read and lag arithmetic follows STREAMS-REFERENCE §5.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from sortedcontainers import SortedDict, SortedList
+
+from headwater.stream.ids import MIN_ID, StreamID
+from headwater.stream.stream import Stream
+
+#: entries_read when the group's position in the history is unknown (Redis: SCG_INVALID...)
+UNKNOWN = -1
+_SEQ_BITS = 64
+_SEQ_MASK = (1 << _SEQ_BITS) - 1
+
+#: (delivery time ms, delivery count, owner name)
+Nack = tuple[int, int, bytes]
+
+
+def id_key(sid: StreamID) -> int:
+    return sid[0] << _SEQ_BITS | sid[1]
+
+
+def key_id(key: int) -> StreamID:
+    return (key >> _SEQ_BITS, key & _SEQ_MASK)
+
+
+class Consumer:
+    __slots__ = ("active_time", "name", "pel", "seen_time")
+
+    def __init__(self, name: bytes, now_ms: int) -> None:
+        self.name = name
+        self.pel: SortedList[int] = SortedList()
+        self.seen_time = now_ms  # last attempt to read or claim
+        self.active_time = -1  # last successful delivery or claim (-1: never)
+
+
+class Group:
+    __slots__ = ("consumers", "entries_read", "last_id", "name", "pel")
+
+    def __init__(self, name: bytes, last_id: StreamID, entries_read: int = UNKNOWN) -> None:
+        self.name = name
+        self.last_id = last_id
+        self.entries_read = entries_read
+        self.pel: SortedDict[int, Nack] = SortedDict()
+        self.consumers: dict[bytes, Consumer] = {}
+
+    # -- consumers -------------------------------------------------------------------------
+
+    def consumer(self, name: bytes, now_ms: int) -> tuple[Consumer, bool]:
+        """The named consumer, created if missing; and whether it was created."""
+        consumer = self.consumers.get(name)
+        if consumer is not None:
+            return consumer, False
+        consumer = self.consumers[name] = Consumer(name, now_ms)
+        return consumer, True
+
+    def delete_consumer(self, name: bytes) -> int | None:
+        """Remove a consumer and its pending entries; their count, None if no such consumer."""
+        consumer = self.consumers.pop(name, None)
+        if consumer is None:
+            return None
+        for key in consumer.pel:
+            del self.pel[key]
+        return len(consumer.pel)
+
+    def idle_consumers(self, now_ms: int, idle_ms: int, keep: bytes | None = None) -> list[bytes]:
+        """Consumers with nothing pending that have not been seen for idle_ms (the seed's
+        reclamation of idle consumers; Redis keeps them forever)."""
+        return [
+            name
+            for name, consumer in self.consumers.items()
+            if not consumer.pel and now_ms - consumer.seen_time >= idle_ms and name != keep
+        ]
+
+    # -- the PEL ---------------------------------------------------------------------------
+
+    def deliver(self, consumer: Consumer, sid: StreamID, now_ms: int) -> None:
+        """A new delivery (``>``): pending for consumer with count 1. An ID already pending
+        (the group was moved back by SETID) changes owner and starts counting again."""
+        key = id_key(sid)
+        previous = self.pel.get(key)
+        if previous is not None:
+            self.consumers[previous[2]].pel.remove(key)
+        self.pel[key] = (now_ms, 1, consumer.name)
+        consumer.pel.add(key)
+
+    def redeliver(self, key: int, now_ms: int) -> None:
+        """A history read served the entry again."""
+        _, count, owner = self.pel[key]
+        self.pel[key] = (now_ms, count + 1, owner)
+
+    def transfer(self, key: int, consumer: Consumer, delivery_ms: int, count: int) -> None:
+        """Make a pending (or new, for FORCE) entry consumer's, with these time and count."""
+        previous = self.pel.get(key)
+        if previous is not None and previous[2] != consumer.name:
+            self.consumers[previous[2]].pel.remove(key)
+            consumer.pel.add(key)
+        elif previous is None:
+            consumer.pel.add(key)
+        self.pel[key] = (delivery_ms, count, consumer.name)
+
+    def ack(self, key: int) -> bool:
+        nack = self.pel.pop(key, None)
+        if nack is None:
+            return False
+        self.consumers[nack[2]].pel.remove(key)
+        return True
+
+    def pending_keys(
+        self, start: StreamID, end: StreamID, consumer: Consumer | None = None
+    ) -> Iterator[int]:
+        """IDs (as keys) pending with start <= ID <= end, ascending, from the group PEL or one
+        consumer's."""
+        if start > end:
+            return iter(())
+        lo, hi = id_key(start), id_key(end)
+        if consumer is None:
+            return self.pel.irange(lo, hi)
+        return consumer.pel.irange(lo, hi)
+
+    def is_referenced(self, sid: StreamID) -> bool:
+        """Whether the group still needs the entry: not yet delivered, or pending (ACKED)."""
+        return sid > self.last_id or id_key(sid) in self.pel
+
+    # -- introspection ---------------------------------------------------------------------
+
+    def check_invariants(self) -> None:
+        union: set[int] = set()
+        for name, consumer in self.consumers.items():
+            assert consumer.name == name, "consumer filed under another name"
+            keys = set(consumer.pel)
+            assert len(keys) == len(consumer.pel), "duplicate ID in a consumer PEL"
+            assert not keys & union, "an ID pending for two consumers"
+            union |= keys
+            for key in keys:
+                assert self.pel[key][2] == name, "consumer PEL entry owned by another consumer"
+        assert union == set(self.pel.keys()), "group PEL is not the union of consumer PELs"
+        for delivery_ms, count, owner in self.pel.values():
+            assert owner in self.consumers, "PEL entry owned by a missing consumer"
+            assert count >= 0, "negative delivery count"
+            assert delivery_ms >= 0, "negative delivery time"
+        assert self.entries_read >= UNKNOWN
+
+
+# ---------------------------------------------------------------------------------------------
+# entries-read and lag (STREAMS-REFERENCE §5)
+
+
+def _tombstone_at_or_after(stream: Stream, sid: StreamID) -> bool:
+    """Whether XDEL may have removed an entry at or after sid (the count from sid on is then
+    unknown)."""
+    return bool(stream.length) and stream.max_deleted_id != MIN_ID and sid <= stream.max_deleted_id
+
+
+def estimate_entries_read(stream: Stream, sid: StreamID) -> int:
+    """How many entries of the stream's history lie at or before sid, or UNKNOWN."""
+    added, length = stream.entries_added, stream.length
+    if added == 0:
+        return 0
+    if length == 0 and sid <= stream.last_id:
+        return added
+    if sid != MIN_ID and sid < stream.max_deleted_id:
+        return UNKNOWN
+    if sid == stream.last_id:
+        return added
+    if sid > stream.last_id:
+        return UNKNOWN
+    first, max_deleted = stream.first_id, stream.max_deleted_id
+    if max_deleted == MIN_ID or max_deleted < first:
+        if sid < first:
+            return added - length
+        if sid == first:
+            return added - length + 1
+    return UNKNOWN
+
+
+def advance(stream: Stream, group: Group, sid: StreamID) -> None:
+    """The group delivered entry sid (> its last_id): move it there and count it."""
+    if (
+        group.entries_read != UNKNOWN
+        and group.last_id >= stream.first_id
+        and not _tombstone_at_or_after(stream, group.last_id)
+    ):
+        group.entries_read += 1
+    elif stream.entries_added:
+        group.entries_read = estimate_entries_read(stream, sid)
+    group.last_id = sid
+
+
+def lag(stream: Stream, group: Group) -> int | None:
+    """Entries not yet delivered to the group, None when it cannot be known."""
+    if stream.entries_added == 0 or stream.length == 0:
+        return 0
+    first = stream.first_id
+    if group.last_id < first and stream.max_deleted_id < first:
+        return stream.length
+    if group.entries_read != UNKNOWN and not _tombstone_at_or_after(stream, group.last_id):
+        return stream.entries_added - group.entries_read
+    estimate = estimate_entries_read(stream, group.last_id)
+    return None if estimate == UNKNOWN else stream.entries_added - estimate
+
+
+# ---------------------------------------------------------------------------------------------
+# Reference strategies of XADD/XTRIM/XDELEX/XACKDEL: KEEPREF, DELREF, ACKED
+
+
+def referenced(stream: Stream, sid: StreamID) -> bool:
+    """Whether some group has not delivered the entry yet or has it pending (ACKED keeps
+    such entries)."""
+    return any(group.is_referenced(sid) for group in stream.groups.values())
+
+
+def drop_references(stream: Stream, sid: StreamID) -> None:
+    """Remove the entry from every group's PEL (DELREF)."""
+    key = id_key(sid)
+    for group in stream.groups.values():
+        group.ack(key)
+
+
+def trim_policy(
+    stream: Stream, ref: bytes
+) -> tuple[Callable[[StreamID], bool] | None, Callable[[StreamID], None] | None]:
+    """The ``keep`` and ``on_remove`` callbacks of ``Stream.trim`` for a strategy."""
+    if ref == b"ACKED":
+        return (lambda sid: referenced(stream, sid)), None
+    if ref == b"DELREF":
+        return None, (lambda sid: drop_references(stream, sid))
+    return None, None
