@@ -95,6 +95,14 @@ def reclaim_idle(c: Client, key: bytes, group: Group, keep: bytes | None = None)
         c.server.also_propagate(c.db.index, delconsumer_effect(key, group, name))
 
 
+def createconsumer_effect(key: bytes, group: Group, name: bytes) -> list[bytes]:
+    """Redis propagates a consumer created by XREADGROUP only with NOACK (otherwise the
+    XCLAIMs create it), so a consumer whose first read found nothing, or whose first claim
+    claimed nothing, is missing on replicas. We always propagate the creation, so replaying
+    the effects rebuilds exactly the same consumers."""
+    return [b"XGROUP", b"CREATECONSUMER", key, group.name, name]
+
+
 def delconsumer_effect(key: bytes, group: Group, name: bytes) -> list[bytes]:
     return [b"XGROUP", b"DELCONSUMER", key, group.name, name]
 
@@ -400,6 +408,10 @@ def _serve_history(d: _Delivery, consumer: Consumer, after: StreamID, count: int
                 continue
             group.redeliver(key, now)
             parts.append(entry_reply((sid, pairs)))
+            if d.c.server.propagating:
+                # Redis does not propagate this, leaving replicas with older counts and
+                # times; we do, so that replicas and replays agree on the PEL.
+                d.effects.append(_claim_effect(d.key, group, format_id(sid), group.pel[key]))
     return parts
 
 
@@ -473,8 +485,8 @@ def cmd_xreadgroup(c: Client, argv: list[bytes]) -> Reply | Block:
         d = _Delivery(c, key, stream, group)
         reclaim_idle(c, key, group, keep=opts.consumer)
         consumer, created = touch_consumer(c, key, group, opts.consumer)
-        if created and opts.noack:
-            effects.append([b"XGROUP", b"CREATECONSUMER", key, group.name, opts.consumer])
+        if created:
+            effects.append(createconsumer_effect(key, group, opts.consumer))
         parts: list[bytes] | None = None
         if sid != NEW_ONLY:
             parts = _serve_history(d, consumer, sid, opts.count)
@@ -687,11 +699,13 @@ class _Claimer:
         self.c, self.key, self.stream, self.group = c, key, stream, group
         self.items: list[Reply] = []
         self.effects: list[list[bytes]] = []
+        self.claimed = False  # an XCLAIM effect carries LASTID, so no SETID is needed
         self.propagating = c.server.propagating
 
     def forget(self, key: int) -> None:
         """The entry is gone from the stream: its NACK goes too (and is propagated)."""
         nack = self.group.pel[key]
+        self.claimed = True
         if self.propagating:
             self.effects.append(_claim_effect(self.key, self.group, format_id(key_id(key)), nack))
         self.group.ack(key)
@@ -710,6 +724,7 @@ class _Claimer:
             assert pairs is not None
             self.items.append(entry_reply((sid, pairs)))
         consumer.active_time = self.c.server.keyspace.now_ms
+        self.claimed = True
         if self.propagating:
             self.effects.append(_claim_effect(self.key, group, format_id(sid), group.pel[key]))
         self.c.server.dirty += 1
@@ -733,8 +748,10 @@ def cmd_xclaim(c: Client, argv: list[bytes]) -> Reply:
     if moved_last_id:
         group.last_id = opts.last_id
     reclaim_idle(c, argv[1], group, keep=argv[3])
-    consumer, _ = touch_consumer(c, argv[1], group, argv[3])
+    consumer, created = touch_consumer(c, argv[1], group, argv[3])
     claimer = _Claimer(c, argv[1], stream, group)
+    if created:
+        claimer.effects.append(createconsumer_effect(argv[1], group, argv[3]))
     assert opts.delivery_ms is not None
     for raw in opts.ids:
         sid = parse_id(raw)
@@ -757,7 +774,7 @@ def cmd_xclaim(c: Client, argv: list[bytes]) -> Reply:
         elif not opts.justid:
             count += 1
         claimer.claim(key, consumer, opts.delivery_ms, count, opts.justid)
-    if moved_last_id and not claimer.effects:
+    if moved_last_id and not claimer.claimed:
         claimer.effects.append(_setid_effect(argv[1], group))
         c.server.dirty += 1
     claimer.finish()
@@ -793,9 +810,11 @@ def cmd_xautoclaim(c: Client, argv: list[bytes]) -> Reply:
         raise nogroup(argv[1], argv[2])
     stream, group = found
     reclaim_idle(c, argv[1], group, keep=argv[3])
-    consumer, _ = touch_consumer(c, argv[1], group, argv[3])
+    consumer, created = touch_consumer(c, argv[1], group, argv[3])
     now = c.server.keyspace.now_ms
     claimer = _Claimer(c, argv[1], stream, group)
+    if created:
+        claimer.effects.append(createconsumer_effect(argv[1], group, argv[3]))
     attempts = count * 10
     # Keys are looked at in order and only looked-at ones are removed, so a snapshot of the
     # next attempts + 1 keys stays valid; the one after the last examined is the cursor.
