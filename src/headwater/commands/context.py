@@ -123,6 +123,9 @@ class Block:
     deadline_ms: float
     timeout_reply: Reply = None
     wakes_on: type | None = None
+    #: also run the command again at this monotonic time (XREADGROUP … CLAIM: when the oldest
+    #: pending entry becomes claimable); 0 = only when a key is ready
+    retry_at_ms: float = 0
 
 
 class ServerInfo:

@@ -508,8 +508,27 @@ def cmd_xreadgroup(c: Client, argv: list[bytes]) -> Reply | Block:
         return [[key, entries] for key, entries in served]
     if opts.block_ms is None:
         return NULL_ARRAY
-    deadline = c.server.clock.monotonic_ms() + opts.block_ms if opts.block_ms else 0
-    return Block(list(opts.keys), deadline, NULL_ARRAY)
+    monotonic = c.server.clock.monotonic_ms()
+    deadline = monotonic + opts.block_ms if opts.block_ms else 0
+    retry_at = 0.0
+    if claim_ms is not None:
+        soonest = _next_claimable_ms(targets, claim_ms, c.server.keyspace.now_ms)
+        if soonest is not None:
+            retry_at = monotonic + soonest
+    return Block(list(opts.keys), deadline, NULL_ARRAY, retry_at_ms=retry_at)
+
+
+def _next_claimable_ms(
+    targets: list[tuple[Stream, Group, StreamID]], min_idle: int, now_ms: int
+) -> int | None:
+    """Milliseconds until the first pending entry of these groups is idle for min_idle."""
+    times = [
+        nack[0]
+        for stream, group, _ in targets
+        for key, nack in group.pel.items()
+        if stream.get(key_id(key)) is not None
+    ]
+    return max(min(times) + min_idle - now_ms, 1) if times else None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -22,7 +22,17 @@ from headwater.resp.types import Reply
 
 
 class Waiter:
-    __slots__ = ("argv", "client", "db", "keys", "row", "timeout_reply", "timer", "wakes_on")
+    __slots__ = (
+        "argv",
+        "client",
+        "db",
+        "keys",
+        "retry_timer",
+        "row",
+        "timeout_reply",
+        "timer",
+        "wakes_on",
+    )
 
     def __init__(
         self,
@@ -41,6 +51,7 @@ class Waiter:
         self.timeout_reply = timeout_reply
         self.wakes_on = wakes_on
         self.timer: Any = None
+        self.retry_timer: Any = None
 
 
 class BlockingRegistry:
@@ -67,9 +78,10 @@ class BlockingRegistry:
                 pass
             if not queue:
                 del waiter.db.blocking[key]
-        if waiter.timer is not None:
-            waiter.timer.cancel()
-            waiter.timer = None
+        for timer in (waiter.timer, waiter.retry_timer):
+            if timer is not None:
+                timer.cancel()
+        waiter.timer = waiter.retry_timer = None
         waiter.client.blocked = None
         self.count -= 1
 

@@ -257,6 +257,19 @@ class Engine:
         if blk.deadline_ms and self.scheduler is not None:
             delay = max(blk.deadline_ms - self.clock.monotonic_ms(), 0.0) / 1000.0
             waiter.timer = self.scheduler.call_later(delay, lambda: self._timeout(waiter))
+        self._schedule_retry(waiter, blk)
+
+    def _schedule_retry(self, waiter: Waiter, blk: Block) -> None:
+        if not blk.retry_at_ms or self.scheduler is None:
+            return
+        delay = max(blk.retry_at_ms - self.clock.monotonic_ms(), 0.0) / 1000.0
+        waiter.retry_timer = self.scheduler.call_later(delay, lambda: self._retry_later(waiter))
+
+    def _retry_later(self, waiter: Waiter) -> None:
+        waiter.retry_timer = None
+        self._retry(waiter)
+        if self.keyspace.ready_dbs:
+            self._serve_ready()
 
     def _timeout(self, waiter: Waiter) -> None:
         if waiter.client.blocked is not waiter:
@@ -298,7 +311,10 @@ class Engine:
         self.keyspace.now_ms = self.clock.now_ms()
         reply = self.call(c, waiter.row, waiter.argv)
         if isinstance(reply, Block):
-            return  # still not satisfiable: keep the place in the queue
+            # still not satisfiable: keep the place in the queue (and the deadline)
+            if waiter.retry_timer is None:
+                self._schedule_retry(waiter, reply)
+            return
         self._finish_wait(waiter, reply)
 
     # -- server-level requests -------------------------------------------------------------
