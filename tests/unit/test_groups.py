@@ -26,10 +26,9 @@ def test_group_pel_is_the_union_of_consumer_pels_after_moves() -> None:
     group = Group(b"g", (0, 0))
     a, _ = group.consumer(b"a", 0)
     b, _ = group.consumer(b"b", 0)
-    group.deliver(a, (1, 0), 10)
-    group.deliver(a, (2, 0), 10)
+    group.deliver(a, [id_key((1, 0)), id_key((2, 0))], 10)
     group.transfer(id_key((1, 0)), b, 20, 5)
-    group.deliver(b, (2, 0), 30)  # redelivered after SETID moved back: owner changes
+    group.deliver(b, [id_key((2, 0))], 30)  # redelivered after SETID moved back: new owner
     group.check_invariants()
     assert list(a.pel) == []
     assert list(b.pel) == [id_key((1, 0)), id_key((2, 0))]

@@ -32,14 +32,19 @@ def entry_reply(entry: Entry) -> Raw:
 
 
 def encode_entries(
-    stream: Stream, start: StreamID, end: StreamID, count: int, reverse: bool = False
+    stream: Stream,
+    start: StreamID,
+    end: StreamID,
+    count: int,
+    reverse: bool = False,
+    ids: list[StreamID] | None = None,
 ) -> list[bytes]:
     """The live entries with start <= ID <= end (at most ``count`` if > 0), one encoded
-    ``[id, [f1, v1, ...]]`` each."""
+    ``[id, [f1, v1, ...]]`` each; their IDs are appended to ``ids`` if given."""
     parts: list[bytes] = []
     limit = count if count > 0 else -1
     for node, lo, hi in stream.spans(start, end, reverse):
-        limit = _encode_span(node, lo, hi, reverse, limit, parts)
+        limit = _encode_span(node, lo, hi, reverse, limit, parts, ids)
         if not limit:
             break
     return parts
@@ -59,7 +64,15 @@ def array_of(parts: list[bytes]) -> Raw:
     return Raw(b"*%d\r\n%s" % (len(parts), b"".join(parts)))
 
 
-def _encode_span(node: Node, lo: int, hi: int, reverse: bool, limit: int, out: list[bytes]) -> int:
+def _encode_span(
+    node: Node,
+    lo: int,
+    hi: int,
+    reverse: bool,
+    limit: int,
+    out: list[bytes],
+    ids: list[StreamID] | None = None,
+) -> int:
     """Append one encoded entry per live entry of node[lo:hi] to out, at most ``limit`` (-1:
     no limit); returns the limit left."""
     ms, seq, offsets, blob, tomb = node.ms, node.seq, node.offsets, node.blob, node.tomb
@@ -73,6 +86,8 @@ def _encode_span(node: Node, lo: int, hi: int, reverse: bool, limit: int, out: l
             break
         if i < ntomb and tomb[i]:  # type: ignore[index]
             continue
+        if ids is not None:
+            ids.append((ms[i], seq[i]))
         sid = b"%d-%d" % (ms[i], seq[i])
         pos = offsets[i]
         if blob[pos] == _SAME_FIELDS and len(fields) == 1:

@@ -132,12 +132,14 @@ def touch_consumer(c: Client, key: bytes, group: Group, name: bytes) -> tuple[Co
     return consumer, created
 
 
-def _claim_effect(key: bytes, group: Group, sid_raw: bytes, nack: Nack) -> list[bytes]:
+def _claim_effect(
+    key: bytes, group: Group, sid_raw: bytes, nack: Nack, last_id: StreamID | None = None
+) -> list[bytes]:
     delivery_ms, count, owner = nack
     return [
         b"XCLAIM", key, group.name, owner, b"0", sid_raw,
         b"TIME", b"%d" % delivery_ms, b"RETRYCOUNT", b"%d" % count,
-        b"FORCE", b"JUSTID", b"LASTID", format_id(group.last_id),
+        b"FORCE", b"JUSTID", b"LASTID", format_id(last_id or group.last_id),
     ]  # fmt: skip
 
 
@@ -421,18 +423,21 @@ def _serve_new(d: _Delivery, consumer: Consumer, count: int, noack: bool) -> lis
     group, stream = d.group, d.stream
     start = incr_id(group.last_id)
     assert start is not None
-    parts = encode_entries(stream, start, MAX_ID, count)
+    ids: list[StreamID] = []
+    parts = encode_entries(stream, start, MAX_ID, count, ids=ids)
     if not parts:
         return parts
+    advance(stream, group, ids)
     now = d.c.server.keyspace.now_ms
-    propagating = d.c.server.propagating
-    for sid in islice(stream.iter_ids(start), len(parts)):
-        advance(stream, group, sid)
-        if not noack:
-            group.deliver(consumer, sid, now)
-            if propagating:
-                nack = group.pel[id_key(sid)]
-                d.effects.append(_claim_effect(d.key, group, format_id(sid), nack))
+    if not noack:
+        keys = [id_key(sid) for sid in ids]
+        group.deliver(consumer, keys, now)
+        if d.c.server.propagating:
+            nack = (now, 1, consumer.name)
+            effects = d.effects
+            for sid in ids:
+                # LASTID is the group's position right after this entry, as Redis sends it
+                effects.append(_claim_effect(d.key, group, format_id(sid), nack, sid))
     consumer.active_time = now
     d.effects.append(_setid_effect(d.key, group))
     return parts
@@ -648,7 +653,7 @@ def _pending_summary(group: Group) -> Reply:
         for name, consumer in sorted(group.consumers.items())
         if consumer.pel
     ]
-    first, last = group.pel.peekitem(0)[0], group.pel.peekitem(-1)[0]
+    first, last = group.order.first(), group.order.last()
     return [len(group.pel), format_id(key_id(first)), format_id(key_id(last)), owners]
 
 
@@ -837,7 +842,7 @@ def cmd_xautoclaim(c: Client, argv: list[bytes]) -> Reply:
     attempts = count * 10
     # Keys are looked at in order and only looked-at ones are removed, so a snapshot of the
     # next attempts + 1 keys stays valid; the one after the last examined is the cursor.
-    keys = list(islice(group.pel.irange(id_key(start)), min(attempts, len(group.pel)) + 1))
+    keys = list(islice(group.order.irange(id_key(start)), min(attempts, len(group.pel)) + 1))
     deleted: list[Reply] = []
     i = 0
     while attempts and count and i < len(keys):

@@ -94,7 +94,7 @@ def _by_name(stream: Stream) -> list[Group]:
 
 def _full_group(stream: Stream, group: Group, count: int) -> dict[bytes, Reply]:
     pel = group.pel
-    keys = islice(pel.keys(), count) if count else pel.keys()
+    keys = islice(group.order, count) if count else group.order
     pending: list[Reply] = []
     for key in keys:
         delivery_ms, delivered, owner = pel[key]

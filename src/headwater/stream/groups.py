@@ -8,10 +8,12 @@ stream's history (``entries_read``, -1 when unknown). Every entry delivered with
 the delivery count and the owning consumer, and the owner's own PEL lists the same ID. The
 group PEL is therefore always the disjoint union of the consumer PELs (``check_invariants``).
 
-Both PELs are sorted containers keyed by the ID as one integer (``ms << 64 | seq``, which
-orders like the ``(ms, seq)`` tuple): XPENDING, XAUTOCLAIM and history reads walk them in ID
-order, and XACK, XCLAIM and delivery are O(log n). A NACK is a tuple of ints and the owner's
-name, which the garbage collector stops tracking, so a million pending entries add no GC work.
+IDs are keyed as one integer (``ms << 64 | seq``, which orders like the ``(ms, seq)`` tuple).
+The group PEL is a dict from key to NACK plus ``order``, the same keys sorted; each consumer's
+PEL is a sorted set of keys (``SortedKeys``: appends of increasing keys are a list extend,
+other changes O(log n)). XPENDING, XAUTOCLAIM and history reads walk them in ID order. A NACK
+is a tuple of ints and the owner's name, which the garbage collector stops tracking, so a
+million pending entries add no GC work.
 
 Times are absolute milliseconds from the caller (the engine's command clock); nothing here
 reads a clock. The entries-read and lag arithmetic follows STREAMS-REFERENCE §5.
@@ -21,9 +23,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from sortedcontainers import SortedDict, SortedList
-
 from headwater.stream.ids import MIN_ID, StreamID
+from headwater.stream.sortedkeys import SortedKeys
 from headwater.stream.stream import Stream
 
 #: entries_read when the group's position in the history is unknown (Redis: SCG_INVALID...)
@@ -48,19 +49,20 @@ class Consumer:
 
     def __init__(self, name: bytes, now_ms: int) -> None:
         self.name = name
-        self.pel: SortedList[int] = SortedList()
+        self.pel = SortedKeys()
         self.seen_time = now_ms  # last attempt to read or claim
         self.active_time = -1  # last successful delivery or claim (-1: never)
 
 
 class Group:
-    __slots__ = ("consumers", "entries_read", "last_id", "name", "pel")
+    __slots__ = ("consumers", "entries_read", "last_id", "name", "order", "pel")
 
     def __init__(self, name: bytes, last_id: StreamID, entries_read: int = UNKNOWN) -> None:
         self.name = name
         self.last_id = last_id
         self.entries_read = entries_read
-        self.pel: SortedDict[int, Nack] = SortedDict()
+        self.pel: dict[int, Nack] = {}
+        self.order = SortedKeys()  # the keys of pel, sorted
         self.consumers: dict[bytes, Consumer] = {}
 
     # -- consumers -------------------------------------------------------------------------
@@ -80,6 +82,7 @@ class Group:
             return None
         for key in consumer.pel:
             del self.pel[key]
+            self.order.remove(key)
         return len(consumer.pel)
 
     def idle_consumers(self, now_ms: int, idle_ms: int, keep: bytes | None = None) -> list[bytes]:
@@ -93,15 +96,21 @@ class Group:
 
     # -- the PEL ---------------------------------------------------------------------------
 
-    def deliver(self, consumer: Consumer, sid: StreamID, now_ms: int) -> None:
-        """A new delivery (``>``): pending for consumer with count 1. An ID already pending
-        (the group was moved back by SETID) changes owner and starts counting again."""
-        key = id_key(sid)
-        previous = self.pel.get(key)
-        if previous is not None:
-            self.consumers[previous[2]].pel.remove(key)
-        self.pel[key] = (now_ms, 1, consumer.name)
-        consumer.pel.add(key)
+    def deliver(self, consumer: Consumer, keys: list[int], now_ms: int) -> None:
+        """New deliveries (``>``) of keys in increasing order: pending for consumer with count
+        1. A key already pending (the group was moved back by SETID) changes owner and starts
+        counting again."""
+        pel = self.pel
+        fresh: list[int] = []
+        for key in keys:
+            previous = pel.get(key)
+            if previous is None:
+                fresh.append(key)
+            elif previous[2] != consumer.name:
+                self.consumers[previous[2]].pel.remove(key)
+            pel[key] = (now_ms, 1, consumer.name)
+        self.order.extend(fresh)
+        consumer.pel.extend(keys)
 
     def redeliver(self, key: int, now_ms: int) -> None:
         """A history read served the entry again."""
@@ -111,17 +120,18 @@ class Group:
     def transfer(self, key: int, consumer: Consumer, delivery_ms: int, count: int) -> None:
         """Make a pending (or new, for FORCE) entry consumer's, with these time and count."""
         previous = self.pel.get(key)
-        if previous is not None and previous[2] != consumer.name:
+        if previous is None:
+            self.order.add(key)
+        elif previous[2] != consumer.name:
             self.consumers[previous[2]].pel.remove(key)
-            consumer.pel.add(key)
-        elif previous is None:
-            consumer.pel.add(key)
+        consumer.pel.add(key)
         self.pel[key] = (delivery_ms, count, consumer.name)
 
     def ack(self, key: int) -> bool:
         nack = self.pel.pop(key, None)
         if nack is None:
             return False
+        self.order.remove(key)
         self.consumers[nack[2]].pel.remove(key)
         return True
 
@@ -129,13 +139,11 @@ class Group:
         self, start: StreamID, end: StreamID, consumer: Consumer | None = None
     ) -> Iterator[int]:
         """IDs (as keys) pending with start <= ID <= end, ascending, from the group PEL or one
-        consumer's."""
+        consumer's. Nothing may change the PEL while iterating."""
         if start > end:
             return iter(())
-        lo, hi = id_key(start), id_key(end)
-        if consumer is None:
-            return self.pel.irange(lo, hi)
-        return consumer.pel.irange(lo, hi)
+        keys = self.order if consumer is None else consumer.pel
+        return keys.irange(id_key(start), id_key(end))
 
     def is_referenced(self, sid: StreamID) -> bool:
         """Whether the group still needs the entry: not yet delivered, or pending (ACKED)."""
@@ -147,13 +155,15 @@ class Group:
         union: set[int] = set()
         for name, consumer in self.consumers.items():
             assert consumer.name == name, "consumer filed under another name"
+            consumer.pel.check_invariants()
             keys = set(consumer.pel)
-            assert len(keys) == len(consumer.pel), "duplicate ID in a consumer PEL"
             assert not keys & union, "an ID pending for two consumers"
             union |= keys
             for key in keys:
                 assert self.pel[key][2] == name, "consumer PEL entry owned by another consumer"
         assert union == set(self.pel.keys()), "group PEL is not the union of consumer PELs"
+        assert list(self.order) == sorted(self.pel), "order is not the sorted PEL keys"
+        self.order.check_invariants()
         for delivery_ms, count, owner in self.pel.values():
             assert owner in self.consumers, "PEL entry owned by a missing consumer"
             assert count >= 0, "negative delivery count"
@@ -193,17 +203,22 @@ def estimate_entries_read(stream: Stream, sid: StreamID) -> int:
     return UNKNOWN
 
 
-def advance(stream: Stream, group: Group, sid: StreamID) -> None:
-    """The group delivered entry sid (> its last_id): move it there and count it."""
-    if (
-        group.entries_read != UNKNOWN
-        and group.last_id >= stream.first_id
-        and not _tombstone_at_or_after(stream, group.last_id)
-    ):
-        group.entries_read += 1
-    elif stream.entries_added:
-        group.entries_read = estimate_entries_read(stream, sid)
-    group.last_id = sid
+def advance(stream: Stream, group: Group, ids: list[StreamID]) -> None:
+    """The group delivered these entries (increasing, all > its last_id): move it past them
+    and count them. Once the count is known and no tombstone lies after the group's position,
+    that stays true for the rest of the batch, so the rest is counted at once."""
+    for n, sid in enumerate(ids):
+        if (
+            group.entries_read != UNKNOWN
+            and group.last_id >= stream.first_id
+            and not _tombstone_at_or_after(stream, group.last_id)
+        ):
+            group.entries_read += len(ids) - n
+            group.last_id = ids[-1]
+            return
+        if stream.entries_added:
+            group.entries_read = estimate_entries_read(stream, sid)
+        group.last_id = sid
 
 
 def lag(stream: Stream, group: Group) -> int | None:

@@ -204,8 +204,15 @@ class Stream:
         return entries[0] if entries else None
 
     def last_live_id(self) -> StreamID:
-        last = next(self.iter_ids((2**64 - 1, 2**64 - 1), reverse=True), None)
-        return MIN_ID if last is None else last
+        """The ID of the last entry not deleted (0-0 if none). Empty nodes are freed, so the
+        last node holds it."""
+        if not self.nodes:
+            return MIN_ID
+        node = self.nodes[-1]
+        i = len(node) - 1
+        while not node.is_live(i):
+            i -= 1
+        return node.id_at(i)
 
     # -- deleting --------------------------------------------------------------------------
 
