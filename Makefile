@@ -49,6 +49,7 @@ demo: setup
 bench: setup redis-server
 	$(BIN)/python benchmarks/bench_core.py
 	$(BIN)/python benchmarks/bench_streams.py
+	$(BIN)/python benchmarks/bench_groups.py
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
