@@ -87,9 +87,12 @@ def reclaim_idle(c: Client, key: bytes, group: Group, keep: bytes | None = None)
     """Drop the group's idle consumers with nothing pending when
     ``stream-consumer-idle-reclaim-ms`` is set; each drop propagates as DELCONSUMER."""
     idle_ms: int = c.server.config["stream-consumer-idle-reclaim-ms"]
-    if not idle_ms or not group.consumers:
+    now = c.server.keyspace.now_ms
+    # at most once a second per group: the scan is over all its consumers
+    if not idle_ms or not group.consumers or now - group.reclaim_checked_ms < 1000:
         return
-    for name in group.idle_consumers(c.server.keyspace.now_ms, idle_ms, keep):
+    group.reclaim_checked_ms = now
+    for name in group.idle_consumers(now, idle_ms, keep):
         group.delete_consumer(name)
         c.server.dirty += 1
         c.server.also_propagate(c.db.index, delconsumer_effect(key, group, name))

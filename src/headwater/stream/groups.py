@@ -55,7 +55,15 @@ class Consumer:
 
 
 class Group:
-    __slots__ = ("consumers", "entries_read", "last_id", "name", "order", "pel")
+    __slots__ = (
+        "consumers",
+        "entries_read",
+        "last_id",
+        "name",
+        "order",
+        "pel",
+        "reclaim_checked_ms",
+    )
 
     def __init__(self, name: bytes, last_id: StreamID, entries_read: int = UNKNOWN) -> None:
         self.name = name
@@ -64,6 +72,7 @@ class Group:
         self.pel: dict[int, Nack] = {}
         self.order = SortedKeys()  # the keys of pel, sorted
         self.consumers: dict[bytes, Consumer] = {}
+        self.reclaim_checked_ms = 0  # last look for idle consumers (when reclaiming is on)
 
     # -- consumers -------------------------------------------------------------------------
 

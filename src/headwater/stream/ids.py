@@ -29,6 +29,9 @@ def format_id(sid: StreamID) -> bytes:
 
 def _uint64(raw: bytes) -> int | None:
     """Redis's string2ull: a strict int64 first, else C strtoull (spaces, '+', zeros ok)."""
+    if raw.isdigit():  # the usual case; 19 digits always fit
+        value = int(raw)
+        return value if len(raw) < 20 or value <= UINT64_MAX else None
     if not raw:
         return None
     text = raw.lstrip(b" \t\n\v\f\r")
