@@ -75,6 +75,8 @@ class Database:
         self._deadlines: list[tuple[int, bytes]] = []  # heap; stale entries skipped lazily
         self.watched: dict[bytes, list[WatchedKey]] = {}
         self.blocking: dict[bytes, Any] = {}  # key -> waiters, owned by the blocking registry
+        #: keys of streams that may hold IDMP iids, for the expiry cron (may be stale)
+        self.idmp_keys: set[bytes] = set()
         self.ready: list[bytes] = []  # keys with waiters that a write made ready
 
     # -- lookups -----------------------------------------------------------------------------

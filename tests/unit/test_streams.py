@@ -255,10 +255,12 @@ def test_a_big_stream_adds_almost_nothing_for_the_garbage_collector() -> None:
     assert tracked < 20_000, f"{tracked} GC-tracked objects for 200k entries"
 
 
-def test_idmp_is_refused_until_implemented_but_its_syntax_errors_are_exact() -> None:
+def test_idmp_syntax_errors_are_exact() -> None:
     h = Harness()
     c = h.client()
-    assert "not supported" in _err(h.call(c, "XADD", "s", "IDMP", "p", "i", "*", "f", "v"))
+    assert _err(h.call(c, "XADD", "s", "IDMP", "p", "i", "0-*", "f", "v")) == (
+        "ERR syntax error, IDMP/IDMPAUTO can be used only with auto-generated IDs"
+    )
     assert h.call(c, "EXISTS", "s") == 0
     assert _err(h.call(c, "XADD", "s", "IDMP", "p", "i", "1-1", "f", "v")) == (
         "ERR syntax error, IDMP/IDMPAUTO can be used only with auto-generated IDs"

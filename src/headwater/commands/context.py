@@ -161,6 +161,8 @@ class Stats:
         self.client_query_buffer_limit_disconnections = 0
         self.client_output_buffer_limit_disconnections = 0
         self.total_blocking_timeouts = 0
+        self.stream_idmp_iids_added = 0
+        self.stream_idmp_iids_duplicates = 0
 
 
 class ServerAPI(Protocol):
@@ -228,6 +230,9 @@ class Client:
         self.no_touch = False
         # blocking
         self.blocked: Any = None  # a Waiter while blocked
+        #: replaying an AOF or obeying a primary: commands carry concrete values (XADD IDMP
+        #: with an explicit ID) and are applied, not judged
+        self.replaying = False
         # output
         self.out: list[bytes] = []
         self.out_bytes = 0

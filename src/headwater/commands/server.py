@@ -127,6 +127,8 @@ def _section_stats(c: Client) -> list[str]:
         f"total_blocking_timeouts:{s.total_blocking_timeouts}",
         f"client_query_buffer_limit_disconnections:{s.client_query_buffer_limit_disconnections}",
         f"client_output_buffer_limit_disconnections:{s.client_output_buffer_limit_disconnections}",
+        f"stream_idmp_iids_added:{s.stream_idmp_iids_added}",
+        f"stream_idmp_iids_duplicates:{s.stream_idmp_iids_duplicates}",
     ]
 
 

@@ -22,6 +22,7 @@ from headwater.errors import (
 )
 from headwater.resp.types import NULL_ARRAY, OK, PairMap, Raw, Reply
 from headwater.stream.groups import drop_references, referenced, trim_policy
+from headwater.stream.idmp import IdmpState, auto_iid
 from headwater.stream.ids import (
     AUTO_SEQ,
     MAX_ID,
@@ -44,7 +45,6 @@ LIMIT_NO_STRATEGY = err("syntax error, LIMIT cannot be used without specifying a
 LIMIT_NO_TILDE = err("syntax error, LIMIT cannot be used without the special ~ option")
 XTRIM_NO_STRATEGY = err("syntax error, XTRIM must be called with a trimming strategy")
 IDMP_TWICE = err("syntax error, IDMP/IDMPAUTO specified multiple times")
-IDMP_NOT_YET = err("IDMP/IDMPAUTO are not supported by this Headwater version yet")
 IDMP_AUTO_ONLY = err("syntax error, IDMP/IDMPAUTO can be used only with auto-generated IDs")
 LISTPACK_MAX = 1 << 30
 _REF_STRATEGIES = (b"KEEPREF", b"DELREF", b"ACKED")
@@ -186,8 +186,8 @@ def parse_xadd(c: Client, argv: list[bytes]) -> XAddOpts:
             break
         i += 1
     opts.id_index = i
-    if opts.idmp is not None and opts.id is not None:
-        raise IDMP_AUTO_ONLY
+    if opts.idmp is not None and opts.id is not None and not c.replaying:
+        raise IDMP_AUTO_ONLY  # replays carry the concrete ID of the original XADD
     _finish_trim(c, trim)
     fields = len(argv) - i - 1
     if fields < 2 or fields % 2:
@@ -206,6 +206,17 @@ def _set_idmp(opts: XAddOpts, pid: bytes, iid: bytes | None) -> None:
     if iid is not None and not iid:
         raise err("syntax error, IDMP requires a non-empty idempotent ID")
     opts.idmp = (pid, iid)
+
+
+def record_idmp(
+    c: Client, key: bytes, stream: Stream, idmp_key: tuple[bytes, bytes], sid: StreamID
+) -> None:
+    """Remember (pid, iid) → sid, and the stream for the expiry cron."""
+    if stream.idmp is None:
+        stream.idmp = IdmpState()
+    stream.idmp.record(*idmp_key, sid, stream.idmp_maxsize)
+    c.server.stats.stream_idmp_iids_added += 1
+    c.db.idmp_keys.add(key)
 
 
 def next_id(stream: Stream, requested: StreamID | None, now_ms: int) -> StreamID:
@@ -237,9 +248,6 @@ _PLAIN_XADD = XAddOpts()  # ``XADD key * f v ...``: no options (never mutated)
 def cmd_xadd(c: Client, argv: list[bytes]) -> Reply:
     plain = argv[2] == b"*" and len(argv) % 2
     opts = _PLAIN_XADD if plain else parse_xadd(c, argv)
-    if opts.idmp is not None:
-        # Refuse rather than add duplicates a retrying producer believes impossible.
-        raise IDMP_NOT_YET
     key = argv[1]
     stream = lookup_stream(c, key)
     if stream is None:
@@ -247,9 +255,21 @@ def cmd_xadd(c: Client, argv: list[bytes]) -> Reply:
             return None
         stream = new_stream(c)
         c.db.set(key, stream)
+    pairs = argv[opts.id_index + 1 :]
+    idmp_key: tuple[bytes, bytes] | None = None
+    if opts.idmp is not None:
+        pid, iid = opts.idmp
+        idmp_key = (pid, iid if iid is not None else auto_iid(pairs))
+        original = stream.idmp.lookup(*idmp_key) if stream.idmp is not None else None
+        if original is not None:
+            # A retry: the entry exists already. Nothing is added, trimmed, woken or
+            # propagated (as Redis 8.6.0 does).
+            assert stream.idmp is not None
+            stream.idmp.duplicates += 1
+            c.server.stats.stream_idmp_iids_duplicates += 1
+            return format_id(original)
     if stream.last_id == MAX_ID:
         raise EXHAUSTED
-    pairs = argv[opts.id_index + 1 :]
     sid = next_id(stream, opts.id, c.server.keyspace.now_ms)
     size = sum(map(len, pairs))
     if size > LISTPACK_MAX:
@@ -258,6 +278,8 @@ def cmd_xadd(c: Client, argv: list[bytes]) -> Reply:
     stream.append(
         sid, pairs, config["stream-node-max-bytes"], config["stream-node-max-entries"], size
     )
+    if idmp_key is not None:
+        record_idmp(c, key, stream, idmp_key, sid)
     c.db.signal_modified(key)
     c.db.signal_ready(key)
     c.server.dirty += 1

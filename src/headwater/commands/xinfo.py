@@ -44,6 +44,7 @@ def _entries_read(group: Group) -> int | None:
 
 
 def _stream_head(stream: Stream) -> dict[bytes, Reply]:
+    idmp = stream.idmp
     return {
         b"length": stream.length,
         b"radix-tree-keys": len(stream.nodes),
@@ -54,10 +55,10 @@ def _stream_head(stream: Stream) -> dict[bytes, Reply]:
         b"recorded-first-entry-id": format_id(stream.first_id),
         b"idmp-duration": stream.idmp_duration,
         b"idmp-maxsize": stream.idmp_maxsize,
-        b"pids-tracked": 0,
-        b"iids-tracked": 0,
-        b"iids-added": 0,
-        b"iids-duplicates": 0,
+        b"pids-tracked": len(idmp.producers) if idmp is not None else 0,
+        b"iids-tracked": idmp.tracked if idmp is not None else 0,
+        b"iids-added": idmp.added if idmp is not None else 0,
+        b"iids-duplicates": idmp.duplicates if idmp is not None else 0,
     }
 
 

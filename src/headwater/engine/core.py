@@ -25,6 +25,7 @@ from typing import Any, Protocol
 from headwater.clock import Clock, SystemClock
 from headwater.commands.context import Block, Client, CommandSpec, ServerInfo, Stats
 from headwater.commands.groups import reclaim_idle_everywhere
+from headwater.commands.idmp import expire_idmp
 from headwater.commands.table import build_table
 from headwater.commands.transactions import discard
 from headwater.config import Config
@@ -78,6 +79,7 @@ class Engine:
         self.on_kill: Callable[[Client], None] = lambda c: None
         self._explicit_effects = False
         self._last_reclaim_ms = 0
+        self._last_second_ms = 0
         self._in_exec = False
         self._tx_effects: list[tuple[int, list[bytes]]] | None = None
 
@@ -343,6 +345,12 @@ class Engine:
                 db.active_expire(budget)
         if self.keyspace.expired:
             self._propagate_expired()
+        now = self.keyspace.now_ms
+        if now - self._last_second_ms >= 1000:
+            self._last_second_ms = now
+            for db in self.keyspace.dbs:
+                if db.idmp_keys:
+                    expire_idmp(db, now)
         self._reclaim_idle_consumers()
 
     def _reclaim_idle_consumers(self) -> None:

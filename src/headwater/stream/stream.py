@@ -20,8 +20,9 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from headwater.stream.idmp import IdmpState
 from headwater.stream.ids import MIN_ID, StreamID
 from headwater.stream.node import Node
 
@@ -61,7 +62,7 @@ class Stream:
         self.max_deleted_id: StreamID = MIN_ID
         self.entries_added = 0
         self.groups: dict[bytes, Group] = {}
-        self.idmp: Any = None
+        self.idmp: IdmpState | None = None  # created by the first XADD IDMP/IDMPAUTO
         self.idmp_duration = 100  # seconds; copied from stream-idmp-duration at creation
         self.idmp_maxsize = 100  # iids per producer; from stream-idmp-maxsize
 

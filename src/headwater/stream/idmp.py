@@ -1,0 +1,131 @@
+"""Idempotent producers (XADD IDMP / IDMPAUTO): which (producer, iid) pairs a stream has seen.
+
+Theory of operation
+-------------------
+Each producer (``pid``) has its own map from idempotent ID (``iid``) to the entry ID it
+created, so producers never see each other's iids. A map holds at most the stream's
+``idmp-maxsize`` iids (the oldest is evicted by each insertion beyond it) and forgets an iid
+once its entry ID's milliseconds are ``idmp-duration`` seconds old; a producer whose map empties
+is removed. Python dicts keep insertion order, so the oldest iid of a producer is the first
+key: eviction and expiry pop from the front, one by one, and never scan the map.
+
+Popping a dict's first key leaves a hole CPython skips on the next lookup of the first key, so
+after many pops the walk would grow; each producer rebuilds its dict (``_compact``) once the
+holes outnumber the live keys, which keeps every pop O(1) amortised.
+
+IDMPAUTO's iid is computed by ``auto_iid`` exactly as Redis 8.6 computes it, so an AOF or a
+replica written by Redis agrees with ours: each field/value pair is hashed with XXH3-128 over
+``field ‖ len(field) as u64 little-endian ‖ value``; the 128-bit hashes are combined so that
+order does not matter (wrapping sums and XORs of the halves), and the iid is the 16 bytes of
+``low = sum_lo ^ rotl(xor_hi, 1)`` then ``high = sum_hi ^ rotl(xor_lo, 1)``, little-endian.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+
+import xxhash
+
+from headwater.stream.ids import StreamID
+
+_MASK64 = (1 << 64) - 1
+_U64 = struct.Struct("<Q")
+_TWO_U64 = struct.Struct("<QQ")
+
+DURATION_RANGE = (1, 86400)  # seconds
+MAXSIZE_RANGE = (1, 10000)  # iids per producer
+
+
+def _rotl1(value: int) -> int:
+    return ((value << 1) | (value >> 63)) & _MASK64
+
+
+def auto_iid(pairs: Sequence[bytes]) -> bytes:
+    """The IDMPAUTO iid of a flat field/value list (order-independent, names matter)."""
+    sum_lo = sum_hi = xor_lo = xor_hi = 0
+    digest = xxhash.xxh3_128_intdigest
+    pack = _U64.pack
+    for i in range(0, len(pairs), 2):
+        field = pairs[i]
+        h = digest(field + pack(len(field)) + pairs[i + 1])
+        lo, hi = h & _MASK64, h >> 64
+        sum_lo += lo
+        sum_hi += hi
+        xor_lo ^= lo
+        xor_hi ^= hi
+    low = (sum_lo & _MASK64) ^ _rotl1(xor_hi)
+    high = (sum_hi & _MASK64) ^ _rotl1(xor_lo)
+    return _TWO_U64.pack(low, high)
+
+
+class Producer:
+    __slots__ = ("holes", "iids")
+
+    def __init__(self) -> None:
+        self.iids: dict[bytes, StreamID] = {}  # insertion order = age order
+        self.holes = 0  # keys popped from the front since the last rebuild
+
+    def pop_oldest(self) -> None:
+        del self.iids[next(iter(self.iids))]
+        self.holes += 1
+        if self.holes > 64 and self.holes > len(self.iids):
+            self.iids = dict(self.iids)
+            self.holes = 0
+
+    def oldest(self) -> StreamID:
+        return next(iter(self.iids.values()))
+
+
+class IdmpState:
+    """The IDMP maps of one stream and its lifetime counters."""
+
+    __slots__ = ("added", "duplicates", "producers", "tracked")
+
+    def __init__(self) -> None:
+        self.producers: dict[bytes, Producer] = {}
+        self.tracked = 0  # iids held now, all producers
+        self.added = 0  # lifetime: entries added with IDMP/IDMPAUTO
+        self.duplicates = 0  # lifetime: duplicates answered from the map
+
+    def lookup(self, pid: bytes, iid: bytes) -> StreamID | None:
+        producer = self.producers.get(pid)
+        return None if producer is None else producer.iids.get(iid)
+
+    def record(self, pid: bytes, iid: bytes, sid: StreamID, maxsize: int) -> None:
+        """Remember a new (pid, iid) → sid; evict the producer's oldest beyond maxsize."""
+        producer = self.producers.get(pid)
+        if producer is None:
+            producer = self.producers[pid] = Producer()
+        producer.iids[iid] = sid
+        self.tracked += 1
+        self.added += 1
+        while len(producer.iids) > maxsize:
+            producer.pop_oldest()
+            self.tracked -= 1
+
+    def expire(self, cutoff_ms: int) -> int:
+        """Forget iids whose entry ms is <= cutoff_ms (oldest first, per producer); returns
+        how many."""
+        expired = 0
+        for pid in list(self.producers):
+            producer = self.producers[pid]
+            while producer.iids and producer.oldest()[0] <= cutoff_ms:
+                producer.pop_oldest()
+                expired += 1
+            if not producer.iids:
+                del self.producers[pid]
+        self.tracked -= expired
+        return expired
+
+    def clear(self) -> None:
+        """Drop every map (XCFGSET changed a setting); lifetime counters stay."""
+        self.producers.clear()
+        self.tracked = 0
+
+    def check_invariants(self, maxsize: int) -> None:
+        assert self.tracked == sum(len(p.iids) for p in self.producers.values())
+        for producer in self.producers.values():
+            assert producer.iids, "empty producer kept"
+            assert len(producer.iids) <= maxsize, "producer over maxsize"
+        assert self.added >= self.tracked
