@@ -4,6 +4,7 @@ XCFGSET and XIDMPRECORD."""
 from __future__ import annotations
 
 import itertools
+import shlex
 
 import pytest
 import xxhash
@@ -144,37 +145,55 @@ def test_xcfgset_clears_history_only_when_a_value_changes() -> None:
     assert h.call(c, "XADD", "s", "IDMP", "p", "i", "*", "f", "v") != first
 
 
-@pytest.mark.parametrize(
-    ("args", "error"),
-    [
-        (["XCFGSET", "nokey", "IDMP-MAXSIZE", "5"], "ERR no such key"),
-        (["XCFGSET", "s"], "ERR At least one parameter must be specified"),
-        (["XCFGSET", "s", "IDMP-MAXSIZE"], "ERR syntax error"),
-        (["XCFGSET", "s", "BOGUS", "1"], "ERR syntax error"),
-        (["XCFGSET", "s", "IDMP-MAXSIZE", "x"], "ERR value is not an integer or out of range"),
-        (["XCFGSET", "s", "IDMP-MAXSIZE", "0"], "ERR IDMP-MAXSIZE must be between 1 and 10000 entries"),
-        (["XCFGSET", "s", "IDMP-DURATION", "86401"], "ERR IDMP-DURATION must be between 1 and 86400 seconds"),
-        (["XCFGSET", "s", "IDMP-DURATION", "5", "IDMP-DURATION", "5"], "ERR IDMP-DURATION specified multiple times"),
-        (["XCFGSET", "str", "IDMP-MAXSIZE", "5"], "WRONGTYPE Operation against a key holding the wrong kind of value"),
-        (["XIDMPRECORD", "s", "p", "i", "bad"], "ERR Invalid stream ID specified as stream command argument"),
-        (["XIDMPRECORD", "s", "", "i", "1-1"], "ERR producer ID must be non-empty"),
-        (["XIDMPRECORD", "s", "p", "", "1-1"], "ERR idempotent ID must be non-empty"),
-        (["XIDMPRECORD", "nokey", "p", "i", "1-1"], "ERR no such key"),
-        (["XIDMPRECORD", "s", "p", "i", "9-9"], "ERR No such message in stream"),
-        (["XIDMPRECORD", "s", "p", "i", "2-1"], "ERR IID already exists for this producer with a different stream ID"),
-        (["XIDMP", "CFGSET", "s", "MAXSIZE", "10001"], "ERR MAXSIZE must be between 1 and 10000 entries"),
-        (["XIDMP", "CFGGET", "s", "BOGUS"], "ERR syntax error"),
-        (["XIDMP", "NOPE", "s"], "ERR unknown subcommand 'NOPE'. Try XIDMP HELP."),
-    ],
-)  # fmt: skip
-def test_config_and_record_errors(args: list[str], error: str) -> None:
+ERROR_CASES = [
+    ('XCFGSET nokey IDMP-MAXSIZE 5',
+     "ERR no such key"),
+    ('XCFGSET s',
+     "ERR At least one parameter must be specified"),
+    ('XCFGSET s IDMP-MAXSIZE',
+     "ERR syntax error"),
+    ('XCFGSET s BOGUS 1',
+     "ERR syntax error"),
+    ('XCFGSET s IDMP-MAXSIZE x',
+     "ERR value is not an integer or out of range"),
+    ('XCFGSET s IDMP-MAXSIZE 0',
+     "ERR IDMP-MAXSIZE must be between 1 and 10000 entries"),
+    ('XCFGSET s IDMP-DURATION 86401',
+     "ERR IDMP-DURATION must be between 1 and 86400 seconds"),
+    ('XCFGSET s IDMP-DURATION 5 IDMP-DURATION 5',
+     "ERR IDMP-DURATION specified multiple times"),
+    ('XCFGSET str IDMP-MAXSIZE 5',
+     "WRONGTYPE Operation against a key holding the wrong kind of value"),
+    ('XIDMPRECORD s p i bad',
+     "ERR Invalid stream ID specified as stream command argument"),
+    ("XIDMPRECORD s '' i 1-1",
+     "ERR producer ID must be non-empty"),
+    ("XIDMPRECORD s p '' 1-1",
+     "ERR idempotent ID must be non-empty"),
+    ('XIDMPRECORD nokey p i 1-1',
+     "ERR no such key"),
+    ('XIDMPRECORD s p i 9-9',
+     "ERR No such message in stream"),
+    ('XIDMPRECORD s p i 2-1',
+     "ERR IID already exists for this producer with a different stream ID"),
+    ('XIDMP CFGSET s MAXSIZE 10001',
+     "ERR MAXSIZE must be between 1 and 10000 entries"),
+    ('XIDMP CFGGET s BOGUS',
+     "ERR syntax error"),
+    ('XIDMP NOPE s',
+     "ERR unknown subcommand 'NOPE'. Try XIDMP HELP."),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("command", "error"), ERROR_CASES)
+def test_config_and_record_errors(command: str, error: str) -> None:
     h = Harness()
     c = h.client()
     h.call(c, "SET", "str", "x")
     h.call(c, "XADD", "s", "1-1", "f", "v")
     h.call(c, "XADD", "s", "2-1", "f", "v")
     h.call(c, "XIDMPRECORD", "s", "p", "i", "1-1")
-    assert error_text(h.call(c, *args)) == error
+    assert error_text(h.call(c, *shlex.split(command))) == error
 
 
 def test_xidmprecord_records_and_is_idempotent() -> None:
