@@ -435,13 +435,13 @@ def _serve_new(d: _Delivery, consumer: Consumer, count: int, noack: bool) -> lis
     if not noack:
         keys = [id_key(sid) for sid in ids]
         group.deliver(consumer, keys, now)
+        consumer.active_time = now  # Redis: only deliveries that create a NACK count
         if d.c.server.propagating:
             nack = (now, 1, consumer.name)
             effects = d.effects
             for sid in ids:
                 # LASTID is the group's position right after this entry, as Redis sends it
                 effects.append(_claim_effect(d.key, group, format_id(sid), nack, sid))
-    consumer.active_time = now
     d.effects.append(_setid_effect(d.key, group))
     return parts
 
