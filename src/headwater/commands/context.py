@@ -132,6 +132,10 @@ class ServerInfo:
     """Facts about the running process, filled in by the server layer."""
 
     def __init__(self) -> None:
+        self.aof_enabled = False
+        self.aof_last_write_status = "ok"
+        self.aof_current_size = 0
+        self.aof_buffer_length = 0
         self.port = 0
         self.pid = 0
         self.run_id = "0" * 40

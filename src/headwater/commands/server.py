@@ -95,19 +95,26 @@ def _section_memory(c: Client) -> list[str]:
 
 def _section_persistence(c: Client) -> list[str]:
     server = c.server
-    return [
+    info = server.info
+    lines = [
         "loading:0",
         "async_loading:0",
         f"rdb_changes_since_last_save:{server.dirty - server.dirty_at_last_save}",
         "rdb_bgsave_in_progress:0",
         f"rdb_last_save_time:{server.last_save_time}",
         "rdb_last_bgsave_status:ok",
-        f"aof_enabled:{int(server.config['appendonly'])}",
+        f"aof_enabled:{int(info.aof_enabled)}",
         "aof_rewrite_in_progress:0",
         "aof_rewrite_scheduled:0",
         "aof_last_bgrewrite_status:ok",
-        "aof_last_write_status:ok",
+        f"aof_last_write_status:{info.aof_last_write_status}",
     ]
+    if info.aof_enabled:
+        lines += [
+            f"aof_current_size:{info.aof_current_size}",
+            f"aof_buffer_length:{info.aof_buffer_length}",
+        ]
+    return lines
 
 
 def _section_stats(c: Client) -> list[str]:

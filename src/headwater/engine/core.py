@@ -80,6 +80,8 @@ class Engine:
         self._explicit_effects = False
         self._last_reclaim_ms = 0
         self._last_second_ms = 0
+        #: set while writes cannot be made durable (-MISCONF): write commands are refused
+        self.refuse_writes: ReplyError | None = None
         self._in_exec = False
         self._tx_effects: list[tuple[int, list[bytes]]] | None = None
 
@@ -138,6 +140,9 @@ class Engine:
             return
         if not c.authenticated and not row.no_auth:
             self._reject(c, row, NOAUTH)
+            return
+        if self.refuse_writes is not None and row.is_write and not c.replaying:
+            self._reject(c, row, self.refuse_writes)
             return
         if c.in_multi and not row.immediate:
             if row.no_multi:

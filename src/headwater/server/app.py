@@ -9,21 +9,27 @@ import os
 import secrets
 import signal
 import sys
+from collections.abc import Coroutine
+from typing import Any
 
 from headwater import REDIS_COMPAT_VERSION, __version__
 from headwater.commands.context import Client
 from headwater.config import Config
 from headwater.engine import Engine
+from headwater.server.durability import Durability, StartupError
 from headwater.server.protocol import Connection
 
 log = logging.getLogger("headwater")
 
 
 class Server:
-    def __init__(self, config: Config, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self, config: Config, loop: asyncio.AbstractEventLoop, data_dir: str = "."
+    ) -> None:
         self.config = config
         self.loop = loop
         self.engine = Engine(config, scheduler=loop)
+        self.durability = Durability(config, self.engine, data_dir)
         self.engine.on_kill = self.kill
         self.connections: dict[Client, Connection] = {}
         #: connections past the soft output limit: the cron re-checks them (Redis: clientsCron)
@@ -42,6 +48,7 @@ class Server:
     # -- lifecycle -------------------------------------------------------------------------
 
     async def start(self) -> None:
+        self.durability.open()  # recovery comes before the first client
         for host in self.config["bind"]:
             server = await self.loop.create_server(
                 lambda: Connection(self),
@@ -57,6 +64,7 @@ class Server:
         await self._stopped
         for server in self.servers:
             server.close()
+        self.durability.close()
         for conn in list(self.connections.values()):
             if conn.transport is not None:
                 conn.transport.close()
@@ -75,12 +83,16 @@ class Server:
     # -- per-iteration flush ---------------------------------------------------------------
 
     def schedule_flush(self) -> None:
-        if not self._flush_scheduled and self.engine.pending:
+        if not self._flush_scheduled and (self.engine.pending or self.durability.pending):
             self._flush_scheduled = True
             self.loop.call_soon(self.flush)
 
     def flush(self) -> None:
         self._flush_scheduled = False
+        if not self.durability.persist():
+            # appendfsync always and the AOF could not be written: no reply may leave
+            self.loop.call_later(0.1, self.schedule_flush)
+            return
         pending = self.engine.pending
         while pending:
             batch = list(pending)
@@ -104,6 +116,7 @@ class Server:
             self.engine.cron()
         except Exception:
             log.exception("cron failed")
+        self.durability.persist()  # retries a failed write; starts everysec's fsync
         for conn in list(self.soft_limited):
             conn.check_output_limit()
         self._close_idle_clients()
@@ -140,7 +153,7 @@ def prepare_data_dir(path: str) -> str:
 async def serve(config: Config) -> None:
     loop = asyncio.get_running_loop()
     data_dir = prepare_data_dir(config["dir"])
-    server = Server(config, loop)
+    server = Server(config, loop, data_dir)
     await server.start()
     for signum in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError):
@@ -152,8 +165,16 @@ async def serve(config: Config) -> None:
 
 def run(config: Config) -> None:
     try:
+        _run_loop(serve(config))
+    except StartupError as exc:
+        log.error("%s", exc)
+        sys.exit(1)
+
+
+def _run_loop(main: Coroutine[Any, Any, None]) -> None:
+    try:
         import uvloop
     except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
-        asyncio.run(serve(config))
+        asyncio.run(main)
         return
-    uvloop.run(serve(config))
+    uvloop.run(main)

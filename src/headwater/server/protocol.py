@@ -185,6 +185,9 @@ class Connection(asyncio.Protocol):
         if c is None or transport is None:
             return
         if c.out:
+            if self.server.durability.pending and not self.server.durability.persist():
+                self.engine.pending[c] = None  # held until the AOF is on disk
+                return
             data = b"".join(c.out) if len(c.out) > 1 else c.out[0]
             c.out.clear()
             self.engine.stats.net_output_bytes += len(data)

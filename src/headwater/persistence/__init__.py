@@ -1,0 +1,1 @@
+"""Durability: the append-only log, its manifest, snapshots (see ARCHITECTURE.md)."""

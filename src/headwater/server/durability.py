@@ -1,0 +1,137 @@
+"""The server's side of durability: load the AOF at startup, write effects each loop turn.
+
+Startup (``open``): with ``appendonly yes``, ``<dir>/<appenddirname>/`` holds a manifest and
+the files it names; the base (if any) and then every incremental file are replayed through
+the engine, a torn tail of the last file is cut off (``aof-load-truncated``), and effects are
+then appended to the last incremental file. Without a manifest a fresh one is created.
+
+Each loop turn (``persist``) writes the effects of that turn before any reply is sent; with
+``appendfsync always`` it also syncs them, and if that fails the replies are held: the server
+keeps them until a later turn manages to write, and refuses new writes with ``-MISCONF``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from headwater.config import Config
+from headwater.engine import Engine
+from headwater.engine.replay import Replayer
+from headwater.errors import ReplyError
+from headwater.persistence.aof import AofWriter
+from headwater.persistence.manifest import (
+    Manifest,
+    ManifestEntry,
+    fsync_dir,
+    load_manifest,
+    write_manifest,
+)
+
+log = logging.getLogger("headwater")
+
+
+class StartupError(Exception):
+    """The data on disk cannot be loaded: the server must not start (and not overwrite it)."""
+
+
+class Durability:
+    def __init__(self, config: Config, engine: Engine, data_dir: str) -> None:
+        self.config = config
+        self.engine = engine
+        self.dir = Path(data_dir) / config["appenddirname"]
+        self.manifest_path = self.dir / f"{config['appendfilename']}.manifest"
+        self.writer: AofWriter | None = None
+
+    # -- startup ---------------------------------------------------------------------------
+
+    def open(self) -> None:
+        if not self.config["appendonly"]:
+            return
+        self.dir.mkdir(parents=True, exist_ok=True)
+        manifest = self._load() if self.manifest_path.exists() else self._fresh_manifest()
+        incr = manifest.incrs[-1]
+        self.writer = AofWriter(self.dir / incr.name, self.config["appendfsync"])
+        self.engine.effect_sinks.append(self.writer.append)
+        self._publish()
+
+    def _fresh_manifest(self) -> Manifest:
+        name = f"{self.config['appendfilename']}.1.incr.aof"
+        manifest = Manifest([ManifestEntry(name, 1, "i")])
+        (self.dir / name).touch()
+        fsync_dir(self.dir)
+        write_manifest(self.manifest_path, manifest)
+        return manifest
+
+    def _load(self) -> Manifest:
+        try:
+            manifest = load_manifest(self.manifest_path)
+        except (OSError, ValueError) as exc:
+            raise StartupError(f"Bad AOF manifest: {exc}") from None
+        if not manifest.incrs:
+            raise StartupError(f"{self.manifest_path}: no incremental AOF file is named")
+        files = ([manifest.base] if manifest.base else []) + manifest.incrs
+        replayer = Replayer(self.engine)
+        loaded = 0
+        try:
+            for n, entry in enumerate(files):
+                path = self.dir / entry.name
+                if entry.kind == "b" and not entry.name.endswith(".aof"):
+                    raise StartupError(f"{path}: snapshot bases are not supported yet")
+                last = n == len(files) - 1
+                result = replayer.replay(path, last and self.config["aof-load-truncated"])
+                loaded += result.commands
+                if result.failed:
+                    log.warning("%s: %d commands failed while loading", path, result.failed)
+        except Exception as exc:
+            if isinstance(exc, StartupError):
+                raise
+            offset = getattr(exc, "offset", None)
+            where = f" (offset {offset})" if offset is not None else ""
+            raise StartupError(
+                f"Bad file format reading the append only file {exc}{where}. Make a backup of "
+                f"your AOF file, then use: headwater check-aof --fix <filename>"
+            ) from None
+        finally:
+            replayer.close()
+        self.engine.stats.reset()
+        self.engine.dirty = 0
+        log.warning("DB loaded from append only file: %d commands", loaded)
+        return manifest
+
+    # -- every loop turn -------------------------------------------------------------------
+
+    def persist(self) -> bool:
+        """Write (and per policy sync) this turn's effects; False while replies must wait."""
+        writer = self.writer
+        if writer is None:
+            return True
+        writer.fsync_policy = self.config["appendfsync"]
+        writer.flush()
+        self._publish()
+        return not (writer.fsync_policy == "always" and writer.pending)
+
+    def _publish(self) -> None:
+        writer = self.writer
+        info = self.engine.info
+        error = writer.error if writer is not None else None
+        info.aof_enabled = writer is not None
+        info.aof_last_write_status = "err" if error else "ok"
+        info.aof_current_size = writer.size if writer is not None else 0
+        info.aof_buffer_length = len(writer.buf) if writer is not None else 0
+        self.engine.refuse_writes = (
+            ReplyError("MISCONF", f"Errors writing to the AOF file: {os.strerror(error.errno)}")
+            if error is not None and error.errno is not None
+            else None
+        )
+
+    @property
+    def pending(self) -> bool:
+        """Effects not written yet."""
+        return self.writer is not None and self.writer.pending
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
