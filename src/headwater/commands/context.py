@@ -181,6 +181,8 @@ class ServerAPI(Protocol):
     table: dict[bytes, CommandSpec]
     dirty: int
     dirty_at_last_save: int
+    #: DEBUG subcommands provided by the layers above (persistence): name → handler(args)
+    debug_hooks: dict[bytes, Callable[[list[bytes]], Reply]]
     last_save_time: int
 
     @property

@@ -378,11 +378,16 @@ def cmd_debug(c: Client, argv: list[bytes]) -> Reply:
     if sub == b"LOG" and len(argv) == 3:
         c.server.log("warning", "DEBUG LOG: " + argv[2].decode("utf-8", "replace"))
         return OK
+    hook = c.server.debug_hooks.get(sub)
+    if hook is not None:
+        return hook(argv[2:])
     if sub == b"HELP" and len(argv) == 2:
         return [
             Status(b"DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"),
             Status(b"SLEEP <seconds> -- Stop the server for <seconds> (a float)."),
             Status(b"LOG <message> -- Write <message> to the server log."),
+            Status(b"LOADAOF -- Write the AOF, empty the dataset and load it again from the AOF."),
+            Status(b"AOF-WRITE-ERROR <ENOSPC|EIO|...|OFF> -- Make AOF writes fail (tests)."),
             Status(b"HELP -- Print this help."),
         ]
     raise ReplyError(

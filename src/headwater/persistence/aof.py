@@ -114,6 +114,7 @@ class AofWriter:
         self.fsyncs = 0
         self._fsync_busy = False
         self._fsync_thread: threading.Thread | None = None
+        self.injected_errno: int | None = None  # DEBUG AOF-WRITE-ERROR: fail every write
 
     # -- the effect sink -------------------------------------------------------------------
 
@@ -157,6 +158,8 @@ class AofWriter:
         data = bytes(self.buf)
         written = 0
         try:
+            if self.injected_errno is not None:
+                raise OSError(self.injected_errno, os.strerror(self.injected_errno))
             while written < len(data):
                 written += os.write(self.fd, data[written:])
         except OSError as exc:

@@ -12,6 +12,7 @@ keeps them until a later turn manages to write, and refuses new writes with ``-M
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 from pathlib import Path
@@ -19,7 +20,7 @@ from pathlib import Path
 from headwater.config import Config
 from headwater.engine import Engine
 from headwater.engine.replay import Replayer
-from headwater.errors import ReplyError
+from headwater.errors import ReplyError, err
 from headwater.persistence.aof import AofWriter
 from headwater.persistence.manifest import (
     Manifest,
@@ -28,6 +29,7 @@ from headwater.persistence.manifest import (
     load_manifest,
     write_manifest,
 )
+from headwater.resp.types import OK, Reply
 
 log = logging.getLogger("headwater")
 
@@ -43,6 +45,8 @@ class Durability:
         self.dir = Path(data_dir) / config["appenddirname"]
         self.manifest_path = self.dir / f"{config['appendfilename']}.manifest"
         self.writer: AofWriter | None = None
+        engine.debug_hooks[b"AOF-WRITE-ERROR"] = self._debug_write_error
+        engine.debug_hooks[b"LOADAOF"] = self._debug_loadaof
 
     # -- startup ---------------------------------------------------------------------------
 
@@ -125,6 +129,34 @@ class Durability:
             if error is not None and error.errno is not None
             else None
         )
+
+    # -- DEBUG hooks -----------------------------------------------------------------------
+
+    def _debug_write_error(self, args: list[bytes]) -> Reply:
+        if len(args) != 1 or self.writer is None:
+            raise err("usage: DEBUG AOF-WRITE-ERROR <errno name|OFF> (needs appendonly yes)")
+        name = args[0].decode("ascii", "replace").upper()
+        if name == "OFF":
+            self.writer.injected_errno = None
+        elif isinstance(getattr(errno, name, None), int):
+            self.writer.injected_errno = getattr(errno, name)
+        else:
+            raise err(f"unknown errno name '{name}'")
+        return OK
+
+    def _debug_loadaof(self, args: list[bytes]) -> Reply:
+        """Write what is buffered, empty every database, and load the AOF again."""
+        if args:
+            raise err("wrong number of arguments for 'debug|loadaof' command")
+        if self.writer is None:
+            return OK
+        self.writer.close()
+        self.writer = None
+        self.engine.effect_sinks.clear()
+        for db in self.engine.keyspace.dbs:
+            db.flush()
+        self.open()
+        return OK
 
     @property
     def pending(self) -> bool:
