@@ -1,0 +1,165 @@
+"""The AOF in process: writer, reader, manifest, and replay through the engine."""
+
+from __future__ import annotations
+
+import errno
+from pathlib import Path
+
+import pytest
+
+from headwater.engine.replay import Replayer
+from headwater.persistence.aof import AofWriter, CorruptAof, TornTail, encode_command, read_commands
+from headwater.persistence.manifest import (
+    Manifest,
+    ManifestEntry,
+    ManifestError,
+    load_manifest,
+    parse_manifest,
+    write_manifest,
+)
+from tests.unit.conftest import Harness
+
+
+def _commands(path: Path) -> list[list[bytes]]:
+    return [argv for argv, _ in read_commands(path)]
+
+
+def test_writer_selects_databases_and_reader_reads_back(tmp_path: Path) -> None:
+    path = tmp_path / "a.aof"
+    writer = AofWriter(path, "always")
+    writer.append(0, [b"SET", b"k", b"v"])
+    writer.append(0, [b"SET", b"k2", b"\r\n\x00"])
+    writer.append(3, [b"DEL", b"k"])
+    assert writer.flush()
+    assert writer.fsyncs == 1
+    writer.close()
+    assert _commands(path) == [
+        [b"SELECT", b"0"],
+        [b"SET", b"k", b"v"],
+        [b"SET", b"k2", b"\r\n\x00"],
+        [b"SELECT", b"3"],
+        [b"DEL", b"k"],
+    ]
+    ends = [end for _, end in read_commands(path)]
+    assert ends[-1] == path.stat().st_size
+
+
+def test_reader_reports_torn_tail_with_the_last_good_offset(tmp_path: Path) -> None:
+    path = tmp_path / "a.aof"
+    good = encode_command([b"SET", b"a", b"1"])
+    path.write_bytes(good + encode_command([b"SET", b"b", b"2"])[:-3])
+    with pytest.raises(TornTail) as torn:
+        _commands(path)
+    assert torn.value.offset == len(good)
+
+
+def test_reader_reports_garbage_as_corruption(tmp_path: Path) -> None:
+    path = tmp_path / "a.aof"
+    path.write_bytes(encode_command([b"SET", b"a", b"1"]) + b"%%%%garbage\r\n")
+    with pytest.raises(CorruptAof):
+        _commands(path)
+
+
+def test_failed_write_keeps_the_data_and_reports_the_error(tmp_path: Path) -> None:
+    path = tmp_path / "a.aof"
+    writer = AofWriter(path, "always")
+    writer.injected_errno = errno.ENOSPC
+    writer.append(0, [b"SET", b"k", b"v"])
+    assert not writer.flush()
+    assert writer.pending
+    assert writer.error is not None
+    assert writer.error.errno == errno.ENOSPC
+    writer.injected_errno = None
+    assert writer.flush()
+    assert writer.error is None
+    writer.close()
+    assert _commands(path)[-1] == [b"SET", b"k", b"v"]
+
+
+def test_everysec_postpones_writes_while_a_sync_runs(tmp_path: Path) -> None:
+    writer = AofWriter(tmp_path / "a.aof", "everysec")
+    writer._fsync_busy = True  # a background fdatasync in flight
+    writer.append(0, [b"SET", b"k", b"v"])
+    assert not writer.flush()
+    assert writer.pending
+    writer._fsync_busy = False
+    assert writer.flush()
+    writer.close()
+
+
+def test_manifest_round_trip_and_errors(tmp_path: Path) -> None:
+    manifest = Manifest(
+        [ManifestEntry("a.1.base.aof", 1, "b"), ManifestEntry("a.1.incr.aof", 1, "i")]
+    )
+    path = tmp_path / "a.manifest"
+    for entry in manifest.entries:
+        (tmp_path / entry.name).touch()
+    write_manifest(path, manifest)
+    assert load_manifest(path) == manifest
+    (tmp_path / "a.1.base.aof").unlink()
+    with pytest.raises(ManifestError, match="does not exist"):
+        load_manifest(path)
+    for bad in ["file x seq one type i", "file ../x seq 1 type i", "file x seq 1 type z", "bogus"]:
+        with pytest.raises(ManifestError):
+            parse_manifest(bad)
+
+
+def _replay_into_fresh(path: Path, truncate: bool = True) -> Harness:
+    h = Harness()
+    replayer = Replayer(h.engine)
+    replayer.replay(path, truncate)
+    replayer.close()
+    return h
+
+
+def test_replay_rebuilds_state_and_cuts_a_torn_tail(tmp_path: Path) -> None:
+    h = Harness()
+    path = tmp_path / "a.aof"
+    writer = AofWriter(path, "no")
+    h.engine.effect_sinks.append(writer.append)
+    c = h.client()
+    h.call(c, "XADD", "s", "*", "f", "v")
+    h.call(c, "XGROUP", "CREATE", "s", "g", "0")
+    h.call(c, "XREADGROUP", "GROUP", "g", "a", "STREAMS", "s", ">")
+    h.call(c, "XADD", "s", "IDMP", "p", "i", "*", "f", "w")
+    writer.close()
+    size = path.stat().st_size
+    with open(path, "ab") as f:
+        f.write(encode_command([b"XADD", b"s", b"9-9", b"f", b"torn"])[:-4])
+    replica = _replay_into_fresh(path)
+    r = replica.client()
+    assert replica.call(r, "XRANGE", "s", "-", "+") == h.call(c, "XRANGE", "s", "-", "+")
+    assert replica.call(r, "XPENDING", "s", "g") == h.call(c, "XPENDING", "s", "g")
+    assert path.stat().st_size == size
+    with open(path, "ab") as f:
+        f.write(encode_command([b"XADD", b"s", b"9-9", b"f", b"torn"])[:-4])
+    with pytest.raises(TornTail):
+        _replay_into_fresh(path, truncate=False)
+
+
+def test_replay_drops_an_unfinished_transaction(tmp_path: Path) -> None:
+    path = tmp_path / "a.aof"
+    good = encode_command([b"SET", b"a", b"1"])
+    path.write_bytes(good + encode_command([b"MULTI"]) + encode_command([b"SET", b"b", b"2"]))
+    h = _replay_into_fresh(path)
+    c = h.client()
+    assert h.call(c, "MGET", "a", "b") == [b"1", None]
+    assert path.read_bytes() == good
+
+
+def test_replay_refuses_unknown_commands(tmp_path: Path) -> None:
+    path = tmp_path / "a.aof"
+    path.write_bytes(encode_command([b"SET", b"a", b"1"]) + encode_command([b"NOSUCH", b"x"]))
+    with pytest.raises(CorruptAof, match="unknown command"):
+        _replay_into_fresh(path)
+
+
+def test_misconf_refuses_writes_but_serves_reads() -> None:
+    h = Harness()
+    c = h.client()
+    h.call(c, "SET", "k", "v")
+    from headwater.errors import ReplyError
+
+    h.engine.refuse_writes = ReplyError("MISCONF", "Errors writing to the AOF file: disk full")
+    assert str(h.call(c, "SET", "k", "w")) == "MISCONF Errors writing to the AOF file: disk full"
+    assert h.call(c, "GET", "k") == b"v"
