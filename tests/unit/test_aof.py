@@ -163,3 +163,19 @@ def test_misconf_refuses_writes_but_serves_reads() -> None:
     h.engine.refuse_writes = ReplyError("MISCONF", "Errors writing to the AOF file: disk full")
     assert str(h.call(c, "SET", "k", "w")) == "MISCONF Errors writing to the AOF file: disk full"
     assert h.call(c, "GET", "k") == b"v"
+
+
+def test_check_aof_reports_and_fixes(tmp_path: Path) -> None:
+    from headwater.persistence.check import check_aof
+
+    path = tmp_path / "a.aof"
+    good = encode_command([b"SET", b"a", b"1"])
+    path.write_bytes(good + encode_command([b"MULTI"]) + encode_command([b"SET", b"b", b"2"]))
+    ok, report = check_aof(path, fix=False)
+    assert not ok
+    assert f"ok_up_to={len(good)}" in report
+    assert "MULTI without EXEC" in report
+    ok, report = check_aof(path, fix=True)
+    assert ok
+    assert path.read_bytes() == good
+    assert check_aof(path, fix=False)[0]

@@ -8,6 +8,7 @@ import sys
 from headwater import REDIS_COMPAT_VERSION, __version__
 
 USAGE = """usage: headwater server [/path/to/headwater.conf] [--option value ...]
+       headwater check-aof [--fix] <file.aof>
        headwater --version
 
 Options are the config directives of redis.conf, e.g.:
@@ -36,6 +37,10 @@ def main(argv: list[str] | None = None) -> int:
     if args[0] in ("-v", "--version", "version"):
         print(f"Headwater v={__version__} redis-compat={REDIS_COMPAT_VERSION}")
         return 0
+    if args[0] == "check-aof":
+        from headwater.persistence.check import main as check_aof
+
+        return check_aof(args[1:])
     if args[0] != "server":
         print(f"headwater: unknown command '{args[0]}'\n\n{USAGE}", end="", file=sys.stderr)
         return 1
