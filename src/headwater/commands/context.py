@@ -134,6 +134,8 @@ class ServerInfo:
     def __init__(self) -> None:
         self.aof_enabled = False
         self.aof_last_write_status = "ok"
+        self.aof_last_bgrewrite_status = "ok"
+        self.aof_rewrite_in_progress = False
         self.aof_current_size = 0
         self.aof_buffer_length = 0
         self.port = 0
@@ -181,8 +183,8 @@ class ServerAPI(Protocol):
     table: dict[bytes, CommandSpec]
     dirty: int
     dirty_at_last_save: int
-    #: DEBUG subcommands provided by the layers above (persistence): name → handler(args)
-    debug_hooks: dict[bytes, Callable[[list[bytes]], Reply]]
+    #: commands the layers above provide (BGREWRITEAOF, DEBUG LOADAOF…): name → handler(args)
+    hooks: dict[bytes, Callable[[list[bytes]], Reply]]
     last_save_time: int
 
     @property

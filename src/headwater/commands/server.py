@@ -104,9 +104,9 @@ def _section_persistence(c: Client) -> list[str]:
         f"rdb_last_save_time:{server.last_save_time}",
         "rdb_last_bgsave_status:ok",
         f"aof_enabled:{int(info.aof_enabled)}",
-        "aof_rewrite_in_progress:0",
+        f"aof_rewrite_in_progress:{int(info.aof_rewrite_in_progress)}",
         "aof_rewrite_scheduled:0",
-        "aof_last_bgrewrite_status:ok",
+        f"aof_last_bgrewrite_status:{info.aof_last_bgrewrite_status}",
         f"aof_last_write_status:{info.aof_last_write_status}",
     ]
     if info.aof_enabled:
@@ -378,7 +378,7 @@ def cmd_debug(c: Client, argv: list[bytes]) -> Reply:
     if sub == b"LOG" and len(argv) == 3:
         c.server.log("warning", "DEBUG LOG: " + argv[2].decode("utf-8", "replace"))
         return OK
-    hook = c.server.debug_hooks.get(sub)
+    hook = c.server.hooks.get(b"DEBUG " + sub)
     if hook is not None:
         return hook(argv[2:])
     if sub == b"HELP" and len(argv) == 2:
@@ -399,8 +399,17 @@ def cmd_debug(c: Client, argv: list[bytes]) -> Reply:
 
 _ADMIN = "admin noscript loading stale"
 
+
+def cmd_bgrewriteaof(c: Client, argv: list[bytes]) -> Reply:
+    hook = c.server.hooks.get(b"BGREWRITEAOF")
+    if hook is None:
+        raise err("Append only file is not enabled")
+    return hook([])
+
+
 SPECS = (
     spec("info", -1, "loading stale", handler=cmd_info),
+    spec("bgrewriteaof", 1, "admin noscript", handler=cmd_bgrewriteaof),
     spec(
         "config",
         -2,

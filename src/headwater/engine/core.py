@@ -80,7 +80,7 @@ class Engine:
         self._explicit_effects = False
         self._last_reclaim_ms = 0
         self._last_second_ms = 0
-        self.debug_hooks: dict[bytes, Callable[[list[bytes]], Reply]] = {}
+        self.hooks: dict[bytes, Callable[[list[bytes]], Reply]] = {}
         #: set while writes cannot be made durable (-MISCONF): write commands are refused
         self.refuse_writes: ReplyError | None = None
         self._in_exec = False

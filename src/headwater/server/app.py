@@ -117,6 +117,8 @@ class Server:
         except Exception:
             log.exception("cron failed")
         self.durability.persist()  # retries a failed write; starts everysec's fsync
+        self.durability.check_rewrite()
+        self.durability.maybe_auto_rewrite()
         for conn in list(self.soft_limited):
             conn.check_output_limit()
         self._close_idle_clients()

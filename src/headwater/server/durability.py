@@ -29,7 +29,8 @@ from headwater.persistence.manifest import (
     load_manifest,
     write_manifest,
 )
-from headwater.resp.types import OK, Reply
+from headwater.persistence.rewrite import write_base
+from headwater.resp.types import OK, Reply, Status
 
 log = logging.getLogger("headwater")
 
@@ -45,8 +46,13 @@ class Durability:
         self.dir = Path(data_dir) / config["appenddirname"]
         self.manifest_path = self.dir / f"{config['appendfilename']}.manifest"
         self.writer: AofWriter | None = None
-        engine.debug_hooks[b"AOF-WRITE-ERROR"] = self._debug_write_error
-        engine.debug_hooks[b"LOADAOF"] = self._debug_loadaof
+        self.manifest: Manifest | None = None
+        self.base_size = 0
+        #: (pid, seq, base name, incr name) while a rewrite child runs
+        self.rewrite_child: tuple[int, int, str, str] | None = None
+        engine.hooks[b"DEBUG AOF-WRITE-ERROR"] = self._debug_write_error
+        engine.hooks[b"DEBUG LOADAOF"] = self._debug_loadaof
+        engine.hooks[b"BGREWRITEAOF"] = self._bgrewriteaof
 
     # -- startup ---------------------------------------------------------------------------
 
@@ -55,6 +61,9 @@ class Durability:
             return
         self.dir.mkdir(parents=True, exist_ok=True)
         manifest = self._load() if self.manifest_path.exists() else self._fresh_manifest()
+        self.manifest = manifest
+        if manifest.base is not None:
+            self.base_size = (self.dir / manifest.base.name).stat().st_size
         incr = manifest.incrs[-1]
         self.writer = AofWriter(self.dir / incr.name, self.config["appendfsync"])
         self.engine.effect_sinks.append(self.writer.append)
@@ -124,13 +133,90 @@ class Durability:
         info.aof_last_write_status = "err" if error else "ok"
         info.aof_current_size = writer.size if writer is not None else 0
         info.aof_buffer_length = len(writer.buf) if writer is not None else 0
+        info.aof_rewrite_in_progress = self.rewrite_child is not None
         self.engine.refuse_writes = (
             ReplyError("MISCONF", f"Errors writing to the AOF file: {os.strerror(error.errno)}")
             if error is not None and error.errno is not None
             else None
         )
 
-    # -- DEBUG hooks -----------------------------------------------------------------------
+    # -- rewrite (BGREWRITEAOF, automatic, appendonly turned on) ---------------------------
+
+    def start_rewrite(self) -> None:
+        """Start a background rewrite: a forked child writes a new base from its copy of the
+        data while new effects go to a new incremental file. The manifest names a loadable
+        set at every moment: first old base + old incrs + the new incr, then (when the child
+        has finished) the new base + the new incr."""
+        if self.rewrite_child is not None:
+            raise err("Background append only file rewriting already in progress")
+        if self.writer is None or self.manifest is None:
+            raise err("Append only file is not enabled")
+        seq = self.manifest.next_incr_seq()
+        base_name = f"{self.config['appendfilename']}.{seq}.base.aof"
+        incr_name = f"{self.config['appendfilename']}.{seq}.incr.aof"
+        self.writer.close()
+        (self.dir / incr_name).touch()
+        self.manifest.entries.append(ManifestEntry(incr_name, seq, "i"))
+        write_manifest(self.manifest_path, self.manifest)
+        self.writer = AofWriter(self.dir / incr_name, self.config["appendfsync"])
+        self.engine.effect_sinks[:] = [self.writer.append]
+        pid = os.fork()
+        if pid == 0:  # the child: write the base and leave without running any cleanup
+            code = 1
+            try:
+                write_base(self.dir / base_name, self.engine.keyspace.dbs)
+                code = 0
+            finally:
+                os._exit(code)
+        self.rewrite_child = (pid, seq, base_name, incr_name)
+        log.warning("Background append only file rewriting started by pid %d", pid)
+
+    def check_rewrite(self) -> None:
+        """From the cron: has the child finished? Then switch the manifest to its base."""
+        if self.rewrite_child is None:
+            return
+        pid, seq, base_name, incr_name = self.rewrite_child
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if not done:
+            return
+        self.rewrite_child = None
+        if not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
+            self.engine.info.aof_last_bgrewrite_status = "err"
+            log.warning("Background AOF rewrite failed (status %d)", status)
+            return
+        assert self.manifest is not None
+        old = [e for e in self.manifest.entries if e.name != incr_name]
+        self.manifest = Manifest(
+            [ManifestEntry(base_name, seq, "b"), ManifestEntry(incr_name, seq, "i")]
+        )
+        write_manifest(self.manifest_path, self.manifest)
+        for entry in old:
+            (self.dir / entry.name).unlink(missing_ok=True)
+        self.base_size = (self.dir / base_name).stat().st_size
+        self.engine.info.aof_last_bgrewrite_status = "ok"
+        log.warning("Background AOF rewrite finished successfully")
+
+    def maybe_auto_rewrite(self) -> None:
+        """auto-aof-rewrite-percentage / -min-size, as Redis: when the incremental file has
+        grown by that percentage over the base and is at least min-size."""
+        writer = self.writer
+        percentage = self.config["auto-aof-rewrite-percentage"]
+        if writer is None or self.rewrite_child is not None or not percentage:
+            return
+        if writer.size < self.config["auto-aof-rewrite-min-size"]:
+            return
+        base = max(self.base_size, 1)
+        if (writer.size * 100) // base >= percentage:
+            log.warning("Starting automatic rewriting of AOF on %d%% growth", percentage)
+            self.start_rewrite()
+
+    # -- command hooks ---------------------------------------------------------------------
+
+    def _bgrewriteaof(self, args: list[bytes]) -> Reply:
+        if self.writer is None:
+            raise err("Append only file is not enabled")  # Redis would also start one
+        self.start_rewrite()
+        return Status(b"Background append only file rewriting started")
 
     def _debug_write_error(self, args: list[bytes]) -> Reply:
         if len(args) != 1 or self.writer is None:
