@@ -409,7 +409,7 @@ def cmd_bgrewriteaof(c: Client, argv: list[bytes]) -> Reply:
 
 SPECS = (
     spec("info", -1, "loading stale", handler=cmd_info),
-    spec("bgrewriteaof", 1, "admin noscript", handler=cmd_bgrewriteaof),
+    spec("bgrewriteaof", 1, "admin noscript no_async_loading", handler=cmd_bgrewriteaof),
     spec(
         "config",
         -2,
