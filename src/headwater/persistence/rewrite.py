@@ -2,7 +2,7 @@
 
 For each database a ``SELECT``, then per key (in the database's order):
 
-* strings: ``SET`` (``APPEND`` for a raw-encoded string, so OBJECT ENCODING survives);
+* strings: ``SET`` (then ``APPEND`` for a raw-encoded one, so OBJECT ENCODING survives);
   hashes: ``HSET`` in chunks; then ``PEXPIREAT`` if the key has a TTL.
 * streams: ``XADD key <id> …`` per live entry (an empty stream is created by
   ``XADD … MAXLEN 0`` or, if it never had an entry, by ``XGROUP CREATE … MKSTREAM`` of a
@@ -51,7 +51,8 @@ def _value_commands(key: bytes, value: object) -> Iterator[Command]:
         items = [x for pair in value.items() for x in pair]
         for i in range(0, len(items), 2 * _HSET_CHUNK):
             yield [b"HSET", key, *items[i : i + 2 * _HSET_CHUNK]]
-    elif isinstance(value, RawString):
+    elif isinstance(value, RawString):  # APPEND to an existing string makes it raw
+        yield [b"SET", key, b""]
         yield [b"APPEND", key, bytes(value)]
     elif isinstance(value, bytes):
         yield [b"SET", key, value]
