@@ -117,6 +117,7 @@ class Server:
         except Exception:
             log.exception("cron failed")
         self.durability.persist()  # retries a failed write; starts everysec's fsync
+        self.durability.follow_config()
         self.durability.check_rewrite()
         self.durability.maybe_auto_rewrite()
         for conn in list(self.soft_limited):

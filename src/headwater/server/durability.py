@@ -210,6 +210,38 @@ class Durability:
             log.warning("Starting automatic rewriting of AOF on %d%% growth", percentage)
             self.start_rewrite()
 
+    def follow_config(self) -> None:
+        """CONFIG SET appendonly at runtime (from the cron). Turning it on writes a base of
+        the current data in the foreground (like SAVE) and starts a fresh incremental file;
+        turning it off syncs and closes the file."""
+        wanted = bool(self.config["appendonly"])
+        if wanted == (self.writer is not None) or self.rewrite_child is not None:
+            return
+        if not wanted:
+            assert self.writer is not None
+            self.writer.close()
+            self.writer = None
+            self.engine.effect_sinks.clear()
+            self._publish()
+            log.warning("Append only file disabled")
+            return
+        self.dir.mkdir(parents=True, exist_ok=True)
+        old = load_manifest(self.manifest_path).entries if self.manifest_path.exists() else []
+        seq = max((e.seq for e in old), default=0) + 1
+        base = ManifestEntry(f"{self.config['appendfilename']}.{seq}.base.aof", seq, "b")
+        incr = ManifestEntry(f"{self.config['appendfilename']}.{seq}.incr.aof", seq, "i")
+        write_base(self.dir / base.name, self.engine.keyspace.dbs)
+        (self.dir / incr.name).touch()
+        self.manifest = Manifest([base, incr])
+        write_manifest(self.manifest_path, self.manifest)
+        for entry in old:
+            (self.dir / entry.name).unlink(missing_ok=True)
+        self.base_size = (self.dir / base.name).stat().st_size
+        self.writer = AofWriter(self.dir / incr.name, self.config["appendfsync"])
+        self.engine.effect_sinks[:] = [self.writer.append]
+        self._publish()
+        log.warning("Append only file enabled: base written, logging to %s", incr.name)
+
     # -- command hooks ---------------------------------------------------------------------
 
     def _bgrewriteaof(self, args: list[bytes]) -> Reply:
