@@ -9,6 +9,7 @@ from headwater import REDIS_COMPAT_VERSION, __version__
 
 USAGE = """usage: headwater server [/path/to/headwater.conf] [--option value ...]
        headwater check-aof [--fix] <file.aof>
+       headwater check-snapshot <file>
        headwater --version
 
 Options are the config directives of redis.conf, e.g.:
@@ -41,6 +42,10 @@ def main(argv: list[str] | None = None) -> int:
         from headwater.persistence.check import main as check_aof
 
         return check_aof(args[1:])
+    if args[0] == "check-snapshot":
+        from headwater.persistence.snapshot import main as check_snapshot
+
+        return check_snapshot(args[1:])
     if args[0] != "server":
         print(f"headwater: unknown command '{args[0]}'\n\n{USAGE}", end="", file=sys.stderr)
         return 1
