@@ -7,6 +7,7 @@ import platform
 import resource
 import sys
 import time
+from collections.abc import Callable
 
 from headwater import REDIS_COMPAT_VERSION, __version__
 from headwater.commands.args import parse_float
@@ -100,9 +101,9 @@ def _section_persistence(c: Client) -> list[str]:
         "loading:0",
         "async_loading:0",
         f"rdb_changes_since_last_save:{server.dirty - server.dirty_at_last_save}",
-        "rdb_bgsave_in_progress:0",
+        f"rdb_bgsave_in_progress:{int(info.rdb_bgsave_in_progress)}",
         f"rdb_last_save_time:{server.last_save_time}",
-        "rdb_last_bgsave_status:ok",
+        f"rdb_last_bgsave_status:{info.rdb_last_bgsave_status}",
         f"aof_enabled:{int(info.aof_enabled)}",
         f"aof_rewrite_in_progress:{int(info.aof_rewrite_in_progress)}",
         "aof_rewrite_scheduled:0",
@@ -400,16 +401,30 @@ def cmd_debug(c: Client, argv: list[bytes]) -> Reply:
 _ADMIN = "admin noscript loading stale"
 
 
-def cmd_bgrewriteaof(c: Client, argv: list[bytes]) -> Reply:
-    hook = c.server.hooks.get(b"BGREWRITEAOF")
-    if hook is None:
-        raise err("Append only file is not enabled")
-    return hook([])
+def _hook(name: bytes, error: str) -> Callable[[Client, list[bytes]], Reply]:
+    """A command the server layer provides (persistence); ``error`` if it provides none."""
+
+    def handler(c: Client, argv: list[bytes]) -> Reply:
+        hook = c.server.hooks.get(name)
+        if hook is None:
+            raise err(error)
+        return hook(argv[1:])
+
+    return handler
+
+
+cmd_save = _hook(b"SAVE", "Saving is not available in this process")
+cmd_bgsave = _hook(b"BGSAVE", "Saving is not available in this process")
+
+
+cmd_bgrewriteaof = _hook(b"BGREWRITEAOF", "Append only file is not enabled")
 
 
 SPECS = (
     spec("info", -1, "loading stale", handler=cmd_info),
     spec("bgrewriteaof", 1, "admin noscript no_async_loading", handler=cmd_bgrewriteaof),
+    spec("save", 1, "admin noscript no_async_loading no_multi", handler=cmd_save),
+    spec("bgsave", -1, "admin noscript no_async_loading", handler=cmd_bgsave),
     spec(
         "config",
         -2,

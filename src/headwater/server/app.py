@@ -64,7 +64,8 @@ class Server:
         await self._stopped
         for server in self.servers:
             server.close()
-        self.durability.close()
+        requested = self.engine.shutdown_requested
+        self.durability.shutdown(requested[0] if requested is not None else None)
         for conn in list(self.connections.values()):
             if conn.transport is not None:
                 conn.transport.close()
@@ -119,7 +120,9 @@ class Server:
         self.durability.persist()  # retries a failed write; starts everysec's fsync
         self.durability.follow_config()
         self.durability.check_rewrite()
+        self.durability.check_bgsave()
         self.durability.maybe_auto_rewrite()
+        self.durability.maybe_scheduled_save()
         for conn in list(self.soft_limited):
             conn.check_output_limit()
         self._close_idle_clients()

@@ -12,9 +12,12 @@ keeps them until a later turn manages to write, and refuses new writes with ``-M
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
+import signal
+import time
 from pathlib import Path
 
 from headwater.config import Config
@@ -30,6 +33,7 @@ from headwater.persistence.manifest import (
     write_manifest,
 )
 from headwater.persistence.rewrite import write_base
+from headwater.persistence.snapshot import SnapshotError, load_snapshot, write_snapshot
 from headwater.resp.types import OK, Reply, Status
 
 log = logging.getLogger("headwater")
@@ -50,6 +54,13 @@ class Durability:
         self.base_size = 0
         #: (pid, seq, base name, incr name) while a rewrite child runs
         self.rewrite_child: tuple[int, int, str, str] | None = None
+        #: (pid, dirty counter at the fork) while a BGSAVE child runs
+        self.bgsave_child: tuple[int, int] | None = None
+        self.last_save_attempt = 0.0
+        self.data_dir = data_dir
+        engine.hooks[b"SAVE"] = self._save_command
+        engine.hooks[b"BGSAVE"] = self._bgsave_command
+        engine.hooks[b"DEBUG RELOAD"] = self._debug_reload
         engine.hooks[b"DEBUG AOF-WRITE-ERROR"] = self._debug_write_error
         engine.hooks[b"DEBUG LOADAOF"] = self._debug_loadaof
         engine.hooks[b"BGREWRITEAOF"] = self._bgrewriteaof
@@ -58,9 +69,16 @@ class Durability:
 
     def open(self) -> None:
         if not self.config["appendonly"]:
+            self._load_snapshot_file()
             return
         self.dir.mkdir(parents=True, exist_ok=True)
-        manifest = self._load() if self.manifest_path.exists() else self._fresh_manifest()
+        if self.manifest_path.exists():
+            manifest = self._load()
+        else:
+            # Switching a snapshot-only setup to the AOF: start from the snapshot (Redis
+            # would start empty), and make it the base of the new log.
+            self._load_snapshot_file()
+            manifest = self._fresh_manifest()
         self.manifest = manifest
         if manifest.base is not None:
             self.base_size = (self.dir / manifest.base.name).stat().st_size
@@ -72,6 +90,10 @@ class Durability:
     def _fresh_manifest(self) -> Manifest:
         name = f"{self.config['appendfilename']}.1.incr.aof"
         manifest = Manifest([ManifestEntry(name, 1, "i")])
+        if self.engine.keyspace.total_keys():
+            base = ManifestEntry(f"{self.config['appendfilename']}.1.base.hwsnap", 1, "b")
+            write_snapshot(self.dir / base.name, self.engine.keyspace.dbs)
+            manifest.entries.insert(0, base)
         (self.dir / name).touch()
         fsync_dir(self.dir)
         write_manifest(self.manifest_path, manifest)
@@ -91,7 +113,8 @@ class Durability:
             for n, entry in enumerate(files):
                 path = self.dir / entry.name
                 if entry.kind == "b" and not entry.name.endswith(".aof"):
-                    raise StartupError(f"{path}: snapshot bases are not supported yet")
+                    loaded += self._load_snapshot(path)
+                    continue
                 last = n == len(files) - 1
                 result = replayer.replay(path, last and self.config["aof-load-truncated"])
                 loaded += result.commands
@@ -112,6 +135,112 @@ class Durability:
         self.engine.dirty = 0
         log.warning("DB loaded from append only file: %d commands", loaded)
         return manifest
+
+    def _load_snapshot_file(self) -> None:
+        path = self.snapshot_path
+        if path.exists():
+            keys = self._load_snapshot(path)
+            log.warning("DB loaded from snapshot %s: %d keys", path, keys)
+
+    def _load_snapshot(self, path: Path) -> int:
+        try:
+            keys = load_snapshot(path, self.engine.keyspace.dbs)
+        except (SnapshotError, OSError) as exc:
+            raise StartupError(
+                f"Cannot load snapshot {path}: {exc}. Check it with: headwater check-snapshot "
+                f"{path}"
+            ) from None
+        self.engine.info.last_snapshot_keys = keys
+        return keys
+
+    # -- snapshots (SAVE, BGSAVE, the save schedule, shutdown) -----------------------------
+
+    @property
+    def snapshot_path(self) -> Path:
+        name: str = self.config["dbfilename"]
+        return Path(self.data_dir) / name
+
+    def save(self) -> None:
+        """SAVE: in the foreground."""
+        if self.bgsave_child is not None:
+            raise err("Background save already in progress")
+        dirty = self.engine.dirty
+        try:
+            write_snapshot(self.snapshot_path, self.engine.keyspace.dbs)
+        except OSError as exc:
+            self._saved(ok=False, dirty=dirty)
+            raise err(f"Error saving DB on disk: {exc.strerror or exc}") from None
+        self._saved(ok=True, dirty=dirty)
+
+    def start_bgsave(self) -> None:
+        if self.bgsave_child is not None:
+            raise err("Background save already in progress")
+        dirty = self.engine.dirty
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                write_snapshot(self.snapshot_path, self.engine.keyspace.dbs)
+                code = 0
+            finally:
+                os._exit(code)
+        self.bgsave_child = (pid, dirty)
+        self.engine.info.rdb_bgsave_in_progress = True
+        log.warning("Background saving started by pid %d", pid)
+
+    def check_bgsave(self) -> None:
+        if self.bgsave_child is None:
+            return
+        pid, dirty = self.bgsave_child
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if not done:
+            return
+        self.bgsave_child = None
+        self.engine.info.rdb_bgsave_in_progress = False
+        ok = os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+        self._saved(ok=ok, dirty=dirty)
+        log.warning("Background saving %s", "terminated with success" if ok else "failed")
+
+    def _saved(self, ok: bool, dirty: int) -> None:
+        engine = self.engine
+        engine.info.rdb_last_bgsave_status = "ok" if ok else "err"
+        self.last_save_attempt = time.time()
+        if ok:
+            engine.dirty_at_last_save = dirty
+            engine.last_save_time = int(time.time())
+        self._publish()
+
+    def maybe_scheduled_save(self) -> None:
+        """The ``save <seconds> <changes>`` rules (from the cron); after a failure, retry no
+        sooner than 5 s later, as Redis."""
+        if self.bgsave_child is not None or self.rewrite_child is not None:
+            return
+        engine = self.engine
+        changes = engine.dirty - engine.dirty_at_last_save
+        now = time.time()
+        if engine.info.rdb_last_bgsave_status != "ok" and now - self.last_save_attempt < 5:
+            return
+        for seconds, needed in self.config["save"]:
+            if changes >= needed and now - engine.last_save_time >= seconds:
+                log.warning("%d changes in %d seconds. Saving...", needed, seconds)
+                self.start_bgsave()
+                return
+
+    def shutdown(self, save: bool | None) -> None:
+        """Stopping: sync the AOF, and save a snapshot if asked or if save rules exist."""
+        for child in (self.bgsave_child, self.rewrite_child):
+            if child is not None:
+                with contextlib.suppress(OSError):
+                    os.kill(child[0], signal.SIGKILL)
+                    os.waitpid(child[0], 0)
+        self.bgsave_child = self.rewrite_child = None
+        if save or (save is None and self.config["save"]):
+            try:
+                write_snapshot(self.snapshot_path, self.engine.keyspace.dbs)
+                log.warning("DB saved on disk")
+            except OSError as exc:
+                log.warning("Error saving DB on disk: %s", exc)
+        self.close()
 
     # -- every loop turn -------------------------------------------------------------------
 
@@ -152,7 +281,8 @@ class Durability:
         if self.writer is None or self.manifest is None:
             raise err("Append only file is not enabled")
         seq = self.manifest.next_incr_seq()
-        base_name = f"{self.config['appendfilename']}.{seq}.base.aof"
+        suffix = "hwsnap" if self.config["aof-use-rdb-preamble"] else "aof"
+        base_name = f"{self.config['appendfilename']}.{seq}.base.{suffix}"
         incr_name = f"{self.config['appendfilename']}.{seq}.incr.aof"
         self.writer.close()
         (self.dir / incr_name).touch()
@@ -164,12 +294,18 @@ class Durability:
         if pid == 0:  # the child: write the base and leave without running any cleanup
             code = 1
             try:
-                write_base(self.dir / base_name, self.engine.keyspace.dbs)
+                self._write_base(self.dir / base_name)
                 code = 0
             finally:
                 os._exit(code)
         self.rewrite_child = (pid, seq, base_name, incr_name)
         log.warning("Background append only file rewriting started by pid %d", pid)
+
+    def _write_base(self, path: Path) -> None:
+        if path.suffix == ".hwsnap":
+            write_snapshot(path, self.engine.keyspace.dbs)
+        else:
+            write_base(path, self.engine.keyspace.dbs)
 
     def check_rewrite(self) -> None:
         """From the cron: has the child finished? Then switch the manifest to its base."""
@@ -228,9 +364,10 @@ class Durability:
         self.dir.mkdir(parents=True, exist_ok=True)
         old = load_manifest(self.manifest_path).entries if self.manifest_path.exists() else []
         seq = max((e.seq for e in old), default=0) + 1
-        base = ManifestEntry(f"{self.config['appendfilename']}.{seq}.base.aof", seq, "b")
+        suffix = "hwsnap" if self.config["aof-use-rdb-preamble"] else "aof"
+        base = ManifestEntry(f"{self.config['appendfilename']}.{seq}.base.{suffix}", seq, "b")
         incr = ManifestEntry(f"{self.config['appendfilename']}.{seq}.incr.aof", seq, "i")
-        write_base(self.dir / base.name, self.engine.keyspace.dbs)
+        self._write_base(self.dir / base.name)
         (self.dir / incr.name).touch()
         self.manifest = Manifest([base, incr])
         write_manifest(self.manifest_path, self.manifest)
@@ -243,6 +380,29 @@ class Durability:
         log.warning("Append only file enabled: base written, logging to %s", incr.name)
 
     # -- command hooks ---------------------------------------------------------------------
+
+    def _save_command(self, args: list[bytes]) -> Reply:
+        self.save()
+        return OK
+
+    def _bgsave_command(self, args: list[bytes]) -> Reply:
+        if args and args[0].upper() == b"SCHEDULE" and self.rewrite_child is not None:
+            return Status(b"Background saving scheduled")
+        if self.rewrite_child is not None:
+            raise err(
+                "Background append only file rewriting in progress, use BGSAVE SCHEDULE in "
+                "order to schedule a BGSAVE whenever possible."
+            )
+        self.start_bgsave()
+        return Status(b"Background saving started")
+
+    def _debug_reload(self, args: list[bytes]) -> Reply:
+        """Save a snapshot, empty the data, and load the snapshot back."""
+        self.save()
+        for db in self.engine.keyspace.dbs:
+            db.flush()
+        self._load_snapshot(self.snapshot_path)
+        return OK
 
     def _bgrewriteaof(self, args: list[bytes]) -> Reply:
         if self.writer is None:
