@@ -245,9 +245,23 @@ def next_id(stream: Stream, requested: StreamID | None, now_ms: int) -> StreamID
 _PLAIN_XADD = XAddOpts()  # ``XADD key * f v ...``: no options (never mutated)
 
 
+def _explicit_xadd(raw_id: bytes) -> XAddOpts:
+    """``XADD key <id> f v ...`` without options (what replays are made of): an argument
+    starting with a digit can only be the ID."""
+    sid = parse_id(raw_id, allow_auto_seq=True)
+    if sid == (0, 0):
+        raise ID_ZERO
+    return XAddOpts(id=sid)
+
+
 def cmd_xadd(c: Client, argv: list[bytes]) -> Reply:
-    plain = argv[2] == b"*" and len(argv) % 2
-    opts = _PLAIN_XADD if plain else parse_xadd(c, argv)
+    odd = len(argv) % 2
+    if argv[2] == b"*" and odd:
+        opts = _PLAIN_XADD
+    elif odd and argv[2][:1].isdigit():
+        opts = _explicit_xadd(argv[2])
+    else:
+        opts = parse_xadd(c, argv)
     key = argv[1]
     stream = lookup_stream(c, key)
     if stream is None:

@@ -162,6 +162,31 @@ class Engine:
         if self.keyspace.ready_dbs:
             self._serve_ready()
 
+    def apply(self, c: Client, argv: list[bytes]) -> ReplyError | None:
+        """Run a command whose reply nobody reads (AOF replay): the handler alone, without
+        reply encoding, statistics or blocking; returns its error, if any. Transactions and
+        anything unusual take the full ``execute`` path."""
+        row = self.table.get(argv[0].upper())
+        if row is None or row.subcommands or c.in_multi or row.immediate or row.no_multi:
+            self.execute(c, argv)
+            reply = b"".join(c.out)
+            c.out.clear()
+            self.pending.pop(c, None)
+            return err(reply[1:].decode("utf-8", "replace").strip()) if reply[:1] == b"-" else None
+        if not row.arity_ok(len(argv)):
+            return wrong_arity(row.name)
+        self.keyspace.now_ms = self.clock.now_ms()
+        try:
+            row.handler(c, argv)  # type: ignore[misc]
+        except ReplyError as exc:
+            return exc
+        except Exception as exc:  # a malformed command (say, a nested array) from a file
+            return err(f"{type(exc).__name__}: {exc}")
+        finally:
+            if self.keyspace.expired:
+                self._propagate_expired()
+        return None
+
     def _reject(self, c: Client, row: CommandSpec | None, error: ReplyError) -> None:
         """Refuse a command before running it (Redis: rejectCommand): inside MULTI this
         also dooms the transaction."""

@@ -56,8 +56,10 @@ class Replayer:
                     multi_at = offset
                 elif name in (b"EXEC", b"DISCARD"):
                     multi_at = None
-                engine.execute(c, argv)
-                self._check_reply(argv, result)
+                error = engine.apply(c, argv)
+                if error is not None and not c.in_multi:
+                    result.failed += 1
+                    log.warning("AOF replay: %r failed: %s", argv[:4], error)
                 result.commands += 1
                 offset = end
         except TornTail as torn:
@@ -72,14 +74,6 @@ class Replayer:
             c.out.clear()
         engine.pending.pop(c, None)
         return result
-
-    def _check_reply(self, argv: list[bytes], result: ReplayResult) -> None:
-        c = self.client
-        reply = b"".join(c.out)
-        c.out.clear()
-        if reply.startswith(b"-") and not c.in_multi:
-            result.failed += 1
-            log.warning("AOF replay: %r failed: %s", argv[:4], reply[:200])
 
     @staticmethod
     def _truncate(path: Path, offset: int, result: ReplayResult) -> None:

@@ -62,11 +62,16 @@ def encode_command(argv: list[bytes]) -> bytes:
     return b"".join(parts)
 
 
+_DIGITS = [len(str(n)) for n in range(10_000)]
+
+
 def _wire_size(argv: list[bytes]) -> int:
     """Bytes of argv as ``encode_command`` writes it (the AOF is always written so)."""
-    size = 3 + len(str(len(argv)))
+    digits = _DIGITS
+    size = 3 + len(str(len(argv))) + 5 * len(argv)
     for arg in argv:
-        size += len(arg) + 5 + len(str(len(arg)))
+        n = len(arg)
+        size += n + (digits[n] if n < 10_000 else len(str(n)))
     return size
 
 
@@ -85,11 +90,8 @@ def read_commands(path: Path) -> Iterator[tuple[list[bytes], int]]:
                     raise CorruptAof(path, offset, str(exc)) from None
                 if item is False:
                     break
-                if (
-                    not isinstance(item, list)
-                    or not item
-                    or not all(isinstance(a, bytes) for a in item)
-                ):
+                # (a nested array inside a command is left to the command to refuse)
+                if type(item) is not list or not item or type(item[0]) is not bytes:
                     raise CorruptAof(path, offset, "not a command (array of bulk strings)")
                 offset += _wire_size(item)
                 yield item, offset
