@@ -244,6 +244,8 @@ class Client:
         #: replaying an AOF or obeying a primary: commands carry concrete values (XADD IDMP
         #: with an explicit ID) and are applied, not judged
         self.replaying = False
+        #: the engine's effect counter after this client's last write (see Engine.effect_seq)
+        self.effect_seq = 0
         # output
         self.out: list[bytes] = []
         self.out_bytes = 0

@@ -81,6 +81,9 @@ class Engine:
         self._last_reclaim_ms = 0
         self._last_second_ms = 0
         self.hooks: dict[bytes, Callable[[list[bytes]], Reply]] = {}
+        #: effects handed to the sinks so far; a client's ``effect_seq`` is the last one its
+        #: commands produced, and its replies leave only once the AOF has that one
+        self.effect_seq = 0
         #: set while writes cannot be made durable (-MISCONF): write commands are refused
         self.refuse_writes: ReplyError | None = None
         self._in_exec = False
@@ -202,6 +205,7 @@ class Engine:
         self.stats.total_commands_processed += 1
         self._explicit_effects = False
         started = time.perf_counter()
+        effects_before = self.effect_seq
         try:
             reply = row.handler(c, argv)  # type: ignore[misc]
         except ReplyError as exc:
@@ -215,6 +219,8 @@ class Engine:
         row.usec += (time.perf_counter() - started) * 1e6
         if self.dirty != dirty_before and not self._explicit_effects and row.is_write:
             self._emit(c.db.index, argv)
+        if self.effect_seq != effects_before:
+            c.effect_seq = self.effect_seq  # its replies wait until these effects are durable
         return reply  # type: ignore[no-any-return]
 
     def _error(self, exc: ReplyError) -> ReplyError:
@@ -273,6 +279,7 @@ class Engine:
         if self._tx_effects is not None:
             self._tx_effects.append((db, argv))
             return
+        self.effect_seq += 1
         for sink in self.effect_sinks:
             sink(db, argv)
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
-class ManifestError(Exception):
+class ManifestError(ValueError):
     """The manifest cannot be read, or names a file that is missing."""
 
 

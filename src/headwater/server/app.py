@@ -90,18 +90,20 @@ class Server:
 
     def flush(self) -> None:
         self._flush_scheduled = False
-        if not self.durability.persist():
-            # appendfsync always and the AOF could not be written: no reply may leave
-            self.loop.call_later(0.1, self.schedule_flush)
-            return
+        self.durability.persist()
         pending = self.engine.pending
+        held: list[Client] = []
         while pending:
             batch = list(pending)
             pending.clear()
             for client in batch:
                 conn = self.connections.get(client)
-                if conn is not None:
-                    conn.flush()
+                if conn is not None and not conn.flush():
+                    held.append(client)
+        if held:  # replies of writes not yet safe (a postponed or failed AOF write)
+            for client in held:
+                pending[client] = None
+            self.loop.call_later(0.05, self.schedule_flush)
         if self.engine.shutdown_requested is not None:
             log.warning("User requested shutdown...")
             self.stop()

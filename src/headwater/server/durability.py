@@ -50,6 +50,8 @@ class Durability:
         self.dir = Path(data_dir) / config["appenddirname"]
         self.manifest_path = self.dir / f"{config['appendfilename']}.manifest"
         self.writer: AofWriter | None = None
+        #: effects up to this engine.effect_seq are safe (see persist)
+        self.durable_seq = 0
         self.manifest: Manifest | None = None
         self.base_size = 0
         #: (pid, seq, base name, incr name) while a rewrite child runs
@@ -244,22 +246,43 @@ class Durability:
 
     # -- every loop turn -------------------------------------------------------------------
 
-    def persist(self) -> bool:
-        """Write (and per policy sync) this turn's effects; False while replies must wait."""
+    def persist(self) -> None:
+        """Write (and per policy sync) the effects produced so far. ``durable_seq`` then says
+        up to which effect they are safe: on disk with ``always``, in the kernel otherwise
+        (which survives the death of the process). A write held back behind everysec's
+        fsync, or failing, leaves it where it was."""
         writer = self.writer
         if writer is None:
-            return True
+            self.durable_seq = self.engine.effect_seq
+            return
         writer.fsync_policy = self.config["appendfsync"]
-        writer.flush()
+        upto = self.engine.effect_seq
+        if writer.flush():
+            self.durable_seq = upto
         self._publish()
-        return not (writer.fsync_policy == "always" and writer.pending)
+
+    def may_reply(self, effect_seq: int) -> bool:
+        """Whether a client whose last write produced effect ``effect_seq`` may be answered
+        (persisting first if that effect is not safe yet)."""
+        if effect_seq <= self.durable_seq:
+            return True
+        self.persist()
+        return effect_seq <= self.durable_seq
 
     def _publish(self) -> None:
         writer = self.writer
         info = self.engine.info
         error = writer.error if writer is not None else None
         info.aof_enabled = writer is not None
-        info.aof_last_write_status = "err" if error else "ok"
+        status = "err" if error else "ok"
+        if status != info.aof_last_write_status:
+            if error is not None:
+                log.warning(
+                    "Error writing to the AOF file: %s (writes refused until it works)", error
+                )
+            else:
+                log.warning("AOF write error solved: the AOF file can be written again")
+        info.aof_last_write_status = status
         info.aof_current_size = writer.size if writer is not None else 0
         info.aof_buffer_length = len(writer.buf) if writer is not None else 0
         info.aof_rewrite_in_progress = self.rewrite_child is not None

@@ -180,22 +180,23 @@ class Connection(asyncio.Protocol):
 
     # -- output ----------------------------------------------------------------------------
 
-    def flush(self) -> None:
+    def flush(self) -> bool:
+        """Send the client's output; False if it is held until its writes are durable."""
         c, transport = self.client, self.transport
         if c is None or transport is None:
-            return
+            return True
         if c.out:
-            if self.server.durability.pending and not self.server.durability.persist():
-                self.engine.pending[c] = None  # held until the AOF is on disk
-                return
+            if not self.server.durability.may_reply(c.effect_seq):
+                return False  # the caller keeps it pending
             data = b"".join(c.out) if len(c.out) > 1 else c.out[0]
             c.out.clear()
             self.engine.stats.net_output_bytes += len(data)
             transport.write(data)
             if self.check_output_limit():
-                return
+                return True
         if c.close_after_reply:
             transport.close()
+        return True
 
     def check_output_limit(self) -> bool:
         """Disconnect the client if its unsent output is over ``client-output-buffer-limit``;
