@@ -65,6 +65,7 @@ class Node:
         self.log_path = tmp_path / "server.log"
         self.args = args
         self.proc: subprocess.Popen[bytes] | None = None
+        self.spawned: list[subprocess.Popen[bytes]] = []
         self.port = 0
 
     @property
@@ -79,6 +80,8 @@ class Node:
         return [*HEADWATER, "server", "--port", str(self.port), "--dir", str(self.dir)]
 
     def spawn(self, *extra: str) -> subprocess.Popen[bytes]:
+        alive = [p.pid for p in self.spawned if p.poll() is None]
+        assert not alive, f"a server still runs on this directory: {alive}"
         self.port = free_port()
         with open(self.log_path, "ab") as log:
             log.write(f"---- start {' '.join(self.args + extra)}\n".encode())
@@ -89,6 +92,7 @@ class Node:
                 stderr=subprocess.STDOUT,
                 cwd=ROOT,
             )
+        self.spawned.append(self.proc)
         return self.proc
 
     def start(self, *extra: str, timeout: float = 30.0) -> None:
@@ -116,9 +120,10 @@ class Node:
             raise AssertionError(f"server did not exit\n{self.log_tail()}") from None
 
     def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait()
+        for proc in self.spawned:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGKILL)
+                proc.wait()
 
     def terminate(self) -> int:
         assert self.proc is not None
@@ -431,7 +436,9 @@ class Campaign:
         for self.round in range(1, kills + 1):
             if self.round % 5 == 0:
                 # Now and then die during startup: recovery (cutting a torn tail) may be cut
-                # short too.
+                # short too. (The running server goes first: two on one directory would
+                # both write the AOF.)
+                node.kill()
                 node.spawn()
                 time.sleep(rng.uniform(0.0, 0.5))
                 node.kill()

@@ -350,8 +350,7 @@ class IdmpCommands(RuleBasedStateMachine):
             assert info[b"iids-duplicates"] == m.duplicates
             if stream.idmp is not None:  # the same (pid, iid) -> ID maps, oldest first
                 maps = {
-                    pid: [(iid, tuple(sid)) for iid, sid in producer.iids.items()]
-                    for pid, producer in stream.idmp.producers.items()
+                    pid: list(producer.entries()) for pid, producer in stream.idmp.producers.items()
                 }
                 assert {pid: [sid for _, sid in v] for pid, v in maps.items()} == {
                     pid: [sid for _, sid in v] for pid, v in m.producers.items()

@@ -76,7 +76,6 @@ def test_many_pops_from_the_front_stay_cheap_and_correct() -> None:
     for n in range(10_000):
         state.record(b"p", b"%d" % n, (n, 0), maxsize=10)
     assert list(state.producers[b"p"].iids) == [b"%d" % n for n in range(9990, 10_000)]
-    assert state.producers[b"p"].holes <= 64 + 10
     state.check_invariants(10)
 
 

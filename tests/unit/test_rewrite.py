@@ -51,7 +51,7 @@ def _stream(s: Stream) -> Any:
     idmp = {}
     if s.idmp is not None:
         for pid, producer in s.idmp.producers.items():
-            kept = [(iid, sid) for iid, sid in producer.iids.items() if sid in live]
+            kept = [(iid, sid) for iid, sid in producer.entries() if sid in live]
             if kept:
                 idmp[pid] = kept
     return (
@@ -168,7 +168,7 @@ def exact_state(dbs: list[Database]) -> dict[tuple[int, bytes], Any]:
                     idmp.tracked,
                     idmp.added,
                     idmp.duplicates,
-                    {pid: list(p.iids.items()) for pid, p in idmp.producers.items()},
+                    {pid: list(p.entries()) for pid, p in idmp.producers.items()},
                 )
             )
             out[db.index, key] = (

@@ -251,7 +251,26 @@ def _explicit_xadd(raw_id: bytes) -> XAddOpts:
     sid = parse_id(raw_id, allow_auto_seq=True)
     if sid == (0, 0):
         raise ID_ZERO
-    return XAddOpts(id=sid)
+    return XAddOpts(trim=_NO_TRIM, id=sid)
+
+
+_NO_TRIM = TrimOpts()  # shared by the fast paths below (never mutated)
+
+
+def _idmp_xadd(argv: list[bytes]) -> XAddOpts | None:
+    """``XADD key IDMP pid iid * f v ...`` / ``XADD key IDMPAUTO pid * f v ...`` with no
+    other option, the shape idempotent producers send: parsed without the option loop. None
+    for any other shape (the full parser then decides, errors included)."""
+    option = argv[2].upper()
+    if option == b"IDMP" and len(argv) >= 8 and argv[5] == b"*" and not len(argv) % 2:
+        pid, iid, at = argv[3], argv[4], 5
+    elif option == b"IDMPAUTO" and len(argv) >= 7 and argv[4] == b"*" and len(argv) % 2:
+        pid, iid, at = argv[3], None, 4
+    else:
+        return None
+    if not pid or iid == b"":
+        return None
+    return XAddOpts(trim=_NO_TRIM, id_index=at, idmp=(pid, iid))
 
 
 def cmd_xadd(c: Client, argv: list[bytes]) -> Reply:
@@ -261,7 +280,7 @@ def cmd_xadd(c: Client, argv: list[bytes]) -> Reply:
     elif odd and argv[2][:1].isdigit():
         opts = _explicit_xadd(argv[2])
     else:
-        opts = parse_xadd(c, argv)
+        opts = (_idmp_xadd(argv) if argv[2][:1] in b"Ii" else None) or parse_xadd(c, argv)
     key = argv[1]
     stream = lookup_stream(c, key)
     if stream is None:

@@ -88,7 +88,7 @@ def _stream_commands(key: bytes, stream: Stream) -> Iterator[Command]:
     ]  # fmt: skip
     if stream.idmp is not None:
         for pid, producer in stream.idmp.producers.items():
-            for iid, sid in producer.iids.items():
+            for iid, sid in producer.entries():
                 if stream.get(sid) is not None:
                     yield [b"XIDMPRECORD", key, pid, iid, format_id(sid)]
     for name in sorted(stream.groups):

@@ -187,8 +187,8 @@ def _write_idmp(out: _Out, idmp: IdmpState | None) -> None:
         out.u64(n)
     for pid, producer in idmp.producers.items():
         out.blob(pid)
-        out.u64(len(producer.iids))
-        for iid, sid in producer.iids.items():
+        out.u64(len(producer))
+        for iid, sid in producer.entries():
             out.blob(iid)
             out.sid(sid)
 
@@ -354,7 +354,7 @@ def _read_idmp(inp: _In) -> IdmpState | None:
         producer = state.producers[pid] = Producer()
         for _ in range(inp.u64()):
             iid = inp.blob()
-            producer.iids[iid] = inp.sid()
+            producer.add(iid, inp.sid())
         state.tracked += len(producer.iids)
     return state
 
