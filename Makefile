@@ -50,6 +50,8 @@ bench: setup redis-server
 	$(BIN)/python benchmarks/bench_core.py
 	$(BIN)/python benchmarks/bench_streams.py
 	$(BIN)/python benchmarks/bench_groups.py
+	$(BIN)/python benchmarks/bench_idmp.py
+	$(BIN)/python benchmarks/bench_durability.py
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
