@@ -186,6 +186,7 @@ def headwater_argv(python: str, port: int, data_dir: Path) -> list[str]:
         "--port", str(port),
         "--dir", str(data_dir),
         "--appendonly", "no",
+        "--save", "",
     ]  # fmt: skip
 
 
