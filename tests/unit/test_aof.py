@@ -179,3 +179,25 @@ def test_check_aof_reports_and_fixes(tmp_path: Path) -> None:
     assert ok
     assert path.read_bytes() == good
     assert check_aof(path, fix=False)[0]
+
+
+def test_failed_save_refuses_writes_until_a_save_works(tmp_path: Path) -> None:
+    from headwater.server.durability import BGSAVE_MISCONF, Durability
+
+    h = Harness()
+    c = h.client()
+    h.call(c, "CONFIG", "SET", "appendonly", "no")
+    durability = Durability(h.engine.config, h.engine, str(tmp_path / "missing"))
+    durability.open()
+    h.call(c, "SET", "k", "v")
+    assert "Error saving DB on disk" in str(h.call(c, "SAVE"))
+    assert str(h.call(c, "SET", "k", "w")) == f"MISCONF {BGSAVE_MISCONF.msg}"
+    assert h.call(c, "GET", "k") == b"v"
+    h.call(c, "CONFIG", "SET", "stop-writes-on-bgsave-error", "no")
+    durability.persist()
+    assert h.call(c, "SET", "k", "w") == b"OK"
+    h.call(c, "CONFIG", "SET", "stop-writes-on-bgsave-error", "yes")
+    durability.data_dir = str(tmp_path)
+    assert h.call(c, "SAVE") == b"OK"
+    assert h.call(c, "SET", "k", "x") == b"OK"
+    assert (tmp_path / "dump.hwsnap").exists()

@@ -39,6 +39,15 @@ from headwater.resp.types import OK, Reply, Status
 log = logging.getLogger("headwater")
 
 
+BGSAVE_MISCONF = ReplyError(
+    "MISCONF",
+    "Redis is configured to save RDB snapshots, but it's currently unable to persist to disk. "
+    "Commands that may modify the data set are disabled, because this instance is configured "
+    "to report errors during writes if RDB snapshotting fails (stop-writes-on-bgsave-error "
+    "option). Please check the Redis logs for details about the RDB error.",
+)
+
+
 class StartupError(Exception):
     """The data on disk cannot be loaded: the server must not start (and not overwrite it)."""
 
@@ -58,6 +67,7 @@ class Durability:
         self.rewrite_child: tuple[int, int, str, str] | None = None
         #: (pid, dirty counter at the fork) while a BGSAVE child runs
         self.bgsave_child: tuple[int, int] | None = None
+        self.bgsave_scheduled = False
         self.last_save_attempt = 0.0
         self.data_dir = data_dir
         engine.hooks[b"SAVE"] = self._save_command
@@ -213,9 +223,13 @@ class Durability:
         self._publish()
 
     def maybe_scheduled_save(self) -> None:
-        """The ``save <seconds> <changes>`` rules (from the cron); after a failure, retry no
-        sooner than 5 s later, as Redis."""
+        """BGSAVE SCHEDULE, and the ``save <seconds> <changes>`` rules (from the cron); after
+        a failure, retry no sooner than 5 s later, as Redis."""
         if self.bgsave_child is not None or self.rewrite_child is not None:
+            return
+        if self.bgsave_scheduled:
+            self.bgsave_scheduled = False
+            self.start_bgsave()
             return
         engine = self.engine
         changes = engine.dirty - engine.dirty_at_last_save
@@ -254,6 +268,7 @@ class Durability:
         writer = self.writer
         if writer is None:
             self.durable_seq = self.engine.effect_seq
+            self._publish()
             return
         writer.fsync_policy = self.config["appendfsync"]
         upto = self.engine.effect_seq
@@ -286,11 +301,19 @@ class Durability:
         info.aof_current_size = writer.size if writer is not None else 0
         info.aof_buffer_length = len(writer.buf) if writer is not None else 0
         info.aof_rewrite_in_progress = self.rewrite_child is not None
-        self.engine.refuse_writes = (
-            ReplyError("MISCONF", f"Errors writing to the AOF file: {os.strerror(error.errno)}")
-            if error is not None and error.errno is not None
-            else None
-        )
+        if error is not None and error.errno is not None:
+            refusal: ReplyError | None = ReplyError(
+                "MISCONF", f"Errors writing to the AOF file: {os.strerror(error.errno)}"
+            )
+        elif (
+            info.rdb_last_bgsave_status == "err"
+            and self.config["stop-writes-on-bgsave-error"]
+            and self.config["save"]
+        ):
+            refusal = BGSAVE_MISCONF
+        else:
+            refusal = None
+        self.engine.refuse_writes = refusal
 
     # -- rewrite (BGREWRITEAOF, automatic, appendonly turned on) ---------------------------
 
@@ -409,7 +432,10 @@ class Durability:
         return OK
 
     def _bgsave_command(self, args: list[bytes]) -> Reply:
-        if args and args[0].upper() == b"SCHEDULE" and self.rewrite_child is not None:
+        if len(args) > 1 or (args and args[0].upper() != b"SCHEDULE"):
+            raise err("syntax error")
+        if args and self.rewrite_child is not None:
+            self.bgsave_scheduled = True  # started by the cron once the rewrite is done
             return Status(b"Background saving scheduled")
         if self.rewrite_child is not None:
             raise err(
