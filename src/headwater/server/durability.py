@@ -92,12 +92,26 @@ class Durability:
             self._load_snapshot_file()
             manifest = self._fresh_manifest()
         self.manifest = manifest
+        self._remove_strays(manifest)
         if manifest.base is not None:
             self.base_size = (self.dir / manifest.base.name).stat().st_size
         incr = manifest.incrs[-1]
         self.writer = AofWriter(self.dir / incr.name, self.config["appendfsync"])
         self.engine.effect_sinks.append(self.writer.append)
         self._publish()
+
+    def _remove_strays(self, manifest: Manifest) -> None:
+        """Files a crash left behind: a rewrite's base that never made it into the manifest,
+        old files it was about to delete, temporary files."""
+        named = {entry.name for entry in manifest.entries} | {self.manifest_path.name}
+        prefix = self.config["appendfilename"]
+        for path in self.dir.iterdir():
+            stray = path.name.startswith("temp-") or (
+                path.name.startswith(f"{prefix}.") and path.name not in named
+            )
+            if stray and path.is_file():
+                log.warning("Removing %s: left over by an interrupted rewrite", path.name)
+                path.unlink(missing_ok=True)
 
     def _fresh_manifest(self) -> Manifest:
         name = f"{self.config['appendfilename']}.1.incr.aof"
