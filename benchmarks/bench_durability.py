@@ -44,8 +44,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import hiredis
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_core import (
@@ -60,6 +58,7 @@ from bench_core import (
     free_port,
     running,
 )
+from bench_groups import CheckError, Client, encode
 
 VALUE = "0123456789abcdef"  # 16 bytes
 STREAM = "s"
@@ -77,10 +76,6 @@ LOAD_BATCH = 10_000
 POLL = 0.005
 HW_VERSION = ["-m", "headwater.cli", "--version"]
 RESTART_TIMEOUT = 900.0
-
-
-class CheckError(RuntimeError):
-    """A server replied with an error or holds the wrong data."""
 
 
 class BenchmarkError(RuntimeError):
@@ -118,58 +113,6 @@ def headwater_argv(python: str, port: int, data_dir: Path, fsync: str) -> list[s
     ]  # fmt: skip
 
 
-def encode(argv: Sequence[str]) -> bytes:
-    out = bytearray(b"*%d\r\n" % len(argv))
-    for arg in argv:
-        raw = arg.encode()
-        out += b"$%d\r\n%s\r\n" % (len(raw), raw)
-    return bytes(out)
-
-
-class Client:
-    """One blocking connection; replies parsed by hiredis, error replies raised."""
-
-    def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection((HOST, port))
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.reader = hiredis.Reader()
-
-    def __enter__(self) -> Client:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.sock.close()
-
-    def send_and_count(self, payload: bytes, replies: int) -> None:
-        """Send ``payload`` and read ``replies`` replies, raising on any error reply."""
-        self.sock.sendall(payload)
-        got = 0
-        while got < replies:
-            reply = self.reader.gets()
-            if reply is False:
-                data = self.sock.recv(1 << 20)
-                if not data:
-                    raise CheckError("connection closed by the server")
-                self.reader.feed(data)
-                continue
-            if isinstance(reply, hiredis.ReplyError):
-                raise CheckError(f"error reply: {reply}")
-            got += 1
-
-    def call(self, *argv: str) -> Any:
-        self.sock.sendall(encode(argv))
-        while True:
-            reply = self.reader.gets()
-            if reply is not False:
-                if isinstance(reply, hiredis.ReplyError):
-                    raise CheckError(f"{shlex.join(argv)}: {reply}")
-                return reply
-            data = self.sock.recv(1 << 20)
-            if not data:
-                raise CheckError("connection closed by the server")
-            self.reader.feed(data)
-
-
 def xlen(port: int) -> int:
     with Client(port) as client:
         return int(client.call("XLEN", STREAM))
@@ -183,7 +126,7 @@ def load_entries(port: int, entries: int) -> float:
         done = 0
         while done < entries:
             n = min(LOAD_BATCH, entries - done)
-            client.send_and_count(batch if n == LOAD_BATCH else encode(XADD_ARGV) * n, n)
+            client.send_raw(batch if n == LOAD_BATCH else encode(XADD_ARGV) * n, n)
             done += n
     return time.perf_counter() - started
 

@@ -118,8 +118,17 @@ class Client:
 
     def pipeline(self, commands: Sequence[Sequence[str]]) -> list[Any]:
         self.sock.sendall(b"".join(encode(c) for c in commands))
+        return self.read(len(commands), lambda i: shlex.join(commands[i]))
+
+    def send_raw(self, payload: bytes, replies: int) -> list[Any]:
+        """Send pre-encoded commands and read their ``replies`` replies."""
+        self.sock.sendall(payload)
+        return self.read(replies, lambda i: f"command {i}")
+
+    def read(self, count: int, describe: Callable[[int], str]) -> list[Any]:
+        """``count`` replies; an error reply raises CheckError naming its command."""
         replies: list[Any] = []
-        while len(replies) < len(commands):
+        while len(replies) < count:
             reply = self.reader.gets()
             if reply is False:
                 data = self.sock.recv(1 << 20)
@@ -128,8 +137,7 @@ class Client:
                 self.reader.feed(data)
                 continue
             if isinstance(reply, hiredis.ReplyError):
-                index = len(replies)
-                raise CheckError(f"{shlex.join(commands[index])}: {reply}")
+                raise CheckError(f"{describe(len(replies))}: {reply}")
             replies.append(reply)
         return replies
 

@@ -53,6 +53,23 @@ def wrong_arity(name: str) -> ReplyError:
     return err(f"wrong number of arguments for '{name}' command")
 
 
+def c_string(raw: bytes) -> bytes:
+    """What C's ``%s`` prints of an sds: everything before the first NUL."""
+    return raw.split(b"\0", 1)[0]
+
+
+def c_text(raw: bytes, limit: int | None = None) -> str:
+    """``c_string`` as text for an error message (``%.128s`` when limit is 128)."""
+    return c_string(raw)[:limit].decode("utf-8", "surrogateescape")
+
+
 def unknown_subcommand(sub: bytes, container: str) -> ReplyError:
-    shown = sub.split(b"\0", 1)[0][:128].decode("utf-8", "surrogateescape")
-    return err(f"unknown subcommand '{shown}'. Try {container} HELP.")
+    return err(f"unknown subcommand '{c_text(sub, 128)}'. Try {container} HELP.")
+
+
+def subcommand_syntax(sub: bytes, container: str) -> ReplyError:
+    """Redis's addReplySubcommandSyntaxError: a known subcommand with bad arguments."""
+    return err(
+        f"unknown subcommand or wrong number of arguments for '{c_text(sub, 128)}'. "
+        f"Try {container} HELP."
+    )

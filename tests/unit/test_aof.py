@@ -201,3 +201,20 @@ def test_failed_save_refuses_writes_until_a_save_works(tmp_path: Path) -> None:
     assert h.call(c, "SAVE") == b"OK"
     assert h.call(c, "SET", "k", "x") == b"OK"
     assert (tmp_path / "dump.hwsnap").exists()
+
+
+def test_persistence_commands_refuse_bad_arguments(tmp_path: Path) -> None:
+    from headwater.server.durability import Durability
+
+    h = Harness()
+    c = h.client()
+    Durability(h.engine.config, h.engine, str(tmp_path)).open()
+    assert str(h.call(c, "BGSAVE", "NOW")) == "ERR syntax error"
+    assert str(h.call(c, "BGSAVE", "SCHEDULE", "X")) == "ERR syntax error"
+    assert str(h.call(c, "DEBUG", "AOF-WRITE-ERROR", "ENOPE")) == "ERR unknown errno name 'ENOPE'"
+    assert str(h.call(c, "DEBUG", "LOADAOF", "x")) == (
+        "ERR wrong number of arguments for 'debug|loadaof' command"
+    )
+    assert str(h.call(c, "DEBUG", "NOPE")) == (
+        "ERR unknown subcommand or wrong number of arguments for 'NOPE'. Try DEBUG HELP."
+    )

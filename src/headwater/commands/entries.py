@@ -25,10 +25,7 @@ _SAME_FIELDS = 0
 def entry_reply(entry: Entry) -> Raw:
     """One entry given as ``(id, pairs)``."""
     sid = b"%d-%d" % entry[0]
-    pairs = entry[1]
-    parts = [b"*2\r\n$%d\r\n%s\r\n*%d\r\n" % (len(sid), sid, len(pairs))]
-    parts += [b"$%d\r\n%s\r\n" % (len(item), item) for item in pairs]
-    return Raw(b"".join(parts))
+    return Raw(b"*2\r\n$%d\r\n%s\r\n%s" % (len(sid), sid, _pairs_array(entry[1])))
 
 
 def encode_entries(
@@ -98,7 +95,7 @@ def _encode_span(
                 % (len(sid), sid, head, n, blob[pos : pos + n])
             )
         else:
-            out.append(b"*2\r\n$%d\r\n%s\r\n%s" % (len(sid), sid, _encode_pairs(node, i)))
+            out.append(b"*2\r\n$%d\r\n%s\r\n%s" % (len(sid), sid, _pairs_array(node.pairs_at(i))))
         limit -= 1
     return limit
 
@@ -113,8 +110,7 @@ def _pairs_head(fields: tuple[bytes, ...]) -> bytes:
     return head
 
 
-def _encode_pairs(node: Node, index: int) -> bytes:
-    pairs = node.pairs_at(index)
+def _pairs_array(pairs: list[bytes]) -> bytes:
     parts = [b"*%d\r\n" % len(pairs)]
     parts += [b"$%d\r\n%s\r\n" % (len(item), item) for item in pairs]
     return b"".join(parts)

@@ -13,11 +13,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from itertools import islice
 
-from headwater.commands.args import parse_int, strict_int
+from headwater.commands.args import parse_int
 from headwater.commands.context import Block, Client, help_handler, reject_subcommand, spec
 from headwater.commands.entries import array_of, encode_entries, entry_reply
-from headwater.commands.streams import lookup_stream, new_stream, parse_block_timeout
-from headwater.errors import SYNTAX, ReplyError, err
+from headwater.commands.streams import (
+    XReadOpts,
+    lookup_stream,
+    new_stream,
+    parse_ref_and_ids,
+    parse_xread,
+)
+from headwater.errors import SYNTAX, ReplyError, c_text, err, subcommand_syntax
 from headwater.keyspace import Database
 from headwater.resp.types import NULL_ARRAY, OK, PairMap, Raw, Reply
 from headwater.stream.groups import (
@@ -51,26 +57,15 @@ _NULL_ENTRY = Raw(b"*-1\r\n")  # a deleted entry in a history read: RESP2 null a
 _NULL_ENTRY3 = Raw(b"_\r\n")
 
 
-def _text(raw: bytes) -> str:
-    """A name as C's %s prints it in an error."""
-    return raw.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
-
-
 def nogroup(key: bytes, group: bytes, suffix: str = "") -> ReplyError:
     return ReplyError(
-        "NOGROUP", f"No such key '{_text(key)}' or consumer group '{_text(group)}'{suffix}"
+        "NOGROUP", f"No such key '{c_text(key)}' or consumer group '{c_text(group)}'{suffix}"
     )
 
 
 def nogroup_for_key(key: bytes, group: bytes) -> ReplyError:
     return ReplyError(
-        "NOGROUP", f"No such consumer group '{_text(group)}' for key name '{_text(key)}'"
-    )
-
-
-def _xgroup_syntax(sub: bytes) -> ReplyError:
-    return err(
-        f"unknown subcommand or wrong number of arguments for '{_text(sub)}'. Try XGROUP HELP."
+        "NOGROUP", f"No such consumer group '{c_text(group)}' for key name '{c_text(key)}'"
     )
 
 
@@ -177,7 +172,7 @@ def _parse_xgroup_options(argv: list[bytes], create: bool) -> XGroupOpts:
                 raise err("value for ENTRIESREAD must be positive or -1")
             i += 2
         else:
-            raise _xgroup_syntax(argv[1])
+            raise subcommand_syntax(argv[1], "XGROUP")
     return opts
 
 
@@ -205,7 +200,7 @@ def cmd_xgroup_create(c: Client, argv: list[bytes]) -> Reply:
     opts = _parse_xgroup_options(argv, create=True)
     stream, _ = _xgroup_target(c, argv, needs_group=False, mkstream=opts.mkstream)
     if len(argv) > 8:
-        raise _xgroup_syntax(argv[1])
+        raise subcommand_syntax(argv[1], "XGROUP")
     if argv[4] == b"$":
         last = stream.last_id if stream is not None else MIN_ID
     else:
@@ -228,7 +223,7 @@ def cmd_xgroup_setid(c: Client, argv: list[bytes]) -> Reply:
     assert stream is not None
     assert group is not None
     if len(argv) not in (5, 7):
-        raise _xgroup_syntax(argv[1])
+        raise subcommand_syntax(argv[1], "XGROUP")
     last = stream.last_id if argv[4] == b"$" else parse_id(argv[4], strict=False)
     group.last_id = last
     group.entries_read = _capped(opts.entries_read, stream)
@@ -298,72 +293,11 @@ XGROUP_HELP = [
 # XREADGROUP
 
 
-@dataclass
-class XReadGroupOpts:
-    group: bytes = b""
-    consumer: bytes = b""
-    count: int = 0
-    block_ms: int | None = None
-    noack: bool = False
-    claim_ms: int | None = None
-    keys: list[bytes] = field(default_factory=list)
-    id_index: int = 0
-
-
 NEW_ONLY = MAX_ID  # ``>``: Redis represents it as the maximum ID, and so do we
 
 
-def parse_xreadgroup(c: Client, argv: list[bytes]) -> XReadGroupOpts:
-    """XREADGROUP GROUP group consumer [COUNT count] [BLOCK ms] [CLAIM min-idle] [NOACK]
-    STREAMS key [key ...] id [id ...]"""
-    opts = XReadGroupOpts()
-    group_given = False
-    i = 1
-    while i < len(argv):
-        token = argv[i].upper()
-        more = len(argv) - 1 - i
-        if token == b"BLOCK" and more:
-            opts.block_ms = parse_block_timeout(c, argv[i + 1])
-            i += 2
-        elif token == b"COUNT" and more:
-            opts.count = max(parse_int(argv[i + 1]), 0)
-            i += 2
-        elif token == b"STREAMS" and more:
-            rest = len(argv) - i - 1
-            if rest % 2:
-                raise err(
-                    "Unbalanced 'xreadgroup' list of streams: for each stream key an ID or '>' "
-                    "must be specified."
-                )
-            opts.keys = argv[i + 1 : i + 1 + rest // 2]
-            opts.id_index = i + 1 + rest // 2
-            break
-        elif token == b"GROUP" and more >= 2:
-            opts.group, opts.consumer = argv[i + 1], argv[i + 2]
-            group_given = True
-            i += 3
-        elif token == b"NOACK":
-            opts.noack = True
-            i += 1
-        elif token == b"CLAIM" and more:
-            claim = strict_int(argv[i + 1])
-            if claim is None:
-                raise err("min-idle-time is not an integer or out of range")
-            if claim < 0:
-                raise err("min-idle-time must be a positive integer")
-            opts.claim_ms = claim
-            i += 2
-        else:
-            raise SYNTAX
-    if not opts.keys:
-        raise SYNTAX
-    if not group_given:
-        raise err("Missing GROUP option for XREADGROUP")
-    return opts
-
-
 def _read_ids(
-    c: Client, argv: list[bytes], opts: XReadGroupOpts
+    c: Client, argv: list[bytes], opts: XReadOpts
 ) -> list[tuple[Stream, Group, StreamID]]:
     """Every stream, its group and its ID, all checked before anything is served."""
     targets: list[tuple[Stream, Group, StreamID]] = []
@@ -484,7 +418,7 @@ def _with_claim_info(entry: bytes, idle_ms: int, count: int) -> bytes:
 
 
 def cmd_xreadgroup(c: Client, argv: list[bytes]) -> Reply | Block:
-    opts = parse_xreadgroup(c, argv)
+    opts = parse_xread(c, argv, group=True)
     targets = _read_ids(c, argv, opts)
     served: list[tuple[bytes, Reply]] = []
     effects: list[list[bytes]] = []
@@ -559,7 +493,6 @@ def cmd_xack(c: Client, argv: list[bytes]) -> Reply:
 
 def cmd_xackdel(c: Client, argv: list[bytes]) -> Reply:
     """XACKDEL key group [KEEPREF | DELREF | ACKED] IDS numids id [id ...]"""
-    from headwater.commands.streams import parse_ref_and_ids
 
     stream = lookup_stream(c, argv[1])
     ref, raw_ids = parse_ref_and_ids(argv, 3)
@@ -712,7 +645,7 @@ def parse_xclaim(argv: list[bytes], now: int) -> XClaimOpts:
             i += 1
             opts.last_id = parse_id(argv[i])
         else:
-            raise err(f"Unrecognized XCLAIM option '{_text(argv[i])}'")
+            raise err(f"Unrecognized XCLAIM option '{c_text(argv[i])}'")
         i += 1
     if opts.delivery_ms is None or not 0 <= opts.delivery_ms <= now:
         opts.delivery_ms = now

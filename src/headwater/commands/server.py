@@ -13,7 +13,7 @@ from headwater import REDIS_COMPAT_VERSION, __version__
 from headwater.commands.args import parse_float
 from headwater.commands.context import Client, CommandSpec, help_handler, reject_subcommand, spec
 from headwater.config import InvalidConfig, UnknownConfig
-from headwater.errors import SYNTAX, ReplyError, err
+from headwater.errors import SYNTAX, err, subcommand_syntax
 from headwater.resp.types import OK, Raw, Reply, Status, Verbatim
 
 # ---------------------------------------------------------------------------------------------
@@ -391,11 +391,7 @@ def cmd_debug(c: Client, argv: list[bytes]) -> Reply:
             Status(b"AOF-WRITE-ERROR <ENOSPC|EIO|...|OFF> -- Make AOF writes fail (tests)."),
             Status(b"HELP -- Print this help."),
         ]
-    raise ReplyError(
-        "ERR",
-        f"unknown subcommand or wrong number of arguments for "
-        f"'{argv[1].decode('utf-8', 'replace')}'. Try DEBUG HELP.",
-    )
+    raise subcommand_syntax(argv[1], "DEBUG")
 
 
 _ADMIN = "admin noscript loading stale"

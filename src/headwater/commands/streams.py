@@ -537,6 +537,11 @@ class XReadOpts:
     block_ms: int | None = None  # None = no BLOCK
     keys: list[bytes] = field(default_factory=list)
     id_index: int = 0  # argv index of the first ID
+    # XREADGROUP only
+    group: bytes = b""
+    consumer: bytes = b""
+    noack: bool = False
+    claim_ms: int | None = None
 
 
 def parse_block_timeout(c: Client, raw: bytes) -> int:
@@ -550,9 +555,20 @@ def parse_block_timeout(c: Client, raw: bytes) -> int:
     return value
 
 
-def parse_xread(c: Client, argv: list[bytes]) -> XReadOpts:
-    """XREAD [COUNT count] [BLOCK milliseconds] STREAMS key [key ...] id [id ...]"""
+_UNBALANCED_XREAD = err(
+    "Unbalanced 'xread' list of streams: for each stream key an ID, '+', or '$' must be specified."
+)
+_UNBALANCED_XREADGROUP = err(
+    "Unbalanced 'xreadgroup' list of streams: for each stream key an ID or '>' must be specified."
+)
+
+
+def parse_xread(c: Client, argv: list[bytes], group: bool = False) -> XReadOpts:
+    """XREAD [COUNT count] [BLOCK milliseconds] STREAMS key [key ...] id [id ...], and with
+    ``group`` XREADGROUP GROUP group consumer [COUNT count] [BLOCK ms] [CLAIM min-idle]
+    [NOACK] STREAMS ... (one parser, as Redis's xreadCommand)."""
     opts = XReadOpts()
+    group_given = False
     i = 1
     while i < len(argv):
         token = argv[i].upper()
@@ -566,21 +582,45 @@ def parse_xread(c: Client, argv: list[bytes]) -> XReadOpts:
         elif token == b"STREAMS" and more:
             rest = len(argv) - i - 1
             if rest % 2:
-                raise err(
-                    "Unbalanced 'xread' list of streams: for each stream key an ID, '+', or "
-                    "'$' must be specified."
-                )
+                raise _UNBALANCED_XREADGROUP if group else _UNBALANCED_XREAD
             opts.keys = argv[i + 1 : i + 1 + rest // 2]
             opts.id_index = i + 1 + rest // 2
-            return opts
-        elif token in (b"GROUP", b"NOACK", b"CLAIM") and (more >= 2 or token != b"GROUP"):
+            break
+        elif (
+            not group
+            and token in (b"GROUP", b"NOACK", b"CLAIM")
+            and (more >= 2 or token != b"GROUP")
+        ):
             raise err(
                 f"The {token.decode()} option is only supported by XREADGROUP. "
                 "You called XREAD instead."
             )
+        elif group and token == b"GROUP" and more >= 2:
+            opts.group, opts.consumer = argv[i + 1], argv[i + 2]
+            group_given = True
+            i += 3
+        elif group and token == b"NOACK":
+            opts.noack = True
+            i += 1
+        elif group and token == b"CLAIM" and more:
+            opts.claim_ms = _parse_claim(argv[i + 1])
+            i += 2
         else:
             raise SYNTAX
-    raise SYNTAX
+    if not opts.keys:
+        raise SYNTAX
+    if group and not group_given:
+        raise err("Missing GROUP option for XREADGROUP")
+    return opts
+
+
+def _parse_claim(raw: bytes) -> int:
+    claim = strict_int(raw)
+    if claim is None:
+        raise err("min-idle-time is not an integer or out of range")
+    if claim < 0:
+        raise err("min-idle-time must be a positive integer")
+    return claim
 
 
 def _resolve_read_ids(

@@ -12,7 +12,7 @@ from headwater.commands.args import parse_int
 from headwater.commands.context import Client, help_handler, reject_subcommand, spec
 from headwater.commands.entries import encode_range, entry_reply
 from headwater.commands.groups import nogroup_for_key
-from headwater.errors import NO_SUCH_KEY, WRONGTYPE, ReplyError, err
+from headwater.errors import NO_SUCH_KEY, WRONGTYPE, subcommand_syntax
 from headwater.resp.types import Reply
 from headwater.stream.groups import UNKNOWN, Consumer, Group, key_id, lag
 from headwater.stream.ids import MAX_ID, MIN_ID, format_id
@@ -26,13 +26,6 @@ def _existing_stream(c: Client, key: bytes) -> Stream:
     if not isinstance(stream, Stream):
         raise WRONGTYPE
     return stream
-
-
-def _xinfo_syntax(sub: bytes) -> ReplyError:
-    return err(
-        f"unknown subcommand or wrong number of arguments for "
-        f"'{sub.decode('utf-8', 'replace')}'. Try XINFO HELP."
-    )
 
 
 def _entries_read(group: Group) -> int | None:
@@ -69,10 +62,10 @@ def cmd_xinfo_stream(c: Client, argv: list[bytes]) -> Reply:
     count = 10
     if len(argv) > 3:
         if argv[3].upper() != b"FULL" or len(argv) not in (4, 6):
-            raise _xinfo_syntax(argv[1])
+            raise subcommand_syntax(argv[1], "XINFO")
         if len(argv) == 6:
             if argv[4].upper() != b"COUNT":
-                raise _xinfo_syntax(argv[1])
+                raise subcommand_syntax(argv[1], "XINFO")
             count = parse_int(argv[5])
             if count < 0:
                 count = 10

@@ -30,7 +30,15 @@ from headwater.commands.table import build_table
 from headwater.commands.transactions import discard
 from headwater.config import Config
 from headwater.engine.blocking import BlockingRegistry, Waiter
-from headwater.errors import NOAUTH, UNBLOCKED, ReplyError, err, unknown_subcommand, wrong_arity
+from headwater.errors import (
+    NOAUTH,
+    UNBLOCKED,
+    ReplyError,
+    c_string,
+    err,
+    unknown_subcommand,
+    wrong_arity,
+)
 from headwater.keyspace import Keyspace
 from headwater.resp.encoder import encode_into
 from headwater.resp.types import QUEUED, Reply
@@ -169,13 +177,16 @@ class Engine:
         """Run a command whose reply nobody reads (AOF replay): the handler alone, without
         reply encoding, statistics or blocking; returns its error, if any. Transactions and
         anything unusual take the full ``execute`` path."""
-        row = self.table.get(argv[0].upper())
+        row = self.lookup.get(argv[0]) or self.table.get(argv[0].upper())
         if row is None or row.subcommands or c.in_multi or row.immediate or row.no_multi:
             self.execute(c, argv)
             reply = b"".join(c.out)
             c.out.clear()
             self.pending.pop(c, None)
-            return err(reply[1:].decode("utf-8", "replace").strip()) if reply[:1] == b"-" else None
+            if reply[:1] != b"-":
+                return None
+            code, _, msg = reply[1:].decode("utf-8", "replace").strip().partition(" ")
+            return ReplyError(code, msg)
         if not row.arity_ok(len(argv)):
             return wrong_arity(row.name)
         self.keyspace.now_ms = self.clock.now_ms()
@@ -392,7 +403,8 @@ class Engine:
         self._reclaim_idle_consumers()
 
     def _reclaim_idle_consumers(self) -> None:
-        """Once a second, when ``stream-consumer-idle-reclaim-ms`` is set."""
+        """Once a second while ``stream-consumer-idle-reclaim-ms`` is set (its own clock, so
+        that turning it on takes effect at the next cron)."""
         idle_ms = self.config["stream-consumer-idle-reclaim-ms"]
         now = self.keyspace.now_ms
         if not idle_ms or now - self._last_reclaim_ms < 1000:
@@ -404,11 +416,6 @@ class Engine:
                 self._emit(db.index, effect)
 
 
-def _c_string(raw: bytes) -> bytes:
-    """What C's ``%s`` prints of an sds: everything before the first NUL."""
-    return raw.split(b"\0", 1)[0]
-
-
 def unknown_command(argv: list[bytes]) -> ReplyError:
     """Redis's text, byte for byte: ``'%.128s'`` of the name and each argument quoted until
     128 bytes of arguments are shown (raw bytes, not decoded text)."""
@@ -416,7 +423,7 @@ def unknown_command(argv: list[bytes]) -> ReplyError:
     for arg in argv[1:]:
         if len(args) >= 128:
             break
-        args += b"'" + _c_string(arg)[: 128 - len(args)] + b"' "
-    name = _c_string(argv[0])[:128]
+        args += b"'" + c_string(arg)[: 128 - len(args)] + b"' "
+    name = c_string(argv[0])[:128]
     text = b"unknown command '" + name + b"', with args beginning with: " + args
     return err(text.decode("utf-8", "surrogateescape"))

@@ -27,7 +27,7 @@ from array import array
 from pathlib import Path
 from typing import BinaryIO
 
-from headwater.keyspace import Database, Hash, RawString
+from headwater.keyspace import Database, Hash, Keyspace, RawString
 from headwater.persistence.manifest import fsync_dir
 from headwater.stream.groups import Consumer, Group, id_key, key_id
 from headwater.stream.idmp import IdmpState, Producer
@@ -361,8 +361,6 @@ def _read_idmp(inp: _In) -> IdmpState | None:
 
 def check_snapshot(path: Path) -> tuple[bool, str]:
     """``headwater check-snapshot FILE``: checksum, structure and stream invariants."""
-    from headwater.keyspace import Keyspace
-
     keyspace = Keyspace(16)
     try:
         keys = load_snapshot(path, keyspace.dbs)

@@ -23,7 +23,7 @@ from pathlib import Path
 from headwater.config import Config
 from headwater.engine import Engine
 from headwater.engine.replay import Replayer
-from headwater.errors import ReplyError, err
+from headwater.errors import ReplyError, err, wrong_arity
 from headwater.persistence.aof import AofWriter
 from headwater.persistence.manifest import (
     Manifest,
@@ -113,11 +113,20 @@ class Durability:
                 log.warning("Removing %s: left over by an interrupted rewrite", path.name)
                 path.unlink(missing_ok=True)
 
+    def _incr_name(self, seq: int) -> str:
+        return f"{self.config['appendfilename']}.{seq}.incr.aof"
+
+    def _base_name(self, seq: int, snapshot: bool | None = None) -> str:
+        """A base is a snapshot with ``aof-use-rdb-preamble yes``, else AOF commands."""
+        if snapshot is None:
+            snapshot = self.config["aof-use-rdb-preamble"]
+        return f"{self.config['appendfilename']}.{seq}.base.{'hwsnap' if snapshot else 'aof'}"
+
     def _fresh_manifest(self) -> Manifest:
-        name = f"{self.config['appendfilename']}.1.incr.aof"
+        name = self._incr_name(1)
         manifest = Manifest([ManifestEntry(name, 1, "i")])
         if self.engine.keyspace.total_keys():
-            base = ManifestEntry(f"{self.config['appendfilename']}.1.base.hwsnap", 1, "b")
+            base = ManifestEntry(self._base_name(1, snapshot=True), 1, "b")
             write_snapshot(self.dir / base.name, self.engine.keyspace.dbs)
             manifest.entries.insert(0, base)
         (self.dir / name).touch()
@@ -341,9 +350,8 @@ class Durability:
         if self.writer is None or self.manifest is None:
             raise err("Append only file is not enabled")
         seq = self.manifest.next_incr_seq()
-        suffix = "hwsnap" if self.config["aof-use-rdb-preamble"] else "aof"
-        base_name = f"{self.config['appendfilename']}.{seq}.base.{suffix}"
-        incr_name = f"{self.config['appendfilename']}.{seq}.incr.aof"
+        base_name = self._base_name(seq)
+        incr_name = self._incr_name(seq)
         self.writer.close()
         (self.dir / incr_name).touch()
         self.manifest.entries.append(ManifestEntry(incr_name, seq, "i"))
@@ -424,9 +432,8 @@ class Durability:
         self.dir.mkdir(parents=True, exist_ok=True)
         old = load_manifest(self.manifest_path).entries if self.manifest_path.exists() else []
         seq = max((e.seq for e in old), default=0) + 1
-        suffix = "hwsnap" if self.config["aof-use-rdb-preamble"] else "aof"
-        base = ManifestEntry(f"{self.config['appendfilename']}.{seq}.base.{suffix}", seq, "b")
-        incr = ManifestEntry(f"{self.config['appendfilename']}.{seq}.incr.aof", seq, "i")
+        base = ManifestEntry(self._base_name(seq), seq, "b")
+        incr = ManifestEntry(self._incr_name(seq), seq, "i")
         self._write_base(self.dir / base.name)
         (self.dir / incr.name).touch()
         self.manifest = Manifest([base, incr])
@@ -488,7 +495,7 @@ class Durability:
     def _debug_loadaof(self, args: list[bytes]) -> Reply:
         """Write what is buffered, empty every database, and load the AOF again."""
         if args:
-            raise err("wrong number of arguments for 'debug|loadaof' command")
+            raise wrong_arity("debug|loadaof")
         if self.writer is None:
             return OK
         self.writer.close()
