@@ -367,8 +367,7 @@ def _serve_new(d: _Delivery, consumer: Consumer, count: int, noack: bool) -> lis
     advance(stream, group, ids)
     now = d.c.server.keyspace.now_ms
     if not noack:
-        keys = [id_key(sid) for sid in ids]
-        group.deliver(consumer, keys, now)
+        group.deliver(consumer, [ms << 64 | seq for ms, seq in ids], now)
         consumer.active_time = now  # Redis: only deliveries that create a NACK count
         if d.c.server.propagating:
             nack = (now, 1, consumer.name)
@@ -376,7 +375,8 @@ def _serve_new(d: _Delivery, consumer: Consumer, count: int, noack: bool) -> lis
             for sid in ids:
                 # LASTID is the group's position right after this entry, as Redis sends it
                 effects.append(_claim_effect(d.key, group, format_id(sid), nack, sid))
-    d.effects.append(_setid_effect(d.key, group))
+    if d.c.server.propagating:
+        d.effects.append(_setid_effect(d.key, group))
     return parts
 
 

@@ -212,11 +212,12 @@ def record_idmp(
     c: Client, key: bytes, stream: Stream, idmp_key: tuple[bytes, bytes], sid: StreamID
 ) -> None:
     """Remember (pid, iid) → sid, and the stream for the expiry cron."""
-    if stream.idmp is None:
-        stream.idmp = IdmpState()
-    stream.idmp.record(*idmp_key, sid, stream.idmp_maxsize)
+    state = stream.idmp
+    if state is None:
+        state = stream.idmp = IdmpState()
+    state.record(idmp_key[0], idmp_key[1], sid, stream.idmp_maxsize)
     c.server.stats.stream_idmp_iids_added += 1
-    c.db.idmp_keys.add(key)
+    c.db.idmp_keys.add(key)  # again each time: the cron drops streams it found empty
 
 
 def next_id(stream: Stream, requested: StreamID | None, now_ms: int) -> StreamID:
@@ -261,16 +262,21 @@ def _idmp_xadd(argv: list[bytes]) -> XAddOpts | None:
     """``XADD key IDMP pid iid * f v ...`` / ``XADD key IDMPAUTO pid * f v ...`` with no
     other option, the shape idempotent producers send: parsed without the option loop. None
     for any other shape (the full parser then decides, errors included)."""
-    option = argv[2].upper()
-    if option == b"IDMP" and len(argv) >= 8 and argv[5] == b"*" and not len(argv) % 2:
-        pid, iid, at = argv[3], argv[4], 5
-    elif option == b"IDMPAUTO" and len(argv) >= 7 and argv[4] == b"*" and len(argv) % 2:
-        pid, iid, at = argv[3], None, 4
-    else:
-        return None
-    if not pid or iid == b"":
-        return None
-    return XAddOpts(trim=_NO_TRIM, id_index=at, idmp=(pid, iid))
+    option, n = argv[2].upper(), len(argv)
+    if option == b"IDMP" and n >= 8 and not n % 2 and argv[5] == b"*" and argv[3] and argv[4]:
+        return _IdmpOpts(5, (argv[3], argv[4]))
+    if option == b"IDMPAUTO" and n >= 7 and n % 2 and argv[4] == b"*" and argv[3]:
+        return _IdmpOpts(4, (argv[3], None))
+    return None
+
+
+class _IdmpOpts(XAddOpts):
+    """XAddOpts of the idempotent-producer fast path: built without the dataclass's
+    __init__ (it runs per XADD)."""
+
+    def __init__(self, id_index: int, idmp: tuple[bytes, bytes | None]) -> None:
+        self.trim, self.nomkstream, self.id = _NO_TRIM, False, None
+        self.id_index, self.idmp = id_index, idmp
 
 
 def cmd_xadd(c: Client, argv: list[bytes]) -> Reply:

@@ -110,6 +110,12 @@ class Group:
         1. A key already pending (the group was moved back by SETID) changes owner and starts
         counting again."""
         pel = self.pel
+        if not pel or keys[0] > self.order.last():
+            # the usual case: all new, past everything pending; they share one NACK tuple
+            pel.update(dict.fromkeys(keys, (now_ms, 1, consumer.name)))
+            self.order.extend(keys)
+            consumer.pel.extend(keys)
+            return
         fresh: list[int] = []
         for key in keys:
             previous = pel.get(key)

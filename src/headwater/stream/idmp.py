@@ -106,19 +106,24 @@ class IdmpState:
 
     def lookup(self, pid: bytes, iid: bytes) -> StreamID | None:
         producer = self.producers.get(pid)
-        return None if producer is None else producer.get(iid)
+        if producer is None:
+            return None
+        key = producer.iids.get(iid)
+        return None if key is None else (key >> 64, key & _MASK64)
 
     def record(self, pid: bytes, iid: bytes, sid: StreamID, maxsize: int) -> None:
         """Remember a new (pid, iid) → sid; evict the producer's oldest beyond maxsize."""
         producer = self.producers.get(pid)
         if producer is None:
             producer = self.producers[pid] = Producer()
-        producer.add(iid, sid)
-        self.tracked += 1
+        iids, order = producer.iids, producer.order
+        iids[iid] = sid[0] << 64 | sid[1]
+        order.append(iid)
         self.added += 1
-        while len(producer) > maxsize:
-            producer.pop_oldest()
-            self.tracked -= 1
+        excess = len(iids) - maxsize
+        for _ in range(excess):  # one at most, unless maxsize was lowered
+            del iids[order.popleft()]
+        self.tracked += 1 - max(excess, 0)
 
     def expire(self, cutoff_ms: int) -> int:
         """Forget iids whose entry ms is <= cutoff_ms (oldest first, per producer); returns
