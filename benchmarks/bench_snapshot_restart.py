@@ -1,20 +1,30 @@
 #!/usr/bin/env python3
 """Snapshot restart time (issue #6), side by side with redis-server's RDB.
 
-N entries (default 1,000,000) of one 16-byte field are loaded over a pipelined socket, SAVE
-writes the snapshot, then three restarts are timed until PING answers. The servers run one
-after the other. bench_durability.py has the AOF rows.
+N entries (default 5,000,000: the issue's target size) of one 16-byte field are loaded over a
+pipelined socket and SAVE writes the snapshot, one server after the other; then restarts are
+timed from process start until PING answers (median of --restarts, default 3), the servers
+taking turns so that both see the same background load. The same start with an empty data
+directory is timed too: it is the floor included in both times (Headwater's is the interpreter
+and its imports). Target: Headwater <= 1.0x Redis.
+
+Headwater's modules are byte-compiled first (``compileall``), as in an installed package:
+with ``PYTHONDONTWRITEBYTECODE=1`` (set on the project's machines) a source checkout is
+otherwise compiled again at every start (~70 ms). ``--no-compileall`` measures that case.
+bench_durability.py has the AOF rows.
 
 Usage::
 
-    .venv/bin/python benchmarks/bench_snapshot_restart.py [entries]
+    .venv/bin/python benchmarks/bench_snapshot_restart.py [entries] [--restarts 3] [--data DIR]
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -24,23 +34,25 @@ from pathlib import Path
 PORT = 7791
 XADD = b"*5\r\n$4\r\nXADD\r\n$1\r\ns\r\n$1\r\n*\r\n$1\r\nf\r\n$16\r\n0123456789abcdef\r\n"
 ROOT = Path(__file__).resolve().parent.parent
+PYTHON = ROOT / ".venv/bin/python"
 SERVERS = {
     "redis": ["redis-server", "--save", "", "--appendonly", "no"],
     "headwater": [str(ROOT / ".venv/bin/headwater"), "server", "--save", "", "--appendonly", "no"],
 }
+TARGET = 1.0  # headwater seconds / redis seconds, at most
 
 
-def command(*args: bytes) -> bytes:
-    with socket.create_connection(("127.0.0.1", PORT)) as s:
+def command(port: int, *args: bytes) -> bytes:
+    with socket.create_connection(("127.0.0.1", port)) as s:
         s.sendall(b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args))
         return s.recv(1000)
 
 
-def wait_ready(started: float, proc: subprocess.Popen[bytes]) -> float:
+def wait_ready(started: float, proc: subprocess.Popen[bytes], port: int) -> float:
     """Seconds from started until the server answers PING."""
     while True:
         try:
-            if command(b"PING").startswith(b"+PONG"):
+            if command(port, b"PING").startswith(b"+PONG"):
                 return time.perf_counter() - started
         except OSError:
             pass
@@ -49,8 +61,8 @@ def wait_ready(started: float, proc: subprocess.Popen[bytes]) -> float:
         time.sleep(0.005)
 
 
-def load(entries: int, batch: int = 10_000) -> None:
-    with socket.create_connection(("127.0.0.1", PORT)) as s, s.makefile("rb") as f:
+def load(entries: int, port: int, batch: int = 10_000) -> None:
+    with socket.create_connection(("127.0.0.1", port)) as s, s.makefile("rb") as f:
         for start in range(0, entries, batch):
             n = min(batch, entries - start)
             s.sendall(XADD * n)
@@ -59,46 +71,115 @@ def load(entries: int, batch: int = 10_000) -> None:
                 f.readline()
 
 
-def start(argv: list[str], data: str) -> subprocess.Popen[bytes]:
+def start(argv: list[str], data: str, port: int) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [*argv, "--port", str(PORT), "--dir", data],
+        [*argv, "--port", str(port), "--dir", data],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
 
 
-def measure(name: str, argv: list[str], entries: int) -> None:
-    data = tempfile.mkdtemp(prefix=f"snap-{name}-")
+def timed_start(argv: list[str], data: str, port: int, check: int | None = None) -> float:
+    """Seconds from process start until PING answers; the server is stopped again."""
+    began = time.perf_counter()
+    proc = start(argv, data, port)
     try:
-        proc = start(argv, data)
-        wait_ready(time.perf_counter(), proc)
-        load(entries)
-        began = time.perf_counter()
-        assert command(b"SAVE") == b"+OK\r\n"
-        save_s = time.perf_counter() - began
+        seconds = wait_ready(began, proc, port)
+        if check is not None:
+            length = command(port, b"XLEN", b"s")
+            if length != b":%d\r\n" % check:
+                raise SystemExit(f"XLEN {length!r} after a restart of {argv[0]}, expected {check}")
+        return seconds
+    finally:
         proc.terminate()
         proc.wait()
-        restarts = []
-        for _ in range(3):
-            began = time.perf_counter()
-            proc = start(argv, data)
-            restarts.append(wait_ready(began, proc))
-            length = command(b"XLEN", b"s")
-            proc.terminate()
-            proc.wait()
-        sizes = {f: os.path.getsize(os.path.join(data, f)) for f in os.listdir(data)}
-        print(
-            f"{name}: SAVE {save_s:.2f} s; restarts {[round(t, 3) for t in restarts]} s "
-            f"(median {sorted(restarts)[1]:.3f}); XLEN {length!r}; files {sizes}"
-        )
+
+
+def prepare(name: str, argv: list[str], data: str, port: int, entries: int) -> None:
+    """Load the entries and SAVE, unless data holds a snapshot already (--data)."""
+    if any(f.startswith("dump.") for f in os.listdir(data)):
+        print(f"{name}: reusing the snapshot in {data}", flush=True)
+        return
+    proc = start(argv, data, port)
+    try:
+        wait_ready(time.perf_counter(), proc, port)
+        began = time.perf_counter()
+        load(entries, port)
+        load_s = time.perf_counter() - began
+        began = time.perf_counter()
+        assert command(port, b"SAVE") == b"+OK\r\n"
+        save_s = time.perf_counter() - began
     finally:
-        shutil.rmtree(data, ignore_errors=True)
+        proc.terminate()
+        proc.wait()
+    print(f"{name}: loaded in {load_s:.1f} s, SAVE {save_s:.2f} s", flush=True)
+
+
+def show(samples: list[float]) -> str:
+    return f"{statistics.median(samples):.3f} s (runs {', '.join(f'{t:.3f}' for t in samples)})"
+
+
+def compile_headwater() -> str:
+    """Byte-compile the headwater package the server will import; returns its directory."""
+    where = subprocess.run(
+        [str(PYTHON), "-c", "import headwater, os; print(os.path.dirname(headwater.__file__))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    subprocess.run([str(PYTHON), "-m", "compileall", "-q", where], check=True)
+    return where
 
 
 def main() -> None:
-    entries = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
-    for name, argv in SERVERS.items():
-        measure(name, argv, entries)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("entries", type=int, nargs="?", default=5_000_000)
+    parser.add_argument("--restarts", type=int, default=3)
+    parser.add_argument("--no-compileall", action="store_true")
+    parser.add_argument(
+        "--data", help="keep the data directories here, and reuse their snapshots next time"
+    )
+    args = parser.parse_args()
+    loadavg = os.getloadavg()
+    if args.no_compileall:
+        print("headwater: not byte-compiled first (--no-compileall)")
+    else:
+        print(f"headwater: byte-compiled {compile_headwater()} first")
+    base = args.data or tempfile.mkdtemp(prefix="snap-restart-")
+    try:
+        dirs = {name: os.path.join(base, name) for name in SERVERS}
+        empty = {name: os.path.join(base, f"{name}-empty") for name in SERVERS}
+        for name, argv in SERVERS.items():
+            for path in (dirs[name], empty[name]):
+                os.makedirs(path, exist_ok=True)
+            prepare(name, argv, dirs[name], PORT, args.entries)
+        files = {name: {f: os.path.getsize(os.path.join(d, f)) for f in os.listdir(d)}
+                 for name, d in dirs.items()}  # fmt: skip
+        restarts: dict[str, list[float]] = {name: [] for name in SERVERS}
+        floors: dict[str, list[float]] = {name: [] for name in SERVERS}
+        for _ in range(args.restarts):  # the servers take turns, so both see the same load
+            for name, argv in SERVERS.items():
+                restarts[name].append(timed_start(argv, dirs[name], PORT, args.entries))
+                floors[name].append(timed_start(argv, empty[name], PORT))
+    finally:
+        if args.data is None:
+            shutil.rmtree(base, ignore_errors=True)
+    for name in SERVERS:
+        print(f"{name}: files {files[name]}")
+        print(f"{name}: restart {show(restarts[name])}; empty directory {show(floors[name])}")
+    redis, headwater = (statistics.median(restarts[name]) for name in ("redis", "headwater"))
+    ratio = headwater / redis
+    print(
+        f"snapshot restart, {args.entries:,} entries (median of {args.restarts}): redis "
+        f"{redis:.3f} s, headwater {headwater:.3f} s, headwater/redis {ratio:.2f}x (target <= "
+        f"{TARGET}x): {'met' if ratio <= TARGET else 'NOT met'}"
+    )
+    end = os.getloadavg()
+    print(
+        f"load average at start / end: {' '.join(f'{x:.2f}' for x in loadavg)} / "
+        f"{' '.join(f'{x:.2f}' for x in end)} (nproc {os.cpu_count()})"
+    )
+    sys.stdout.flush()
 
 
 if __name__ == "__main__":

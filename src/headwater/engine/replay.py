@@ -1,6 +1,6 @@
 """Replaying an append-only file through the engine (recovery at startup, DEBUG LOADAOF).
 
-Every command runs as it did live, through ``Engine.execute``, from a client flagged
+Every command runs as it did live, through ``Engine.apply``, from a client flagged
 ``replaying`` (it may give XADD IDMP a concrete ID, as the effect carries it). What can go
 wrong, and what happens:
 
@@ -8,23 +8,87 @@ wrong, and what happens:
   torn tail is cut off with a warning and loading goes on; otherwise loading fails.
 * The file ends inside MULTI … EXEC: the transaction never happened; it is discarded and cut
   off the same way.
-* Bytes that are not RESP, or an unknown command: the file is corrupt; loading fails with the
-  file and offset, and the server refuses to start (``headwater check-aof --fix`` repairs it).
+* Bytes that are not RESP, an unknown command, or a command that is not an array of bulk
+  strings (as Redis's loader, which reads only ``$`` arguments): the file is corrupt; loading
+  fails with the file and offset, and the server refuses to start (``headwater check-aof
+  --fix`` repairs it).
 * A known command that replies with an error: logged and counted, loading goes on (Redis
   does not check replies either).
+
+Theory of operation: the fast path
+----------------------------------
+An AOF is mostly the effects of XADD: ``XADD key <ms>-<seq> field value …``, with
+``IDMP pid iid`` or ``IDMPAUTO pid`` before the ID for idempotent producers. The reader feeds
+hiredis 64 KiB at a time (hiredis moves its unread bytes after every KiB it consumes, so
+bigger chunks cost more). ``_XaddBatch`` takes the XADDs of that shape and queues runs of them
+for one stream (at most ``RUN_MAX``), and appends each run with ``Stream.extend``, without the
+per-command dispatch, option parsing, reply and bookkeeping of the handler. It takes a command
+only when the handler would certainly append it: the key holds a stream with no TTL, the ID
+is decimal ``<ms>-<seq>`` and greater than the last one queued, the entry is not too large,
+nobody WATCHes or blocks on the database, no effect sink listens and no transaction is open.
+Anything else, including every error, goes through ``Engine.apply`` after the queued run has
+been appended, so the order of effects on the keyspace is that of the file. IDMP duplicates
+are checked when the run is appended, in order, exactly as the handler checks them. The result
+is the same keyspace as the generic path, node layout included
+(``tests/unit/test_replay_fast.py`` checks this on random workloads).
+
+Offsets (where a torn tail or a corrupt command starts, where a MULTI began) are the sum of
+the commands' encoded sizes (``wire_size``: the AOF is always canonical RESP). A run's sizes
+are summed when it is appended, with table lookups over all its arguments at once.
+
+Consumer groups add one ``XCLAIM key group consumer 0 <id> TIME <ms> RETRYCOUNT <n> FORCE
+JUSTID LASTID <id>`` per delivered entry: ``Replayer._claim`` applies exactly that shape as
+``cmd_xclaim`` does, without its option parsing (under the same conditions as the XADD runs,
+and no ``stream-consumer-idle-reclaim-ms``). Other XCLAIMs and ``XGROUP`` subcommands (SETID
+once per read, CREATECONSUMER) run their handler directly (``_direct``), skipping the generic
+dispatch (``XGROUP`` is a container command, which ``Engine.apply`` sends through
+``execute``).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 
+import hiredis
+
+from headwater.commands.context import Client, CommandSpec
+from headwater.commands.groups import touch_consumer
+from headwater.commands.streams import LISTPACK_MAX, record_idmp
 from headwater.engine.core import Engine
-from headwater.persistence.aof import CorruptAof, TornTail, read_commands
+from headwater.errors import ReplyError, err, wrong_arity
+from headwater.persistence.aof import CorruptAof, TornTail
+from headwater.stream.groups import id_key
+from headwater.stream.idmp import auto_iid
+from headwater.stream.ids import StreamID
+from headwater.stream.stream import Stream
 
 log = logging.getLogger("headwater")
+
+#: bytes fed to hiredis at a time (see the module docstring)
+READ_CHUNK = 64 * 1024
+#: queued XADDs are appended at least every this many (the argv lists stay small in memory)
+RUN_MAX = 1024
+#: bytes of ``$<n>\r\n<arg>\r\n`` for an argument of n < 10,000 bytes (n + 5 + digits of
+#: n), and of ``*<n>\r\n`` (3 + digits); built from ranges, at C speed (import time counts)
+_ARG_WIRE: list[int] = [*range(6, 16), *range(17, 107), *range(108, 1008), *range(1009, 10009)]
+_HEADER_WIRE: list[int] = [4] * 10 + [5] * 90 + [6] * 900 + [7] * 9000
+_XADD = frozenset((b"XADD", b"xadd", b"Xadd"))
+#: canonical decimal texts of small sequence numbers (int() is most of an ID's parsing)
+_SMALL_INTS = dict(zip(map(b"%d".__mod__, range(1024)), range(1024), strict=True))
+#: a queued XADD: (ID, field/value list, its total length)
+_Queued = tuple[StreamID, list[bytes], int]
+
+
+def wire_size(argv: list[bytes]) -> int:
+    """Bytes of argv as ``encode_command`` writes it (the AOF is always written so)."""
+    try:
+        return _HEADER_WIRE[len(argv)] + sum(map(_ARG_WIRE.__getitem__, map(len, argv)))
+    except IndexError:  # an argument (or argument count) of 10,000 bytes or more
+        return 3 + len(str(len(argv))) + sum(len(arg) + 5 + len(str(len(arg))) for arg in argv)
 
 
 @dataclass
@@ -32,40 +96,77 @@ class ReplayResult:
     commands: int = 0
     failed: int = 0
     truncated_at: int | None = None  # offset the file was cut at (a torn tail)
+    #: commands applied by the fast path (statistics only: no part of the comparison)
+    fast: int = field(default=0, compare=False)
 
 
 class Replayer:
-    """Feeds AOF files to an engine, as one client."""
+    """Feeds AOF files to an engine, as one client. ``fast=False`` sends every command
+    through ``Engine.apply`` (the reference the fast path is tested against)."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, fast: bool = True) -> None:
         self.engine = engine
         self.client = engine.new_client("aof", "")
         self.client.replaying = True
+        # The file holds what the server accepted: ``requirepass`` does not apply to it (it
+        # refused XGROUP and MULTI, which go through ``execute``, with NOAUTH before).
+        self.client.authenticated = True
+        self.fast = fast
+        self._direct_rows = _direct_rows(engine) if fast else {}
 
     def replay(self, path: Path, truncate_torn: bool) -> ReplayResult:
         result = ReplayResult()
         engine, c = self.engine, self.client
+        batch = _XaddBatch(engine, c)
         multi_at: int | None = None  # offset of an unfinished MULTI
         offset = 0
+        size = path.stat().st_size
+        reader = hiredis.Reader()
+        gets = reader.gets
+        fast = self._fast_now()
+        take = batch.take
         try:
-            for argv, end in read_commands(path):
-                name = argv[0].upper()
-                if name not in engine.table:
-                    raise CorruptAof(path, offset, f"unknown command {argv[0][:64]!r}")
-                if name == b"MULTI":
-                    multi_at = offset
-                elif name in (b"EXEC", b"DISCARD"):
-                    multi_at = None
-                error = engine.apply(c, argv)
-                if error is not None and not c.in_multi:
-                    result.failed += 1
-                    log.warning("AOF replay: %r failed: %s", argv[:4], error)
-                result.commands += 1
-                offset = end
-        except TornTail as torn:
+            with open(path, "rb") as f:
+                while chunk := f.read(READ_CHUNK):
+                    reader.feed(chunk)
+                    while True:
+                        try:
+                            argv = gets()
+                        except hiredis.ProtocolError as exc:
+                            offset += batch.flush()
+                            raise CorruptAof(path, offset, str(exc)) from None
+                        if argv is False:
+                            break
+                        if type(argv) is not list or not argv or type(argv[0]) is not bytes:
+                            offset += batch.flush()
+                            raise CorruptAof(path, offset, _NOT_A_COMMAND)
+                        if fast and argv[0] in _XADD and take(argv):
+                            continue  # (take checks the types of what it uses)
+                        offset += batch.flush()
+                        if not all(type(arg) is bytes for arg in argv):  # as Redis: only bulks
+                            raise CorruptAof(path, offset, _NOT_A_COMMAND)
+                        name = argv[0].upper()
+                        if name not in engine.table:
+                            raise CorruptAof(path, offset, f"unknown command {argv[0][:64]!r}")
+                        if name == b"MULTI":
+                            multi_at = offset
+                        elif name in (b"EXEC", b"DISCARD"):
+                            multi_at = None
+                        if fast and name == b"XCLAIM" and self._claim(argv):
+                            result.fast += 1
+                        else:
+                            self._apply(name, argv, result)
+                            fast = self._fast_now()
+                        result.commands += 1
+                        offset += wire_size(argv)
+        finally:
+            offset += batch.flush()
+            result.commands += batch.commands
+            result.fast += batch.commands
+        if offset != size:  # the file ends inside a command
             if not truncate_torn:
-                raise
-            self._truncate(path, multi_at if multi_at is not None else torn.offset, result)
+                raise TornTail(path, offset, size)
+            self._truncate(path, multi_at if multi_at is not None else offset, result)
             multi_at = None
         if multi_at is not None:  # complete commands, but no EXEC: the transaction is lost
             self._truncate(path, multi_at, result)
@@ -74,6 +175,85 @@ class Replayer:
             c.out.clear()
         engine.pending.pop(c, None)
         return result
+
+    def _fast_now(self) -> bool:
+        """Whether the fast paths may run: nothing observes single commands."""
+        return self.fast and not self.client.in_multi and not self.engine.propagating
+
+    def _apply(self, name: bytes, argv: list[bytes], result: ReplayResult) -> None:
+        c = self.client
+        row = self._direct_rows.get(name)
+        if row is not None and row.subcommands:
+            row = row.subcommands.get(argv[1].lower()) if len(argv) > 1 else None
+        if row is not None and not c.in_multi and not self.engine.propagating:
+            error = self._direct(row, argv)
+        else:
+            error = self.engine.apply(c, argv)
+        if error is not None and not c.in_multi:
+            result.failed += 1
+            log.warning("AOF replay: %r failed: %s", argv[:4], error)
+
+    def _claim(self, argv: list[bytes]) -> bool:
+        """``XCLAIM key group consumer 0 <id> TIME <ms> RETRYCOUNT <n> FORCE JUSTID LASTID
+        <id>``, the effect of each entry XREADGROUP delivers or XCLAIM claims
+        (``commands/groups._claim_effect``), applied as ``cmd_xclaim`` applies it, without
+        its option parsing. False for any other shape or an unusual state (the handler then
+        decides, errors included)."""
+        if len(argv) != 14 or argv[4] != b"0" or tuple(argv[6:13:2]) != _CLAIM_WORDS:
+            return False
+        if argv[11] != b"JUSTID":
+            return False
+        c, engine = self.client, self.engine
+        db = c.db
+        key = argv[1]
+        stream = db.data.get(key)
+        if (
+            type(stream) is not Stream
+            or key in db.expires
+            or db.watched
+            or engine.config["stream-consumer-idle-reclaim-ms"]
+        ):
+            return False
+        group = stream.groups.get(argv[2])
+        sid, last_id = _plain_id(argv[5]), _plain_id(argv[13])
+        time_ms, count = _plain_int(argv[7]), _plain_int(argv[9])
+        if group is None or sid is None or last_id is None or time_ms is None or count is None:
+            return False
+        now = engine.keyspace.now_ms = engine.clock.now_ms()
+        moved = last_id > group.last_id
+        if moved:
+            group.last_id = last_id
+        consumer, _ = touch_consumer(c, key, group, argv[3])
+        pel_key = id_key(sid)
+        found = stream.find(sid)
+        if found is not None and found[0].is_live(found[1]):
+            group.transfer(pel_key, consumer, time_ms if time_ms <= now else now, count)
+            consumer.active_time = now
+        elif not group.ack(pel_key):  # the entry is gone: so is its NACK
+            if moved:
+                engine.dirty += 1  # the group's position moved all the same
+            return True
+        engine.dirty += 1
+        return True
+
+    def _direct(self, row: CommandSpec, argv: list[bytes]) -> ReplyError | None:
+        """``Engine.apply`` for the group effects, subcommands included: the handler alone."""
+        engine = self.engine
+        if not row.arity_ok(len(argv)):
+            return wrong_arity(row.name)
+        engine.keyspace.now_ms = engine.clock.now_ms()
+        handler = row.handler
+        assert handler is not None
+        try:
+            handler(self.client, argv)
+        except ReplyError as exc:
+            return exc
+        except Exception as exc:  # a malformed command (say, a nested array) from a file
+            return err(f"{type(exc).__name__}: {exc}")
+        finally:
+            if engine.keyspace.expired:
+                engine._propagate_expired()  # as Engine.apply does
+        return None
 
     @staticmethod
     def _truncate(path: Path, offset: int, result: ReplayResult) -> None:
@@ -90,3 +270,158 @@ class Replayer:
 
     def close(self) -> None:
         self.engine.client_closed(self.client)
+
+
+_CLAIM_WORDS = (b"TIME", b"RETRYCOUNT", b"FORCE", b"LASTID")
+_NOT_A_COMMAND = "not a command (array of bulk strings)"
+
+
+def _plain_id(raw: bytes) -> StreamID | None:
+    """``<ms>-<seq>`` in plain decimal, as parse_id reads it; None for anything else."""
+    ms, dash, seq = raw.partition(b"-")
+    if dash and ms.isdigit() and seq.isdigit() and len(ms) < 20 and len(seq) < 20:
+        return (int(ms), int(seq))
+    return None
+
+
+def _plain_int(raw: bytes) -> int | None:
+    """A non-negative int64 in plain decimal, as parse_int reads it; None for anything else."""
+    return int(raw) if raw.isdigit() and len(raw) < 19 else None
+
+
+def _direct_rows(engine: Engine) -> dict[bytes, CommandSpec]:
+    """The command rows whose replayed effects skip ``Engine.apply``: XCLAIM and XGROUP
+    (SETID, CREATECONSUMER, …; its other subcommands are as simple)."""
+    return {name: engine.table[name] for name in (b"XCLAIM", b"XGROUP") if name in engine.table}
+
+
+class _XaddBatch:
+    """Runs of replayed XADDs to one stream, appended in one loop (module docstring)."""
+
+    def __init__(self, engine: Engine, c: Client) -> None:
+        self.engine = engine
+        self.c = c
+        self.queued: list[_Queued] = []
+        #: (index in queued, (pid, iid)) of the queued XADDs with IDMP or IDMPAUTO
+        self.idmp: list[tuple[int, tuple[bytes, bytes]]] = []
+        self.argvs: list[list[bytes]] = []  # the queued commands, to count their bytes
+        self.key: bytes | None = None
+        self.stream: Stream | None = None
+        self.last: StreamID = (0, 0)  # the last ID queued (or the stream's, at the start)
+        self.commands = 0  # commands appended so far
+        self.ms_raw: bytes | None = None  # the last ID's milliseconds, as text and number
+        self.ms = 0
+        self.bytes = 0  # their bytes in the file, since the last flush
+
+    def take(self, argv: list[bytes]) -> bool:
+        """Queue ``XADD key [IDMP pid iid | IDMPAUTO pid] <ms>-<seq> field value …`` if the
+        handler would certainly append it; False leaves it to the caller (after ``flush``)."""
+        try:
+            n = len(argv)
+            if n & 1:
+                at = 2
+                raw = argv[2]
+                if not raw[:1].isdigit():
+                    if n < 7 or not argv[3] or raw.upper() != b"IDMPAUTO":
+                        return False
+                    at = 4
+                    raw = argv[4]
+            elif n >= 8 and argv[3] and argv[4] and argv[2].upper() == b"IDMP":
+                at = 5
+                raw = argv[5]
+            else:
+                return False
+            if at != 2 and not all(type(arg) is bytes for arg in argv[:at]):
+                return False
+            # The ID, as parse_id reads it when it is <digits>-<digits> (20 digits may
+            # overflow a uint64: the handler decides). Consecutive IDs mostly share their ms.
+            ms_raw, dash, seq_raw = raw.partition(b"-")
+            if ms_raw != self.ms_raw:
+                if not (ms_raw.isdigit() and len(ms_raw) < 20):
+                    return False
+                self.ms_raw, self.ms = ms_raw, int(ms_raw)
+            seq = _SMALL_INTS.get(seq_raw)
+            if seq is None:
+                if not (dash and seq_raw.isdigit() and len(seq_raw) < 20):
+                    return False
+                seq = int(seq_raw)
+            pairs = argv[at + 1 :]
+            size = len(b"".join(pairs))  # (raises TypeError unless they are all bytes)
+        except (TypeError, AttributeError):  # a nested array, an integer… where bytes go
+            return False
+        if argv[1] != self.key and not self._open(argv[1]):
+            return False
+        sid = (self.ms, seq)
+        if sid <= self.last or size > LISTPACK_MAX:
+            return False
+        if at != 2:
+            iid = argv[4] if at == 5 else auto_iid(pairs)
+            self.idmp.append((len(self.queued), (argv[3], iid)))
+        self.queued.append((sid, pairs, size))
+        self.argvs.append(argv)
+        self.last = sid
+        if len(self.queued) >= RUN_MAX:
+            self._append_queued()
+        return True
+
+    def _open(self, key: bytes) -> bool:
+        """Start a run for key (ending the current one)."""
+        if self.queued:
+            self._append_queued()
+        if type(key) is not bytes:
+            return False
+        db = self.c.db
+        stream = db.data.get(key)
+        if type(stream) is not Stream or db.watched or db.blocking or key in db.expires:
+            return False
+        self.key, self.stream, self.last = key, stream, stream.last_id
+        return True
+
+    def flush(self) -> int:
+        """End the run: append what is queued. Returns the bytes in the file of the commands
+        appended since the last flush."""
+        if self.queued:
+            self._append_queued()
+        self.key = self.stream = None
+        done, self.bytes = self.bytes, 0
+        return done
+
+    def _append_queued(self) -> None:
+        """Append the queued XADDs, as the handler would one command at a time."""
+        queued, stream, key = self.queued, self.stream, self.key
+        assert stream is not None
+        assert key is not None
+        engine = self.engine
+        if self.idmp:
+            queued = self._drop_duplicates(stream, key)
+        config = engine.config
+        stream.extend(queued, config["stream-node-max-bytes"], config["stream-node-max-entries"])
+        engine.dirty += len(queued)
+        argvs = self.argvs
+        try:  # wire_size for all of them at once, at C speed
+            self.bytes += sum(map(_HEADER_WIRE.__getitem__, map(len, argvs))) + sum(
+                map(_ARG_WIRE.__getitem__, map(len, chain.from_iterable(argvs)))
+            )
+        except IndexError:
+            self.bytes += sum(map(wire_size, argvs))
+        self.commands += len(argvs)
+        self.queued = []
+        self.argvs = []
+
+    def _drop_duplicates(self, stream: Stream, key: bytes) -> list[_Queued]:
+        """The queued entries without the IDMP retries (the handler answers a retry with the
+        original ID and adds nothing); the others' iids are recorded, in order."""
+        queued, engine = self.queued, self.engine
+        dropped: set[int] = set()
+        for index, idmp in self.idmp:
+            state = stream.idmp
+            if state is not None and state.lookup(*idmp) is not None:
+                state.duplicates += 1
+                engine.stats.stream_idmp_iids_duplicates += 1
+                dropped.add(index)
+            else:
+                record_idmp(self.c, key, stream, idmp, queued[index][0])
+        self.idmp = []
+        if not dropped:
+            return queued
+        return [entry for index, entry in enumerate(queued) if index not in dropped]

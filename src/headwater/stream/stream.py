@@ -97,6 +97,36 @@ class Stream:
         if self.length == 1:
             self.first_id = sid
 
+    def extend(
+        self,
+        entries: Sequence[tuple[StreamID, Sequence[bytes], int]],
+        max_bytes: int,
+        max_entries: int,
+    ) -> None:
+        """``append`` for each of ``(ID, pairs, total length of pairs)`` in turn, with the
+        same nodes as a result (AOF replay; the caller checked that the IDs increase past
+        last_id). The nodes fill themselves (``Node.extend``)."""
+        if not entries:
+            return
+        limit = max_bytes if 0 < max_bytes <= LISTPACK_MAX_SIZE else LISTPACK_MAX_SIZE
+        was_empty = self.length == 0
+        i = 0
+        while i < len(entries):
+            tail = self.nodes[-1] if self.nodes else None
+            sid, pairs, size = entries[i]
+            if tail is None or self._tail_full(tail, size, max_bytes, max_entries):
+                if tail is not None:
+                    tail.seal()
+                tail = Node(sid, pairs[0::2])
+                self.nodes.append(tail)
+                self.firsts.append(sid)
+            i = tail.extend(entries, i, limit, max_entries)
+        self.length += len(entries)
+        self.entries_added += len(entries)
+        self.last_id = entries[-1][0]
+        if was_empty:
+            self.first_id = entries[0][0]
+
     @staticmethod
     def _tail_full(tail: Node, size: int, max_bytes: int, max_entries: int) -> bool:
         limit = max_bytes if 0 < max_bytes <= LISTPACK_MAX_SIZE else LISTPACK_MAX_SIZE
