@@ -15,7 +15,8 @@ SIGTERM, the files in its appendonlydir are listed, and the time from starting i
 first ``+PONG`` (polled every 5 ms) is measured (median of --restarts restarts, alternating).
 If Redis wrote an RDB base (``aof-use-rdb-preamble yes`` makes an empty one at the very first
 start), its load is redone with ``--aof-use-rdb-preamble no`` so that both replay pure AOF.
-Target: Headwater's replay <= 2.5x Redis's AOF load time.
+Target: Headwater's replay <= 2.5x Redis's AOF load time. Headwater's modules are byte-compiled
+first, as in an installed package (``--no-compileall``: not).
 
 Usage::
 
@@ -205,7 +206,7 @@ class Row:
 
 
 HEADER = ("test", "config", "redis", "headwater", "headwater/redis", "target", "met")
-SNAPSHOT_ROW = ("snapshot restart", "-", "-", "-", "-", "-", "snapshot: not implemented yet")
+SNAPSHOT_ROW = ("snapshot restart", "-", "-", "-", "-", "-", "bench_snapshot_restart.py")
 
 
 def run_redis_benchmark(args: argparse.Namespace, port: int, clients: int, n: int) -> float:
@@ -419,6 +420,15 @@ def replay(args: argparse.Namespace, tmp: Path) -> Replay:
     return result
 
 
+def compile_headwater(python: str) -> str:
+    """Byte-compile the headwater package that ``python`` imports; returns its directory."""
+    where = command_output(
+        [python, "-c", "import headwater, os; print(os.path.dirname(headwater.__file__))"]
+    )
+    subprocess.run([python, "-m", "compileall", "-q", where], check=True)
+    return where
+
+
 # -- reporting -----------------------------------------------------------------------------
 
 
@@ -548,6 +558,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--skip-throughput", action="store_true")
     parser.add_argument("--skip-replay", action="store_true")
+    parser.add_argument(
+        "--no-compileall",
+        action="store_true",
+        help="do not byte-compile Headwater first (with PYTHONDONTWRITEBYTECODE=1 a source "
+        "checkout is then compiled again at every start)",
+    )
     parser.add_argument("--redis-server", default="redis-server")
     parser.add_argument("--redis-benchmark", default="redis-benchmark")
     parser.add_argument(
@@ -570,6 +586,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if shutil.which(tool) is None:
             print(f"{tool} not found (make redis-server)", file=sys.stderr)
             return 1
+    if not args.no_compileall:
+        log(f"byte-compiled {compile_headwater(args.python)} first (as an installed package is)")
     words = sys.argv[1:] if argv is None else list(argv)
     command = shlex.join([".venv/bin/python", "benchmarks/bench_durability.py", *words])
     loadavg = os.getloadavg()

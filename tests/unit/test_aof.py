@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import errno
+import os
+import queue
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,7 +21,8 @@ from headwater.persistence.manifest import (
     parse_manifest,
     write_manifest,
 )
-from tests.unit.conftest import Harness
+from headwater.server.durability import Durability
+from tests.unit.conftest import Harness, error_text
 
 
 def _commands(path: Path) -> list[list[bytes]]:
@@ -77,14 +82,23 @@ def test_failed_write_keeps_the_data_and_reports_the_error(tmp_path: Path) -> No
 
 
 def test_everysec_postpones_writes_while_a_sync_runs(tmp_path: Path) -> None:
-    writer = AofWriter(tmp_path / "a.aof", "everysec")
-    writer._fsync_busy = True  # a background fdatasync in flight
+    notified = threading.Event()
+    writer = AofWriter(tmp_path / "a.aof", "everysec", notified.set)
     writer.append(0, [b"SET", b"k", b"v"])
-    assert not writer.flush()
-    assert writer.pending
-    writer._fsync_busy = False
+    writer.hold_syncs(True)
+    writer.last_fsync -= 1.0  # a second has passed: the write starts a background sync
     assert writer.flush()
+    assert writer.syncing
+    writer.append(0, [b"SET", b"k", b"w"])
+    assert not writer.flush()  # postponed behind the sync in flight
+    assert writer.pending
+    writer.hold_syncs(False)
+    assert notified.wait(10)
+    assert writer.flush()
+    assert not writer.syncing
+    assert writer.fsyncs == 1
     writer.close()
+    assert _commands(tmp_path / "a.aof")[-1] == [b"SET", b"k", b"w"]
 
 
 def test_manifest_round_trip_and_errors(tmp_path: Path) -> None:
@@ -218,3 +232,131 @@ def test_persistence_commands_refuse_bad_arguments(tmp_path: Path) -> None:
     assert str(h.call(c, "DEBUG", "NOPE")) == (
         "ERR unknown subcommand or wrong number of arguments for 'NOPE'. Try DEBUG HELP."
     )
+
+
+# -- group commit with appendfsync always (issue #6) ----------------------------------------
+
+
+class Wakeups:
+    """Stands in for the event loop's ``call_soon_threadsafe``: the worker thread queues its
+    callbacks here and the test runs them, as the loop thread would."""
+
+    def __init__(self) -> None:
+        self.callbacks: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+
+    def __call__(self, callback: Callable[[], None]) -> None:
+        self.callbacks.put(callback)
+
+    def run_next(self) -> None:
+        self.callbacks.get(timeout=10)()
+
+
+def _always(tmp_path: Path) -> tuple[Harness, Durability, Wakeups]:
+    h = Harness()
+    h.call(h.client(), "CONFIG", "SET", "appendfsync", "always")
+    wake = Wakeups()
+    durability = Durability(h.engine.config, h.engine, str(tmp_path), wake)
+    # as the server does when a sync ends: persist what gathered, for many clients
+    durability.on_durable = lambda: durability.persist(waiting=2)
+    durability.open()
+    return h, durability, wake
+
+
+def test_always_sync_runs_in_the_background_and_effects_gather_meanwhile(
+    tmp_path: Path,
+) -> None:
+    h, durability, wake = _always(tmp_path)
+    writer = durability.writer
+    assert writer is not None
+    c = h.client()
+    h.call(c, "XADD", "s", "1-1", "f", "v")
+    first = c.effect_seq
+    writer.hold_syncs(True)
+    durability.persist(waiting=2)
+    assert writer.syncing
+    assert not writer.pending  # written: only the sync is in flight
+    assert not durability.may_reply(first)
+    h.call(c, "XADD", "s", "2-1", "f", "v")
+    durability.persist(waiting=2)  # a sync in flight: this one waits in the buffer
+    assert writer.pending
+    assert not durability.may_reply(first)
+    writer.hold_syncs(False)
+    wake.run_next()  # the sync ended: the next one starts with what gathered
+    assert durability.may_reply(first)
+    assert not durability.may_reply(c.effect_seq)
+    assert writer.syncing
+    assert not writer.pending
+    wake.run_next()
+    assert durability.may_reply(c.effect_seq)
+    assert not writer.syncing
+    assert writer.fsyncs == 2
+    durability.close()
+    assert _commands(writer.path)[-1] == [b"XADD", b"s", b"2-1", b"f", b"v"]
+
+
+def test_always_lone_writer_syncs_inline(tmp_path: Path) -> None:
+    h, durability, _ = _always(tmp_path)
+    writer = durability.writer
+    assert writer is not None
+    c = h.client()
+    h.call(c, "XADD", "s", "1-1", "f", "v")
+    durability.persist(waiting=1)
+    assert durability.may_reply(c.effect_seq)
+    assert writer.fsyncs == 1
+    assert not writer.unsynced
+    durability.persist(waiting=2)  # nothing new to sync
+    assert not writer.syncing
+    assert writer._worker is None
+    durability.close()
+
+
+def test_always_failed_background_sync_refuses_writes_and_is_retried(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    h, durability, wake = _always(tmp_path)
+    writer = durability.writer
+    assert writer is not None
+    real_fdatasync = os.fdatasync
+    failing = threading.Event()
+    failing.set()
+
+    def fdatasync(fd: int) -> None:
+        if failing.is_set():
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        real_fdatasync(fd)
+
+    monkeypatch.setattr(os, "fdatasync", fdatasync)
+    c = h.client()
+    h.call(c, "XADD", "s", "1-1", "f", "v")
+    durability.persist(waiting=2)
+    wake.run_next()
+    assert not durability.may_reply(c.effect_seq)
+    assert h.engine.info.aof_last_write_status == "err"
+    refused = h.call(c, "XADD", "s", "2-1", "f", "v")
+    assert error_text(refused) == "MISCONF Errors writing to the AOF file: Input/output error"
+    assert h.call(c, "XLEN", "s") == 1
+    durability.persist(waiting=2)
+    assert not writer.syncing  # no retry at once after a failure
+    failing.clear()
+    writer.last_fsync -= 1.0
+    durability.persist(waiting=2)
+    assert writer.syncing
+    wake.run_next()
+    assert durability.may_reply(c.effect_seq)
+    assert h.engine.info.aof_last_write_status == "ok"
+    assert h.call(c, "XADD", "s", "2-1", "f", "v") == b"2-1"
+    durability.close()
+
+
+def test_close_waits_for_the_sync_in_flight_and_stops_the_worker(tmp_path: Path) -> None:
+    writer = AofWriter(tmp_path / "a.aof", "always", lambda: None)
+    writer.append(0, [b"SET", b"k", b"v"])
+    assert writer.write()
+    writer.hold_syncs(True)
+    writer.start_sync()
+    worker = writer._worker
+    assert worker is not None
+    writer.append(0, [b"SET", b"k", b"w"])
+    assert writer.close()
+    assert not worker.is_alive()
+    assert _commands(tmp_path / "a.aof")[-1] == [b"SET", b"k", b"w"]

@@ -3,20 +3,39 @@
 Writing
 -------
 ``AofWriter.append`` (an engine effect sink) encodes each effect into a buffer, with a
-``SELECT`` whenever the database changes. ``flush`` is called once per event-loop iteration,
-before any reply of that iteration leaves the server, and writes the whole buffer with one
-``write``:
+``SELECT`` whenever the database changes. The buffer is written with one ``write`` at the end
+of an event-loop iteration, before any reply that depends on it leaves the server. Syncing
+depends on ``appendfsync``:
 
-* ``always``: then ``fdatasync`` at once, so every write acknowledged in this iteration is on
-  disk before its reply is sent (group commit: one sync for all of them).
-* ``everysec``: a background thread runs ``fdatasync`` about once a second. A ``write`` to a
-  file being synced blocks in the kernel, so while a sync is in flight writes are postponed
-  (for at most 2 s, then written anyway), as Redis does.
+* ``always``: every reply to a write waits until its effect has been ``fdatasync``'ed. The
+  server runs the sync in the background (``start_sync``) so that its event loop reads and
+  executes the next commands meanwhile; their effects gather in the buffer and go out with the
+  next ``write`` + sync once this one ends (group commit: batches grow with the load). Without
+  a server (``flush``), the sync runs at once on the calling thread.
+* ``everysec``: a background sync about once a second. A ``write`` to a file being synced
+  blocks in the kernel, so while a sync is in flight writes are postponed (for at most 2 s,
+  then written anyway), as Redis does.
 * ``no``: the kernel decides.
 
+Theory of operation (threads): the buffer, the file offset and every attribute belong to the
+loop thread. One worker thread (``aof-fsync``, started at the first background sync) runs one
+``fdatasync`` at a time. The hand-off is two plain locks, the cheapest signal between threads
+in CPython: ``start_sync`` takes ``_busy`` and releases ``_go``; the worker wakes on ``_go``,
+syncs, stores the outcome, releases ``_busy`` and calls ``notify`` (the server wakes its loop
+with it). The loop thread does not write to the file while ``syncing`` (except everysec's
+forced write) and collects the outcome with ``finish_sync`` once ``_busy`` is free. ``close``
+waits for the sync in flight and stops the worker.
+
+The cost of a thread is the GIL: the worker needs it twice per sync (to run after waking up
+and after ``fdatasync`` returns), and a busy loop thread that drops and retakes it between
+callbacks can keep it from the worker for up to ``sys.getswitchinterval()`` (5 ms), with
+futile wake-ups meanwhile. Under load this delays a sync's start and end by a few hundred
+microseconds and costs CPU; the worker therefore does as little as possible with the GIL.
+
 A failed write keeps the data in the buffer (it is retried on the next flush) and sets
-``error``; the server then refuses writes with ``-MISCONF`` and, with ``always``, holds the
-replies of the unsaved writes: nothing is acknowledged that is not on disk.
+``error``; a failed sync keeps the data ``unsynced`` (retried likewise) and sets ``error`` too.
+The server then refuses writes with ``-MISCONF`` and, with ``always``, holds the replies of
+the unsaved writes: nothing is acknowledged that is not on disk.
 
 Reading
 -------
@@ -30,7 +49,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import hiredis
@@ -102,7 +121,7 @@ def read_commands(path: Path) -> Iterator[tuple[list[bytes], int]]:
 class AofWriter:
     """Appends effects to one incremental AOF file with the configured fsync policy."""
 
-    def __init__(self, path: Path, fsync: str) -> None:
+    def __init__(self, path: Path, fsync: str, notify: Callable[[], object] | None = None) -> None:
         self.path = path
         self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self.size = os.fstat(self.fd).st_size
@@ -114,9 +133,21 @@ class AofWriter:
         self.last_fsync = time.monotonic()
         self.postponed_since: float | None = None
         self.fsyncs = 0
-        self._fsync_busy = False
-        self._fsync_thread: threading.Thread | None = None
         self.injected_errno: int | None = None  # DEBUG AOF-WRITE-ERROR: fail every write
+        #: called from the worker thread when a background sync has ended
+        self.notify = notify
+        #: a background sync was started and its outcome is not collected yet
+        self.syncing = False
+        # Plain locks used as semaphores (the cheapest hand-off between threads): ``_go`` is
+        # released by the loop thread to start one sync; ``_busy`` is taken by the loop
+        # thread when it starts a sync and released by the worker when the sync has ended.
+        self._worker: threading.Thread | None = None
+        self._go = threading.Lock()
+        self._go.acquire()
+        self._busy = threading.Lock()
+        self._sync_error: OSError | None = None
+        self._stopping = False
+        self._hold = threading.Lock()  # held by DEBUG AOF-FSYNC-HOLD ON (tests)
 
     # -- the effect sink -------------------------------------------------------------------
 
@@ -126,37 +157,38 @@ class AofWriter:
             self.db = db
         self.buf += encode_command(argv)
 
-    # -- once per loop iteration -----------------------------------------------------------
+    # -- on the loop thread ----------------------------------------------------------------
 
     def flush(self, force: bool = False) -> bool:
-        """Write the buffer (and sync it, per policy). Returns False when data is still
-        pending (postponed behind an fsync in flight, or a write error)."""
-        if not self.buf:
-            self._maybe_background_fsync()
-            return True
-        if self.fsync_policy == "everysec" and self._fsync_busy and not force:
-            now = time.monotonic()
-            if self.postponed_since is None:
-                self.postponed_since = now
-            if now - self.postponed_since < POSTPONE_LIMIT_S:
+        """Write the buffer and sync per policy (``always``: at once, on this thread).
+        Returns False when data is still pending: postponed behind everysec's sync in flight,
+        or a write or sync error."""
+        self.finish_sync()
+        if self.buf:
+            if self.fsync_policy == "everysec" and self.syncing and not force:
+                now = time.monotonic()
+                if self.postponed_since is None:
+                    self.postponed_since = now
+                if now - self.postponed_since < POSTPONE_LIMIT_S:
+                    return False
+            self.postponed_since = None
+            if not self.write():
                 return False
-        self.postponed_since = None
-        if not self._write_all():
-            return False
         if self.fsync_policy == "always":
-            try:
-                os.fdatasync(self.fd)
-            except OSError as exc:
-                self.error = exc
-                return False
-            self.unsynced = False
-            self.fsyncs += 1
-        else:
-            self.unsynced = True
-            self._maybe_background_fsync()
+            return not self.unsynced or self.sync()
+        if (
+            self.fsync_policy == "everysec"
+            and self.unsynced
+            and not self.syncing
+            and time.monotonic() - self.last_fsync >= 1.0
+        ):
+            self.start_sync()
         return True
 
-    def _write_all(self) -> bool:
+    def write(self) -> bool:
+        """Write the whole buffer; False (and ``error`` set) if some of it could not be."""
+        if not self.buf:
+            return True
         data = bytes(self.buf)
         written = 0
         try:
@@ -170,48 +202,118 @@ class AofWriter:
             self.error = exc
             del self.buf[:written]
             self.size += written
+            self.unsynced = self.unsynced or written > 0
             return False
         self.size += written
         self.buf.clear()
         self.error = None
+        self.unsynced = True
         return True
 
-    def _maybe_background_fsync(self) -> None:
-        if self.fsync_policy != "everysec" or not self.unsynced or self._fsync_busy:
-            return
-        if time.monotonic() - self.last_fsync < 1.0:
-            return
-        self._fsync_busy = True
-        self.unsynced = False
+    def sync(self) -> bool:
+        """``fdatasync`` now, on this thread; False (and ``error`` set) if it failed."""
         self.last_fsync = time.monotonic()
-        self._fsync_thread = threading.Thread(
-            target=self._background_fsync, name="aof-fsync", daemon=True
-        )
-        self._fsync_thread.start()
-
-    def _background_fsync(self) -> None:
         try:
             os.fdatasync(self.fd)
-            self.fsyncs += 1
-        except OSError as exc:  # reported by the next flush's write
+        except OSError as exc:
             self.error = exc
-        finally:
-            self._fsync_busy = False
+            self.unsynced = True
+            return False
+        self.unsynced = False
+        self.fsyncs += 1
+        self._synced()
+        return True
+
+    def start_sync(self) -> None:
+        """Hand an ``fdatasync`` of everything written so far to the worker thread and return
+        at once. Its end is seen by ``finish_sync`` (and announced by ``notify``)."""
+        if self.syncing:
+            raise RuntimeError("an AOF sync is already in flight")
+        if self._worker is None:
+            self._worker = threading.Thread(target=self._work, name="aof-fsync", daemon=True)
+            self._worker.start()
+        self.syncing = True
+        self.unsynced = False
+        self.last_fsync = time.monotonic()
+        self._busy.acquire()
+        self._go.release()
+
+    def finish_sync(self) -> bool | None:
+        """Collect a background sync that has ended: True if it succeeded, False if it
+        failed (``error`` is set, and what it covered is unsynced again); None if no sync
+        has ended since the last call."""
+        if not self.syncing or self._busy.locked():
+            return None
+        self.syncing = False
+        error = self._sync_error
+        if error is not None:
+            self.error = error
+            self.unsynced = True
+            return False
+        self.fsyncs += 1
+        self._synced()
+        return True
+
+    def _synced(self) -> None:
+        # A sync error is over once a sync works; a write error only once the data it kept
+        # back is written (then the buffer is empty).
+        if not self.buf:
+            self.error = None
+
+    def hold_syncs(self, hold: bool) -> None:
+        """DEBUG AOF-FSYNC-HOLD: background syncs wait (before ``fdatasync``) until released."""
+        if hold and not self._hold.locked():
+            self._hold.acquire()
+        elif not hold and self._hold.locked():
+            self._hold.release()
+
+    @property
+    def holding(self) -> bool:
+        """DEBUG AOF-FSYNC-HOLD is on."""
+        return self._hold.locked()
+
+    # -- the worker thread -----------------------------------------------------------------
+
+    def _work(self) -> None:
+        while True:
+            self._go.acquire()
+            if self._stopping:
+                return
+            with self._hold:
+                pass
+            try:
+                os.fdatasync(self.fd)
+                self._sync_error = None
+            except OSError as exc:
+                self._sync_error = exc
+            self._busy.release()
+            notify = self.notify
+            if notify is not None:
+                try:
+                    notify()
+                except RuntimeError:  # the event loop is closed (shutting down)
+                    pass
+
+    # -- the end ---------------------------------------------------------------------------
 
     @property
     def pending(self) -> bool:
         """Effects not yet written (replies of ``always`` writes must wait for them)."""
         return bool(self.buf)
 
-    def close(self) -> None:
-        """Write and sync everything, then close (shutdown, or switching files)."""
-        thread = self._fsync_thread
-        if thread is not None:
-            thread.join()
-        if self.buf:
-            self._write_all()
-        try:
-            os.fdatasync(self.fd)
-        except OSError:
-            pass
+    def close(self) -> bool:
+        """Write and sync everything, stop the worker, close the file (shutdown, or switching
+        files). True if everything written so far is on disk."""
+        self.hold_syncs(False)
+        worker = self._worker
+        if worker is not None:
+            with self._busy:  # the sync in flight has ended
+                self._stopping = True
+            self._go.release()
+            worker.join()
+            self._worker = None
+        self.finish_sync()
+        written = self.write()
+        synced = self.sync()
         os.close(self.fd)
+        return written and synced

@@ -1,4 +1,13 @@
-"""Process-level server: listening sockets, the flush callback, the cron, signals, shutdown."""
+"""Process-level server: listening sockets, the flush callback, the cron, signals, shutdown.
+
+Replies and durability: once per loop turn ``flush`` has the AOF write (and, with
+``appendfsync always``, start syncing) the effects produced so far, then sends every pending
+client's replies, except those of clients whose last write is not durable yet: these wait in
+``held``. When the AOF's background sync ends, ``Durability`` calls ``_durable`` on the loop
+thread, which starts the next write + sync and sends the replies that may go now. If nothing
+is in flight that will end that wait (a failed write, everysec's postponed write), a timer
+retries every 50 ms.
+"""
 
 from __future__ import annotations
 
@@ -29,13 +38,17 @@ class Server:
         self.config = config
         self.loop = loop
         self.engine = Engine(config, scheduler=loop)
-        self.durability = Durability(config, self.engine, data_dir)
+        self.durability = Durability(config, self.engine, data_dir, loop.call_soon_threadsafe)
+        self.durability.on_durable = self._durable
         self.engine.on_kill = self.kill
         self.connections: dict[Client, Connection] = {}
         #: connections past the soft output limit: the cron re-checks them (Redis: clientsCron)
         self.soft_limited: set[Connection] = set()
         self.servers: list[asyncio.base_events.Server] = []
+        #: clients whose replies wait until their last write is durable, in order
+        self.held: dict[Client, None] = {}
         self._flush_scheduled = False
+        self._retry_scheduled = False
         self._stopped = loop.create_future()
         info = self.engine.info
         info.port = config["port"]
@@ -90,23 +103,45 @@ class Server:
 
     def flush(self) -> None:
         self._flush_scheduled = False
-        self.durability.persist()
-        pending = self.engine.pending
-        held: list[Client] = []
+        durability = self.durability
+        pending, held = self.engine.pending, self.held
+        durability.persist(waiting=len(pending) + len(held))
+        durable = durability.durable_seq
         while pending:
             batch = list(pending)
             pending.clear()
             for client in batch:
                 conn = self.connections.get(client)
-                if conn is not None and not conn.flush():
-                    held.append(client)
-        if held:  # replies of writes not yet safe (a postponed or failed AOF write)
-            for client in held:
-                pending[client] = None
-            self.loop.call_later(0.05, self.schedule_flush)
+                if conn is None:
+                    continue
+                if client.effect_seq > durable:
+                    held[client] = None  # its reply waits for the AOF
+                    continue
+                held.pop(client, None)
+                conn.flush()
+        if held and not durability.syncing and not self._retry_scheduled:
+            # a failed or postponed AOF write: nothing in flight will call _durable
+            self._retry_scheduled = True
+            self.loop.call_later(0.05, self._retry_held)
         if self.engine.shutdown_requested is not None:
             log.warning("User requested shutdown...")
             self.stop()
+
+    def _durable(self) -> None:
+        """The AOF's background sync ended (or its file was switched): persist what gathered
+        meanwhile, and send the replies that were waiting for it."""
+        if self._stopped.done():
+            return  # shutting down: the AOF is closed and the connections with it
+        pending, held = self.engine.pending, self.held
+        for client in held:
+            pending[client] = None
+        held.clear()
+        self.flush()
+
+    def _retry_held(self) -> None:
+        self._retry_scheduled = False
+        if self.held:
+            self._durable()
 
     # -- cron ------------------------------------------------------------------------------
 
@@ -115,6 +150,8 @@ class Server:
         self.loop.call_later(1.0 / hz, self._cron)
 
     def _cron(self) -> None:
+        if self._stopped.done():
+            return  # shutting down: the AOF is closed, and must not be reopened
         try:
             self.engine.cron()
         except Exception:

@@ -5,19 +5,33 @@ the files it names; the base (if any) and then every incremental file are replay
 the engine, a torn tail of the last file is cut off (``aof-load-truncated``), and effects are
 then appended to the last incremental file. Without a manifest a fresh one is created.
 
-Each loop turn (``persist``) writes the effects of that turn before any reply is sent; with
-``appendfsync always`` it also syncs them, and if that fails the replies are held: the server
-keeps them until a later turn manages to write, and refuses new writes with ``-MISCONF``.
+Each loop turn (``persist``) writes the effects produced so far before any reply that
+depends on them is sent, and says up to which effect they are safe (``durable_seq``): the
+server holds a client's replies while its last write is past that (``may_reply``). If a write
+fails, the replies stay held until a later turn manages to write, and new writes are refused
+with ``-MISCONF``.
+
+Group commit with ``appendfsync always``: in a server (``wake`` given), the ``fdatasync``
+runs in the AOF writer's worker thread while the event loop goes on reading and executing
+commands; their effects gather in the buffer. ``persist`` starts a write + sync only when
+none is in flight, remembering the last effect it covers (``_sync_covers``); when the sync
+ends, the worker wakes the loop (``wake``), ``persist`` advances ``durable_seq`` to what the
+sync covered and at once writes and syncs what gathered meanwhile, and ``on_durable`` lets
+the server send the replies that were waiting. A batch that holds the writes of a single
+client is synced at once on the loop thread instead: one lone writer gains nothing from
+overlap, and the hand-off to the worker and back costs two thread wake-ups per request.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import logging
 import os
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from headwater.config import Config
@@ -48,19 +62,37 @@ BGSAVE_MISCONF = ReplyError(
 )
 
 
+#: after a failed fdatasync, wait this long before the next attempt (seconds)
+SYNC_RETRY_S = 0.05
+
+
 class StartupError(Exception):
     """The data on disk cannot be loaded: the server must not start (and not overwrite it)."""
 
 
 class Durability:
-    def __init__(self, config: Config, engine: Engine, data_dir: str) -> None:
+    def __init__(
+        self,
+        config: Config,
+        engine: Engine,
+        data_dir: str,
+        wake: Callable[[Callable[[], None]], object] | None = None,
+    ) -> None:
         self.config = config
         self.engine = engine
+        #: runs a callback on the event loop's thread, from any thread (the loop's
+        #: ``call_soon_threadsafe``); None outside a server: ``always`` then syncs inline
+        self.wake = wake
+        #: called on the loop thread when ``durable_seq`` may have moved outside ``persist``'s
+        #: callers (a background sync ended, a file was switched): the server sends held replies
+        self.on_durable: Callable[[], None] = self.persist
         self.dir = Path(data_dir) / config["appenddirname"]
         self.manifest_path = self.dir / f"{config['appendfilename']}.manifest"
         self.writer: AofWriter | None = None
         #: effects up to this engine.effect_seq are safe (see persist)
         self.durable_seq = 0
+        #: the last effect the background sync in flight covers (``always``)
+        self._sync_covers: int | None = None
         self.manifest: Manifest | None = None
         self.base_size = 0
         #: (pid, seq, base name, incr name) while a rewrite child runs
@@ -74,6 +106,7 @@ class Durability:
         engine.hooks[b"BGSAVE"] = self._bgsave_command
         engine.hooks[b"DEBUG RELOAD"] = self._debug_reload
         engine.hooks[b"DEBUG AOF-WRITE-ERROR"] = self._debug_write_error
+        engine.hooks[b"DEBUG AOF-FSYNC-HOLD"] = self._debug_fsync_hold
         engine.hooks[b"DEBUG LOADAOF"] = self._debug_loadaof
         engine.hooks[b"BGREWRITEAOF"] = self._bgrewriteaof
 
@@ -96,9 +129,26 @@ class Durability:
         if manifest.base is not None:
             self.base_size = (self.dir / manifest.base.name).stat().st_size
         incr = manifest.incrs[-1]
-        self.writer = AofWriter(self.dir / incr.name, self.config["appendfsync"])
+        self.writer = self._new_writer(self.dir / incr.name)
         self.engine.effect_sinks.append(self.writer.append)
         self._publish()
+
+    def _new_writer(self, path: Path) -> AofWriter:
+        notify = None if self.wake is None else functools.partial(self.wake, self._synced)
+        return AofWriter(path, self.config["appendfsync"], notify)
+
+    def _close_writer(self, wake: bool = True) -> None:
+        """Write and sync what is left, close the file; the replies waiting for it may go."""
+        writer = self.writer
+        if writer is None:
+            return
+        upto = self.engine.effect_seq
+        if writer.close():
+            self.durable_seq = max(self.durable_seq, upto)
+        self._sync_covers = None
+        self.writer = None
+        if wake and self.wake is not None:
+            self.wake(self.on_durable)
 
     def _remove_strays(self, manifest: Manifest) -> None:
         """Files a crash left behind: a rewrite's base that never made it into the manifest,
@@ -283,29 +333,62 @@ class Durability:
 
     # -- every loop turn -------------------------------------------------------------------
 
-    def persist(self) -> None:
+    def persist(self, waiting: int = 0) -> None:
         """Write (and per policy sync) the effects produced so far. ``durable_seq`` then says
         up to which effect they are safe: on disk with ``always``, in the kernel otherwise
-        (which survives the death of the process). A write held back behind everysec's
-        fsync, or failing, leaves it where it was."""
+        (which survives the death of the process). With ``always`` in a server the sync may
+        still run when this returns (see the module docstring), unless at most one client
+        is ``waiting`` for it; a write held back behind everysec's fsync, or failing, leaves
+        ``durable_seq`` where it was."""
         writer = self.writer
         if writer is None:
             self.durable_seq = self.engine.effect_seq
             self._publish()
             return
-        writer.fsync_policy = self.config["appendfsync"]
+        writer.fsync_policy = policy = self.config["appendfsync"]
+        ended = writer.finish_sync()
+        if ended is not None:
+            if ended and self._sync_covers is not None:
+                self.durable_seq = max(self.durable_seq, self._sync_covers)
+            self._sync_covers = None
         upto = self.engine.effect_seq
-        if writer.flush():
+        if policy == "always" and self.wake is not None:
+            self._group_commit(writer, upto, waiting)
+        elif writer.flush():
             self.durable_seq = upto
         self._publish()
 
+    def _group_commit(self, writer: AofWriter, upto: int, waiting: int) -> None:
+        """``always`` in a server: write what gathered and start its sync, unless one is in
+        flight (its end calls ``persist`` again)."""
+        if writer.syncing:
+            return
+        failed_sync = writer.error is not None and not writer.buf
+        if failed_sync and time.monotonic() - writer.last_fsync < SYNC_RETRY_S:
+            return  # retried from the cron or the server's retry timer
+        if not writer.write():
+            return
+        if not writer.unsynced:
+            self.durable_seq = upto  # nothing written since the last sync
+        elif waiting <= 1 and not writer.holding:
+            if writer.sync():
+                self.durable_seq = upto
+        else:
+            self._sync_covers = upto
+            writer.start_sync()
+
+    def _synced(self) -> None:
+        """On the loop thread, after the worker's sync ended."""
+        self.on_durable()
+
     def may_reply(self, effect_seq: int) -> bool:
-        """Whether a client whose last write produced effect ``effect_seq`` may be answered
-        (persisting first if that effect is not safe yet)."""
-        if effect_seq <= self.durable_seq:
-            return True
-        self.persist()
+        """Whether a client whose last write produced effect ``effect_seq`` may be answered."""
         return effect_seq <= self.durable_seq
+
+    @property
+    def syncing(self) -> bool:
+        """A background sync is in flight: its end will call ``on_durable``."""
+        return self.writer is not None and self.writer.syncing
 
     def _publish(self) -> None:
         writer = self.writer
@@ -352,11 +435,11 @@ class Durability:
         seq = self.manifest.next_incr_seq()
         base_name = self._base_name(seq)
         incr_name = self._incr_name(seq)
-        self.writer.close()
+        self._close_writer()
         (self.dir / incr_name).touch()
         self.manifest.entries.append(ManifestEntry(incr_name, seq, "i"))
         write_manifest(self.manifest_path, self.manifest)
-        self.writer = AofWriter(self.dir / incr_name, self.config["appendfsync"])
+        self.writer = self._new_writer(self.dir / incr_name)
         self.engine.effect_sinks[:] = [self.writer.append]
         pid = os.fork()
         if pid == 0:  # the child: write the base and leave without running any cleanup
@@ -422,9 +505,7 @@ class Durability:
         if wanted == (self.writer is not None) or self.rewrite_child is not None:
             return
         if not wanted:
-            assert self.writer is not None
-            self.writer.close()
-            self.writer = None
+            self._close_writer()
             self.engine.effect_sinks.clear()
             self._publish()
             log.warning("Append only file disabled")
@@ -441,7 +522,7 @@ class Durability:
         for entry in old:
             (self.dir / entry.name).unlink(missing_ok=True)
         self.base_size = (self.dir / base.name).stat().st_size
-        self.writer = AofWriter(self.dir / incr.name, self.config["appendfsync"])
+        self.writer = self._new_writer(self.dir / incr.name)
         self.engine.effect_sinks[:] = [self.writer.append]
         self._publish()
         log.warning("Append only file enabled: base written, logging to %s", incr.name)
@@ -492,14 +573,22 @@ class Durability:
             raise err(f"unknown errno name '{name}'")
         return OK
 
+    def _debug_fsync_hold(self, args: list[bytes]) -> Reply:
+        """DEBUG AOF-FSYNC-HOLD ON|OFF: background fdatasyncs wait until OFF (tests: a
+        reply must not leave before its sync, and the loop must go on meanwhile)."""
+        choice = args[0].upper() if len(args) == 1 else b""
+        if choice not in (b"ON", b"OFF") or self.writer is None:
+            raise err("usage: DEBUG AOF-FSYNC-HOLD <ON|OFF> (needs appendonly yes)")
+        self.writer.hold_syncs(choice == b"ON")
+        return OK
+
     def _debug_loadaof(self, args: list[bytes]) -> Reply:
         """Write what is buffered, empty every database, and load the AOF again."""
         if args:
             raise wrong_arity("debug|loadaof")
         if self.writer is None:
             return OK
-        self.writer.close()
-        self.writer = None
+        self._close_writer()
         self.engine.effect_sinks.clear()
         for db in self.engine.keyspace.dbs:
             db.flush()
@@ -512,6 +601,4 @@ class Durability:
         return self.writer is not None and self.writer.pending
 
     def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
-            self.writer = None
+        self._close_writer(wake=False)

@@ -111,6 +111,7 @@ class Connection(asyncio.Protocol):
         self.server.soft_limited.discard(self)
         if self.client is not None:
             self.server.connections.pop(self.client, None)
+            self.server.held.pop(self.client, None)
             self.engine.client_closed(self.client)
             self.client = None
 
@@ -152,6 +153,8 @@ class Connection(asyncio.Protocol):
                     size = sum(map(len, out))
                 seen = n
                 if size >= FLUSH_EARLY:
+                    if not self.server.durability.may_reply(c.effect_seq):
+                        self.server.durability.persist()  # with always, maybe just starts a sync
                     self.flush()  # may pause_writing (ends the loop) or abort
                     seen, size = len(out), 0
                     if transport.is_closing():
@@ -181,13 +184,14 @@ class Connection(asyncio.Protocol):
     # -- output ----------------------------------------------------------------------------
 
     def flush(self) -> bool:
-        """Send the client's output; False if it is held until its writes are durable."""
+        """Send the client's output; False if it must wait until its writes are durable (the
+        caller keeps it in ``Server.held``)."""
         c, transport = self.client, self.transport
         if c is None or transport is None:
             return True
         if c.out:
             if not self.server.durability.may_reply(c.effect_seq):
-                return False  # the caller keeps it pending
+                return False
             data = b"".join(c.out) if len(c.out) > 1 else c.out[0]
             c.out.clear()
             self.engine.stats.net_output_bytes += len(data)
