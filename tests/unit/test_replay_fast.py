@@ -11,8 +11,9 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from headwater.engine.replay import Replayer, ReplayResult, wire_size
+from headwater.engine.replay import Replayer, ReplayResult
 from headwater.persistence.aof import CorruptAof, TornTail, encode_command
+from headwater.resp.parser import wire_size
 from tests.unit.conftest import Harness
 from tests.unit.test_rewrite import exact_state
 

@@ -61,6 +61,7 @@ from headwater.commands.streams import LISTPACK_MAX, record_idmp
 from headwater.engine.core import Engine
 from headwater.errors import ReplyError, err, wrong_arity
 from headwater.persistence.aof import CorruptAof, TornTail
+from headwater.resp.parser import wire_size
 from headwater.stream.groups import id_key
 from headwater.stream.idmp import auto_iid
 from headwater.stream.ids import StreamID
@@ -72,8 +73,9 @@ log = logging.getLogger("headwater")
 READ_CHUNK = 64 * 1024
 #: queued XADDs are appended at least every this many (the argv lists stay small in memory)
 RUN_MAX = 1024
-#: bytes of ``$<n>\r\n<arg>\r\n`` for an argument of n < 10,000 bytes (n + 5 + digits of
-#: n), and of ``*<n>\r\n`` (3 + digits); built from ranges, at C speed (import time counts)
+#: ``wire_size`` for a whole run at once: bytes of ``$<n>\r\n<arg>\r\n`` for an argument of
+#: n < 10,000 bytes (n + 5 + digits of n), and of ``*<n>\r\n`` (3 + digits); built from
+#: ranges, at C speed (import time counts)
 _ARG_WIRE: list[int] = [*range(6, 16), *range(17, 107), *range(108, 1008), *range(1009, 10009)]
 _HEADER_WIRE: list[int] = [4] * 10 + [5] * 90 + [6] * 900 + [7] * 9000
 _XADD = frozenset((b"XADD", b"xadd", b"Xadd"))
@@ -81,14 +83,6 @@ _XADD = frozenset((b"XADD", b"xadd", b"Xadd"))
 _SMALL_INTS = dict(zip(map(b"%d".__mod__, range(1024)), range(1024), strict=True))
 #: a queued XADD: (ID, field/value list, its total length)
 _Queued = tuple[StreamID, list[bytes], int]
-
-
-def wire_size(argv: list[bytes]) -> int:
-    """Bytes of argv as ``encode_command`` writes it (the AOF is always written so)."""
-    try:
-        return _HEADER_WIRE[len(argv)] + sum(map(_ARG_WIRE.__getitem__, map(len, argv)))
-    except IndexError:  # an argument (or argument count) of 10,000 bytes or more
-        return 3 + len(str(len(argv))) + sum(len(arg) + 5 + len(str(len(arg))) for arg in argv)
 
 
 @dataclass

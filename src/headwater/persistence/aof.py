@@ -54,6 +54,8 @@ from pathlib import Path
 
 import hiredis
 
+from headwater.resp.parser import wire_size
+
 READ_CHUNK = 128 * 1024
 POSTPONE_LIMIT_S = 2.0
 
@@ -81,19 +83,6 @@ def encode_command(argv: list[bytes]) -> bytes:
     return b"".join(parts)
 
 
-_DIGITS = [len(str(n)) for n in range(10_000)]
-
-
-def _wire_size(argv: list[bytes]) -> int:
-    """Bytes of argv as ``encode_command`` writes it (the AOF is always written so)."""
-    digits = _DIGITS
-    size = 3 + len(str(len(argv))) + 5 * len(argv)
-    for arg in argv:
-        n = len(arg)
-        size += n + (digits[n] if n < 10_000 else len(str(n)))
-    return size
-
-
 def read_commands(path: Path) -> Iterator[tuple[list[bytes], int]]:
     """Each command of the file and the offset where it ends."""
     reader = hiredis.Reader()
@@ -112,7 +101,7 @@ def read_commands(path: Path) -> Iterator[tuple[list[bytes], int]]:
                 # (a nested array inside a command is left to the command to refuse)
                 if type(item) is not list or not item or type(item[0]) is not bytes:
                     raise CorruptAof(path, offset, "not a command (array of bulk strings)")
-                offset += _wire_size(item)
+                offset += wire_size(item)
                 yield item, offset
     if offset != size:
         raise TornTail(path, offset, size)

@@ -22,7 +22,7 @@ apply), (6) a batch ends inside a command whose headers so far Redis would not a
 slow path hands back as soon as its buffer is empty.
 
 Counting bytes. hiredis only accepts canonical RESP (``*<n>\r\n`` then ``$<len>\r\n<data>\r\n``,
-no leading zeros), so a command's byte size follows from its argv (``_wire_size``, ~0.3 us).
+no leading zeros), so a command's byte size follows from its argv (``wire_size``, ~0.3 us).
 The fast path keeps the unparsed bytes in ``_buf`` and the offset ``_pos`` of the next command
 in it; each command hiredis returns must start with ``*`` at ``_pos`` and fit in the bytes
 received, end with CRLF and be followed by the end of the data or another ``*`` (``_aligned``),
@@ -72,7 +72,7 @@ class RequestError(Exception):
         self.reply = reply
 
 
-def _wire_size(argv: list[bytes]) -> int:
+def wire_size(argv: list[bytes]) -> int:
     """Bytes of argv as canonical RESP: ``*<n>\r\n`` then ``$<len>\r\n<arg>\r\n`` each."""
     size = 0
     for arg in argv:
@@ -111,7 +111,7 @@ class RequestParser:
         if self._exact is not None:
             return self._exact.buffered()
         return (
-            sum(_wire_size(c) for c in self._ready)
+            sum(wire_size(c) for c in self._ready)
             + len(self._buf)
             - self._pos
             + sum(len(chunk) for chunk in self._held)
@@ -178,7 +178,7 @@ class RequestParser:
                         self._to_exact()
                         break
                 else:
-                    end = pos + _wire_size(cmd)
+                    end = pos + wire_size(cmd)
                     if not _aligned(buf, end):
                         self._to_exact()  # the command was not sent canonically: let the
                         continue  # exact grammar judge it before it runs

@@ -72,10 +72,6 @@ class Producer:
     def __len__(self) -> int:
         return len(self.iids)
 
-    def get(self, iid: bytes) -> StreamID | None:
-        key = self.iids.get(iid)
-        return None if key is None else (key >> 64, key & _MASK64)
-
     def add(self, iid: bytes, sid: StreamID) -> None:
         self.iids[iid] = sid[0] << 64 | sid[1]
         self.order.append(iid)
@@ -116,13 +112,11 @@ class IdmpState:
         producer = self.producers.get(pid)
         if producer is None:
             producer = self.producers[pid] = Producer()
-        iids, order = producer.iids, producer.order
-        iids[iid] = sid[0] << 64 | sid[1]
-        order.append(iid)
+        producer.add(iid, sid)
         self.added += 1
-        excess = len(iids) - maxsize
+        excess = len(producer.iids) - maxsize
         for _ in range(excess):  # one at most, unless maxsize was lowered
-            del iids[order.popleft()]
+            producer.pop_oldest()
         self.tracked += 1 - max(excess, 0)
 
     def expire(self, cutoff_ms: int) -> int:
