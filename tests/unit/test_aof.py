@@ -226,6 +226,9 @@ def test_persistence_commands_refuse_bad_arguments(tmp_path: Path) -> None:
     assert str(h.call(c, "BGSAVE", "NOW")) == "ERR syntax error"
     assert str(h.call(c, "BGSAVE", "SCHEDULE", "X")) == "ERR syntax error"
     assert str(h.call(c, "DEBUG", "AOF-WRITE-ERROR", "ENOPE")) == "ERR unknown errno name 'ENOPE'"
+    usage = "ERR usage: DEBUG AOF-FSYNC-HOLD <ON|OFF> (needs appendonly yes)"
+    assert str(h.call(c, "DEBUG", "AOF-FSYNC-HOLD", "MAYBE")) == usage
+    assert str(h.call(c, "DEBUG", "AOF-FSYNC-HOLD", "ON", "OFF")) == usage
     assert str(h.call(c, "DEBUG", "LOADAOF", "x")) == (
         "ERR wrong number of arguments for 'debug|loadaof' command"
     )
