@@ -822,9 +822,10 @@ def test_always_reply_waits_for_its_fsync_while_the_loop_goes_on(
     tmp_path: Path, nodes: Any
 ) -> None:
     """Issue #6: with the background fdatasync held (DEBUG AOF-FSYNC-HOLD ON), an XADD is
-    applied but not acknowledged; meanwhile the server answers other clients (PING, reads),
-    and another XADD gathers in the AOF buffer behind the sync in flight. Released, both
-    replies arrive, and both writes survive kill -9."""
+    applied but not acknowledged; meanwhile the server answers other clients (PING, INFO), a
+    read that would show the unsynced entry waits for the sync, and another XADD gathers in
+    the AOF buffer behind the sync in flight. Released, all three replies arrive, and both
+    writes survive kill -9."""
     node = nodes(tmp_path, "--appendfsync", "always")
     node.start()
     control = RawClient(node.port, timeout=10.0)
@@ -836,14 +837,19 @@ def test_always_reply_waits_for_its_fsync_while_the_loop_goes_on(
     with pytest.raises(TimeoutError):
         writers[0].read_reply()  # applied, written, but not fdatasync'ed: no reply
     other = RawClient(node.port, timeout=2.0)
-    assert other.call("PING") == b"+PONG\r\n"
-    assert other.call("XLEN", KEY) == b":2\r\n"  # the loop goes on (reads see the write)
+    assert other.call("PING") == b"+PONG\r\n"  # the loop goes on
+    reader = RawClient(node.port, timeout=0.5)
+    reader.send_raw(encode(["XLEN", KEY]))
+    with pytest.raises(TimeoutError):
+        reader.read_reply()  # it would show "first", which a crash now would undo
     writers[1].send_raw(encode(["XADD", KEY, "*", "n", "second"]))
     with pytest.raises(TimeoutError):
         writers[1].read_reply()
     info = other.call("INFO", "persistence")
     assert b"aof_buffer_length:0\r\n" not in info, info  # gathered behind the sync
     assert control.call("DEBUG", "AOF-FSYNC-HOLD", "OFF") == b"+OK\r\n"
+    reader.sock.settimeout(10.0)
+    assert reader.read_reply() == b":2\r\n"
     acked = []
     for writer in writers:
         writer.sock.settimeout(10.0)

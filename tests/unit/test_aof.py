@@ -271,26 +271,30 @@ def test_always_sync_runs_in_the_background_and_effects_gather_meanwhile(
     h, durability, wake = _always(tmp_path)
     writer = durability.writer
     assert writer is not None
-    c = h.client()
-    h.call(c, "XADD", "s", "1-1", "f", "v")
-    first = c.effect_seq
+    first, second, reader, idle = h.client(), h.client(), h.client(), h.client()
+    h.call(first, "XADD", "s", "1-1", "f", "v")
     writer.hold_syncs(True)
     durability.persist(waiting=2)
     assert writer.syncing
     assert not writer.pending  # written: only the sync is in flight
     assert not durability.may_reply(first)
-    h.call(c, "XADD", "s", "2-1", "f", "v")
+    h.call(reader, "XLEN", "s")  # shows 1-1, whose sync is in flight
+    h.call(idle, "PING")  # shows no data
+    assert not durability.may_reply(reader)
+    assert durability.may_reply(idle)
+    h.call(second, "XADD", "s", "2-1", "f", "v")
     durability.persist(waiting=2)  # a sync in flight: this one waits in the buffer
     assert writer.pending
     assert not durability.may_reply(first)
     writer.hold_syncs(False)
     wake.run_next()  # the sync ended: the next one starts with what gathered
     assert durability.may_reply(first)
-    assert not durability.may_reply(c.effect_seq)
+    assert durability.may_reply(reader)
+    assert not durability.may_reply(second)
     assert writer.syncing
     assert not writer.pending
     wake.run_next()
-    assert durability.may_reply(c.effect_seq)
+    assert durability.may_reply(second)
     assert not writer.syncing
     assert writer.fsyncs == 2
     durability.close()
@@ -304,7 +308,7 @@ def test_always_lone_writer_syncs_inline(tmp_path: Path) -> None:
     c = h.client()
     h.call(c, "XADD", "s", "1-1", "f", "v")
     durability.persist(waiting=1)
-    assert durability.may_reply(c.effect_seq)
+    assert durability.may_reply(c)
     assert writer.fsyncs == 1
     assert not writer.unsynced
     durability.persist(waiting=2)  # nothing new to sync
@@ -329,12 +333,15 @@ def test_always_failed_background_sync_refuses_writes_and_is_retried(
         real_fdatasync(fd)
 
     monkeypatch.setattr(os, "fdatasync", fdatasync)
-    c = h.client()
+    c, reader = h.client(), h.client()
     h.call(c, "XADD", "s", "1-1", "f", "v")
     durability.persist(waiting=2)
+    h.call(reader, "XLEN", "s")
+    assert not durability.may_reply(reader)  # the sync of what it saw is in flight
     wake.run_next()
-    assert not durability.may_reply(c.effect_seq)
+    assert not durability.may_reply(c)
     assert h.engine.info.aof_last_write_status == "err"
+    assert durability.may_reply(reader)  # -MISCONF: reads are served, writes refused
     refused = h.call(c, "XADD", "s", "2-1", "f", "v")
     assert error_text(refused) == "MISCONF Errors writing to the AOF file: Input/output error"
     assert h.call(c, "XLEN", "s") == 1
@@ -345,7 +352,7 @@ def test_always_failed_background_sync_refuses_writes_and_is_retried(
     durability.persist(waiting=2)
     assert writer.syncing
     wake.run_next()
-    assert durability.may_reply(c.effect_seq)
+    assert durability.may_reply(c)
     assert h.engine.info.aof_last_write_status == "ok"
     assert h.call(c, "XADD", "s", "2-1", "f", "v") == b"2-1"
     durability.close()

@@ -40,6 +40,9 @@ class CommandSpec:
 
     def __post_init__(self) -> None:
         self.is_write = "write" in self.flags
+        #: its reply may show data (Redis's read-only or write flag): with ``appendfsync
+        #: always`` it waits until the effects it could have seen are on disk
+        self.sees_data = self.is_write or "readonly" in self.flags
         self.no_auth = "no_auth" in self.flags
         self.no_multi = "no_multi" in self.flags
         self.admin = "admin" in self.flags
@@ -246,6 +249,9 @@ class Client:
         self.replaying = False
         #: the engine's effect counter after this client's last write (see Engine.effect_seq)
         self.effect_seq = 0
+        #: the engine's effect counter when this client last ran a command that shows data
+        #: (kept only while ``Engine.replies_wait_for_disk``)
+        self.seen_seq = 0
         # output
         self.out: list[bytes] = []
         self.out_bytes = 0

@@ -387,8 +387,10 @@ def cmd_debug(c: Client, argv: list[bytes]) -> Reply:
             Status(b"DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"),
             Status(b"SLEEP <seconds> -- Stop the server for <seconds> (a float)."),
             Status(b"LOG <message> -- Write <message> to the server log."),
+            Status(b"RELOAD -- Save the snapshot, empty the dataset and load it again."),
             Status(b"LOADAOF -- Write the AOF, empty the dataset and load it again from the AOF."),
             Status(b"AOF-WRITE-ERROR <ENOSPC|EIO|...|OFF> -- Make AOF writes fail (tests)."),
+            Status(b"AOF-FSYNC-HOLD <ON|OFF> -- Hold background AOF fsyncs until OFF (tests)."),
             Status(b"HELP -- Print this help."),
         ]
     raise subcommand_syntax(argv[1], "DEBUG")

@@ -92,6 +92,10 @@ class Engine:
         #: effects handed to the sinks so far; a client's ``effect_seq`` is the last one its
         #: commands produced, and its replies leave only once the AOF has that one
         self.effect_seq = 0
+        #: every reply that may show data waits until all effects made before it are on
+        #: disk, not only the client's own (``appendfsync always`` with a sync that runs
+        #: beside the loop: a reader must not see an entry a crash would undo)
+        self.replies_wait_for_disk = False
         #: set while writes cannot be made durable (-MISCONF): write commands are refused
         self.refuse_writes: ReplyError | None = None
         self._in_exec = False
@@ -232,6 +236,8 @@ class Engine:
             self._emit(c.db.index, argv)
         if self.effect_seq != effects_before:
             c.effect_seq = self.effect_seq  # its replies wait until these effects are durable
+        elif self.replies_wait_for_disk and row.sees_data:
+            c.seen_seq = self.effect_seq  # it may have read effects not yet on disk
         return reply  # type: ignore[no-any-return]
 
     def _error(self, exc: ReplyError) -> ReplyError:

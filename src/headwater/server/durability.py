@@ -34,6 +34,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from headwater.commands.context import Client
 from headwater.config import Config
 from headwater.engine import Engine
 from headwater.engine.replay import Replayer
@@ -381,9 +382,14 @@ class Durability:
         """On the loop thread, after the worker's sync ended."""
         self.on_durable()
 
-    def may_reply(self, effect_seq: int) -> bool:
-        """Whether a client whose last write produced effect ``effect_seq`` may be answered."""
-        return effect_seq <= self.durable_seq
+    def may_reply(self, c: Client) -> bool:
+        """Whether the client's replies may leave: its writes are durable and, with
+        ``always``, so is everything it may have read. While the AOF cannot be written,
+        reads are served anyway (-MISCONF refuses writes, reads go on, as in Redis)."""
+        durable = self.durable_seq
+        if c.effect_seq > durable:
+            return False
+        return c.seen_seq <= durable or not self.engine.replies_wait_for_disk
 
     @property
     def syncing(self) -> bool:
@@ -395,6 +401,12 @@ class Durability:
         info = self.engine.info
         error = writer.error if writer is not None else None
         info.aof_enabled = writer is not None
+        self.engine.replies_wait_for_disk = (
+            writer is not None
+            and error is None
+            and self.wake is not None
+            and self.config["appendfsync"] == "always"
+        )
         status = "err" if error else "ok"
         if status != info.aof_last_write_status:
             if error is not None:

@@ -153,7 +153,7 @@ class Connection(asyncio.Protocol):
                     size = sum(map(len, out))
                 seen = n
                 if size >= FLUSH_EARLY:
-                    if not self.server.durability.may_reply(c.effect_seq):
+                    if not self.server.durability.may_reply(c):
                         self.server.durability.persist()  # with always, maybe just starts a sync
                     self.flush()  # may pause_writing (ends the loop) or abort
                     seen, size = len(out), 0
@@ -190,7 +190,7 @@ class Connection(asyncio.Protocol):
         if c is None or transport is None:
             return True
         if c.out:
-            if not self.server.durability.may_reply(c.effect_seq):
+            if not self.server.durability.may_reply(c):
                 return False
             data = b"".join(c.out) if len(c.out) > 1 else c.out[0]
             c.out.clear()
