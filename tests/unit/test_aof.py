@@ -161,6 +161,54 @@ def test_replay_drops_an_unfinished_transaction(tmp_path: Path) -> None:
     assert path.read_bytes() == good
 
 
+def test_replay_cuts_every_torn_tail_at_the_start_of_its_command(tmp_path: Path) -> None:
+    """The file cut at every byte: replay keeps exactly the complete commands before the cut
+    (a transaction only with its EXEC), and truncates the file where the kept part ends;
+    refused with the same offset when truncation is off."""
+    commands = [
+        [b"XADD", b"s", b"1-1", b"f", b"v"],
+        [b"XADD", b"s", b"1-2", b"f", b"w\r\n*1\r\n"],  # RESP inside a value
+        [b"MULTI"],
+        [b"SET", b"k", b"x"],
+        [b"EXEC"],
+        [b"XADD", b"s", b"IDMP", b"p", b"i", b"2-1", b"f", b"v"],
+        [b"SET", b"last", b"y"],
+    ]
+    encoded = [encode_command(argv) for argv in commands]
+    ends = [sum(map(len, encoded[: n + 1])) for n in range(len(encoded))]
+    whole = b"".join(encoded)
+    for cut in range(1, len(whole) + 1):
+        path = tmp_path / f"cut{cut}.aof"
+        path.write_bytes(whole[:cut])
+        complete = max([end for end in ends if end <= cut], default=0)
+        kept = complete if not ends[2] <= complete < ends[4] else ends[1]  # inside MULTI
+        if complete != cut:
+            with pytest.raises(TornTail) as torn:
+                _replay_into_fresh(path, truncate=False)
+            assert (torn.value.offset, torn.value.size) == (complete, cut)
+        h = _replay_into_fresh(path)
+        assert path.stat().st_size == kept, cut
+        c = h.client()
+        entries = h.call(c, "XRANGE", "s", "-", "+")
+        assert isinstance(entries, list)
+        assert len(entries) == sum(end <= kept for end in (ends[0], ends[1], ends[5]))
+        assert h.call(c, "GET", "k") == (b"x" if kept >= ends[4] else None)
+
+
+def test_replay_reports_the_offset_of_a_corrupt_command(tmp_path: Path) -> None:
+    path = tmp_path / "a.aof"
+    good = encode_command([b"XADD", b"s", b"1-1", b"f", b"v"]) * 3
+    path.write_bytes(good + b"*1\r\n:5\r\n" + encode_command([b"SET", b"a", b"1"]))
+    with pytest.raises(CorruptAof, match=f"at offset {len(good)}:"):
+        _replay_into_fresh(path)
+    path.write_bytes(good + b"*2\r\n$3\r\nGET\r\n%1\r\n*0\r\n$1\r\nb\r\n" + good)
+    with pytest.raises(CorruptAof, match=f"at offset {len(good)}:"):
+        _replay_into_fresh(path)  # a map whose key is an array
+    path.write_bytes(good + b"*2\r\n$3\r\nGET\r\n%3\r\n")
+    with pytest.raises(TornTail, match=f"at offset {len(good)} "):
+        _replay_into_fresh(path, truncate=False)  # an unfinished map
+
+
 def test_replay_refuses_unknown_commands(tmp_path: Path) -> None:
     path = tmp_path / "a.aof"
     path.write_bytes(encode_command([b"SET", b"a", b"1"]) + encode_command([b"NOSUCH", b"x"]))

@@ -32,9 +32,12 @@ are checked when the run is appended, in order, exactly as the handler checks th
 is the same keyspace as the generic path, node layout included
 (``tests/unit/test_replay_fast.py`` checks this on random workloads).
 
-Offsets (where a torn tail or a corrupt command starts, where a MULTI began) are the sum of
-the commands' encoded sizes (``wire_size``: the AOF is always canonical RESP). A run's sizes
-are summed when it is appended, with table lookups over all its arguments at once.
+Offsets (where a torn tail or a corrupt command starts, where an unfinished MULTI began) are
+not counted as the file is read: the replay counts commands, and only when an offset is
+needed (rarely) reads the file again to sum the encoded sizes (``wire_size``: the AOF is
+always canonical RESP) of the commands before it. Whether the file ends inside a command is
+asked of hiredis: fed a sentinel command after the last byte, it reads the sentinel back
+alone only if nothing unfinished came before it.
 
 Consumer groups add one ``XCLAIM key group consumer 0 <id> TIME <ms> RETRYCOUNT <n> FORCE
 JUSTID LASTID <id>`` per delivered entry: ``Replayer._claim`` applies exactly that shape as
@@ -50,7 +53,6 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass, field
-from itertools import chain
 from pathlib import Path
 
 import hiredis
@@ -73,11 +75,6 @@ log = logging.getLogger("headwater")
 READ_CHUNK = 64 * 1024
 #: queued XADDs are appended at least every this many (the argv lists stay small in memory)
 RUN_MAX = 1024
-#: ``wire_size`` for a whole run at once: bytes of ``$<n>\r\n<arg>\r\n`` for an argument of
-#: n < 10,000 bytes (n + 5 + digits of n), and of ``*<n>\r\n`` (3 + digits); built from
-#: ranges, at C speed (import time counts)
-_ARG_WIRE: list[int] = [*range(6, 16), *range(17, 107), *range(108, 1008), *range(1009, 10009)]
-_HEADER_WIRE: list[int] = [4] * 10 + [5] * 90 + [6] * 900 + [7] * 9000
 _XADD = frozenset((b"XADD", b"xadd", b"Xadd"))
 #: canonical decimal texts of small sequence numbers (int() is most of an ID's parsing)
 _SMALL_INTS = dict(zip(map(b"%d".__mod__, range(1024)), range(1024), strict=True))
@@ -112,9 +109,7 @@ class Replayer:
         result = ReplayResult()
         engine, c = self.engine, self.client
         batch = _XaddBatch(engine, c)
-        multi_at: int | None = None  # offset of an unfinished MULTI
-        offset = 0
-        size = path.stat().st_size
+        multi_at: int | None = None  # commands before an unfinished MULTI
         reader = hiredis.Reader()
         gets = reader.gets
         fast = self._fast_now()
@@ -126,24 +121,25 @@ class Replayer:
                     while True:
                         try:
                             argv = gets()
-                        except hiredis.ProtocolError as exc:
-                            offset += batch.flush()
-                            raise CorruptAof(path, offset, str(exc)) from None
+                        except (hiredis.ProtocolError, TypeError) as exc:
+                            batch.flush()
+                            raise self._corrupt(path, batch, result, str(exc)) from None
                         if argv is False:
                             break
                         if type(argv) is not list or not argv or type(argv[0]) is not bytes:
-                            offset += batch.flush()
-                            raise CorruptAof(path, offset, _NOT_A_COMMAND)
+                            batch.flush()
+                            raise self._corrupt(path, batch, result, _NOT_A_COMMAND)
                         if fast and argv[0] in _XADD and take(argv):
                             continue  # (take checks the types of what it uses)
-                        offset += batch.flush()
+                        batch.flush()
                         if not all(type(arg) is bytes for arg in argv):  # as Redis: only bulks
-                            raise CorruptAof(path, offset, _NOT_A_COMMAND)
+                            raise self._corrupt(path, batch, result, _NOT_A_COMMAND)
                         name = argv[0].upper()
                         if name not in engine.table:
-                            raise CorruptAof(path, offset, f"unknown command {argv[0][:64]!r}")
+                            unknown = f"unknown command {argv[0][:64]!r}"
+                            raise self._corrupt(path, batch, result, unknown)
                         if name == b"MULTI":
-                            multi_at = offset
+                            multi_at = batch.commands + result.commands
                         elif name in (b"EXEC", b"DISCARD"):
                             multi_at = None
                         if fast and name == b"XCLAIM" and self._claim(argv):
@@ -152,23 +148,30 @@ class Replayer:
                             self._apply(name, argv, result)
                             fast = self._fast_now()
                         result.commands += 1
-                        offset += wire_size(argv)
         finally:
-            offset += batch.flush()
+            batch.flush()
             result.commands += batch.commands
             result.fast += batch.commands
-        if offset != size:  # the file ends inside a command
+        if not _ends_cleanly(reader):  # the file ends inside a command
+            offset = _offset_after(path, result.commands)
             if not truncate_torn:
-                raise TornTail(path, offset, size)
-            self._truncate(path, multi_at if multi_at is not None else offset, result)
+                raise TornTail(path, offset, path.stat().st_size)
+            if multi_at is not None:
+                offset = _offset_after(path, multi_at)
+            self._truncate(path, offset, result)
             multi_at = None
         if multi_at is not None:  # complete commands, but no EXEC: the transaction is lost
-            self._truncate(path, multi_at, result)
+            self._truncate(path, _offset_after(path, multi_at), result)
         if c.in_multi:
             engine.execute(c, [b"DISCARD"])
             c.out.clear()
         engine.pending.pop(c, None)
         return result
+
+    @staticmethod
+    def _corrupt(path: Path, batch: _XaddBatch, result: ReplayResult, reason: str) -> CorruptAof:
+        """The command after the ones applied so far is bad: where it starts, and why."""
+        return CorruptAof(path, _offset_after(path, batch.commands + result.commands), reason)
 
     def _fast_now(self) -> bool:
         """Whether the fast paths may run: nothing observes single commands."""
@@ -283,6 +286,42 @@ def _plain_int(raw: bytes) -> int | None:
     return int(raw) if raw.isdigit() and len(raw) < 19 else None
 
 
+#: fed after the last byte of a file: read back alone, it shows nothing was left unfinished
+_SENTINEL = b"\x00headwater: end of file\x00"
+_SENTINEL_RESP = b"*1\r\n$%d\r\n%s\r\n" % (len(_SENTINEL), _SENTINEL)
+
+
+def _ends_cleanly(reader: hiredis.Reader) -> bool:
+    """Whether the bytes fed to reader, whose complete replies were all taken, end with a
+    complete command. (An unfinished command would absorb the sentinel, or choke on it.)"""
+    reader.feed(_SENTINEL_RESP)
+    try:
+        return bool(reader.gets() == [_SENTINEL] and not reader.has_data())
+    except (hiredis.ProtocolError, TypeError):  # (TypeError: a map whose key is an array)
+        return False
+
+
+def _offset_after(path: Path, commands: int) -> int:
+    """Where the file's command number ``commands`` (from 0) starts: the sum of the sizes of
+    those before it. Read again from the start: only errors, torn tails and unfinished
+    transactions need an offset, so the replay does not count bytes as it goes."""
+    offset = 0
+    reader = hiredis.Reader()
+    with open(path, "rb") as f:
+        while commands and (chunk := f.read(READ_CHUNK)):
+            reader.feed(chunk)
+            while commands:
+                try:
+                    argv = reader.gets()
+                except (hiredis.ProtocolError, TypeError):
+                    return offset
+                if argv is False:
+                    break
+                offset += wire_size(argv)
+                commands -= 1
+    return offset
+
+
 def _direct_rows(engine: Engine) -> dict[bytes, CommandSpec]:
     """The command rows whose replayed effects skip ``Engine.apply``: XCLAIM and XGROUP
     (SETID, CREATECONSUMER, …; its other subcommands are as simple)."""
@@ -298,14 +337,12 @@ class _XaddBatch:
         self.queued: list[_Queued] = []
         #: (index in queued, (pid, iid)) of the queued XADDs with IDMP or IDMPAUTO
         self.idmp: list[tuple[int, tuple[bytes, bytes]]] = []
-        self.argvs: list[list[bytes]] = []  # the queued commands, to count their bytes
         self.key: bytes | None = None
         self.stream: Stream | None = None
         self.last: StreamID = (0, 0)  # the last ID queued (or the stream's, at the start)
         self.commands = 0  # commands appended so far
         self.ms_raw: bytes | None = None  # the last ID's milliseconds, as text and number
         self.ms = 0
-        self.bytes = 0  # their bytes in the file, since the last flush
 
     def take(self, argv: list[bytes]) -> bool:
         """Queue ``XADD key [IDMP pid iid | IDMPAUTO pid] <ms>-<seq> field value …`` if the
@@ -352,7 +389,6 @@ class _XaddBatch:
             iid = argv[4] if at == 5 else auto_iid(pairs)
             self.idmp.append((len(self.queued), (argv[3], iid)))
         self.queued.append((sid, pairs, size))
-        self.argvs.append(argv)
         self.last = sid
         if len(self.queued) >= RUN_MAX:
             self._append_queued()
@@ -371,36 +407,25 @@ class _XaddBatch:
         self.key, self.stream, self.last = key, stream, stream.last_id
         return True
 
-    def flush(self) -> int:
-        """End the run: append what is queued. Returns the bytes in the file of the commands
-        appended since the last flush."""
+    def flush(self) -> None:
+        """End the run: append what is queued."""
         if self.queued:
             self._append_queued()
         self.key = self.stream = None
-        done, self.bytes = self.bytes, 0
-        return done
 
     def _append_queued(self) -> None:
         """Append the queued XADDs, as the handler would one command at a time."""
         queued, stream, key = self.queued, self.stream, self.key
         assert stream is not None
         assert key is not None
+        self.commands += len(queued)
         engine = self.engine
         if self.idmp:
             queued = self._drop_duplicates(stream, key)
         config = engine.config
         stream.extend(queued, config["stream-node-max-bytes"], config["stream-node-max-entries"])
         engine.dirty += len(queued)
-        argvs = self.argvs
-        try:  # wire_size for all of them at once, at C speed
-            self.bytes += sum(map(_HEADER_WIRE.__getitem__, map(len, argvs))) + sum(
-                map(_ARG_WIRE.__getitem__, map(len, chain.from_iterable(argvs)))
-            )
-        except IndexError:
-            self.bytes += sum(map(wire_size, argvs))
-        self.commands += len(argvs)
         self.queued = []
-        self.argvs = []
 
     def _drop_duplicates(self, stream: Stream, key: bytes) -> list[_Queued]:
         """The queued entries without the IDMP retries (the handler answers a retry with the
