@@ -262,7 +262,11 @@ def _idmp_xadd(argv: list[bytes]) -> XAddOpts | None:
     """``XADD key IDMP pid iid * f v ...`` / ``XADD key IDMPAUTO pid * f v ...`` with no
     other option, the shape idempotent producers send: parsed without the option loop. None
     for any other shape (the full parser then decides, errors included)."""
-    option, n = argv[2].upper(), len(argv)
+    option, n = argv[2], len(argv)
+    if option != b"IDMP" and option != b"IDMPAUTO":
+        if len(option) > 8:
+            return None
+        option = option.upper()
     if option == b"IDMP" and n >= 8 and not n % 2 and argv[5] == b"*" and argv[3] and argv[4]:
         return _IdmpOpts(5, (argv[3], argv[4]))
     if option == b"IDMPAUTO" and n >= 7 and n % 2 and argv[4] == b"*" and argv[3]:
@@ -286,7 +290,7 @@ def cmd_xadd(c: Client, argv: list[bytes]) -> Reply:
     elif odd and argv[2][:1].isdigit():
         opts = _explicit_xadd(argv[2])
     else:
-        opts = (_idmp_xadd(argv) if argv[2][:1] in b"Ii" else None) or parse_xadd(c, argv)
+        opts = _idmp_xadd(argv) or parse_xadd(c, argv)
     key = argv[1]
     stream = lookup_stream(c, key)
     if stream is None:

@@ -72,6 +72,12 @@ class RequestError(Exception):
         self.reply = reply
 
 
+#: ``wire_size`` by table: bytes of ``$<n>\r\n<arg>\r\n`` for an argument of n < 10,000
+#: bytes (n + 5 + digits of n), and of ``*<n>\r\n`` for n < 10,000 arguments (3 + digits)
+_ARG_WIRE: list[int] = [*range(6, 16), *range(17, 107), *range(108, 1008), *range(1009, 10009)]
+_HEADER_WIRE: list[int] = [4] * 10 + [5] * 90 + [6] * 900 + [7] * 9000
+
+
 def wire_size(argv: list[bytes]) -> int:
     """Bytes of argv as canonical RESP: ``*<n>\r\n`` then ``$<len>\r\n<arg>\r\n`` each."""
     size = 0
@@ -80,6 +86,18 @@ def wire_size(argv: list[bytes]) -> int:
         size += n + (6 if n < 10 else 7 if n < 100 else 8 if n < 1000 else 5 + len(str(n)))
     n = len(argv)
     return size + (4 if n < 10 else 3 + len(str(n)))
+
+
+def _bulks_size(cmd: list[bytes]) -> int:
+    """``wire_size`` of a command from hiredis, at C speed; -1 if an argument is not bytes
+    (a nested array, an integer...)."""
+    try:
+        b"".join(cmd)  # TypeError unless all are bytes (hiredis makes no other buffer type)
+        return _HEADER_WIRE[len(cmd)] + sum(map(_ARG_WIRE.__getitem__, map(len, cmd)))
+    except TypeError:
+        return -1
+    except IndexError:  # 10,000 arguments or more, or an argument that long
+        return wire_size(cmd)
 
 
 class RequestParser:
@@ -173,18 +191,15 @@ class RequestParser:
                 self._to_exact()
                 continue
             if type(cmd) is list and cmd:
-                for arg in cmd:
-                    if type(arg) is not bytes:
-                        self._to_exact()
-                        break
-                else:
-                    end = pos + wire_size(cmd)
-                    if not _aligned(buf, end):
-                        self._to_exact()  # the command was not sent canonically: let the
-                        continue  # exact grammar judge it before it runs
-                    self._pos = end
-                    return cmd
-                continue
+                end = pos + _bulks_size(cmd)
+                if end < pos:  # not all bulk strings
+                    self._to_exact()
+                    continue
+                if not _aligned(buf, end):
+                    self._to_exact()  # the command was not sent canonically: let the exact
+                    continue  # grammar judge it before it runs
+                self._pos = end
+                return cmd
             if cmd is None or cmd == []:
                 # Redis skips "*0" and "*-1" (multibulk length <= 0) silently.
                 self._pos = pos + (5 if cmd is None else 4)

@@ -112,12 +112,18 @@ class IdmpState:
         producer = self.producers.get(pid)
         if producer is None:
             producer = self.producers[pid] = Producer()
-        producer.add(iid, sid)
+        # Producer.add and pop_oldest, inlined: this runs for every XADD IDMP
+        iids, order = producer.iids, producer.order
+        iids[iid] = sid[0] << 64 | sid[1]
+        order.append(iid)
         self.added += 1
-        excess = len(producer.iids) - maxsize
-        for _ in range(excess):  # one at most, unless maxsize was lowered
-            producer.pop_oldest()
-        self.tracked += 1 - max(excess, 0)
+        if len(iids) <= maxsize:
+            self.tracked += 1
+            return
+        while len(iids) > maxsize:  # once, unless maxsize was lowered
+            del iids[order.popleft()]
+            self.tracked -= 1
+        self.tracked += 1
 
     def expire(self, cutoff_ms: int) -> int:
         """Forget iids whose entry ms is <= cutoff_ms (oldest first, per producer); returns
