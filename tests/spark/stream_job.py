@@ -1,12 +1,14 @@
 """A streaming query in a process of its own, for the kill -9 tests: Headwater stream -> Spark
 -> Headwater stream, exactly once.
 
-    python -m tests.spark.stream_job URL SOURCE SINK CHECKPOINT [--drain]
+    python -m tests.spark.stream_job URL SOURCE SINK CHECKPOINT [--drain] [--held]
+        [--idempotence=MODE]
 
 Reads ``SOURCE`` in micro-batches of at most 1000 entries and appends each entry's fields to
 ``SINK`` with the default position idempotence (IDMP window kept for 10 minutes, longer than a
-restart takes). Runs until killed; with ``--drain`` it uses ``trigger(availableNow=True)`` and
-exits 0 once everything present at start is written.
+restart takes), or ``MODE``. Runs until killed; with ``--drain`` it uses
+``trigger(availableNow=True)`` and exits 0 once everything present at start is written. With
+``--held`` the sink is ``tests.spark.faults.CommitHeld``: batch 1's commit waits to be killed.
 """
 
 from __future__ import annotations
@@ -18,7 +20,11 @@ from pyspark.sql import SparkSession
 
 def main(argv: list[str]) -> int:
     url, source, sink, checkpoint = argv[:4]
-    drain = "--drain" in argv[4:]
+    flags = argv[4:]
+    drain = "--drain" in flags
+    idempotence = next(
+        (flag.split("=", 1)[1] for flag in flags if flag.startswith("--idempotence=")), "position"
+    )
     spark = (
         SparkSession.builder.master("local[2]")
         .appName("headwater-kill-test")
@@ -29,6 +35,12 @@ def main(argv: list[str]) -> int:
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
+    sink_format = "headwater"
+    if "--held" in flags:
+        from tests.spark.faults import CommitHeld
+
+        spark.dataSource.register(CommitHeld)
+        sink_format = CommitHeld.name()
     df = (
         spark.readStream.format("headwater")
         .option("url", url)
@@ -37,9 +49,10 @@ def main(argv: list[str]) -> int:
         .load()
     )
     writer = (
-        df.writeStream.format("headwater")
+        df.writeStream.format(sink_format)
         .option("url", url)
         .option("stream", sink)
+        .option("idempotence", idempotence)
         .option("idmpDuration", "600")
         .option("checkpointLocation", checkpoint)
     )

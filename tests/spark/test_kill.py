@@ -4,8 +4,11 @@ from its checkpoint each time; at the end the sink holds every source entry exac
 
 The kills land wherever the query happens to be: planning, mid-write, or between the write and
 the commit. Replays read the same ``(start, end]`` range (offsets journaled before the tasks) and
-re-append with the same IDMP producer ids, so nothing is lost or doubled. The deterministic
-"written but not committed" case, and its control without IDMP, are in test_streaming.py.
+re-append with the same IDMP producer ids, so nothing is lost or doubled.
+
+The worst moment is made certain by ``test_driver_killed_between_write_and_commit``: the sink's
+commit of batch 1 waits (``tests.spark.faults.CommitHeld``) and the driver is killed there, with
+IDMP and, as the control that shows what IDMP prevents, without it.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -25,6 +29,7 @@ import redis
 
 from tests.helpers import ROOT, ServerProcess
 from tests.spark.conftest import spark_env
+from tests.spark.faults import held_marker
 
 pytestmark = pytest.mark.spark
 
@@ -62,8 +67,10 @@ def kill_tree(proc: subprocess.Popen[bytes]) -> None:
     proc.wait(30)
 
 
-def start_job(url: str, checkpoint: Path, *extra: str) -> subprocess.Popen[bytes]:
-    argv = [sys.executable, "-m", "tests.spark.stream_job", url, "src", "out", str(checkpoint)]
+def start_job(
+    url: str, checkpoint: Path, *extra: str, src: str = "src", out: str = "out"
+) -> subprocess.Popen[bytes]:
+    argv = [sys.executable, "-m", "tests.spark.stream_job", url, src, out, str(checkpoint)]
     return subprocess.Popen(
         [*argv, *extra],
         cwd=ROOT,
@@ -139,3 +146,40 @@ def test_two_driver_kills_lose_and_duplicate_nothing(
     values = [int(fields["n"]) for _, fields in r.xrange("out")]
     assert len(values) == len(set(values)), "duplicates in the sink"
     assert sorted(values) == list(range(producer.count)), "entries missing from the sink"
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("idempotence", ["position", "none"])
+def test_driver_killed_between_write_and_commit(
+    hw_url: str, r: redis.Redis, checkpoint: Path, scratch: Path, idempotence: str
+) -> None:
+    """3,000 entries in batches of 1,000: batch 1 is appended, then the driver is killed in its
+    commit. The restarted query writes batch 1 again: with IDMP the sink ends with every
+    entry once; without, batch 1's entries are there twice (what IDMP prevents)."""
+    spark_env()
+    src, out = f"held-src-{idempotence}", f"held-out-{idempotence}"
+    pipe = r.pipeline(transaction=False)
+    for n in range(3000):
+        pipe.xadd(src, {"n": str(n)})
+    pipe.execute()
+    job = start_job(hw_url, checkpoint, "--held", f"--idempotence={idempotence}", src=src, out=out)
+    try:
+        wait_for(held_marker(out).exists, 150, "batch 1 written, its commit under way")
+    finally:
+        kill_tree(job)
+    assert r.xlen(out) == 2000  # batches 0 and 1 appended, only batch 0 committed
+    job = start_job(
+        hw_url, checkpoint, "--held", "--drain", f"--idempotence={idempotence}", src=src, out=out
+    )
+    try:
+        assert job.wait(240) == 0
+    finally:
+        if job.poll() is None:
+            kill_tree(job)
+    values = sorted(int(fields["n"]) for _, fields in r.xrange(out))
+    if idempotence == "position":
+        assert values == list(range(3000))
+    else:
+        counts = Counter(values)
+        assert len(values) == 4000 and set(counts) == set(range(3000)), len(values)
+        assert sorted(n for n, k in counts.items() if k == 2) == list(range(1000, 2000))
