@@ -10,7 +10,9 @@ from headwater.resp.parser import (
     FAST_PATH_MAX_PENDING,
     RequestError,
     RequestParser,
+    _bulks_size,
     split_args,
+    wire_size,
 )
 from tests.helpers import encode_command
 
@@ -206,3 +208,31 @@ def test_ordinary_arguments_stay_on_the_fast_path() -> None:
     assert parser._exact is None
     assert [parser.next() for _ in range(4)][-1] == [b"SET", b"k", b"=v"]
     assert parser._exact is None
+
+
+@pytest.mark.parametrize(
+    "cmd",
+    [
+        [b"XADD", b"s", b"*", b"f", b"v"],
+        [b"SET", b"k", b"v" * 9_999],
+        [b"SET", b"k", b"v" * 10_000],  # beyond the size table
+        [b"MSET", *[b"k" * 500] * 200],  # beyond the join limit
+        [b"X"] * 10_000,  # beyond the header table
+    ],
+)
+def test_bulks_size_is_wire_size(cmd: list[bytes]) -> None:
+    assert _bulks_size(cmd) == wire_size(cmd)
+
+
+@pytest.mark.parametrize(
+    "cmd",
+    [
+        [b"GET", [b"nested"]],
+        [b"GET", 5],
+        [b"GET", None],
+        [b"SET", b"k", b"v" * 70_000, 5],
+        [b"SET", [b"v" * 70_000]],
+    ],
+)
+def test_bulks_size_refuses_what_is_not_bulk_strings(cmd: list[object]) -> None:
+    assert _bulks_size(cmd) == -1  # type: ignore[arg-type]

@@ -76,6 +76,9 @@ class RequestError(Exception):
 #: bytes (n + 5 + digits of n), and of ``*<n>\r\n`` for n < 10,000 arguments (3 + digits)
 _ARG_WIRE: list[int] = [*range(6, 16), *range(17, 107), *range(108, 1008), *range(1009, 10009)]
 _HEADER_WIRE: list[int] = [4] * 10 + [5] * 90 + [6] * 900 + [7] * 9000
+#: commands up to this size are type-checked by joining their arguments (a copy: cheap when
+#: small, and the common case); bigger ones argument by argument
+_JOIN_MAX = 64 * 1024
 
 
 def wire_size(argv: list[bytes]) -> int:
@@ -89,15 +92,21 @@ def wire_size(argv: list[bytes]) -> int:
 
 
 def _bulks_size(cmd: list[bytes]) -> int:
-    """``wire_size`` of a command from hiredis, at C speed; -1 if an argument is not bytes
-    (a nested array, an integer...)."""
+    """``wire_size`` of a command from hiredis, at C speed for the usual small ones; -1 if an
+    argument is not bytes (a nested array, an integer...)."""
     try:
-        b"".join(cmd)  # TypeError unless all are bytes (hiredis makes no other buffer type)
-        return _HEADER_WIRE[len(cmd)] + sum(map(_ARG_WIRE.__getitem__, map(len, cmd)))
-    except TypeError:
+        size = _HEADER_WIRE[len(cmd)] + sum(map(_ARG_WIRE.__getitem__, map(len, cmd)))
+    except (IndexError, TypeError):  # an argument of 10,000 bytes or more; an integer
+        size = 0
+    if 0 < size <= _JOIN_MAX:
+        try:
+            b"".join(cmd)  # TypeError unless all are bytes (hiredis makes no other buffer)
+        except TypeError:
+            return -1
+        return size
+    if not all(type(arg) is bytes for arg in cmd):
         return -1
-    except IndexError:  # 10,000 arguments or more, or an argument that long
-        return wire_size(cmd)
+    return size or wire_size(cmd)
 
 
 class RequestParser:
