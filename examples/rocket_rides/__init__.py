@@ -10,7 +10,9 @@
              (XRANGE)               (XRANGE)        (XREADGROUP/XACK/XAUTOCLAIM)      Streaming)
                   └── total_distance + checkpoint, one DB transaction per batch ──────────┘
                                                         │
-                             reconciliation: a Spark batch job over the whole stream
+          streamer trims below the slowest checkpoint, archiving what it trims (one HSET)
+                                                        │
+               reconciliation: the archive + a Spark batch job over the rest of the stream
 
 Modules: ``api`` (HTTP), ``db`` (schema and queries), ``log`` (stream set-up, parsing, safe
 trimming), ``streamer``, ``consumers`` (plain and group), ``spark_jobs`` (streaming consumer and

@@ -11,7 +11,10 @@ up to 1,000 and may re-send a whole batch, so :func:`ensure_stream` raises the w
 maximum (86,400 s, 10,000 iids) before the first entry: a re-sent batch is then always inside it.
 
 Trimming (the article's "more resilient system"): nothing at or above the oldest consumer
-checkpoint is ever removed, see :func:`trim_threshold`.
+checkpoint is ever removed, see :func:`trim_threshold`. The streamer archives every entry below
+a threshold before it sends it (``reconcile.archive_below``), so the reconciliation still sees the
+whole log; :func:`kept_checkpoint` is the check, run after every trim and by the demo's verdict,
+that a trim never passed a checkpoint.
 """
 
 from __future__ import annotations
@@ -149,3 +152,15 @@ def stream_id_key(stream_id: str) -> tuple[int, int]:
     """Stream IDs compare as (ms, seq) pairs, not as text ("10-0" > "9-0")."""
     ms, _, seq = stream_id.partition("-")
     return int(ms), int(seq or 0)
+
+
+def kept_checkpoint(checkpoint: str, first_id: str | None, removed: int) -> bool:
+    """Whether trimming kept everything a consumer at ``checkpoint`` may still read.
+
+    Trimming removes a prefix of the stream, so the first live entry tells: it must be at or
+    below the checkpoint (the checkpoint entry itself stays too, as Spark may re-read from it).
+    A stream nothing was ever removed from (``removed`` 0, entries added minus length) kept all.
+    """
+    if removed == 0:
+        return True
+    return first_id is not None and stream_id_key(first_id) <= stream_id_key(checkpoint)

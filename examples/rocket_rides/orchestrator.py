@@ -1,11 +1,19 @@
 """``demo.py``: run the whole Rocket Rides pipeline once and print the verdict.
 
-Steps: start Headwater (durable defaults, its own directory), create the database tables, start
-the workers (API, streamer, consumer-0, consumer-1, group-reader, Spark), send N rides through
-the API with a progress bar (optionally kill -9 Headwater half-way and restart it), wait until
-every consumer has the last ride, ask the Spark worker to reconcile, print one table, and exit 0
-only if everybody agrees to the cent. Every process started here is stopped on the way out,
-including on Ctrl-C and on failure (the run directory is then kept for its logs).
+Steps: start Headwater (durable defaults, its own directory), create the database tables and
+register every consumer's checkpoint, start the workers (API, streamer, consumer-0, consumer-1,
+group-reader, Spark), send N rides through the API with a progress bar (optionally kill -9
+Headwater half-way and restart it), wait until every consumer has the last ride and the streamer
+has trimmed once more, ask the Spark worker to reconcile, print one table, and exit 0 only if
+everybody agrees to the cent. Every process started here is stopped on the way out, including on
+Ctrl-C and on failure (the run directory is then kept for its logs).
+
+Trimming is part of the demo: the streamer's ``MAXLEN ~`` target defaults to a fifth of the rides
+(at least 1,000), so the stream is trimmed again and again while consumers read it and the
+reconciliation needs the archive of what was trimmed. Consumers are registered before any ride
+flows: the streamer trims below the oldest *registered* checkpoint, and a consumer that
+registered late would find the start of the stream gone. The verdict fails if a trim passed a
+checkpoint, or if a run with clearly more rides than the target never trimmed at all.
 """
 
 from __future__ import annotations
@@ -29,7 +37,8 @@ from .log import STREAM, connect, ensure_stream, stream_info
 from .pipeline import Pipeline, free_port
 from .report import Outcome, table
 from .status import read_counters
-from .streamer import DEFAULT_MAX_LENGTH
+
+MIN_MAX_LENGTH = 1_000  # the default MAXLEN ~ target: max(this, rides // 5)
 
 CONSUMERS = ("consumer-0", "consumer-1", "group-reader")
 
@@ -47,6 +56,7 @@ class Options:
     timeout: float
     run_dir: Path | None
     keep_run_dir: bool
+    max_length: int
 
 
 def parse_args(argv: list[str] | None) -> Options:
@@ -64,12 +74,20 @@ def parse_args(argv: list[str] | None) -> Options:
     p.add_argument("--timeout", type=float, default=900, help="seconds to wait for catch-up")
     p.add_argument("--run-dir", type=Path, help="where data and logs go (default: a temp dir)")
     p.add_argument("--keep-run-dir", action="store_true", help="keep it even on success")
+    p.add_argument(
+        "--max-length",
+        type=int,
+        help=f"the streamer's MAXLEN ~ target (default: max({MIN_MAX_LENGTH}, rides / 5))",
+    )
     a = p.parse_args(argv)
     if a.rides < 1:
         p.error("--rides must be at least 1")
+    if a.max_length is not None and a.max_length < 1:
+        p.error("--max-length must be at least 1")
+    max_length = a.max_length or max(MIN_MAX_LENGTH, a.rides // 5)
     return Options(
         a.rides, a.database, a.faults, a.kill_server, a.port, a.seed, a.spark, a.threads,
-        a.timeout, a.run_dir, a.keep_run_dir,
+        a.timeout, a.run_dir, a.keep_run_dir, max_length,
     )  # fmt: skip
 
 
@@ -105,6 +123,7 @@ def _interrupt(*_: object) -> None:
 def run(opts: Options, run_dir: Path) -> bool:
     database = db.Database(opts.database or f"sqlite:///{run_dir / 'rides.db'}")
     database.create_schema(reset=True)
+    _register_consumers(database, opts)
     with Pipeline(run_dir, database.url, opts.seed, opts.faults) as pipe:
         pipe.start_server(opts.port or free_port())
         r = connect(pipe.redis_url)  # reconnects by itself after a server restart
@@ -119,6 +138,7 @@ def run(opts: Options, run_dir: Path) -> bool:
         killer = ServerKiller(pipe, r, opts)
         _drive(pipe, opts, killer)
         _wait_caught_up(pipe, database, opts, killer)
+        _wait_for_idle_trim(pipe)
         outcome = _outcome(pipe, database, r, opts, refused, killer)
         print(table(outcome), flush=True)
         return outcome.ok
@@ -127,15 +147,26 @@ def run(opts: Options, run_dir: Path) -> bool:
 def _banner(opts: Options, database: db.Database) -> str:
     faults = "on (double-send 10%, crash 10%)" if opts.faults else "off"
     kill = ", Headwater killed -9 half-way" if opts.kill_server else ""
-    return f"Rocket Rides: {opts.rides:,} rides, faults {faults}{kill}, {database.describe()}"
+    return (
+        f"Rocket Rides: {opts.rides:,} rides, faults {faults}{kill}, {database.describe()},"
+        f" stream trimmed to MAXLEN ~ {opts.max_length:,}"
+    )
+
+
+def _register_consumers(database: db.Database, opts: Options) -> None:
+    """Every checkpoint exists (at 0-0) before the streamer starts, so it never trims below a
+    consumer whose process has not started yet."""
+    conn = database.connect()
+    try:
+        for name in _names(opts):
+            db.register_consumer(conn, name)
+    finally:
+        conn.close()
 
 
 def _start_workers(pipe: Pipeline, opts: Options) -> None:
     pipe.start_worker("api", "api", "--port", str(pipe.api_port))
-    # The reconciliation reads the whole stream, so the demo keeps the MAXLEN target above the
-    # ride count; the unit tests show trimming (and that it never passes a checkpoint).
-    max_length = max(DEFAULT_MAX_LENGTH, 2 * opts.rides)
-    pipe.start_worker("streamer", "streamer", "--max-length", str(max_length))
+    pipe.start_worker("streamer", "streamer", "--max-length", str(opts.max_length))
     for name in CONSUMERS:
         pipe.start_worker("group-reader" if name == "group-reader" else "consumer", name)
     if opts.spark:
@@ -224,6 +255,22 @@ def _wait_caught_up(
         conn.close()
 
 
+def _wait_for_idle_trim(pipe: Pipeline, timeout: float = 60) -> None:
+    """Until the streamer completed an idle trim round that began after the catch-up (the second
+    one from now), so the stream is as trimmed as the final checkpoints allow."""
+
+    def rounds() -> int:
+        return read_counters(pipe.status_dir).get("streamer", {}).get("idle_trim_rounds", 0)
+
+    target = rounds() + 2
+    deadline = time.monotonic() + timeout
+    while rounds() < target:
+        pipe.check_alive()
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the streamer did not trim while idle in {timeout:.0f}s")
+        time.sleep(0.2)
+
+
 def _outcome(
     pipe: Pipeline,
     database: db.Database,
@@ -241,6 +288,7 @@ def _outcome(
     info = stream_info(r, STREAM)
     counters = read_counters(pipe.status_dir)
     crashes = {name: c.get("crashes", 0) for name, c in counters.items()}
+    streamer = counters.get("streamer", {})
     return Outcome(
         expected=expected,
         states=[s for s in states if s.name in _names(opts)],
@@ -253,8 +301,8 @@ def _outcome(
         entries_added=info.entries_added,
         stream_duplicates=recon["duplicates"],
         idmp_duplicates=killer.earlier_duplicates + info.iids_duplicates,
-        resent_records=counters.get("streamer", {}).get("resent_records", 0),
-        double_sent_batches=counters.get("streamer", {}).get("double_sent_batches", 0),
+        resent_records=streamer.get("resent_records", 0),
+        double_sent_batches=streamer.get("double_sent_batches", 0),
         server_kills=killer.kills,
         reconnects=sum(
             c.get("reconnects", 0) + c.get("query_failures", 0) for c in counters.values()
@@ -262,6 +310,13 @@ def _outcome(
         refused=refused,
         invalid_sent=len(load.INVALID_BODIES),
         rides_sent=opts.rides,
+        max_length=opts.max_length,
+        first_entry_id=info.first_id,
+        archived_upto=recon["archived_upto"],
+        archived_entries=recon["archived_entries"],
+        reconciled_entries=recon["entries"],
+        trims=streamer.get("trims", 0),
+        trims_past_checkpoint=streamer.get("trims_past_checkpoint", 0),
     )
 
 
@@ -273,7 +328,7 @@ def _reconcile(
         from .reconcile import reconcile_in_python
 
         result = reconcile_in_python(r, states)
-        return {"label": "reconciliation (Python over the stream)", **result}
+        return {"label": "reconciliation (Python: archive + stream)", **result}
     result_file = pipe.run_dir / "reconciliation.json"
     pipe.send_command("spark", "reconcile")
     deadline = time.monotonic() + 300
@@ -283,7 +338,7 @@ def _reconcile(
             raise TimeoutError("the Spark reconciliation did not finish in 300s")
         time.sleep(0.5)
     data = json.loads(result_file.read_text())
-    return {"label": "reconciliation (Spark batch over the stream)", **data}
+    return {"label": "reconciliation (Spark batch: archive + stream)", **data}
 
 
 if __name__ == "__main__":

@@ -17,6 +17,18 @@ Its ``checkpoints.last_stream_id`` is the *start offset* of its last committed m
 entry just before the batch's first): Spark may re-read that batch after a restart, so the
 streamer must keep it (MINID keeps the threshold entry itself).
 
+Trimming while the query runs (``failOnDataLoss`` stays on, its default): the connector fails a
+micro-batch whose start offset ``s`` lost its successors (first live entry above ``s``'s
+successor). Every start offset Spark can plan or replay is at or above the registered one: a
+replay starts at the start offset of the last batch Spark logged, which is the registered batch
+or a later one (a crash before the database commit leaves the previous batch registered), and a
+new batch starts at the end of the last. The streamer trims only below the oldest registered
+checkpoint, so the first live entry never passes a start offset and the check never fires; were
+it to fire, the query would fail, restart and fail again, and the demo would report it.
+
+Reconciliation (:func:`reconcile`): the archive (everything the streamer trimmed, see
+``reconcile.py``) plus one batch read of the stream from the archive's ``upto`` on.
+
 Fault injection raises inside ``foreachBatch`` before the commit; the query dies, and
 :meth:`SparkConsumer.run` restarts it from the same checkpoint, as a scheduler would.
 """
@@ -36,7 +48,7 @@ from . import db
 from .consumers import Applied, commit
 from .faults import Faults, InjectedCrash
 from .log import STREAM, connect, decode, stream_id_key, xrevrange
-from .reconcile import Reconciliation, Summary, compare
+from .reconcile import NOTHING_ARCHIVED, Archive, Reconciliation, Summary, compare, summarize_log
 from .status import Counters
 
 if TYPE_CHECKING:
@@ -88,8 +100,24 @@ def read_stream(spark: SparkSession, url: str, stream: str, starting: str) -> Da
     )
 
 
-def read_batch(spark: SparkSession, url: str, stream: str) -> DataFrame:
-    return spark.read.format(SOURCE_FORMAT).option("url", url).option("streams", stream).load()
+def read_batch(
+    spark: SparkSession, url: str, stream: str, start: str = NOTHING_ARCHIVED
+) -> DataFrame:
+    """The entries from ``start`` (inclusive) to the stream's last one when the job is planned.
+
+    ``startingOffsets`` is exclusive (the last ID already seen), so it gets ``start``'s
+    predecessor; the connector fails the read if an entry at or above ``start`` was trimmed.
+    """
+    from headwater.spark.offsets import parse_id, predecessor
+
+    after = json.dumps({stream: str(predecessor(parse_id(start)))})
+    return (
+        spark.read.format(SOURCE_FORMAT)
+        .option("url", url)
+        .option("streams", stream)
+        .option("startingOffsets", after)
+        .load()
+    )
 
 
 def summarize(df: DataFrame, after_ride_id: int = 0) -> Summary:
@@ -267,5 +295,15 @@ class SparkConsumer:
 def reconcile(
     spark: SparkSession, url: str, states: list[db.ConsumerState], stream: str = STREAM
 ) -> Reconciliation:
-    """Read the whole stream, recompute (total_distance, last_ride_id), list who differs."""
-    return compare(summarize(read_batch(spark, url, stream), 0), states)
+    """Recompute (total_distance, last_ride_id) from the archive and the stream after it, and
+    list who differs."""
+
+    def summarize_retained(archive: Archive) -> Summary:
+        return summarize(read_batch(spark, url, stream, archive.upto), archive.last_ride_id)
+
+    r = connect(url)
+    try:
+        archive, summary = summarize_log(r, stream, summarize_retained)
+    finally:
+        r.close()
+    return compare(summary, states, archive)

@@ -2,9 +2,11 @@
 
 The acceptance scenario ("the same scenario is a test"): the demo runs as `make demo` runs it,
 at a smaller scale — a Headwater server, the API, the streamer, two plain consumers, the group
-reader and the Spark consumer, faults on, Headwater killed -9 and restarted mid-run. It must exit
-0 (every total equal to the rides table's to the cent, the Spark reconciliation included) and
-leave no process behind. The other tests pin the Spark consumer's exactly-once rules on the
+reader and the Spark consumer, faults on, Headwater killed -9 and restarted mid-run, the stream
+trimmed to about 1,000 entries while the consumers (Spark with failOnDataLoss on) read it. It
+must exit 0 (every total equal to the rides table's to the cent, the Spark reconciliation over
+the archive and the rest of the stream included, no trim past a checkpoint) and leave no process
+behind. The other tests pin the Spark consumer's exactly-once rules on the
 shared session: a crashed micro-batch commits nothing, a replayed one is skipped by its batch
 id, and a new checkpoint cannot count a ride twice.
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -23,8 +26,9 @@ import pytest
 import redis
 from examples.rocket_rides import db
 from examples.rocket_rides.faults import Faults, InjectedCrash
-from examples.rocket_rides.reconcile import read_all, summarize_records
-from examples.rocket_rides.spark_jobs import SparkConsumer, read_batch, summarize
+from examples.rocket_rides.log import decode
+from examples.rocket_rides.reconcile import archive_below, read_all, summarize_records
+from examples.rocket_rides.spark_jobs import SparkConsumer, read_batch, reconcile, summarize
 from examples.rocket_rides.streamer import Streamer
 from pyspark.sql import SparkSession
 
@@ -56,6 +60,12 @@ def table_rows(stdout: str) -> dict[str, list[str]]:
     return rows
 
 
+def removed_by_trimming(stdout: str) -> int:
+    found = re.findall(r"removed by trimming ([\d,]*\d)", stdout)
+    assert len(found) == 1, stdout
+    return int(found[0].replace(",", ""))
+
+
 def processes_mentioning(text: str) -> list[str]:
     """Command lines of live processes that mention ``text`` (our run directory)."""
     found = []
@@ -85,6 +95,12 @@ def test_demo_with_faults_and_a_server_kill_agrees_to_the_cent(tmp_path: Path) -
     recon = json.loads((run_dir / "reconciliation.json").read_text())
     assert (recon["entries"], recon["rides"], recon["duplicates"]) == (RIDES, RIDES, 0)
     assert recon["disagreeing"] == []
+    # Trimmed while everyone read (MAXLEN ~ 1,000 of 2,000), never past a checkpoint.
+    assert removed_by_trimming(done.stdout) > 0 and recon["archived_entries"] > 0, report
+    assert (
+        rows["trimming"][0].startswith("yes: ") and ", 0 past a checkpoint;" in rows["trimming"][0]
+    )
+    assert rows["first entry <= every checkpoint"][0].startswith("yes: "), report
     status = {p.stem: json.loads(p.read_text()) for p in (run_dir / "status").glob("*.json")}
     assert status["spark"]["batches"] >= 1
     assert sum(status[n].get("crashes", 0) for n in CONSUMERS) > 0  # faults did happen
@@ -134,6 +150,21 @@ def test_spark_consumer_counts_a_micro_batch_once(
     consumer.process_batch(batch, 0)
     state = db.consumer_state(conn, "spark")
     assert (state.total_cents, state.query_id) == (1_500, "query-2")  # ride ids already counted
+
+
+def test_spark_reconciliation_adds_the_archive_to_the_rest_of_the_stream(
+    spark: SparkSession, hw_url: str, r: redis.Redis, rides_stream: tuple[db.Connection, str]
+) -> None:
+    """Rides 1-2 archived and trimmed: Spark reads from the archive's upto (inclusive) on."""
+    _, key = rides_stream
+    third = decode(r.xrange(key, "-", "+")[2][0])
+    archive_below(r, key, third)
+    r.xtrim(key, minid=third, approximate=False)  # exact: two entries really go
+    assert r.xlen(key) == 3
+    assert read_batch(spark, hw_url, key, third).count() == 3
+    result = reconcile(spark, hw_url, [], stream=key).to_dict()
+    assert (result["total_cents"], result["last_ride_id"], result["entries"]) == (1_500, 5, 5)
+    assert (result["archived_upto"], result["archived_entries"]) == (third, 2)
 
 
 def test_spark_summary_matches_the_python_reconciliation(

@@ -3,7 +3,7 @@ Headwater process and the application database (SQLite always; PostgreSQL when r
 
 Each test states one promise of the spec: invalid input changes nothing, a double-sent batch is
 harmless, a consumer crash neither loses nor double-counts, trimming never passes the slowest
-checkpoint.
+checkpoint, and the reconciliation stays exact over a trimmed stream (archive + what is left).
 """
 
 from __future__ import annotations
@@ -18,12 +18,33 @@ from pathlib import Path
 import pytest
 import redis
 from examples.rocket_rides import db
+from examples.rocket_rides import streamer as streamer_module
 from examples.rocket_rides.api import InvalidRide, parse_ride, serve
 from examples.rocket_rides.consumers import GroupReader, PlainConsumer, apply_records
 from examples.rocket_rides.faults import Faults, InjectedCrash
-from examples.rocket_rides.log import RideRecord, ensure_stream, parse_entry, stream_info
+from examples.rocket_rides.log import (
+    RideRecord,
+    ensure_stream,
+    kept_checkpoint,
+    parse_entry,
+    stream_info,
+)
 from examples.rocket_rides.money import format_cents, to_cents
-from examples.rocket_rides.reconcile import read_all, reconcile_in_python, summarize_records
+from examples.rocket_rides.reconcile import (
+    EMPTY,
+    Archive,
+    Summary,
+    archive_below,
+    archive_from_fields,
+    archive_to_fields,
+    combine,
+    read_all,
+    read_archive,
+    reconcile_in_python,
+    summarize_log,
+    summarize_records,
+    summarize_retained_in_python,
+)
 from examples.rocket_rides.report import Outcome, table
 from examples.rocket_rides.status import Counters
 from examples.rocket_rides.streamer import Streamer
@@ -374,6 +395,161 @@ def test_no_trimming_while_a_registered_consumer_has_read_nothing(
     assert stream_info(r, STREAM).length == 300
 
 
+def test_streamer_counts_a_trim_that_passed_a_checkpoint(
+    conn: db.Connection, r: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check after every trim: silent while trim_threshold holds, loud when it does not."""
+    slow = PlainConsumer("slow", conn, r, batch_size=150)
+    counters = Counters()
+    streamer = Streamer(conn, r, counters=counters, batch_size=100, max_length=10)
+    add_rides(conn, [100] * 300)
+    drain(streamer)
+    slow.run_once()  # stops at ride 150
+    add_rides(conn, [100] * 100)
+    drain(streamer)
+    assert counters.get("trims") >= 1 and counters.get("trims_past_checkpoint") == 0
+
+    def ignores_the_floor(r: redis.Redis, key: str, *_: object) -> str:
+        return str(r.xrevrange(key, "+", "-", count=1)[0][0].decode())  # the newest entry
+
+    monkeypatch.setattr(streamer_module, "trim_threshold", ignores_the_floor)
+    add_rides(conn, [100] * 300)
+    drain(streamer)
+    assert counters.get("trims_past_checkpoint") >= 1
+
+
+def test_kept_checkpoint_reads_the_first_live_entry() -> None:
+    assert kept_checkpoint("9-0", "5-0", removed=4)
+    assert kept_checkpoint("10-0", "10-0", removed=9)  # the checkpoint entry itself stays
+    assert not kept_checkpoint("10-0", "11-0", removed=10)  # "10-0" < "9-0" as text: not here
+    assert not kept_checkpoint("10-0", None, removed=10)  # everything went
+    assert kept_checkpoint("0-0", "1-0", removed=0)  # nothing trimmed: nothing lost
+
+
+# -- the archive: reconciling a trimmed stream ------------------------------------------------
+
+
+def records(*ride_ids: int) -> list[RideRecord]:
+    """One entry per ride id (ms = position), a ride's distance = its id in whole units."""
+    return [RideRecord(f"{i + 1}-0", ride, ride * 100) for i, ride in enumerate(ride_ids)]
+
+
+def test_combine_equals_one_summary_of_both_parts_at_every_split() -> None:
+    """A re-sent ride (3) and a late duplicate (2): split anywhere, the parts add up exactly."""
+    log = records(1, 2, 3, 3, 4, 2, 5, 6)
+    whole = summarize_records(log)
+    assert (whole.rows, whole.distinct_rides, whole.total_cents, whole.last_ride_id) == (
+        8,
+        6,
+        2_100,
+        6,
+    )
+    for cut in range(len(log) + 1):
+        earlier = summarize_records(log[:cut])
+        later = summarize_records(log[cut:], after_ride_id=earlier.last_ride_id or 0)
+        assert combine(earlier, later) == whole, f"split before entry {cut}"
+    assert combine(EMPTY, whole) == whole == combine(whole, EMPTY)
+
+
+def test_archive_fields_round_trip() -> None:
+    full = Archive("12-3", summarize_records(records(1, 2, 2)))
+    assert archive_from_fields(archive_to_fields(full)) == full
+    empty = Archive("0-0", EMPTY)
+    assert archive_from_fields(archive_to_fields(empty)) == empty
+    assert archive_from_fields({}) == empty  # no hash yet
+
+
+def test_archive_and_trim_keep_the_reconciliation_exact(
+    conn: db.Connection, r: redis.Redis
+) -> None:
+    """1,500 rides through a stream trimmed to ~250: the total still comes out to the cent.
+
+    (250 is not a multiple of the node size, so ``~`` leaves archived entries in the stream.)
+    """
+    consumer = PlainConsumer("c", conn, r)
+    streamer = Streamer(conn, r, batch_size=100, max_length=250, idle_trim_every=0)
+    cents = [to_cents(f"{i}.{i % 100:02d}") for i in range(1, 1_501)]
+    for start in range(0, 1_500, 100):
+        add_rides(conn, cents[start : start + 100])
+        drain(streamer)
+        drain(consumer)
+    drain(streamer)  # an idle round trims up to the consumer's final checkpoint
+    info = stream_info(r, STREAM)
+    assert info.entries_added == 1_500 and info.length < 400  # the stream really shrank
+    assert summarize_records(read_all(r)).total_cents < sum(cents)  # it alone is not enough
+
+    result = reconcile_in_python(r, [db.consumer_state(conn, "c")])
+    assert (result["total_cents"], result["last_ride_id"], result["disagreeing"]) == (
+        sum(cents),
+        1_500,
+        [],
+    )
+    archive = read_archive(r)
+    retained = len(r.xrange(STREAM, archive.upto, "+"))
+    assert info.length > retained  # archived entries that ~ left in place ...
+    assert (result["entries"], result["duplicates"]) == (1_500, 0)  # ... are not read twice
+    assert result["archived_entries"] == archive.summary.rows == 1_500 - retained
+
+
+def test_a_crash_between_archiving_and_trimming_counts_nothing_twice(
+    conn: db.Connection, r: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The archive's HSET went through, the XADDs that carry the trim never did."""
+    consumer = PlainConsumer("c", conn, r)
+    streamer = Streamer(conn, r, batch_size=100, max_length=100, idle_trim_every=0)
+    add_rides(conn, [100] * 300)
+    drain(streamer)
+    drain(consumer)
+    add_rides(conn, [200] * 100)
+
+    def crash(*_: object) -> None:
+        raise InjectedCrash("after the archive's HSET, before the XADDs")
+
+    monkeypatch.setattr(streamer, "send", crash)
+    with pytest.raises(InjectedCrash):
+        streamer.run_once()
+    archived = read_archive(r)
+    assert archived.summary.rows == 299 and stream_info(r, STREAM).length == 300
+    # Rides 1..299 are archived *and* still in the stream: counted once, from the archive.
+    assert (reconcile_in_python(r, [])["total_cents"], reconcile_in_python(r, [])["entries"]) == (
+        30_000,
+        300,
+    )
+    assert archive_below(r, STREAM, archived.upto) == archived  # archiving again adds nothing
+
+    monkeypatch.undo()  # the restarted streamer archives on from upto, and trims
+    drain(streamer)
+    drain(consumer)
+    drain(streamer)  # an idle round: the archive moves one entry up, past ride 300
+    assert read_archive(r).summary.rows == 300 and stream_info(r, STREAM).length < 400
+    result = reconcile_in_python(r, [db.consumer_state(conn, "c")])
+    assert (result["total_cents"], result["entries"], result["disagreeing"]) == (50_000, 400, [])
+
+
+def test_the_reconciliation_reads_again_when_a_trim_slips_in(
+    conn: db.Connection, r: redis.Redis
+) -> None:
+    """A trim between reading the archive and reading the stream would lose entries."""
+    consumer = PlainConsumer("c", conn, r)
+    add_rides(conn, [100] * 300)
+    drain(Streamer(conn, r))
+    drain(consumer)
+    checkpoint = db.consumer_state(conn, "c").last_stream_id
+    in_python = summarize_retained_in_python(r, STREAM)
+    reads: list[str] = []
+
+    def archive_and_trim_first(archive: Archive) -> Summary:
+        if not reads:  # what the streamer might do just then
+            archive_below(r, STREAM, checkpoint)
+            r.xtrim(STREAM, minid=checkpoint, approximate=True)
+        reads.append(archive.upto)
+        return in_python(archive)
+
+    archive, summary = summarize_log(r, STREAM, archive_and_trim_first)
+    assert reads == ["0-0", checkpoint] and archive.upto == checkpoint
+    assert (summary.total_cents, summary.last_ride_id, summary.rows) == (30_000, 300, 300)
+
+
 # -- reconciliation and report ----------------------------------------------------------------
 
 
@@ -410,6 +586,13 @@ def outcome(total: int) -> Outcome:
         refused=4,
         invalid_sent=4,
         rides_sent=2,
+        max_length=1_000,
+        first_entry_id="1-0",
+        archived_upto="0-0",
+        archived_entries=0,
+        reconciled_entries=2,
+        trims=0,
+        trims_past_checkpoint=0,
     )
 
 
@@ -419,6 +602,55 @@ def test_report_passes_only_when_everyone_agrees_to_the_cent() -> None:
     text = table(outcome(401))
     assert "| spark (Spark Structured Streaming)" in text and "NO |" in text
     assert "duplicates prevented by IDMP" in text
+
+
+def trimmed_outcome(**changes: object) -> Outcome:
+    """3,000 rides, MAXLEN ~ 1,000: 1,900 entries trimmed, consumers at ride 3,000 (ID 3000-0)."""
+    o = outcome(400)
+    o.expected = db.RideTotals(3_000, 400, 3_000)
+    o.states = [state(n, "3000-0", 3_000, 400) for n in ("consumer-0", "spark")]
+    o.reconciled_last_ride_id = o.rides_sent = 3_000
+    o.stream_length, o.entries_added, o.reconciled_entries = 1_100, 3_000, 3_000
+    o.first_entry_id, o.archived_upto, o.archived_entries, o.trims = "1901-0", "1950-0", 1_949, 30
+    for name, value in changes.items():
+        setattr(o, name, value)
+    return o
+
+
+def facts(text: str) -> dict[str, str]:
+    """The table's fact rows (two cells) as {label: value}."""
+    rows = [[c.strip() for c in line[1:-1].split("|")] for line in text.splitlines()]
+    return {cells[0]: cells[1] for cells in rows if len(cells) == 2}
+
+
+def test_report_shows_trimming_and_fails_when_it_went_wrong() -> None:
+    o = trimmed_outcome()
+    assert o.ok and o.removed == 1_900
+    shown = facts(table(o))
+    assert "removed by trimming 1,900" in shown["entries in the stream"]
+    assert shown["trimming (MAXLEN ~ 1,000)"] == (
+        "yes: 30 trims, 0 past a checkpoint; archive below 1950-0"
+    )
+    assert shown["first entry <= every checkpoint"] == (
+        "yes: 1901-0 <= 3000-0 (slowest: consumer-0)"
+    )
+    assert shown["reconciliation read each entry once"] == (
+        "yes: 1,949 archived + 1,051 from the stream = 3,000 of 3,000 added"
+    )
+
+    past = trimmed_outcome(states=[state("spark", "1900-0", 3_000, 400)])
+    assert not past.ok
+    assert facts(table(past))["first entry <= every checkpoint"] == (
+        "NO: 1901-0 <= 1900-0 (slowest: spark)"
+    )
+    mid_run = trimmed_outcome(trims_past_checkpoint=1)  # seen by the streamer after a trim
+    assert not mid_run.ok
+    assert facts(table(mid_run))["trimming (MAXLEN ~ 1,000)"].startswith("NO: 30 trims, 1 past")
+    never = trimmed_outcome(stream_length=3_000, first_entry_id="1-0")
+    assert not never.ok
+    assert facts(table(never))["trimming (MAXLEN ~ 1,000)"].startswith("NO: ")
+    assert trimmed_outcome(stream_length=3_000, rides_sent=1_100).trimmed_as_expected  # one node
+    assert not trimmed_outcome(reconciled_entries=3_049).ok  # archived entries read twice
 
 
 def test_sqlite_urls() -> None:
