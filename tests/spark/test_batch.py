@@ -123,7 +123,7 @@ def test_starting_timestamp_keeps_entries_at_or_after_it(
         ({"streams": "a", "maxRecordsPerBatc": "10"}, "unknown option"),
         ({"streams": "a", "startingOffsets": '{"a": 1-0}'}, "not valid JSON"),
         ({"streams": "a", "minPartitions": "many"}, "must be an integer"),
-        ({}, "'streams' is required"),
+        ({}, "'streams' .* or 'streamsPattern' is required"),
         ({"streams": "a", "url": "http://x"}, "redis://"),
     ],
 )
@@ -145,6 +145,23 @@ def test_unreachable_server_fails_at_load_quickly(spark: SparkSession) -> None:
 def test_bad_option_with_user_schema_fails_before_tasks(spark: SparkSession, hw_url: str) -> None:
     with pytest.raises((AnalysisException, PySparkException), match="must be 'true' or 'false'"):
         read(spark, hw_url, "id string", streams="a", failOnDataLoss="maybe").collect()
+
+
+def test_streams_pattern_reads_every_matching_stream(
+    spark: SparkSession, hw_url: str, r: redis.Redis
+) -> None:
+    """``streamsPattern`` reads the streams whose key matches (SCAN MATCH … TYPE stream):
+    not other keys, not keys of other types."""
+    for key, n in (("pat:a", 30), ("pat:b", 20), ("other:c", 5)):
+        for i in range(n):
+            r.xadd(key, {"n": str(i)})
+    r.set("pat:not-a-stream", "x")
+    df = read(spark, hw_url, streamsPattern="pat:*")
+    got = sorted((row.stream, row.id) for row in df.collect())
+    want = sorted((key, sid) for key in ("pat:a", "pat:b") for sid, _ in r.xrange(key))
+    assert got == want
+    both = read(spark, hw_url, streams="other:c", streamsPattern="pat:?")
+    assert both.count() == 55
 
 
 # -- writes --------------------------------------------------------------------------------

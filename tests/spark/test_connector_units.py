@@ -127,7 +127,9 @@ def test_starting_offsets_json_and_timestamp() -> None:
     ("options", "message"),
     [
         ({"streams": "a", "maxRecordsPerBatc": "5"}, "unknown option"),
-        ({}, "'streams' is required"),
+        ({}, "'streams' .* or 'streamsPattern' is required"),
+        ({"streamsPattern": "p:*", "startingOffsets": '{"p:a": "1-0"}'}, "names keys"),
+        ({"streams": "a", "streamsPattern": " "}, "must not be empty"),
         ({"streams": "a,,b"}, "empty key"),
         ({"streams": "a,a"}, "twice"),
         ({"streams": "a", "startingOffsets": "{nope"}, "not valid JSON"),
@@ -149,6 +151,21 @@ def test_starting_offsets_json_and_timestamp() -> None:
 def test_bad_stream_read_options(options: dict[str, str], message: str) -> None:
     with pytest.raises(OptionError, match=message):
         parse_read_options(options, streaming=True)
+
+
+def test_streams_pattern_alone_or_with_keys() -> None:
+    opts = parse_read_options({"streamsPattern": "rides:*"}, streaming=True)
+    assert (opts.streams, opts.pattern) == ((), "rides:*")
+    assert opts.start_of("rides:eu").kind == "earliest"
+    opts = parse_read_options(
+        {"streams": "a", "streamsPattern": "p:*", "startingOffsets": "latest"}, streaming=True
+    )
+    assert opts.streams == ("a",)
+    assert opts.start_of("a").kind == opts.start_of("p:found").kind == "latest"
+    opts = parse_read_options({"streamsPattern": "p:*", "startingTimestamp": "7"}, streaming=True)
+    assert opts.start_of("p:x").after == StreamId(6, UINT64_MAX)
+    with pytest.raises(OptionError, match="'endingOffsets' names keys"):
+        parse_read_options({"streamsPattern": "p:*", "endingOffsets": "{}"}, streaming=False)
 
 
 def test_batch_reads_refuse_streaming_options() -> None:

@@ -107,6 +107,21 @@ def test_starting_offsets_latest_skips_existing_entries(
     assert batch_sizes(run_to_end(df, checkpoint)) == []
 
 
+def test_streams_pattern_finds_new_streams_from_their_start(
+    spark: SparkSession, hw_url: str, r: redis.Redis, checkpoint: Path
+) -> None:
+    """A key created after the query started is read from its first entry; the other keys
+    go on from their checkpointed offsets."""
+    fill(r, "pat-s:a", 100)
+    fill(r, "pat-s:b", 50)
+    first = run_to_end(source(spark, hw_url, streamsPattern="pat-s:*"), checkpoint)
+    assert sum(batch_sizes(first)) == 150
+    fill(r, "pat-s:a", 20, first_ms=5_000_000)
+    fill(r, "pat-s:c", 30)
+    second = run_to_end(source(spark, hw_url, streamsPattern="pat-s:*"), checkpoint)
+    assert sum(batch_sizes(second)) == 50
+
+
 def test_bad_streaming_options_fail_at_start(
     spark: SparkSession, hw_url: str, checkpoint: Path
 ) -> None:

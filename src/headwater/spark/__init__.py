@@ -12,7 +12,9 @@ Reading (offsets are ``{"<key>": "<last consumed ID>"}`` in Spark's checkpoint):
 
     df = (spark.readStream.format("headwater")
           .option("url", "redis://localhost:6379/0")
-          .option("streams", "rides")                # comma-separated keys
+          .option("streams", "rides")                # comma-separated keys, and/or
+          .option("streamsPattern", "rides:*")       # every stream matching (found again
+                                                     # at each micro-batch)
           .option("startingOffsets", "earliest")     # latest, or {"rides": "1700000000000-0"}
           .option("maxRecordsPerBatch", "100000")    # optional admission control
           .load())                                   # stream, id, ms, seq, fields

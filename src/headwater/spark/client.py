@@ -245,6 +245,29 @@ class StreamState:
     idmp_duration: int | None
 
 
+def stream_keys(client: redis.Redis, explicit: Sequence[str], pattern: str | None) -> list[str]:
+    """The keys to read: ``explicit`` ones, then (sorted) the streams matching ``pattern``
+    (``SCAN ... MATCH pattern TYPE stream``). Keys that are not UTF-8 are skipped with a
+    warning: options and offsets name keys as text."""
+    keys = list(explicit)
+    if pattern is None:
+        return keys
+    found: set[str] = set()
+    cursor = b"0"
+    while True:
+        cursor, batch = call(
+            client, "SCAN", cursor, "MATCH", pattern, "COUNT", 1000, "TYPE", "stream"
+        )
+        for raw in batch:
+            try:
+                found.add(bytes(raw).decode())
+            except UnicodeDecodeError:
+                log.warning("streamsPattern %r: skipping key %r (not UTF-8)", pattern, raw)
+        if bytes(cursor) == b"0":
+            break
+    return keys + sorted(found.difference(keys))
+
+
 def stream_states(client: redis.Redis, keys: Sequence[str]) -> dict[str, StreamState | None]:
     """XINFO STREAM for every key in one round trip; None for a missing key."""
     pipe = client.pipeline(transaction=False)

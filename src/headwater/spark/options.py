@@ -9,7 +9,9 @@ it starts, with the option's name in the message. Unknown options are errors (a 
 |--------|----------------------|--------------------------------------------------------|
 | both   | url                  | ``redis://[user:pass@]host:port/db`` or ``rediss://``  |
 | both   | connectTimeout       | seconds (default 5)                                    |
-| read   | streams (or path)    | comma-separated stream keys (required)                 |
+| read   | streams (or path)    | comma-separated stream keys                            |
+| read   | streamsPattern       | also every stream whose key matches this glob (SCAN    |
+|        |                      | MATCH ... TYPE stream), found again at each micro-batch |
 | read   | startingOffsets      | earliest (default), latest, or JSON {key: id} where id |
 |        |                      | is the last one already seen (exclusive, as XREAD)     |
 | read   | startingTimestamp    | ms since the epoch; entries at or after it             |
@@ -26,6 +28,11 @@ it starts, with the option's name in the message. Unknown options are errors (a 
 | write  | idempotence          | position (default), column:<name> or none              |
 | write  | idempotenceProducers | column mode: producer ids to hash keys over (1024)     |
 | write  | idmpMaxsize, idmpDuration | XCFGSET the target stream first if different      |
+
+At least one of ``streams`` and ``streamsPattern`` is needed. With a pattern, keys found later
+start at their beginning (as Kafka's ``subscribePattern`` starts new partitions at the earliest
+offset, whatever ``startingOffsets`` says) and the offsets must be words or a timestamp, not
+JSON: a JSON map names keys, which a pattern does not know in advance.
 """
 
 from __future__ import annotations
@@ -64,6 +71,7 @@ READ_OPTIONS = frozenset(
         *_COMMON,
         *_SPARK,
         "streams",
+        "streamspattern",
         "startingoffsets",
         "startingtimestamp",
         "endingoffsets",
@@ -179,6 +187,21 @@ class ReadOptions:
     fail_on_data_loss: bool
     commit_group: str | None
     page_size: int
+    #: a glob: the keys of the streams matching it are read too (found again and again)
+    pattern: str | None = None
+
+    def start_of(self, key: str) -> Start:
+        """Where a new query starts reading ``key`` (a key found by the pattern after the
+        query started begins at its start: see ``checkpoint_offsets``)."""
+        return self.starting.get(key) or self.starting.get(PATTERN_KEYS) or Start(EARLIEST)
+
+    def end_of(self, key: str) -> StreamId | None:
+        """The last ID a batch read takes from ``key``; None: its last entry."""
+        return self.ending.get(key)
+
+
+#: ``ReadOptions.starting``'s entry for the keys a pattern finds (not a valid key: a comma)
+PATTERN_KEYS = ","
 
 
 def parse_read_options(raw: Mapping[str, str], *, streaming: bool | None) -> ReadOptions:
@@ -187,13 +210,16 @@ def parse_read_options(raw: Mapping[str, str], *, streaming: bool | None) -> Rea
     check_known(options, READ_OPTIONS, "reader")
     if streaming is not None:
         _check_role(options, streaming)
-    streams = parse_streams(_alias(options, "streams"))
+    pattern = _non_empty(options, "streamspattern")
+    streams = parse_streams(_alias(options, "streams"), pattern is not None)
+    if pattern is not None:
+        _check_pattern_offsets(options)
     try:
         return ReadOptions(
             url=options.get("url", DEFAULT_URL),
             connect_timeout=parse_float(options, "connecttimeout", DEFAULT_CONNECT_TIMEOUT),
             streams=streams,
-            starting=parse_starting(options, streams),
+            starting=parse_starting(options, (*streams, PATTERN_KEYS) if pattern else streams),
             ending=parse_ending(options.get("endingoffsets"), streams),
             max_records=parse_int(options, "maxrecordsperbatch", 1),
             max_millis=parse_int(options, "maxmillisperbatch", 1),
@@ -201,6 +227,7 @@ def parse_read_options(raw: Mapping[str, str], *, streaming: bool | None) -> Rea
             fail_on_data_loss=parse_bool(options, "failondataloss", True),
             commit_group=_non_empty(options, "commitgroup"),
             page_size=parse_int(options, "pagesize", 1, 1_000_000) or DEFAULT_PAGE_SIZE,
+            pattern=pattern,
         )
     except OffsetError as exc:
         raise OptionError(str(exc)) from None
@@ -214,15 +241,32 @@ def _check_role(options: Mapping[str, str], streaming: bool) -> None:
         raise OptionError(f"option(s) {given} apply to {kind} reads only")
 
 
-def parse_streams(raw: str | None) -> tuple[str, ...]:
+def parse_streams(raw: str | None, pattern: bool = False) -> tuple[str, ...]:
+    if pattern and raw is None:
+        return ()
     if raw is None or not raw.strip():
-        raise OptionError("option 'streams' is required: comma-separated stream keys")
+        raise OptionError(
+            "option 'streams' (comma-separated stream keys) or 'streamsPattern' is required"
+        )
     keys = tuple(key.strip() for key in raw.split(","))
     if any(not key for key in keys):
         raise OptionError(f"option 'streams' has an empty key: {raw!r}")
     if len(set(keys)) != len(keys):
         raise OptionError(f"option 'streams' names a key twice: {raw!r}")
     return keys
+
+
+def _check_pattern_offsets(options: Mapping[str, str]) -> None:
+    for name in ("startingoffsets", "endingoffsets"):
+        word = options.get(name, "").strip().lower()
+        if word and word not in (EARLIEST, LATEST):
+            raise OptionError(
+                f"option {_SPELLING[name]!r} names keys (JSON): with 'streamsPattern' use "
+                "earliest, latest or 'startingTimestamp'"
+            )
+
+
+_SPELLING = {"startingoffsets": "startingOffsets", "endingoffsets": "endingOffsets"}
 
 
 def parse_starting(options: Mapping[str, str], streams: tuple[str, ...]) -> dict[str, Start]:

@@ -134,8 +134,8 @@ def resolve_start(
 ) -> dict[str, StreamId]:
     """The exclusive start of every stream for a new query (no checkpoint yet)."""
     resolved: dict[str, StreamId] = {}
-    for key in options.streams:
-        start, state = options.starting[key], states[key]
+    for key, state in states.items():
+        start = options.start_of(key)
         if start.kind == "latest":
             resolved[key] = state.last_generated if state is not None else MIN_ID
             continue
@@ -180,18 +180,20 @@ class HeadwaterBatchReader(DataSourceReader):
         self.schema = schema
 
     def partitions(self) -> list[InputPartition]:
-        client = hw.open_client(self.options.url, self.options.connect_timeout)
+        options = self.options
+        client = hw.open_client(options.url, options.connect_timeout)
         try:
-            states = hw.stream_states(client, self.options.streams)
+            keys = hw.stream_keys(client, options.streams, options.pattern)
+            states = hw.stream_states(client, keys)
         finally:
             client.close()
-        start = resolve_start(self.options, states)
-        end = {key: self._end(key, states[key], start[key]) for key in self.options.streams}
+        start = resolve_start(options, states)
+        end = {key: self._end(key, states[key], start[key]) for key in keys}
         slices = plan_slices(start, end, self.options.min_partitions)
         return [StreamRange(s.stream, str(s.after), str(s.until)) for s in slices]
 
     def _end(self, key: str, state: hw.StreamState | None, start: StreamId) -> StreamId:
-        end = self.options.ending[key]
+        end = self.options.end_of(key)
         if end is None:
             end = state.last if state is not None and state.last is not None else start
         return max(end, start)
@@ -225,7 +227,9 @@ class HeadwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         return self._client
 
     def _states(self) -> dict[str, hw.StreamState | None]:
-        return hw.stream_states(self.client, self.options.streams)
+        """Every key to read now (a pattern finds new ones) and its state."""
+        keys = hw.stream_keys(self.client, self.options.streams, self.options.pattern)
+        return hw.stream_states(self.client, keys)
 
     def initialOffset(self) -> dict[str, str]:
         return format_offsets(resolve_start(self.options, self._states()))
@@ -239,18 +243,17 @@ class HeadwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
     def prepareForTriggerAvailableNow(self) -> None:
         states = self._states()
-        self._target = {key: _tail(states[key]) for key in self.options.streams}
+        self._target = {key: _tail(state) for key, state in states.items()}
 
     def reportLatestOffset(self) -> dict[str, str]:
-        states = self._states()
-        return {key: str(_tail(states[key])) for key in self.options.streams}
+        return {key: str(_tail(state)) for key, state in self._states().items()}
 
     def latestOffset(
         self, start: dict[str, Any] | None = None, limit: ReadLimit | None = None
     ) -> dict[str, str]:
         states = self._states()
         lows = (
-            checkpoint_offsets(start, self.options.streams)
+            checkpoint_offsets(start, tuple(states))
             if start is not None
             else resolve_start(self.options, states)
         )
@@ -265,8 +268,8 @@ class HeadwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         """The last entry of the stream, capped by the availableNow target and ID time."""
         check_loss(key, low, state, self.options.fail_on_data_loss, self._warned)
         end = _tail(state)
-        if self._target is not None:
-            end = min(end, self._target[key])
+        if self._target is not None:  # (a key found since is not part of availableNow)
+            end = min(end, self._target.get(key, MIN_ID))
         if end <= low:
             return low
         millis = self.options.max_millis
@@ -304,8 +307,9 @@ class HeadwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         return capped
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
-        lows = checkpoint_offsets(start, self.options.streams)
-        highs = checkpoint_offsets(end, self.options.streams)
+        keys = tuple(end)  # the keys this batch was planned with (its journaled end offsets)
+        lows = checkpoint_offsets(start, keys)
+        highs = checkpoint_offsets(end, keys)
         slices = plan_slices(lows, highs, self.options.min_partitions)
         return [StreamRange(s.stream, str(s.after), str(s.until)) for s in slices]
 
@@ -316,7 +320,7 @@ class HeadwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         group = self.options.commit_group
         if group is None:
             return
-        for key, sid in checkpoint_offsets(end, self.options.streams).items():
+        for key, sid in checkpoint_offsets(end, tuple(end)).items():
             if sid != MIN_ID:
                 move_group(self.client, key, group, sid)
 
