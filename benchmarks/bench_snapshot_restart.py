@@ -8,6 +8,11 @@ taking turns so that both see the same background load. The same start with an e
 directory is timed too: it is the floor included in both times (Headwater's is the interpreter
 and its imports). Target: Headwater <= 1.0x Redis.
 
+Headwater loads a snapshot lazily (its nodes are copied out of the memory-mapped file when first
+used, the rest by the cron within seconds), so two more figures say what that leaves for later:
+a full XRANGE scan right after PING on both servers, and how long after the start Headwater's
+last node was copied (INFO persistence ``snapshot_lazy_nodes:0``).
+
 Headwater's modules are byte-compiled first (``compileall``), as in an installed package:
 with ``PYTHONDONTWRITEBYTECODE=1`` (set on the project's machines) a source checkout is
 otherwise compiled again at every start (~70 ms). ``--no-compileall`` measures that case.
@@ -95,6 +100,65 @@ def timed_start(argv: list[str], data: str, port: int, check: int | None = None)
         proc.wait()
 
 
+def first_scan(argv: list[str], data: str, port: int, entries_expected: int) -> tuple[float, float]:
+    """Right after PING answers: seconds to read the whole stream (XRANGE pages of 100,000:
+    Headwater copies the nodes it has not copied yet out of the snapshot as it goes), and
+    until then the seconds to PING; the server is stopped again."""
+    began = time.perf_counter()
+    proc = start(argv, data, port)
+    try:
+        ready = wait_ready(began, proc, port)
+        began = time.perf_counter()
+        with socket.create_connection(("127.0.0.1", port)) as s:
+            last, read = b"-", 0
+            while True:
+                s.sendall(encode(b"XRANGE", b"s", last, b"+", b"COUNT", b"100000"))
+                entries = read_reply(s)
+                if not isinstance(entries, list):
+                    raise SystemExit(f"XRANGE answered {entries!r}")
+                if not entries:
+                    break
+                read += len(entries)
+                last = b"(" + entries[-1][0]
+        if read != entries_expected:
+            raise SystemExit(f"the scan read {read} entries, expected {entries_expected}")
+        return ready, time.perf_counter() - began
+    finally:
+        proc.terminate()
+        proc.wait()
+
+
+def lazy_done(argv: list[str], data: str, port: int) -> float:
+    """Headwater: seconds from start until its cron has copied every node out of the
+    snapshot (INFO persistence ``snapshot_lazy_nodes:0``)."""
+    began = time.perf_counter()
+    proc = start(argv, data, port)
+    try:
+        wait_ready(began, proc, port)
+        while b"snapshot_lazy_nodes:0\r\n" not in command(port, b"INFO", b"persistence"):
+            time.sleep(0.05)
+        return time.perf_counter() - began
+    finally:
+        proc.terminate()
+        proc.wait()
+
+
+def encode(*args: bytes) -> bytes:
+    return b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args)
+
+
+def read_reply(s: socket.socket) -> object:
+    """One reply, parsed (hiredis is in the venv)."""
+    import hiredis
+
+    reader = hiredis.Reader()
+    while True:
+        reader.feed(s.recv(1 << 20))
+        reply = reader.gets()
+        if reply is not False:
+            return reply
+
+
 def prepare(name: str, argv: list[str], data: str, port: int, entries: int) -> None:
     """Load the entries and SAVE, unless data holds a snapshot already (--data)."""
     if any(f.startswith("dump.") for f in os.listdir(data)):
@@ -161,6 +225,10 @@ def main() -> None:
             for name, argv in SERVERS.items():
                 restarts[name].append(timed_start(argv, dirs[name], PORT, args.entries))
                 floors[name].append(timed_start(argv, empty[name], PORT))
+        scans = {
+            name: first_scan(argv, dirs[name], PORT, args.entries) for name, argv in SERVERS.items()
+        }
+        copied = lazy_done(SERVERS["headwater"], dirs["headwater"], PORT)
     finally:
         if args.data is None:
             shutil.rmtree(base, ignore_errors=True)
@@ -174,6 +242,9 @@ def main() -> None:
         f"{redis:.3f} s, headwater {headwater:.3f} s, headwater/redis {ratio:.2f}x (target <= "
         f"{TARGET}x): {'met' if ratio <= TARGET else 'NOT met'}"
     )
+    for name, (ready, scan) in scans.items():
+        print(f"{name}: a full XRANGE scan right after PING ({ready:.3f} s) took {scan:.2f} s")
+    print(f"headwater: every node copied out of the snapshot {copied:.2f} s after the start")
     end = os.getloadavg()
     print(
         f"load average at start / end: {' '.join(f'{x:.2f}' for x in loadavg)} / "

@@ -1024,3 +1024,35 @@ def test_kill9_during_bgsave_leaves_a_loadable_snapshot(tmp_path: Path, nodes: A
         # either the last complete snapshot or the one being written, never a torn mix
         assert ids[: len(saved)] == saved, node.log_tail()
         saved = ids
+
+
+def test_lazily_loaded_snapshot_serves_reads_writes_and_saves(tmp_path: Path, nodes: Any) -> None:
+    """A snapshot's nodes are copied out of the file on first use and by the cron: right after
+    a restart the server reads, appends, deletes and saves the same data as before it, and
+    the cron ends with every node copied (INFO ``snapshot_lazy_nodes:0``)."""
+    node = nodes(tmp_path, "--appendonly", "no", "--save", "")
+    node.start()
+    r = node.client()
+    pipe = r.pipeline(transaction=False)
+    for i in range(30_000):
+        pipe.xadd(KEY, {"n": i, "pad": "x" * (i % 13)})
+    pipe.execute()
+    before = r.xrange(KEY)
+    assert r.save()
+    node.kill()
+    node.start()
+    r = node.client()
+    assert r.xrange(KEY, "-", "+", count=5) == before[:5]
+    assert r.xrevrange(KEY, "+", "-", count=5) == before[::-1][:5]
+    assert r.xdel(KEY, before[100][0], before[20_000][0]) == 2
+    added = r.xadd(KEY, {"n": "after"})
+    assert r.save()  # writes every node, copied or not
+    deadline = time.monotonic() + 20
+    while r.info("persistence")["snapshot_lazy_nodes"] != 0:
+        assert time.monotonic() < deadline, "the cron never copied every node"
+        time.sleep(0.1)
+    expected = [e for i, e in enumerate(before) if i not in (100, 20_000)]
+    assert r.xrange(KEY)[:-1] == expected
+    node.kill()
+    node.start()
+    assert xrange_ids(node) == [sid for sid, _ in expected] + [added]

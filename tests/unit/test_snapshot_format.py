@@ -13,6 +13,7 @@ import pytest
 import headwater.persistence.snapshot as snapshot
 from headwater.keyspace import Database
 from headwater.persistence.snapshot import SnapshotError, load_snapshot, write_snapshot
+from headwater.stream.node import Node
 from headwater.stream.stream import Stream
 from tests.unit.conftest import Harness
 from tests.unit.test_rewrite import exact_state
@@ -136,3 +137,66 @@ def test_a_damaged_file_loads_nothing(
         assert all(not db.data and not db.expires for db in dbs)
     path.write_bytes(good)
     assert load_snapshot(path, _fresh()) == 4
+
+
+def _lazy_copy(tmp_path: Path, h: Harness) -> tuple[Harness, list[Node]]:
+    """A second engine whose keyspace was loaded lazily from a snapshot of h's, and the list
+    of its lazy nodes."""
+    path = tmp_path / "lazy.hwsnap"
+    write_snapshot(path, h.engine.keyspace.dbs)
+    copy, lazy = Harness(), []
+    assert load_snapshot(path, copy.engine.keyspace.dbs, lazy) == 4
+    copy.call(copy.client(), "CONFIG", "SET", "stream-node-max-entries", "5")
+    return copy, lazy
+
+
+def test_lazy_load_copies_no_node_until_it_is_used(tmp_path: Path) -> None:
+    h = _filled()
+    copy, lazy = _lazy_copy(tmp_path, h)
+    nodes = copy.engine.keyspace.dbs[0].data[b"s"].nodes
+    assert all(node.is_lazy for node in nodes) and len(lazy) == len(nodes) + 1  # and t's
+    c, r = copy.client(), h.client()
+    assert copy.call(c, "XRANGE", "s", "100", "120") == h.call(r, "XRANGE", "s", "100", "120")
+    used = [i for i, node in enumerate(nodes) if not node.is_lazy]
+    assert 0 < len(used) <= 6 and max(used) < 40  # only the nodes that hold 100..120
+    assert copy.call(c, "XLEN", "s") == h.call(r, "XLEN", "s")
+    assert sum(not node.is_lazy for node in nodes) == len(used)  # a counter: nothing copied
+
+
+def test_lazy_nodes_take_every_command_as_loaded_ones(tmp_path: Path) -> None:
+    """Writes that touch lazy nodes first (XDEL marks a tombstone, trimming drops and edits
+    nodes, XADD appends to the tail, XSETID, XCLAIM, XACK) give exactly the state of the
+    original engine, node layout included; then the cron's materialization finishes."""
+    h = _filled()
+    copy, lazy = _lazy_copy(tmp_path, h)
+    script = [
+        ("XDEL", "s", "40-1", "41-2", "2999-2"),
+        ("XTRIM", "s", "MINID", "~", "300"),
+        ("XTRIM", "s", "MAXLEN", "=", "2500"),
+        ("XADD", "s", "*", "f", "tail"),
+        ("XRANGE", "s", "-", "+", "COUNT", "3"),
+        ("XREVRANGE", "s", "+", "-", "COUNT", "3"),
+        ("XCLAIM", "s", "g", "b", "0", "1-1", "2-2"),
+        ("XACK", "s", "g", "3-0"),
+        ("XINFO", "STREAM", "s"),
+        ("XADD", "t", "2-0", "f", "v"),
+    ]
+    c, r = copy.client(), h.client()
+    for argv in script:
+        assert copy.call(c, *argv) == h.call(r, *argv), argv
+    assert snapshot.materialize_some(lazy, 10.0) == 0
+    stream = copy.engine.keyspace.dbs[0].data[b"s"]
+    assert not any(node.is_lazy for node in stream.nodes)
+    stream.check_invariants()
+    assert exact_state(copy.engine.keyspace.dbs) == exact_state(h.engine.keyspace.dbs)
+
+
+def test_materialize_some_keeps_to_its_budget(tmp_path: Path) -> None:
+    copy, lazy = _lazy_copy(tmp_path, _filled(2000))
+    data = copy.engine.keyspace.dbs[0].data
+    nodes = data[b"s"].nodes + data[b"t"].nodes
+    left = snapshot.materialize_some(lazy, 0.0)  # one step of 64 at least, then the deadline
+    assert left == len(nodes) - 64 and sum(not n.is_lazy for n in nodes) == 64
+    assert [n.is_lazy for n in data[b"s"].nodes[:64]] == [False] * 64  # in the file's order
+    assert snapshot.materialize_some(lazy, 10.0) == 0
+    assert not any(node.is_lazy for node in nodes)

@@ -142,6 +142,8 @@ class ServerInfo:
         self.rdb_bgsave_in_progress = False
         self.rdb_last_bgsave_status = "ok"
         self.last_snapshot_keys = 0
+        #: stream nodes loaded lazily whose buffers are still in the snapshot file
+        self.snapshot_lazy_nodes = 0
         self.aof_current_size = 0
         self.aof_buffer_length = 0
         self.port = 0

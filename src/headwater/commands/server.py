@@ -109,6 +109,7 @@ def _section_persistence(c: Client) -> list[str]:
         "aof_rewrite_scheduled:0",
         f"aof_last_bgrewrite_status:{info.aof_last_bgrewrite_status}",
         f"aof_last_write_status:{info.aof_last_write_status}",
+        f"snapshot_lazy_nodes:{info.snapshot_lazy_nodes}",  # Headwater's own (see snapshot.py)
     ]
     if info.aof_enabled:
         lines += [

@@ -25,11 +25,19 @@ Layout (all integers little-endian)::
     the groups (PEL as parallel arrays) and the IDMP maps
 
 Theory of operation: the nodes are written *as they are in memory*, so loading costs a few
-C-level operations per node and nothing per entry. A chunk's columns are read with one
-``frombytes`` each, its node table with one ``struct.iter_unpack``, and each node takes its
-share with one slice per column (``Node.restore_many``). The file is memory-mapped (no copy of
-it is made) and its CRC-32 (zlib, C speed) is computed by a thread while the nodes are built:
-``zlib.crc32`` releases the GIL, so on a second core the check costs no load time. Loading
+C-level operations per node and nothing per entry. A chunk's node table is read with one
+``struct.iter_unpack`` and each node takes its share of the chunk's columns with one copy per
+column (``Node.restore_many``). The file is memory-mapped and its CRC-32 (zlib, C speed) is
+computed by a thread while the nodes are built: ``zlib.crc32`` releases the GIL, so on a
+second core the check costs little load time.
+
+Lazy loading (what the server does): copying ~200 MB of columns into fresh memory is most of
+a 5M-entry load (page faults), so with a ``lazy`` list the nodes are built without their
+buffers, which stay in the mapping until a command first reads them (``Node`` module doc); the
+server's cron copies the rest with ``materialize_some`` (~5% of a core: a few seconds for 5M
+entries), after which the mapping is released. The checksum is still verified before the load
+returns. The mapped file is never written in place (snapshots are renamed into place), so a
+mapping stays valid even after a rewrite replaces or deletes the file. Loading
 goes into empty databases; if the checksum or the structure turns out wrong, the keys loaded so
 far are removed again and ``SnapshotError`` says why. The garbage collector is off during the
 load, and the first load of a process freezes what it built (``load_snapshot``). A version
@@ -50,6 +58,7 @@ import os
 import struct
 import sys
 import threading
+import time
 import zlib
 from array import array
 from pathlib import Path
@@ -342,9 +351,12 @@ class _Checksum:
         return bool(self.ok)
 
 
-def load_snapshot(path: Path, dbs: list[Database]) -> int:
+def load_snapshot(path: Path, dbs: list[Database], lazy: list[Node] | None = None) -> int:
     """Load the file into empty databases; returns the number of keys. On any error the
-    databases are left as they were (empty) and SnapshotError says why."""
+    databases are left as they were (empty) and SnapshotError says why. Given a ``lazy``
+    list, stream nodes keep their buffers in the file until they are used or
+    ``materialize_some(lazy, ...)`` copies them; the list gets them (the checksum is verified
+    before this returns all the same)."""
     origin = str(path)
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
@@ -357,10 +369,11 @@ def load_snapshot(path: Path, dbs: list[Database]) -> int:
     if checksum.ok is False:
         raise SnapshotError(f"{origin}: checksum mismatch (the file is damaged)")
     loaded: list[tuple[Database, bytes]] = []
+    lazy_nodes: list[Node] | None = [] if lazy is not None else None
     collecting = gc.isenabled()
     gc.disable()  # nodes are acyclic; collections during the load would only walk them
     try:
-        _load_records(_In(view[:-4], origin, _HEADER), dbs, version, loaded)
+        _load_records(_In(view[:-4], origin, _HEADER), dbs, version, loaded, lazy_nodes)
         intact = checksum.result()
         if intact and collecting and not gc.get_freeze_count():
             # The process's first load (its startup): what it built is long-lived and
@@ -382,7 +395,22 @@ def load_snapshot(path: Path, dbs: list[Database]) -> int:
     if not intact:
         _unload(loaded)
         raise SnapshotError(f"{origin}: checksum mismatch (the file is damaged)")
+    if lazy is not None and lazy_nodes:
+        lazy.extend(reversed(lazy_nodes))  # materialize_some pops: the file's order
     return len(loaded)
+
+
+def materialize_some(lazy: list[Node], budget_s: float) -> int:
+    """Copy nodes of ``lazy`` (filled by ``load_snapshot``) out of their snapshot file for
+    about ``budget_s`` seconds, at least one step of 64; returns how many are left. Once none
+    is left, nothing refers to the file's mapping any more and it is released."""
+    deadline = time.perf_counter() + budget_s
+    while lazy:
+        for _ in range(min(64, len(lazy))):
+            lazy.pop().materialize()
+        if time.perf_counter() >= deadline:
+            break
+    return len(lazy)
 
 
 def _unload(loaded: list[tuple[Database, bytes]]) -> None:
@@ -392,7 +420,11 @@ def _unload(loaded: list[tuple[Database, bytes]]) -> None:
 
 
 def _load_records(
-    inp: _In, dbs: list[Database], version: int, loaded: list[tuple[Database, bytes]]
+    inp: _In,
+    dbs: list[Database],
+    version: int,
+    loaded: list[tuple[Database, bytes]],
+    lazy: list[Node] | None,
 ) -> None:
     db: Database | None = None
     read_stream = _read_stream if version >= 2 else _read_stream_v1
@@ -411,7 +443,7 @@ def _load_records(
         key = inp.blob()
         if kind == STREAM:
             expire = inp.i64()
-            value: object = read_stream(inp)
+            value: object = read_stream(inp, lazy)
         else:
             value, expire = _read_plain(inp, kind)
         db.data[key] = value
@@ -448,7 +480,9 @@ def _read_counters(inp: _In) -> Stream:
     return s
 
 
-def _read_stream(inp: _In) -> Stream:
+def _read_stream(inp: _In, lazy: list[Node] | None) -> Stream:
+    """A version-2 stream; with ``lazy`` (a list the nodes are added to) its nodes keep their
+    buffers in the file until used (``Node`` module doc)."""
     s = _read_counters(inp)
     fieldsets = []
     for _ in range(inp.u64()):
@@ -460,21 +494,24 @@ def _read_stream(inp: _In) -> Stream:
         if not 0 < k <= total - len(s.nodes):
             raise SnapshotError(f"{inp.origin}: bad node chunk at offset {inp.pos}")
         rows = _NODE_ROW.iter_unpack(inp.take(k * _NODE_ROW.size))
-        columns = (array("Q"), array("Q"), array("I"))
-        for column in columns:
-            column.frombytes(inp.take(entries * column.itemsize))
-            if _SWAP:
-                column.byteswap()
-        ms, seq, offsets = columns
-        blob, tomb = bytearray(inp.take(blob_len)), bytearray(inp.take(tomb_len))
-        used = Node.restore_many(rows, fieldsets, (ms, seq, offsets, blob, tomb), s.nodes, s.firsts)
+        columns = (
+            inp.take(entries * 8),  # ms
+            inp.take(entries * 8),  # seq
+            inp.take(entries * 4),  # offsets
+            inp.take(blob_len),
+            inp.take(tomb_len),
+        )
+        first = len(s.nodes)
+        used = Node.restore_many(rows, fieldsets, columns, s.nodes, s.firsts, lazy is not None)
+        if lazy is not None:
+            lazy.extend(s.nodes[first:])
         if used != (entries, blob_len, tomb_len):
             raise SnapshotError(f"{inp.origin}: node chunk sizes disagree at offset {inp.pos}")
     _read_groups_and_idmp(inp, s)
     return s
 
 
-def _read_stream_v1(inp: _In) -> Stream:
+def _read_stream_v1(inp: _In, lazy: list[Node] | None) -> Stream:
     s = _read_counters(inp)
     for _ in range(inp.u64()):
         master = inp.sid()

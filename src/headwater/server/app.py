@@ -171,6 +171,7 @@ class Server:
         self.durability.check_bgsave()
         self.durability.maybe_auto_rewrite()
         self.durability.maybe_scheduled_save()
+        self.durability.materialize_loaded()
         for conn in list(self.soft_limited):
             conn.check_output_limit()
         self._close_idle_clients()

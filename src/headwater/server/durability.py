@@ -48,8 +48,14 @@ from headwater.persistence.manifest import (
     write_manifest,
 )
 from headwater.persistence.rewrite import write_base
-from headwater.persistence.snapshot import SnapshotError, load_snapshot, write_snapshot
+from headwater.persistence.snapshot import (
+    SnapshotError,
+    load_snapshot,
+    materialize_some,
+    write_snapshot,
+)
 from headwater.resp.types import OK, Reply, Status
+from headwater.stream.node import Node
 
 log = logging.getLogger("headwater")
 
@@ -63,6 +69,8 @@ BGSAVE_MISCONF = ReplyError(
 )
 
 
+#: share of a core the cron spends materializing lazily loaded nodes
+MATERIALIZE_SHARE = 0.05
 #: after a failed fdatasync, wait this long before the next attempt (seconds)
 SYNC_RETRY_S = 0.05
 
@@ -102,6 +110,8 @@ class Durability:
         self.bgsave_child: tuple[int, int] | None = None
         self.bgsave_scheduled = False
         self.last_save_attempt = 0.0
+        #: stream nodes loaded lazily whose buffers may still be in a snapshot file
+        self._lazy_nodes: list[Node] = []
         self.data_dir = data_dir
         engine.hooks[b"SAVE"] = self._save_command
         engine.hooks[b"BGSAVE"] = self._bgsave_command
@@ -230,14 +240,22 @@ class Durability:
 
     def _load_snapshot(self, path: Path) -> int:
         try:
-            keys = load_snapshot(path, self.engine.keyspace.dbs)
+            keys = load_snapshot(path, self.engine.keyspace.dbs, self._lazy_nodes)
         except (SnapshotError, OSError) as exc:
             raise StartupError(
                 f"Cannot load snapshot {path}: {exc}. Check it with: headwater check-snapshot "
                 f"{path}"
             ) from None
         self.engine.info.last_snapshot_keys = keys
+        self.engine.info.snapshot_lazy_nodes = len(self._lazy_nodes)
         return keys
+
+    def materialize_loaded(self) -> None:
+        """From the cron: copy lazily loaded stream nodes out of their snapshot, using at most
+        ~5% of a core, until none is left (a 5M-entry snapshot takes a few seconds)."""
+        if self._lazy_nodes:
+            materialize_some(self._lazy_nodes, MATERIALIZE_SHARE / max(1, self.config["hz"]))
+            self.engine.info.snapshot_lazy_nodes = len(self._lazy_nodes)
 
     # -- snapshots (SAVE, BGSAVE, the save schedule, shutdown) -----------------------------
 
@@ -564,6 +582,8 @@ class Durability:
         self.save()
         for db in self.engine.keyspace.dbs:
             db.flush()
+        self._lazy_nodes.clear()  # (nodes of the keys just flushed)
+        self.engine.info.snapshot_lazy_nodes = 0
         self._load_snapshot(self.snapshot_path)
         return OK
 

@@ -22,6 +22,16 @@ Entry layout in ``blob`` (little-endian u32 lengths)::
 The master entry is the field list of the node's first entry (as in Redis), so a stream whose
 entries share their field names stores each name once per node.
 
+Lazy nodes
+----------
+A snapshot is loaded without copying entries (``restore_many(..., lazy=True)``): a node then
+holds only its counters and where its columns lie in the memory-mapped file (``_lazy``), and
+its five buffers are unset slots. The first read of any of them reaches ``__getattr__`` (Python
+calls it only for an attribute that is not set), which copies the node's share of the file into
+real buffers once; from then on the node is an ordinary one and attribute reads cost nothing
+extra. The server materialises the rest a little at a time from its cron, so the file's mapping
+is released soon after startup (``persistence/snapshot.materialize_some``).
+
 Listpack accounting
 -------------------
 Redis starts a new node when the tail's listpack would reach ``stream-node-max-bytes`` or holds
@@ -33,9 +43,11 @@ would have, computed with listpack's encoding rules (STREAMS-REFERENCE §1.4).
 from __future__ import annotations
 
 import struct
+import sys
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 from headwater.stream.ids import StreamID
 
@@ -114,6 +126,14 @@ def _wrap64(value: int) -> int:
     return value - 2**64 if value > INT64_MAX else value
 
 
+#: the buffers a lazy node copies from its snapshot on first use
+_COLUMNS = frozenset(("ms", "seq", "offsets", "blob", "tomb"))
+#: arrays are kept in native byte order; snapshots are little-endian
+_SWAP = sys.byteorder == "big"
+#: a lazy node's source: the chunk's columns (ms, seq, offsets, blob, tomb bytes) and the
+#: node's entries [e0, e1), blob bytes [b0, b1) and tomb bytes [t0, t1) in them
+LazySource = tuple[tuple[memoryview, ...], int, int, int, int, int, int]
+
 #: the values at which an integer element's encoded size grows
 _LP_INT_STEPS = frozenset((128, 4096, 32768, 8388608, 2**31))
 #: listpack header (total bytes u32 + element count u16) and end marker
@@ -135,6 +155,7 @@ def _pack_values(blob: bytearray, pairs: Sequence[bytes]) -> int:
 
 class Node:
     __slots__ = (
+        "_lazy",
         "blob",
         "count",
         "deleted",
@@ -149,6 +170,7 @@ class Node:
     )
 
     def __init__(self, master: StreamID, fields: Sequence[bytes]) -> None:
+        self._lazy: LazySource | None = None
         self.master = master
         self.fields = tuple(fields)
         self.field_list = list(fields)  # for one C-level comparison per append
@@ -171,6 +193,53 @@ class Node:
     def __len__(self) -> int:
         """Entries in the node, live and deleted."""
         return len(self.ms)
+
+    if not TYPE_CHECKING:  # (for mypy, a Node has only its declared attributes)
+
+        def __getattr__(self, name: str) -> Any:
+            """Reached only for an unset slot: the buffers of a lazy node (module doc)."""
+            if name not in _COLUMNS:
+                raise AttributeError(name)
+            try:
+                source = object.__getattribute__(self, "_lazy")
+            except AttributeError:
+                source = None
+            if source is None:
+                raise AttributeError(name)
+            self._materialize(source)
+            return object.__getattribute__(self, name)
+
+    @property
+    def is_lazy(self) -> bool:
+        """Its buffers are still in the snapshot file."""
+        try:
+            return object.__getattribute__(self, "_lazy") is not None
+        except AttributeError:
+            return False
+
+    def materialize(self) -> None:
+        """Copy a lazy node's buffers from its snapshot now (nothing for other nodes)."""
+        source = self._lazy if self.is_lazy else None
+        if source is not None:
+            self._materialize(source)
+
+    def _materialize(self, source: LazySource) -> None:
+        # All five are set at once: every write of a buffer in this class reads one first,
+        # so a lazy node is never half materialized.
+        (ms_v, seq_v, off_v, blob_v, tomb_v), e0, e1, b0, b1, t0, t1 = source
+        self.ms = ms = array("Q")
+        ms.frombytes(ms_v[e0 * 8 : e1 * 8])
+        self.seq = seq = array("Q")
+        seq.frombytes(seq_v[e0 * 8 : e1 * 8])
+        self.offsets = offsets = array("I")
+        offsets.frombytes(off_v[e0 * 4 : e1 * 4])
+        if _SWAP:
+            ms.byteswap()
+            seq.byteswap()
+            offsets.byteswap()
+        self.blob = bytearray(blob_v[b0:b1])
+        self.tomb = bytearray(tomb_v[t0:t1]) if t1 > t0 else None
+        self._lazy = None
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -394,40 +463,34 @@ class Node:
         cls,
         rows: Iterable[tuple[int, ...]],
         fieldsets: Sequence[tuple[tuple[bytes, ...], list[bytes]]],
-        columns: tuple[array[int], array[int], array[int], bytearray, bytearray],
+        columns: tuple[memoryview, memoryview, memoryview, memoryview, memoryview],
         out: list[Node],
         firsts: list[StreamID],
+        lazy: bool = False,
     ) -> tuple[int, int, int]:
         """Rebuild nodes from a snapshot (``persistence/snapshot.py``) without any per-entry
         work: each row is ``(master ms, master seq, fieldset, count, deleted, lp_bytes,
         entries, blob bytes, tomb bytes)`` and the columns hold the rows' ``ms``, ``seq``,
-        ``offsets``, ``blob`` and ``tomb`` back to back; each node's share is one C-level
-        slice of each. Nodes with the same master fields share their ``fields`` tuple and
-        list (``append`` only reads them). Appends the nodes to ``out`` and their master IDs to
+        ``offsets``, ``blob`` and ``tomb`` bytes back to back (little-endian). Each node's
+        share is one C-level copy of each, or with ``lazy`` none until it is used (module
+        doc). Nodes with the same master fields share their ``fields`` tuple and list
+        (``append`` only reads them). Appends the nodes to ``out`` and their master IDs to
         ``firsts``; returns how much of the columns was used (entries, blob, tomb bytes)."""
-        ms, seq, offsets, blob, tomb = columns
         new = cls.__new__
         e0 = b0 = t0 = 0
         for master_ms, master_seq, fieldset, count, deleted, lp_bytes, n, blen, tlen in rows:
             node = new(cls)
             node.master = master = (master_ms, master_seq)
             node.fields, node.field_list = fieldsets[fieldset]
-            e1 = e0 + n
-            node.ms = ms[e0:e1]
-            node.seq = seq[e0:e1]
-            node.offsets = offsets[e0:e1]
-            e0 = e1
-            b1 = b0 + blen
-            node.blob = blob[b0:b1]
-            b0 = b1
-            if tlen:
-                node.tomb = tomb[t0 : t0 + tlen]
-                t0 += tlen
-            else:
-                node.tomb = None
             node.count = count
             node.deleted = deleted
             node.lp_bytes = lp_bytes
+            source = node._lazy = (columns, e0, e0 + n, b0, b0 + blen, t0, t0 + tlen)
+            if not lazy:
+                node._materialize(source)
+            e0 += n
+            b0 += blen
+            t0 += tlen
             out.append(node)
             firsts.append(master)
         return e0, b0, t0
