@@ -572,11 +572,11 @@ def _read_idmp(inp: _In) -> IdmpState | None:
     state.added, state.duplicates = inp.u64(), inp.u64()
     for _ in range(inp.u64()):
         pid = inp.blob()
-        producer = state.producers[pid] = Producer()
+        producer = Producer()
         for _ in range(inp.u64()):
             iid = inp.blob()
             producer.add(iid, inp.sid())
-        state.tracked += len(producer.iids)
+        state.adopt(pid, producer)
     return state
 
 
