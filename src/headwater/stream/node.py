@@ -212,16 +212,12 @@ class Node:
     @property
     def is_lazy(self) -> bool:
         """Its buffers are still in the snapshot file."""
-        try:
-            return object.__getattribute__(self, "_lazy") is not None
-        except AttributeError:
-            return False
+        return self._lazy is not None
 
     def materialize(self) -> None:
         """Copy a lazy node's buffers from its snapshot now (nothing for other nodes)."""
-        source = self._lazy if self.is_lazy else None
-        if source is not None:
-            self._materialize(source)
+        if self._lazy is not None:
+            self._materialize(self._lazy)
 
     def _materialize(self, source: LazySource) -> None:
         # All five are set at once: every write of a buffer in this class reads one first,
