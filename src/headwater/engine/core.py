@@ -191,6 +191,10 @@ class Engine:
                 return None
             code, _, msg = reply[1:].decode("utf-8", "replace").strip().partition(" ")
             return ReplyError(code, msg)
+        return self.apply_row(c, row, argv)
+
+    def apply_row(self, c: Client, row: CommandSpec, argv: list[bytes]) -> ReplyError | None:
+        """``apply`` once the row is known (a subcommand's too): the handler alone."""
         if not row.arity_ok(len(argv)):
             return wrong_arity(row.name)
         self.keyspace.now_ms = self.clock.now_ms()

@@ -43,8 +43,8 @@ Consumer groups add one ``XCLAIM key group consumer 0 <id> TIME <ms> RETRYCOUNT 
 JUSTID LASTID <id>`` per delivered entry: ``Replayer._claim`` applies exactly that shape as
 ``cmd_xclaim`` does, without its option parsing (under the same conditions as the XADD runs,
 and no ``stream-consumer-idle-reclaim-ms``). Other XCLAIMs and ``XGROUP`` subcommands (SETID
-once per read, CREATECONSUMER) run their handler directly (``_direct``), skipping the generic
-dispatch (``XGROUP`` is a container command, which ``Engine.apply`` sends through
+once per read, CREATECONSUMER) run their handler directly (``Engine.apply_row``), skipping the
+generic dispatch (``XGROUP`` is a container command, which ``Engine.apply`` sends through
 ``execute``).
 """
 
@@ -61,7 +61,6 @@ from headwater.commands.context import Client, CommandSpec
 from headwater.commands.groups import touch_consumer
 from headwater.commands.streams import LISTPACK_MAX, record_idmp
 from headwater.engine.core import Engine
-from headwater.errors import ReplyError, err, wrong_arity
 from headwater.persistence.aof import CorruptAof, TornTail
 from headwater.resp.parser import wire_size
 from headwater.stream.groups import id_key
@@ -183,7 +182,7 @@ class Replayer:
         if row is not None and row.subcommands:
             row = row.subcommands.get(argv[1].lower()) if len(argv) > 1 else None
         if row is not None and not c.in_multi and not self.engine.propagating:
-            error = self._direct(row, argv)
+            error = self.engine.apply_row(c, row, argv)  # (XGROUP's subcommand row, directly)
         else:
             error = self.engine.apply(c, argv)
         if error is not None and not c.in_multi:
@@ -232,25 +231,6 @@ class Replayer:
             return True
         engine.dirty += 1
         return True
-
-    def _direct(self, row: CommandSpec, argv: list[bytes]) -> ReplyError | None:
-        """``Engine.apply`` for the group effects, subcommands included: the handler alone."""
-        engine = self.engine
-        if not row.arity_ok(len(argv)):
-            return wrong_arity(row.name)
-        engine.keyspace.now_ms = engine.clock.now_ms()
-        handler = row.handler
-        assert handler is not None
-        try:
-            handler(self.client, argv)
-        except ReplyError as exc:
-            return exc
-        except Exception as exc:  # a malformed command (say, a nested array) from a file
-            return err(f"{type(exc).__name__}: {exc}")
-        finally:
-            if engine.keyspace.expired:
-                engine._propagate_expired()  # as Engine.apply does
-        return None
 
     @staticmethod
     def _truncate(path: Path, offset: int, result: ReplayResult) -> None:

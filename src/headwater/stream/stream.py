@@ -85,11 +85,7 @@ class Stream:
         if size is None:
             size = sum(map(len, pairs))
         if tail is None or self._tail_full(tail, size, max_bytes, max_entries):
-            if tail is not None:
-                tail.seal()
-            tail = Node(sid, pairs[0::2])
-            self.nodes.append(tail)
-            self.firsts.append(sid)
+            tail = self._new_tail(tail, sid, pairs)
         tail.append(sid, pairs)
         self.length += 1
         self.entries_added += 1
@@ -115,17 +111,22 @@ class Stream:
             tail = self.nodes[-1] if self.nodes else None
             sid, pairs, size = entries[i]
             if tail is None or self._tail_full(tail, size, max_bytes, max_entries):
-                if tail is not None:
-                    tail.seal()
-                tail = Node(sid, pairs[0::2])
-                self.nodes.append(tail)
-                self.firsts.append(sid)
+                tail = self._new_tail(tail, sid, pairs)
             i = tail.extend(entries, i, limit, max_entries)
         self.length += len(entries)
         self.entries_added += len(entries)
         self.last_id = entries[-1][0]
         if was_empty:
             self.first_id = entries[0][0]
+
+    def _new_tail(self, full: Node | None, sid: StreamID, pairs: Sequence[bytes]) -> Node:
+        """Seal the full tail (if any) and start a node whose first entry will be ``sid``."""
+        if full is not None:
+            full.seal()
+        tail = Node(sid, pairs[0::2])
+        self.nodes.append(tail)
+        self.firsts.append(sid)
+        return tail
 
     @staticmethod
     def _tail_full(tail: Node, size: int, max_bytes: int, max_entries: int) -> bool:
