@@ -83,7 +83,7 @@ class Database:
 
     def get(self, key: bytes) -> Any:
         """The live value at key, or None (deleting it first if it has expired)."""
-        if self.expires and key in self.expires and self.expires[key] <= self.keyspace.now_ms:
+        if self.expires and key in self.expires and self.is_expired(key):
             self._expire(key)
             return None
         return self.data.get(key)
@@ -93,7 +93,7 @@ class Database:
 
     def is_expired(self, key: bytes) -> bool:
         when = self.expires.get(key)
-        return when is not None and when <= self.keyspace.now_ms
+        return when is not None and when <= self.keyspace.now_ms and not self.keyspace.loading
 
     def ttl_ms(self, key: bytes) -> int | None:
         """Milliseconds left, or None without an expiry. The key must exist."""
@@ -245,6 +245,9 @@ class Database:
 class Keyspace:
     def __init__(self, databases: int = 16) -> None:
         self.now_ms = 0
+        #: replaying a log: nothing expires (a command logged while its key was alive must
+        #: find it alive, as Redis's loader does); the cron expires such keys afterwards
+        self.loading = False
         self.dbs = [Database(self, i) for i in range(databases)]
         self.expired: list[tuple[int, bytes]] = []  # (db, key) deleted by expiry, to propagate
         self.ready_dbs: list[Database] = []  # databases with keys in their ``ready`` list

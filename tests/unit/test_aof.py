@@ -197,11 +197,11 @@ def test_replay_cuts_every_torn_tail_at_the_start_of_its_command(tmp_path: Path)
 
 def test_replay_reports_the_offset_of_a_corrupt_command(tmp_path: Path) -> None:
     path = tmp_path / "a.aof"
-    good = encode_command([b"XADD", b"s", b"1-1", b"f", b"v"]) * 3
+    good = b"".join(encode_command([b"XADD", b"s", b"%d-1" % i, b"f", b"v"]) for i in (1, 2, 3))
     path.write_bytes(good + b"*1\r\n:5\r\n" + encode_command([b"SET", b"a", b"1"]))
     with pytest.raises(CorruptAof, match=f"at offset {len(good)}:"):
         _replay_into_fresh(path)
-    path.write_bytes(good + b"*2\r\n$3\r\nGET\r\n%1\r\n*0\r\n$1\r\nb\r\n" + good)
+    path.write_bytes(good + b"*2\r\n$3\r\nGET\r\n%1\r\n*0\r\n$1\r\nb\r\n")
     with pytest.raises(CorruptAof, match=f"at offset {len(good)}:"):
         _replay_into_fresh(path)  # a map whose key is an array
     path.write_bytes(good + b"*2\r\n$3\r\nGET\r\n%3\r\n")

@@ -327,6 +327,9 @@ class _Delivery:
         self.stream = stream
         self.group = group
         self.effects: list[list[bytes]] = []
+        #: the read changed the group (a delivery, a claim, a redelivery): one change for
+        #: the dirty counter; a read that changed nothing counts none (Redis 7.2+)
+        self.changed = False
 
 
 def _serve_history(d: _Delivery, consumer: Consumer, after: StreamID, count: int) -> list[bytes]:
@@ -346,6 +349,7 @@ def _serve_history(d: _Delivery, consumer: Consumer, after: StreamID, count: int
                 parts.append(b"*2\r\n$%d\r\n%s\r\n%s" % (len(raw_id), raw_id, null))
                 continue
             group.redeliver(key, now)
+            d.changed = True
             parts.append(entry_reply((sid, pairs)))
             if d.c.server.propagating:
                 # Redis does not propagate this, leaving replicas with older counts and
@@ -364,6 +368,7 @@ def _serve_new(d: _Delivery, consumer: Consumer, count: int, noack: bool) -> lis
     parts = encode_entries(stream, start, MAX_ID, count, ids=ids)
     if not parts:
         return parts
+    d.changed = True
     advance(stream, group, ids)
     now = d.c.server.keyspace.now_ms
     if not noack:
@@ -400,6 +405,7 @@ def _serve_with_claim(
         assert pairs is not None
         old_count = group.pel[key][1]
         group.transfer(key, consumer, now, old_count + 1)
+        d.changed = True
         entry = entry_reply((sid, pairs))
         parts.append(_with_claim_info(entry, max(now - delivery_ms, 0), old_count))
         if d.c.server.propagating:
@@ -439,6 +445,7 @@ def cmd_xreadgroup(c: Client, argv: list[bytes]) -> Reply | Block:
             parts = _serve_new(d, consumer, opts.count, opts.noack)
         if parts is not None:
             served.append((key, array_of(parts)))
+        if d.changed:
             c.server.dirty += 1
         effects += d.effects
     for effect in effects:
@@ -638,9 +645,8 @@ def parse_xclaim(argv: list[bytes], now: int) -> XClaimOpts:
             opts.delivery_ms = parse_int(argv[i], err("Invalid TIME option argument for XCLAIM"))
         elif token == b"RETRYCOUNT" and more:
             i += 1
-            opts.retrycount = parse_int(
-                argv[i], err("Invalid RETRYCOUNT option argument for XCLAIM")
-            )
+            count = parse_int(argv[i], err("Invalid RETRYCOUNT option argument for XCLAIM"))
+            opts.retrycount = count if count >= 0 else None  # Redis: negative = not given
         elif token == b"LASTID" and more:
             i += 1
             opts.last_id = parse_id(argv[i])

@@ -182,7 +182,7 @@ def _expire_generic(c: Client, argv: list[bytes], unit_ms: int, relative: bool) 
         if b"LT" in flags and current is not None and when >= current:
             return 0
     c.server.dirty += 1
-    if when <= c.server.keyspace.now_ms:
+    if when <= c.server.keyspace.now_ms and not c.server.keyspace.loading:
         db.delete(key)
         c.server.also_propagate(db.index, [b"DEL", key])
         return 1

@@ -119,7 +119,11 @@ def _parse_trim_token(argv: list[bytes], i: int, token: bytes, opts: TrimOpts) -
 def _finish_trim(c: Client, opts: TrimOpts) -> None:
     if opts.limit and not opts.given:
         raise LIMIT_NO_STRATEGY
-    if opts.limit_given:
+    if c.replaying:
+        # An effect: its threshold is the exact one reached live (``exact_trim_args``), and
+        # the LIMIT it keeps must not stop the trim short (Redis: mustObeyClient).
+        opts.limit = 0
+    elif opts.limit_given:
         if not opts.approx:
             raise LIMIT_NO_TILDE
     elif opts.approx:
@@ -139,7 +143,9 @@ def exact_trim_args(stream: Stream, opts: TrimOpts) -> list[bytes]:
     if opts.maxlen is not None:
         return [b"MAXLEN", b"=", b"%d" % stream.length]
     first = stream.first_id_any()
-    return [b"MINID", b"=", format_id(first if first is not None else stream.last_id)]
+    if first is None:  # all gone: the threshold is past the last ID (which may be the max)
+        first = incr_id(stream.last_id) or stream.last_id
+    return [b"MINID", b"=", format_id(first)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -303,14 +309,9 @@ def cmd_xadd(c: Client, argv: list[bytes]) -> Reply:
     if opts.idmp is not None:
         pid, iid = opts.idmp
         idmp_key = (pid, iid if iid is not None else auto_iid(pairs))
-        original = stream.idmp.lookup(*idmp_key) if stream.idmp is not None else None
+        original = _idmp_original(c, stream, idmp_key, opts.id)
         if original is not None:
-            # A retry: the entry exists already. Nothing is added, trimmed, woken or
-            # propagated (as Redis 8.6.0 does).
-            assert stream.idmp is not None
-            stream.idmp.duplicates += 1
-            c.server.stats.stream_idmp_iids_duplicates += 1
-            return format_id(original)
+            return _idmp_retry(c, argv, opts.id_index, stream, original)
     if stream.last_id == MAX_ID:
         raise EXHAUSTED
     sid = next_id(stream, opts.id, c.server.keyspace.now_ms)
@@ -336,6 +337,44 @@ def cmd_xadd(c: Client, argv: list[bytes]) -> Reply:
         if trim.given and trim.approx:
             _rewrite_trim(effect, stream, trim)
         c.server.also_propagate(c.db.index, effect)
+    return reply
+
+
+def _idmp_original(
+    c: Client, stream: Stream, idmp_key: tuple[bytes, bytes], requested: StreamID | None
+) -> StreamID | None:
+    """The entry ID an IDMP/IDMPAUTO XADD is a retry of, or None to append it."""
+    original = stream.idmp.lookup(*idmp_key) if stream.idmp is not None else None
+    if c.replaying and requested is not None and original != requested:
+        # The effect carries the ID the primary answered: another one means the primary
+        # appended the entry, its iid having expired there (expiry runs in the cron, which a
+        # replay does not; a new ``*`` ID is then always past the old one). Treating it as
+        # a retry would lose the entry.
+        if stream.idmp is not None:
+            stream.idmp.forget(*idmp_key)
+        return None
+    return original
+
+
+def _idmp_retry(
+    c: Client, argv: list[bytes], id_index: int, stream: Stream, original: StreamID
+) -> bytes:
+    """A retry: the entry exists already. Nothing is added, trimmed or woken; the key is
+    marked modified and the retry propagated with the original ID, so that replicas and
+    replays count it too (Redis 8.6.2+)."""
+    if stream.idmp is None:
+        stream.idmp = IdmpState()
+    stream.idmp.duplicates += 1
+    c.server.stats.stream_idmp_iids_duplicates += 1
+    c.db.signal_modified(argv[1])
+    c.server.dirty += 1
+    reply = format_id(original)
+    if c.server.propagating:
+        effect = list(argv)
+        effect[id_index] = reply
+        c.server.also_propagate(c.db.index, effect)
+    else:
+        c.server.prevent_propagation()
     return reply
 
 

@@ -22,6 +22,8 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+import hiredis
+
 from headwater.clock import Clock, SystemClock
 from headwater.commands.context import Block, Client, CommandSpec, ServerInfo, Stats
 from headwater.commands.groups import reclaim_idle_everywhere
@@ -187,10 +189,7 @@ class Engine:
             reply = b"".join(c.out)
             c.out.clear()
             self.pending.pop(c, None)
-            if reply[:1] != b"-":
-                return None
-            code, _, msg = reply[1:].decode("utf-8", "replace").strip().partition(" ")
-            return ReplyError(code, msg)
+            return _first_error(reply)
         return self.apply_row(c, row, argv)
 
     def apply_row(self, c: Client, row: CommandSpec, argv: list[bytes]) -> ReplyError | None:
@@ -297,6 +296,8 @@ class Engine:
     def _emit(self, db: int, argv: list[bytes]) -> None:
         if not self.effect_sinks and self._tx_effects is None:
             return
+        if self.keyspace.expired:  # keys a lookup expired come first (Redis: propagateDeletion)
+            self._propagate_expired()
         if self._tx_effects is not None:
             self._tx_effects.append((db, argv))
             return
@@ -312,7 +313,20 @@ class Engine:
 
     # -- blocking --------------------------------------------------------------------------
 
+    def _uncount(self, row: CommandSpec) -> None:
+        """A run that blocked is not a call: the command counts once, when it is served,
+        times out or is unblocked (Redis: updateStatsOnUnblock)."""
+        row.calls -= 1
+        self.stats.total_commands_processed -= 1
+
+    def _count_unblocked(self, row: CommandSpec, failed: bool) -> None:
+        row.calls += 1
+        self.stats.total_commands_processed += 1
+        if failed:
+            row.failed_calls += 1
+
     def _block(self, c: Client, row: CommandSpec, argv: list[bytes], blk: Block) -> None:
+        self._uncount(row)
         waiter = Waiter(c, row, argv, blk.keys, blk.timeout_reply, blk.wakes_on)
         self.blocking.add(waiter)
         if blk.deadline_ms and self.scheduler is not None:
@@ -337,12 +351,14 @@ class Engine:
             return
         waiter.timer = None
         self.stats.total_blocking_timeouts += 1
+        self._count_unblocked(waiter.row, failed=False)
         self._finish_wait(waiter, waiter.timeout_reply)
 
     def unblock_client(self, client: Client, error: bool) -> bool:
         waiter = client.blocked
         if waiter is None:
             return False
+        self._count_unblocked(waiter.row, failed=error)
         self._finish_wait(waiter, self._error(UNBLOCKED) if error else waiter.timeout_reply)
         return True
 
@@ -373,6 +389,7 @@ class Engine:
         reply = self.call(c, waiter.row, waiter.argv)
         if isinstance(reply, Block):
             # still not satisfiable: keep the place in the queue (and the deadline)
+            self._uncount(waiter.row)
             if waiter.retry_timer is None:
                 self._schedule_retry(waiter, reply)
             return
@@ -424,6 +441,25 @@ class Engine:
             for effect in reclaim_idle_everywhere(db, now, idle_ms):
                 self.dirty += 1
                 self._emit(db.index, effect)
+
+
+def _first_error(reply: bytes) -> ReplyError | None:
+    """The first error in an encoded reply, nested ones included (EXEC's replies)."""
+    if b"-" not in reply:
+        return None
+    reader = hiredis.Reader()
+    reader.feed(reply)
+    pending: list[object] = []
+    while (item := reader.gets()) is not False:
+        pending.append(item)
+    while pending:
+        item = pending.pop(0)
+        if isinstance(item, hiredis.ReplyError):
+            code, _, msg = str(item).partition(" ")
+            return ReplyError(code, msg)
+        if isinstance(item, list):
+            pending[:0] = item
+    return None
 
 
 def unknown_command(argv: list[bytes]) -> ReplyError:

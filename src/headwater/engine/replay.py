@@ -12,8 +12,12 @@ wrong, and what happens:
   strings (as Redis's loader, which reads only ``$`` arguments): the file is corrupt; loading
   fails with the file and offset, and the server refuses to start (``headwater check-aof
   --fix`` repairs it).
-* A known command that replies with an error: logged and counted, loading goes on (Redis
-  does not check replies either).
+* A known command that replies with an error (inside a transaction too): loading stops
+  with ``FailedCommand`` (file, offset, command, error), and so does the server's startup.
+  Every line the server writes must load: going on would start the server without that
+  command and without whatever depended on it, a silently shorter log. (Redis does not
+  check replies; Headwater refuses to lose data quietly.) Nothing expires while loading
+  (``Keyspace.loading``): a command logged while its key was alive finds it alive.
 
 Theory of operation: the fast path
 ----------------------------------
@@ -27,8 +31,9 @@ only when the handler would certainly append it: the key holds a stream with no 
 is decimal ``<ms>-<seq>`` and greater than the last one queued, the entry is not too large,
 nobody WATCHes or blocks on the database, no effect sink listens and no transaction is open.
 Anything else, including every error, goes through ``Engine.apply`` after the queued run has
-been appended, so the order of effects on the keyspace is that of the file. IDMP duplicates
-are checked when the run is appended, in order, exactly as the handler checks them. The result
+been appended, so the order of effects on the keyspace is that of the file. A queued IDMP
+XADD is a retry if its iid maps to its very ID, else it was appended: the run decides it when it
+is appended, in order, as the handler does (``streams._idmp_original``). The result
 is the same keyspace as the generic path, node layout included
 (``tests/unit/test_replay_fast.py`` checks this on random workloads).
 
@@ -61,6 +66,7 @@ from headwater.commands.context import Client, CommandSpec
 from headwater.commands.groups import touch_consumer
 from headwater.commands.streams import LISTPACK_MAX, record_idmp
 from headwater.engine.core import Engine
+from headwater.errors import ReplyError
 from headwater.persistence.aof import CorruptAof, TornTail
 from headwater.resp.parser import wire_size
 from headwater.stream.groups import id_key
@@ -81,10 +87,23 @@ _SMALL_INTS = dict(zip(map(b"%d".__mod__, range(1024)), range(1024), strict=True
 _Queued = tuple[StreamID, list[bytes], int]
 
 
+class FailedCommand(Exception):
+    """A command of the file answered an error while it was replayed."""
+
+    def __init__(self, path: Path, offset: int, argv: list[bytes], error: ReplyError) -> None:
+        shown = b" ".join(arg[:64] for arg in argv[:6]).decode("utf-8", "replace")
+        super().__init__(
+            f"{path}: the command at offset {offset} failed while loading ({shown!r}): "
+            f"-{error.line().decode('utf-8', 'replace')}"
+        )
+        self.path = path
+        self.offset = offset
+        self.error = error
+
+
 @dataclass
 class ReplayResult:
     commands: int = 0
-    failed: int = 0
     truncated_at: int | None = None  # offset the file was cut at (a torn tail)
     #: commands applied by the fast path (statistics only: no part of the comparison)
     fast: int = field(default=0, compare=False)
@@ -105,6 +124,14 @@ class Replayer:
         self._direct_rows = _direct_rows(engine) if fast else {}
 
     def replay(self, path: Path, truncate_torn: bool) -> ReplayResult:
+        keyspace = self.engine.keyspace
+        keyspace.loading = True
+        try:
+            return self._replay(path, truncate_torn)
+        finally:
+            keyspace.loading = False
+
+    def _replay(self, path: Path, truncate_torn: bool) -> ReplayResult:
         result = ReplayResult()
         engine, c = self.engine, self.client
         batch = _XaddBatch(engine, c)
@@ -144,7 +171,11 @@ class Replayer:
                         if fast and name == b"XCLAIM" and self._claim(argv):
                             result.fast += 1
                         else:
-                            self._apply(name, argv, result)
+                            error = self._apply(name, argv)
+                            if error is not None:
+                                done = batch.commands + result.commands
+                                offset = _offset_after(path, done)
+                                raise FailedCommand(path, offset, argv, error)
                             fast = self._fast_now()
                         result.commands += 1
         finally:
@@ -176,7 +207,9 @@ class Replayer:
         """Whether the fast paths may run: nothing observes single commands."""
         return self.fast and not self.client.in_multi and not self.engine.propagating
 
-    def _apply(self, name: bytes, argv: list[bytes], result: ReplayResult) -> None:
+    def _apply(self, name: bytes, argv: list[bytes]) -> ReplyError | None:
+        """Run one command; its error, if it failed (in a transaction: at EXEC, which fails
+        as a whole or reports the failed commands)."""
         c = self.client
         row = self._direct_rows.get(name)
         if row is not None and row.subcommands:
@@ -185,9 +218,7 @@ class Replayer:
             error = self.engine.apply_row(c, row, argv)  # (XGROUP's subcommand row, directly)
         else:
             error = self.engine.apply(c, argv)
-        if error is not None and not c.in_multi:
-            result.failed += 1
-            log.warning("AOF replay: %r failed: %s", argv[:4], error)
+        return None if c.in_multi else error
 
     def _claim(self, argv: list[bytes]) -> bool:
         """``XCLAIM key group consumer 0 <id> TIME <ms> RETRYCOUNT <n> FORCE JUSTID LASTID
@@ -404,22 +435,27 @@ class _XaddBatch:
             queued = self._drop_duplicates(stream, key)
         config = engine.config
         stream.extend(queued, config["stream-node-max-bytes"], config["stream-node-max-entries"])
-        engine.dirty += len(queued)
+        engine.dirty += len(self.queued)  # (a retry is a change too: Redis 8.6.2+)
         self.queued = []
 
     def _drop_duplicates(self, stream: Stream, key: bytes) -> list[_Queued]:
-        """The queued entries without the IDMP retries (the handler answers a retry with the
-        original ID and adds nothing); the others' iids are recorded, in order."""
+        """The queued entries without the IDMP retries, as the handler decides them
+        (``streams._idmp_original``): a retry's effect carries the ID its iid maps to; any
+        other ID was appended, replacing an iid that had expired on the primary. The
+        appended ones' iids are recorded, in order."""
         queued, engine = self.queued, self.engine
         dropped: set[int] = set()
-        for index, idmp in self.idmp:
+        for index, (pid, iid) in self.idmp:
             state = stream.idmp
-            if state is not None and state.lookup(*idmp) is not None:
+            sid = queued[index][0]
+            if state is not None and state.lookup(pid, iid) == sid:
                 state.duplicates += 1
                 engine.stats.stream_idmp_iids_duplicates += 1
                 dropped.add(index)
-            else:
-                record_idmp(self.c, key, stream, idmp, queued[index][0])
+                continue
+            if state is not None:
+                state.forget(pid, iid)
+            record_idmp(self.c, key, stream, (pid, iid), sid)
         self.idmp = []
         if not dropped:
             return queued

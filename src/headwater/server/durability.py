@@ -37,7 +37,7 @@ from pathlib import Path
 from headwater.commands.context import Client
 from headwater.config import Config
 from headwater.engine import Engine
-from headwater.engine.replay import Replayer
+from headwater.engine.replay import FailedCommand, Replayer
 from headwater.errors import ReplyError, err, wrong_arity
 from headwater.persistence.aof import AofWriter
 from headwater.persistence.manifest import (
@@ -214,8 +214,11 @@ class Durability:
                 last = n == len(files) - 1
                 result = replayer.replay(path, last and self.config["aof-load-truncated"])
                 loaded += result.commands
-                if result.failed:
-                    log.warning("%s: %d commands failed while loading", path, result.failed)
+        except FailedCommand as exc:
+            raise StartupError(
+                f"{exc}. Loading stops: starting without this command and what depends on it "
+                f"would silently lose data. Keep a copy of the AOF directory and report this."
+            ) from None
         except Exception as exc:
             if isinstance(exc, StartupError):
                 raise
@@ -228,7 +231,7 @@ class Durability:
         finally:
             replayer.close()
         self.engine.stats.reset()
-        self.engine.dirty = 0
+        self.engine.dirty = self.engine.dirty_at_last_save = 0
         log.warning("DB loaded from append only file: %d commands", loaded)
         return manifest
 

@@ -114,6 +114,15 @@ class IdmpState:
         self.added = 0  # lifetime: entries added with IDMP/IDMPAUTO
         self.duplicates = 0  # lifetime: duplicates answered from the map
 
+    def forget(self, pid: bytes, iid: bytes) -> None:
+        """Drop one iid (a replay learns that the primary had expired or evicted it)."""
+        producer = self.producers.get(pid)
+        if producer is None or iid not in producer.iids:
+            return
+        del producer.iids[iid]
+        producer.order.remove(iid)
+        self.tracked -= 1
+
     def lookup(self, pid: bytes, iid: bytes) -> StreamID | None:
         producer = self.producers.get(pid)
         if producer is None:
