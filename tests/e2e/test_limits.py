@@ -174,6 +174,21 @@ def test_limits_lifted_after_auth(auth_pair: tuple[ServerProcess, ServerProcess 
             assert replies == [b"+OK\r\n", b":0\r\n", b"+OK\r\n", b":20000\r\n"]
 
 
+def test_limits_return_after_reset(auth_pair: tuple[ServerProcess, ServerProcess | None]) -> None:
+    """RESET de-authenticates, and the unauthenticated request limits apply again, also when
+    the next command comes in a packet of its own."""
+    hw, rd = auth_pair
+    for server in (hw, rd):
+        if server is None:
+            continue
+        with raw_client(server.port) as c:
+            assert c.call("AUTH", "pw") == b"+OK\r\n"
+            assert c.call("RESET") == b"+RESET\r\n"
+            c.send_raw(encode_command("DEL", *[f"k{i}" for i in range(11)]))
+            want = b"-ERR Protocol error: unauthenticated multibulk length\r\n"
+            assert c.read_until_closed() == want, server
+
+
 # -- output buffers -------------------------------------------------------------------------
 
 
