@@ -174,6 +174,165 @@ def test_limits_lifted_after_auth(auth_pair: tuple[ServerProcess, ServerProcess 
             assert replies == [b"+OK\r\n", b":0\r\n", b"+OK\r\n", b":20000\r\n"]
 
 
+def test_limits_return_after_reset(auth_pair: tuple[ServerProcess, ServerProcess | None]) -> None:
+    """RESET de-authenticates, and the unauthenticated request limits apply again, also when
+    the next command comes in a packet of its own."""
+    hw, rd = auth_pair
+    for server in (hw, rd):
+        if server is None:
+            continue
+        with raw_client(server.port) as c:
+            assert c.call("AUTH", "pw") == b"+OK\r\n"
+            assert c.call("RESET") == b"+RESET\r\n"
+            c.send_raw(encode_command("DEL", *[f"k{i}" for i in range(11)]))
+            want = b"-ERR Protocol error: unauthenticated multibulk length\r\n"
+            assert c.read_until_closed() == want, server
+
+
+# -- the unauthenticated output limit (CVE-2025-21605) ------------------------------------
+
+NOAUTH = b"-NOAUTH Authentication required.\r\n"
+PING_RESP = encode_command("PING")
+SET_100 = encode_command("SET", "k", b"v" * 100)
+
+
+def _send_and_read(port: int, data: bytes) -> tuple[bytes, bool]:
+    """Send data at once, then read: what came back, and whether the server closed."""
+    with socket.create_connection(("127.0.0.1", port), 5) as sock:
+        sock.sendall(data)
+        sock.settimeout(1.0)
+        received = b""
+        while True:
+            try:
+                chunk = sock.recv(1 << 16)
+            except TimeoutError:
+                return received, False
+            except ConnectionResetError:
+                return received, True
+            if not chunk:
+                return received, True
+            received += chunk
+
+
+# (what an unauthenticated client sends in one go, how many -NOAUTH it gets, closed?)
+UNAUTH_OUTPUT_CASES = [
+    # 481 replies of 34 bytes fit in Redis's 16 KB reply buffer, 482 do not
+    (PING_RESP * 481, 481, False),
+    (PING_RESP * 482, 0, True),
+    (b"PING\r\n" * 481, 481, False),
+    (b"PING\r\n" * 482, 0, True),
+    (b"PING\r\n" * 2000, 0, True),
+    # ~400 KB in, 100 KB out: the replies to each 16 KB read are written before the next
+    (SET_100 * 3000, 3000, False),
+]
+
+
+@pytest.mark.parametrize(
+    ("data", "replies", "closed"),
+    UNAUTH_OUTPUT_CASES,
+    ids=["resp-481", "resp-482", "inline-481", "inline-482", "inline-2000", "set-3000"],
+)
+def test_unauthenticated_output_is_limited(
+    auth_pair: tuple[ServerProcess, ServerProcess | None],
+    data: bytes,
+    replies: int,
+    closed: bool,
+) -> None:
+    hw, rd = auth_pair
+    for server in (hw, rd):
+        if server is None:
+            continue
+        got, was_closed = _send_and_read(server.port, data)
+        assert (got, was_closed) == (NOAUTH * replies, closed), server
+
+
+def test_authenticated_output_is_not_limited(
+    auth_pair: tuple[ServerProcess, ServerProcess | None],
+) -> None:
+    hw, _ = auth_pair
+    got, closed = _send_and_read(hw.port, encode_command("AUTH", "pw") + PING_RESP * 5000)
+    assert (got, closed) == (b"+OK\r\n" + b"+PONG\r\n" * 5000, False)
+
+
+def _pipeline_without_reading(
+    socks: list[socket.socket], data: bytes, seconds: float, server_pid: int
+) -> float:
+    """Push data into every socket, never reading, until all is sent, the server closed the
+    socket, or time runs out (a server that stops reading keeps the rest unsent). Returns the
+    server's peak RSS meanwhile."""
+    sent = dict.fromkeys(socks, 0)
+    deadline = time.monotonic() + seconds
+    peak = rss_mb(server_pid)
+    while sent and time.monotonic() < deadline:
+        peak = max(peak, rss_mb(server_pid))
+        for sock in list(sent):
+            try:
+                sent[sock] += sock.send(data[sent[sock] : sent[sock] + (1 << 20)])
+            except BlockingIOError:
+                continue
+            except OSError:  # reset by the server
+                del sent[sock]
+                continue
+            if sent[sock] >= len(data):
+                del sent[sock]
+        time.sleep(0.001)
+    return max(peak, rss_mb(server_pid))
+
+
+def _all_closed_by_server(socks: list[socket.socket], seconds: float) -> bool:
+    """Do all sockets see the server close them (EOF or reset) within ``seconds``? What
+    reached them before is read and ignored."""
+    open_socks = set(socks)
+    deadline = time.monotonic() + seconds
+    while open_socks and time.monotonic() < deadline:
+        for sock in list(open_socks):
+            try:
+                while sock.recv(1 << 16):
+                    pass
+            except BlockingIOError:
+                continue
+            except ConnectionResetError:
+                pass
+            open_socks.discard(sock)
+        time.sleep(0.01)
+    return not open_socks
+
+
+def test_unauthenticated_flood_is_dropped_and_memory_stays_bounded() -> None:
+    """100 connections pipeline 2 MB of commands each and never read their -NOAUTH: Redis
+    drops them at once. Before, their replies piled up (+700 MB RSS, PING taking seconds)."""
+    server = start_headwater("--requirepass", "pw")
+    hogs: list[socket.socket] = []
+    try:
+        with raw_client(server.port) as admin:
+            assert admin.call("AUTH", "pw") == b"+OK\r\n"
+            before = rss_mb(server.proc.pid)
+            for _ in range(100):
+                sock = socket.create_connection(("127.0.0.1", server.port), 5)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                sock.setblocking(False)
+                hogs.append(sock)
+            flood = PING_RESP * (2 * ONE_MB // len(PING_RESP))
+            peak = _pipeline_without_reading(hogs, flood, 10, server.proc.pid)
+            assert peak - before < 50, f"RSS grew from {before:.0f} MB to {peak:.0f} MB"
+            assert _all_closed_by_server(hogs, 10), "the server kept flooding clients open"
+            slowest = 0.0
+            for _ in range(10):
+                start = time.monotonic()
+                assert admin.call("PING") == b"+PONG\r\n"
+                slowest = max(slowest, time.monotonic() - start)
+                peak = max(peak, rss_mb(server.proc.pid))
+                time.sleep(0.02)
+            assert peak - before < 50, f"RSS grew from {before:.0f} MB to {peak:.0f} MB"
+            assert slowest < 0.5, f"an authenticated PING took {slowest:.2f} s"
+            assert obl_disconnections(admin) == 100
+            assert info_field(admin, "clients", "connected_clients") == "1"
+    finally:
+        for sock in hogs:
+            sock.close()
+        server.stop()
+
+
 # -- output buffers -------------------------------------------------------------------------
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from headwater.resp.parser import (
@@ -125,6 +125,98 @@ def test_unauthenticated_limits() -> None:
     with pytest.raises(RequestError, match="unauthenticated bulk length"):
         parse_chunks([b"*1\r\n$16385\r\n"], auth_required=True)
     assert parse_chunks([encode_command("AUTH", "pw")], auth_required=True) == [[b"AUTH", b"pw"]]
+
+
+def test_unauthenticated_limits_return_when_the_client_must_authenticate_again() -> None:
+    """RESET de-authenticates: the next command is held to the unauthenticated limits even
+    when the parser was on the fast path with it already buffered."""
+    parser = RequestParser()
+    parser.feed(encode_command("RESET") + encode_command("DEL", *[f"k{i}" for i in range(11)]))
+    assert parser.next() == [b"RESET"]
+    parser.auth_required = True
+    with pytest.raises(RequestError, match="unauthenticated multibulk length"):
+        parser.next()
+    later = RequestParser()
+    later.feed(encode_command("RESET"))
+    assert later.next() == [b"RESET"]
+    assert later.next() is None
+    later.auth_required = True
+    later.feed(encode_command("GET", b"x" * 16385))
+    with pytest.raises(RequestError, match="unauthenticated bulk length"):
+        later.next()
+
+
+def test_authenticating_lifts_the_limits() -> None:
+    parser = RequestParser(auth_required=True)
+    big = encode_command("DEL", *[f"k{i}" for i in range(11)])
+    parser.feed(encode_command("AUTH", "pw") + big)
+    assert parser.next() == [b"AUTH", b"pw"]
+    parser.auth_required = False
+    assert parser.next() == [b"DEL", *[b"k%d" % i for i in range(11)]]
+
+
+@pytest.mark.parametrize("inline", [False, True], ids=["resp", "inline"])
+def test_unauthenticated_query_buffer_is_limited_to_1mb(inline: bool) -> None:
+    """Redis 7.4+: an unauthenticated client's query buffer may not pass 1 MB (closed without
+    a reply), whatever client-query-buffer-limit allows."""
+    command = b"PING\r\n" if inline else encode_command("PING")
+    count = 1024 * 1024 // len(command)
+    parser = RequestParser(auth_required=True)
+    parser.feed(command * count)  # 1 MB or just under: unparsed, but allowed
+    with pytest.raises(RequestError) as raised:
+        parser.feed(command)
+    assert not raised.value.reply
+    authenticated = RequestParser()
+    authenticated.feed(command * count)
+    authenticated.feed(command)
+    assert authenticated.buffered() > 1024 * 1024
+
+
+def _unauthenticated_model(commands: list[list[bytes]]) -> tuple[list[list[bytes]], str | None]:
+    """What Redis runs of these commands from a client that must authenticate first, and the
+    protocol error that ends the connection (it looks at each header as it arrives)."""
+    accepted: list[list[bytes]] = []
+    for argv in commands:
+        if len(argv) > 10:
+            return accepted, "Protocol error: unauthenticated multibulk length"
+        if any(len(arg) > 16384 for arg in argv):
+            return accepted, "Protocol error: unauthenticated bulk length"
+        accepted.append(argv)
+    return accepted, None
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.sampled_from([0, 4, 16384, 16385]), min_size=1, max_size=12),
+        min_size=1,
+        max_size=5,
+    ),
+    st.lists(st.integers(min_value=0), max_size=6),
+)
+def test_unauthenticated_limits_on_any_split(lengths: list[list[int]], cuts: list[int]) -> None:
+    commands = [[b"a" * n for n in command] for command in lengths]
+    data = b"".join(encode_command(*argv) for argv in commands)
+    parser = RequestParser(auth_required=True)
+    got: list[list[bytes]] = []
+    error = None
+    try:
+        for chunk in _split(data, cuts):
+            parser.feed(chunk)
+            while (cmd := parser.next()) is not None:
+                got.append(cmd)
+    except RequestError as exc:
+        error = str(exc)
+    assert (got, error) == _unauthenticated_model(commands)
+
+
+def test_unauthenticated_commands_stay_on_the_fast_path() -> None:
+    """A flood of commands before AUTH is refused (-NOAUTH) at the fast path's cost: the exact
+    path took ~10 us a command, 100 flooding connections kept PING waiting a second."""
+    parser = RequestParser(auth_required=True)
+    parser.feed(encode_command("PING") * 100 + encode_command("SET", "k", b"v" * 16384))
+    assert [parser.next() for _ in range(101)][-1] == [b"SET", b"k", b"v" * 16384]
+    assert parser._exact is None
 
 
 def test_empty_multibulk_and_blank_lines_are_skipped() -> None:

@@ -18,6 +18,13 @@ client past the soft limit (which, paused, gets no more writes), from the cron.
 
 While a client is blocked (XREAD BLOCK …) its remaining pipelined commands wait in the parser;
 ``resume`` picks them up once the engine unblocks it.
+
+Clients that have not authenticated (``requirepass``) get far less: besides the parser's request
+limits, their unsent replies may not pass ``UNAUTH_OUTPUT_LIMIT`` (Redis's CVE-2025-21605 fix),
+or the connection is dropped at once, whatever ``client-output-buffer-limit`` says; otherwise
+100 connections pipelining commands they never read the ``-NOAUTH`` of pin gigabytes. Redis reads
+16 KB at a time and writes the replies between reads, so the limit judges the replies of each 16
+KB of input; we cut what such a client sends into ``READ_SIZE`` slices to judge it the same way.
 """
 
 from __future__ import annotations
@@ -39,6 +46,12 @@ log = logging.getLogger("headwater")
 WRITE_HIGH_WATER = 4 * 1024 * 1024
 #: Write a client's replies mid-batch once this many bytes are waiting in ``client.out``.
 FLUSH_EARLY = 1024 * 1024
+#: Unsent replies an unauthenticated client may have. Redis closes it once its output needs more
+#: than 1 KB beyond the 16 KB reply buffer every client has, and anything past that buffer takes
+#: a block of at least 16 KB: in effect, unsent replies over 16 KB close it.
+UNAUTH_OUTPUT_LIMIT = 16 * 1024
+#: Redis's read size (PROTO_IOBUF_LEN): an unauthenticated client's input is run in slices of it.
+READ_SIZE = 16 * 1024
 
 
 def _peer(sock: socket.socket | None, local: bool) -> str:
@@ -100,12 +113,24 @@ class Connection(asyncio.Protocol):
         parser = self.parser
         parser.max_bulk_len = config["proto-max-bulk-len"]
         parser.max_query_buffer = config["client-query-buffer-limit"]
+        start = 0
+        while parser.auth_required and len(data) - start > READ_SIZE:
+            # Redis would write the replies to each slice before reading the next one.
+            if not self._receive(parser, data[start : start + READ_SIZE]) or not self.flush_now():
+                return
+            start += READ_SIZE
+        self._receive(parser, data[start:] if start else data)
+
+    def _receive(self, parser: RequestParser, data: bytes) -> bool:
+        """Parse and run ``data``; False if the connection is closing."""
         try:
             parser.feed(data)
         except RequestError as exc:
             self._protocol_error(exc)
-            return
+            return False
         self.process()
+        transport = self.transport
+        return transport is not None and not transport.is_closing()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.server.soft_limited.discard(self)
@@ -135,7 +160,12 @@ class Connection(asyncio.Protocol):
         execute = engine.execute
         out = c.out
         seen = len(out)  # chunks of out already counted in size
-        size = 0  # bytes of replies produced in this batch and not yet written
+        # bytes of replies produced in this batch and not yet written; before AUTH, those left
+        # from earlier batches too, for the unauthenticated output limit
+        size = sum(map(len, out)) if parser.auth_required else 0
+        # what unauthenticated output may add to that (the transport's backlog is what it is
+        # until this batch writes)
+        unauth_room = UNAUTH_OUTPUT_LIMIT - transport.get_write_buffer_size()
         try:
             while c.blocked is None and not self.paused and not c.close_after_reply:
                 argv = parser.next()
@@ -152,11 +182,15 @@ class Connection(asyncio.Protocol):
                 elif n < seen:  # out was cleared (CLIENT KILL)
                     size = sum(map(len, out))
                 seen = n
+                if size > unauth_room and parser.auth_required:
+                    self._drop_for_output(c, transport)
+                    break
                 if size >= FLUSH_EARLY:
                     if not self.server.durability.may_reply(c):
                         self.server.durability.persist()  # with always, maybe just starts a sync
                     self.flush()  # may pause_writing (ends the loop) or abort
                     seen, size = len(out), 0
+                    unauth_room = UNAUTH_OUTPUT_LIMIT - transport.get_write_buffer_size()
                     if transport.is_closing():
                         break
         except RequestError as exc:
@@ -182,6 +216,13 @@ class Connection(asyncio.Protocol):
         self.server.schedule_flush()
 
     # -- output ----------------------------------------------------------------------------
+
+    def flush_now(self) -> bool:
+        """Write the client's replies now rather than at the end of the loop turn; False if
+        that closed the connection."""
+        self.flush()
+        transport = self.transport
+        return transport is not None and not transport.is_closing()
 
     def flush(self) -> bool:
         """Send the client's output; False if it must wait until its writes are durable (the
@@ -210,13 +251,20 @@ class Connection(asyncio.Protocol):
             self.server.soft_limited.discard(self)
             return False
         c.out_bytes = transport.get_write_buffer_size()
-        if not self._over_output_limit(c.out_bytes):
+        unauthenticated_over = c.out_bytes > UNAUTH_OUTPUT_LIMIT and not c.authenticated
+        if not unauthenticated_over and not self._over_output_limit(c.out_bytes):
             return False
+        self._drop_for_output(c, transport)
+        return True
+
+    def _drop_for_output(self, c: Client, transport: asyncio.Transport) -> None:
+        """Close the client over its output limit at once; what it has not received yet is
+        lost, as in Redis."""
         self.server.soft_limited.discard(self)
         self.engine.stats.client_output_buffer_limit_disconnections += 1
         log.warning("client id=%d closed for overcoming of output buffer limits", c.id)
+        c.out.clear()
         transport.abort()
-        return True
 
     def _over_output_limit(self, size: int) -> bool:
         limits: dict[str, tuple[int, int, int]] = self.engine.config["client-output-buffer-limit"]
