@@ -3,19 +3,35 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from headwater.persistence.aof import encode_command
-from tests.e2e.test_durability import AOF_DIR, AOF_FILE, Node, nodes  # noqa: F401
+from tests.e2e.test_durability import AOF_DIR, AOF_FILE, Node
 
 pytestmark = pytest.mark.e2e
 
+Nodes = Callable[..., Node]
+
+
+@pytest.fixture
+def nodes() -> Iterator[Nodes]:
+    """Kills every node a test made, whatever happens to the test."""
+    made: list[Node] = []
+
+    def make(tmp_path: Path, *args: str) -> Node:
+        made.append(Node(tmp_path, *args))
+        return made[-1]
+
+    yield make
+    for node in made:
+        node.kill()
+
 
 def test_an_approximate_trim_with_limit_survives_loadaof_and_restart(
-    tmp_path: Path, nodes: Any
+    tmp_path: Path, nodes: Nodes
 ) -> None:
     """Defect 1, as reported: the acknowledged XADD and its trim were lost on reload."""
     node = nodes(tmp_path, "--stream-node-max-entries", "10")
@@ -39,7 +55,7 @@ def test_an_approximate_trim_with_limit_survives_loadaof_and_restart(
     assert "failed" not in node.log_text()
 
 
-def test_a_line_that_fails_on_load_stops_startup(tmp_path: Path, nodes: Any) -> None:
+def test_a_line_that_fails_on_load_stops_startup(tmp_path: Path, nodes: Nodes) -> None:
     node = nodes(tmp_path)
     node.start()
     node.client().xadd("s", {"f": "v"}, id="5-0")
