@@ -368,3 +368,16 @@ def test_the_rewrite_emits_the_zone_in_order_in_batches_of_64() -> None:
     assert [sid for argv in nacks for sid in argv[6:-3]] == [*expected, b"35-0"]
     assert [argv[-2] for argv in nacks] == [b"1", b"1", b"%d" % MAX]
     assert not any(argv[0] == b"XCLAIM" for argv in rewrite_commands(h.engine.keyspace.dbs))
+
+
+def test_claim_with_noack_serving_only_new_entries_leaves_active_time_alone() -> None:
+    """Regression: XREADGROUP … CLAIM … NOACK set the consumer's active time when it only
+    served new entries, which NOACK never makes pending (Redis sets it only for claims and
+    for deliveries that create a PEL entry)."""
+    h = Harness()
+    c = h.client()
+    _setup(h, c)
+    h.call(c, "XADD", "s", "1-0", "f", "v")
+    args = ["GROUP", "g", "b", "CLAIM", 10, "NOACK", "STREAMS", "s", ">"]
+    assert h.call(c, "XREADGROUP", *args) == [[b"s", [[b"1-0", [b"f", b"v"], 0, 0]]]]
+    assert h.call(c, "XINFO", "CONSUMERS", "s", "g")[0][-2:] == [b"inactive", -1]

@@ -415,11 +415,11 @@ def _serve_with_claim(
         parts.append(_with_claim_info(entry, max(now - delivery_ms, 0), old_count))
         if d.c.server.propagating:
             d.effects.append(_claim_effect(d.key, group, format_id(sid), group.pel[key]))
+    if parts:
+        consumer.active_time = now  # (new entries count only without NOACK: _serve_new)
     room = count - len(parts) if count else 0
     if (not count or room > 0) and stream.length and stream.last_live_id() > group.last_id:
         parts += [_with_claim_info(p, 0, 0) for p in _serve_new(d, consumer, room, noack)]
-    if parts:
-        consumer.active_time = now
     return parts
 
 
