@@ -235,3 +235,14 @@ def test_materialize_some_keeps_to_its_budget(tmp_path: Path) -> None:
     assert [n.is_lazy for n in data[b"s"].nodes[:64]] == [False] * 64  # in the file's order
     assert snapshot.materialize_some(lazy, 10.0) == 0
     assert not any(node.is_lazy for node in nodes)
+
+
+def test_unowned_entries_without_a_zone_are_refused(tmp_path: Path) -> None:
+    """Version 2 had no unowned entries: a file that claims to be 2 but has one is damaged."""
+    h = _filled(400)
+    path = tmp_path / "dump.hwsnap"
+    _write_old_version(path, h.engine.keyspace.dbs, 2)
+    dbs = _fresh()
+    with pytest.raises(SnapshotError, match="names no consumer"):
+        load_snapshot(path, dbs)
+    assert not dbs[0].data  # nothing half-loaded

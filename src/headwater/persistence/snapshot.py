@@ -572,27 +572,30 @@ def _read_group(inp: _In) -> Group:
         if len(buf) != n:
             raise SnapshotError(f"{inp.origin}: PEL of group {name!r} is inconsistent")
     ms, seq, times, counts, owners = arrays
-    per_owner: dict[bytes, list[int]] = {}
+    per_owner: dict[bytes | None, list[int]] = {}
     keys = []
     try:
         for i in range(n):
             key = id_key((ms[i], seq[i]))
             owner = None if owners[i] == NOBODY else names[owners[i]]
             g.pel[key] = (times[i], counts[i], owner)
-            if owner is not None:
-                per_owner.setdefault(owner, []).append(key)
+            per_owner.setdefault(owner, []).append(key)
             keys.append(key)
     except IndexError:
         raise SnapshotError(f"{inp.origin}: PEL of group {name!r} names no consumer") from None
     g.order.extend(keys)
+    unowned = len(per_owner.pop(None, ()))
     for owner, owned in per_owner.items():
-        g.consumers[owner].pel.extend(owned)
+        if owner is not None:
+            g.consumers[owner].pel.extend(owned)
     if inp.version >= 3:
-        _read_zone(inp, g)
+        _read_zone(inp, g, unowned)
+    elif unowned:
+        raise SnapshotError(f"{inp.origin}: PEL of group {name!r} names no consumer")
     return g
 
 
-def _read_zone(inp: _In, g: Group) -> None:
+def _read_zone(inp: _In, g: Group, unowned: int) -> None:
     """The NACK zone in its order: exactly the PEL entries that have no owner."""
     n = inp.u64()
     zone_ms, zone_seq = array("Q"), array("Q")
@@ -601,7 +604,6 @@ def _read_zone(inp: _In, g: Group) -> None:
         if len(buf) != n:
             raise SnapshotError(f"{inp.origin}: NACK zone of group {g.name!r} is inconsistent")
     g.nacked = dict.fromkeys(id_key(sid) for sid in zip(zone_ms, zone_seq, strict=True))
-    unowned = sum(1 for nack in g.pel.values() if nack[2] is None)
     nobodys = all(k in g.pel and g.pel[k][2] is None for k in g.nacked)
     if len(g.nacked) != n or unowned != n or not nobodys:
         raise SnapshotError(f"{inp.origin}: NACK zone of group {g.name!r} is inconsistent")
