@@ -474,13 +474,16 @@ def cmd_xreadgroup(c: Client, argv: list[bytes]) -> Reply | Block:
 def _next_claimable_ms(
     targets: list[tuple[Stream, Group, StreamID]], min_idle: int, now_ms: int
 ) -> int | None:
-    """Milliseconds until the first pending entry of these groups is idle for min_idle."""
-    times = [
-        nack[0]
-        for stream, group, _ in targets
-        for key, nack in group.pel.items()
-        if stream.get(key_id(key)) is not None
-    ]
+    """Milliseconds until the first pending entry of these groups is idle for min_idle: per
+    group the first one in claim order whose stream entry still exists (Redis looks at the
+    head of its delivery-time list the same way)."""
+    times: list[int] = []
+    for stream, group, _ in targets:
+        for key in group.claim_order():
+            found = stream.find(key_id(key))
+            if found is not None and found[0].is_live(found[1]):
+                times.append(group.pel[key][0])
+                break
     return max(min(times) + min_idle - now_ms, 1) if times else None
 
 

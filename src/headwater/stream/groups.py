@@ -222,12 +222,14 @@ class Group:
             self.consumers[owner].pel.remove(key)
         return True
 
-    def claim_order(self) -> list[int]:
+    def claim_order(self) -> Iterator[int]:
         """Pending keys in the order XREADGROUP … CLAIM considers them: the NACK zone first
-        (oldest nack first), then the owned entries by delivery time (then ID)."""
-        pel = self.pel
-        owned = sorted((nack[0], key) for key, nack in pel.items() if nack[2] is not None)
-        return [*self.nacked, *(key for _, key in owned)]
+        (oldest nack first), then the owned entries by delivery time (then ID), sorted only
+        if the zone did not satisfy the caller. Nothing may change the PEL while iterating."""
+        yield from self.nacked
+        owned = sorted((nack[0], key) for key, nack in self.pel.items() if nack[2] is not None)
+        for _, key in owned:
+            yield key
 
     def pending_keys(
         self, start: StreamID, end: StreamID, consumer: Consumer | None = None
