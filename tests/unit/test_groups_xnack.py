@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from headwater.persistence.rewrite import rewrite_commands
-from headwater.stream.groups import MAX_COUNT, Group, key_id
+from headwater.stream.groups import MAX_COUNT, Group, InvariantError, key_id
 from headwater.stream.stream import Stream
 from tests.unit.conftest import Harness
 
@@ -381,3 +381,17 @@ def test_claim_with_noack_serving_only_new_entries_leaves_active_time_alone() ->
     args = ["GROUP", "g", "b", "CLAIM", 10, "NOACK", "STREAMS", "s", ">"]
     assert h.call(c, "XREADGROUP", *args) == [[b"s", [[b"1-0", [b"f", b"v"], 0, 0]]]]
     assert h.call(c, "XINFO", "CONSUMERS", "s", "g")[0][-2:] == [b"inactive", -1]
+
+
+def test_check_invariants_catches_a_broken_zone() -> None:
+    h = Harness()
+    c = h.client()
+    _setup(h, c, "1-0", "2-0")
+    h.call(c, "XNACK", "s", "g", "FAIL", "IDS", 1, "1-0")
+    group = _group(h)
+    del group.nacked[next(iter(group.nacked))]  # an unowned entry missing from the zone
+    with pytest.raises(InvariantError, match="NACK zone"):
+        group.check_invariants()
+    group.nacked = dict.fromkeys(group.pel)  # an owned entry in the zone
+    with pytest.raises(InvariantError, match="nacked ID is also in a consumer PEL"):
+        group.check_invariants()

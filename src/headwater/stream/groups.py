@@ -172,12 +172,11 @@ class Group:
         self.order.extend(fresh)
         consumer.pel.extend(keys)
 
-    def _disown(self, key: int, owner: bytes | None, new_owner: bytes | None) -> None:
+    def _disown(self, key: int, owner: bytes | None, new_owner: bytes) -> None:
         """Take a pending key from its owner's PEL (or the zone) for new_owner; keeps it
         where it is when the owner does not change."""
         if owner is None:
-            if new_owner is not None:
-                del self.nacked[key]
+            del self.nacked[key]
         elif owner != new_owner:
             self.consumers[owner].pel.remove(key)
 
