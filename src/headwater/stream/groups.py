@@ -77,13 +77,11 @@ def nack_commands(
     return commands
 
 
-class InvariantError(AssertionError):
-    """A structure's invariant does not hold (raised by check_invariants even under -O)."""
-
-
 def _require(condition: bool, message: str) -> None:
+    """check_invariants' check: raises (an AssertionError, as callers expect) even under -O.
+    (No subclass: mypyc cannot compile a class deriving from AssertionError.)"""
     if not condition:
-        raise InvariantError(message)
+        raise AssertionError(message)
 
 
 class Consumer:
