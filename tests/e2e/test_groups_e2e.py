@@ -20,7 +20,7 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 
-from tests.helpers import ROOT, ServerProcess, redis_available
+from tests.helpers import ROOT, RawClient, ServerProcess, redis_available, start_headwater
 
 pytestmark = pytest.mark.e2e
 
@@ -518,3 +518,127 @@ def test_parsed_helpers(helper_client: redis.Redis) -> None:
     ):
         r.xpending(key, "nogroup")
     assert r.xinfo_groups(key)[0]["pending"] == 2
+
+
+# -- XNACK (Redis 8.8; Headwater only: Debian's 7.0 does not have it) ---------------------------
+
+
+@pytest.fixture(scope="module")
+def aof_headwater() -> Iterator[ServerProcess]:
+    """A Headwater with an append-only file, so DEBUG LOADAOF replays what XNACK wrote."""
+    server = start_headwater("--appendonly", "yes")
+    yield server
+    server.stop()
+
+
+def _zone_state(r: redis.Redis, key: str) -> tuple[object, ...]:
+    """The group's pending rows and NACK zone as the wire shows them (times dropped)."""
+    rows = r.xpending_range(key, "g", "-", "+", 100)
+    full = r.execute_command("XINFO", "STREAM", key, "FULL")
+    group = full[b"groups"][0] if isinstance(full, dict) else full[-1][0]
+    fields = group if isinstance(group, dict) else dict(zip(group[::2], group[1::2], strict=True))
+    fields.pop(b"consumers")  # (seen/active times are when a reload replayed the commands)
+    return tuple(sorted((row["message_id"], row["consumer"]) for row in rows)), fields
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_xnack_over_tcp(aof_headwater: ServerProcess, protocol: int) -> None:
+    key = f"grp:nack{protocol}"
+    r = redis.Redis(port=aof_headwater.port, protocol=protocol, socket_timeout=10)
+    try:
+        r.delete(key)
+        ids = [r.xadd(key, {"f": i}, id=f"{i}-0") for i in range(1, 5)]
+        r.xgroup_create(key, "g", id="0")
+        r.xreadgroup("g", "c1", {key: ">"})
+        with pytest.raises(redis.ResponseError) as error:
+            r.execute_command("XNACK", key, "g", "SOFT", "IDS", 1, ids[0])
+        # the wire says "-ERR ERR mode …"; redis-py takes the first "ERR" as the error code
+        assert str(error.value) == "ERR mode must be SILENT, FAIL, or FATAL"
+        assert r.execute_command("XNACK", key, "g", "FAIL", "IDS", 2, ids[2], ids[0]) == 2
+        assert r.execute_command("XNACK", key, "g", "FATAL", "IDS", 1, ids[1]) == 1
+        rows = r.xpending_range(key, "g", "-", "+", 10)
+        assert [(row["consumer"], row["time_since_delivered"]) for row in rows] == [
+            (b"", -1), (b"", -1), (b"", -1), (b"c1", rows[3]["time_since_delivered"]),
+        ]  # fmt: skip
+        assert [row["times_delivered"] for row in rows] == [1, 2**63 - 1, 1, 1]
+        assert r.xpending(key, "g")["consumers"] == [{"name": b"c1", "pending": 1}]
+        # XAUTOCLAIM takes nacked entries whatever min-idle says (in ID order)
+        r.xautoclaim(key, "g", "c2", 3_600_000, "0-0", count=1, justid=True)
+        rows = r.xpending_range(key, "g", "-", "+", 10)
+        assert [row["consumer"] for row in rows] == [b"c2", b"", b"", b"c1"]
+        # the zone (3-0, 2-0 left, in nack order) survives replaying the AOF ...
+        before = _zone_state(r, key)
+        assert before[1][b"nacked-count"] == 2
+        assert r.execute_command("DEBUG", "LOADAOF") == b"OK"
+        assert _zone_state(r, key) == before
+        # ... and XREADGROUP … CLAIM serves it first, oldest nack first
+        raw = RawClient(aof_headwater.port)
+        try:
+            reply_bytes = raw.call("XREADGROUP", "GROUP", "g", "c3", "COUNT", 2, "CLAIM",
+                                   3_600_000, "STREAMS", key, ">")  # fmt: skip
+        finally:
+            raw.close()
+        assert reply_bytes.index(b"3-0") < reply_bytes.index(b"2-0")
+        assert b"1-0" not in reply_bytes and b"4-0" not in reply_bytes
+    finally:
+        r.delete(key)
+        r.close()
+
+
+def test_xnack_zone_survives_a_rewrite_and_a_snapshot_reload(aof_headwater: ServerProcess) -> None:
+    key = "grp:nack-rewrite"
+    r = redis.Redis(port=aof_headwater.port, socket_timeout=10)
+    try:
+        r.delete(key)
+        ids = [r.xadd(key, {"f": i}, id=f"{i}-0") for i in range(1, 71)]
+        r.xgroup_create(key, "g", id="0")
+        r.xreadgroup("g", "c1", {key: ">"})
+        order = [*reversed(ids[:66]), ids[69]]
+        assert r.execute_command("XNACK", key, "g", "SILENT", "IDS", len(order), *order) == 67
+        r.execute_command("XNACK", key, "g", "FATAL", "IDS", 1, ids[10])
+        before = _zone_state(r, key)
+        r.bgrewriteaof()
+        deadline = time.monotonic() + 30
+        while r.info("persistence")["aof_rewrite_in_progress"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert r.info("persistence")["aof_last_bgrewrite_status"] == "ok"
+        assert r.execute_command("DEBUG", "LOADAOF") == b"OK"
+        assert _zone_state(r, key) == before
+        assert r.execute_command("DEBUG", "RELOAD") == b"OK"
+        assert _zone_state(r, key) == before
+        raw = RawClient(aof_headwater.port)
+        try:
+            reply = raw.call("XREADGROUP", "GROUP", "g", "c2", "COUNT", 3, "CLAIM", 0,
+                             "STREAMS", key, ">")  # fmt: skip
+        finally:
+            raw.close()
+        positions = [reply.index(b"$4\r\n%s\r\n" % sid) for sid in (ids[65], ids[64], ids[63])]
+        assert positions == sorted(positions)  # the first three nacks, in nack order
+    finally:
+        r.delete(key)
+        r.close()
+
+
+@pytest.mark.asyncio
+async def test_xnack_wakes_a_blocked_xreadgroup_claim(headwater: ServerProcess) -> None:
+    key, group = "grp:nack-wake", "g"
+    reader = aioredis.Redis(port=headwater.port)
+    writer = aioredis.Redis(port=headwater.port)
+    try:
+        await writer.delete(key)
+        sid = await writer.xadd(key, {"f": "v"})
+        await writer.xgroup_create(key, group, id="0")
+        await writer.xreadgroup(group, "dead", {key: ">"})
+        base = await _blocked(writer)
+        args = ["XREADGROUP", "GROUP", group, "live", "BLOCK", 20_000, "CLAIM", 3_600_000]
+        task = asyncio.create_task(reader.execute_command(*args, "STREAMS", key, ">"))
+        await _wait_blocked(writer, base + 1)
+        assert await writer.execute_command("XNACK", key, group, "FAIL", "IDS", 1, sid) == 1
+        result = await asyncio.wait_for(task, timeout=10)
+        assert sid in repr(result).encode()
+        rows = await writer.xpending_range(key, group, "-", "+", 10)
+        assert [(row["consumer"], row["times_delivered"]) for row in rows] == [(b"live", 2)]
+    finally:
+        await writer.delete(key)
+        await reader.aclose()
+        await writer.aclose()

@@ -1,19 +1,27 @@
 """Stateful model test of consumer groups, through the engine, against a plain Python model.
 
-The model (STREAMS-REFERENCE §1.3, §4, §5, Redis 8.6 semantics: no XNACK, so every pending
-entry has an owner) keeps the stream as a dict of live entries plus its counters, and per group
-its last-delivered ID, entries-read, PEL (ID -> owner, delivery time, delivery count) and
-consumers (seen / active times). Rules drive XADD (explicit IDs), XDEL, XTRIM MAXLEN = n, DEL,
-XGROUP CREATE/SETID/DESTROY/CREATECONSUMER/DELCONSUMER, XREADGROUP (``>`` and history),
-XACK, XCLAIM, XAUTOCLAIM, XPENDING ranges and clock advances over a small ID space (so IDs
-collide with live, deleted and pending entries all the time), and compare every reply with the
+The model (STREAMS-REFERENCE §1.3, §4, §5, Redis 8.8 semantics) keeps the stream as a dict of
+live entries plus its counters, and per group its last-delivered ID, entries-read, PEL (ID ->
+owner, delivery time, delivery count; owner None for an entry XNACK released), its NACK zone
+(the unowned IDs in the order they were nacked) and consumers (seen / active times). Rules
+drive XADD (explicit IDs), XDEL, XTRIM MAXLEN = n, DEL, XGROUP CREATE/SETID/DESTROY/
+CREATECONSUMER/DELCONSUMER, XREADGROUP (``>``, history and ``>`` with CLAIM), XACK, XNACK,
+XCLAIM, XAUTOCLAIM, XPENDING ranges and clock advances over a small ID space (so IDs collide
+with live, deleted, pending and nacked entries all the time), and compare every reply with the
 model. After every step the invariants compare XPENDING (summary, extended, per consumer),
 XINFO GROUPS (with entries-read and lag from §5), XINFO CONSUMERS and the groups of XINFO
-STREAM FULL with the model; check through the replies that the group PEL is the disjoint union
-of the consumer PELs, that every owner exists and that delivery counts never go down (except
-where RETRYCOUNT sets them or a ``>`` redelivery after SETID restarts them at 1); check that
-``>`` never serves an entry twice to a group unless SETID moved the group back before it; and
-run the engine's own ``check_invariants()`` for the stream and for every group.
+STREAM FULL (``nacked-count`` too) with the model; check through the replies that the group
+PEL is the disjoint union of the consumer PELs and the unowned entries, that every owner
+exists and that delivery counts never go down (except where RETRYCOUNT or XNACK set them or a
+``>`` redelivery after SETID restarts them at 1); check that ``>`` never serves an entry twice
+to a group unless SETID moved the group back before it; compare each engine group's NACK zone,
+in order, with the model's; and run the engine's own ``check_invariants()`` for the stream and
+for every group (which checks that the zone holds every unowned entry exactly once and no
+owned one).
+
+Where Redis's claim order (a list by delivery time, ties in insertion order) and ours (ties
+by ID) could differ, the model follows ours: ties only arise between entries delivered in the
+same millisecond.
 
 Rules whose command is not in the engine's table yet are skipped (preconditions), so the test
 follows the consumer-group commands as they land.
@@ -54,6 +62,7 @@ BUSYGROUP = "BUSYGROUP Consumer Group name already exists"
 BAD_ID = "ERR Invalid stream ID specified as stream command argument"
 XADD_ZERO = "ERR The ID specified in XADD must be greater than 0-0"
 XADD_SMALL = "ERR The ID specified in XADD is equal or smaller than the target stream top item"
+MAX_COUNT = 2**63 - 1
 
 
 def fmt(sid: StreamID) -> bytes:
@@ -88,9 +97,13 @@ def error(reply: Any, text: str) -> None:
 
 @dataclass
 class Nack:
-    owner: bytes
+    owner: bytes | None  # None: released by XNACK, in the group's NACK zone
     time: int
     count: int
+
+
+def bump(count: int) -> int:
+    return min(count + 1, MAX_COUNT)
 
 
 @dataclass
@@ -104,12 +117,24 @@ class Group:
     last_id: StreamID
     entries_read: int | None  # None = invalid (-1, shown as null)
     pel: dict[StreamID, Nack] = field(default_factory=dict)
+    zone: list[StreamID] = field(default_factory=list)  # unowned IDs, oldest nack first
     consumers: dict[bytes, Consumer] = field(default_factory=dict)
     #: IDs served by ``>`` while the group's position never moved back past them
     delivered: set[StreamID] = field(default_factory=set)
 
     def owned(self, consumer: bytes) -> list[StreamID]:
         return sorted(sid for sid, n in self.pel.items() if n.owner == consumer)
+
+    def take(self, sid: StreamID, owner: bytes, time: int, count: int) -> Nack:
+        """The entry (pending or not) becomes owner's; it leaves the zone if it was there."""
+        if sid in self.zone:
+            self.zone.remove(sid)
+        nack = self.pel[sid] = Nack(owner, time, count)
+        return nack
+
+    def drop(self, sid: StreamID) -> None:
+        if self.pel.pop(sid, None) is not None and sid in self.zone:
+            self.zone.remove(sid)
 
 
 class Model:
@@ -452,8 +477,9 @@ class GroupCommands(RuleBasedStateMachine):
             # ("inactive" counts from the last XREADGROUP "that actually read some entries
             # into the PEL": Redis sets active_time inside its `if (group && !noack)` block)
             if not noack:
-                # a PEL entry left behind by SETID-backwards is reassigned with count 1
-                g.pel[sid] = Nack(consumer, self.now, 1)
+                # a PEL entry left behind by SETID-backwards (nacked or not) is reassigned
+                # with count 1
+                g.take(sid, consumer, self.now, 1)
                 cons.active = self.now
                 self.observed.pop((group, sid), None)
 
@@ -489,7 +515,7 @@ class GroupCommands(RuleBasedStateMachine):
         for sid in ids:
             if sid in self.m.entries:
                 want.append(self.entry(sid))
-                g.pel[sid].count += 1
+                g.pel[sid].count = bump(g.pel[sid].count)
                 g.pel[sid].time = self.now
             else:
                 want.append([fmt(sid), None])
@@ -509,7 +535,106 @@ class GroupCommands(RuleBasedStateMachine):
         acked = {i for i in ids if i in g.pel}
         assert reply == len(acked)
         for sid in acked:
-            del g.pel[sid]
+            g.drop(sid)
+
+    @precondition(lambda self: self.has("XNACK"))
+    @rule(
+        group=st.sampled_from(GROUPS),
+        mode=st.sampled_from(["SILENT", "FAIL", "FATAL"]),
+        picks=st.lists(id_pick, min_size=1, max_size=4),
+        retrycount=st.one_of(st.none(), st.integers(0, 3)),
+        force=st.booleans(),
+    )
+    def xnack(
+        self, group: bytes, mode: str, picks: list[int], retrycount: int | None, force: bool
+    ) -> None:
+        ids = [self.pick(p) for p in picks]  # duplicates are processed each time
+        args: list[Any] = ["XNACK", KEY, group, mode, "IDS", len(ids), *[fmt(i) for i in ids]]
+        if retrycount is not None:
+            args += ["RETRYCOUNT", retrycount]
+        if force:
+            args.append("FORCE")
+        reply = self.call(*args)
+        g = self.m.groups.get(group) if self.m.exists else None
+        if g is None:
+            error(reply, nogroup_key(group))
+            return
+        processed = 0
+        for sid in ids:
+            nack = g.pel.get(sid)
+            if nack is None and (not force or sid not in self.m.entries):
+                continue
+            count = nack.count if nack is not None else 0
+            if retrycount is not None:
+                count = retrycount
+            elif mode == "SILENT":
+                count = max(count - 1, 0)
+            elif mode == "FATAL":
+                count = MAX_COUNT
+            g.drop(sid)
+            g.pel[sid] = Nack(None, 0, count)
+            g.zone.append(sid)  # to the tail of the zone, even if it was in it
+            self.observed.pop((group, sid), None)
+            processed += 1
+        assert reply == processed
+
+    @precondition(lambda self: self.has("XREADGROUP"))
+    @rule(
+        group=st.sampled_from(GROUPS),
+        consumer=st.sampled_from(CONSUMERS),
+        count=count_arg,
+        min_idle=st.sampled_from(IDLES),
+        noack=st.booleans(),
+    )
+    def xreadgroup_claim(
+        self, group: bytes, consumer: bytes, count: int | None, min_idle: int, noack: bool
+    ) -> None:
+        """``>`` with CLAIM: the NACK zone (in nack order), then owned entries idle for
+        min_idle (oldest delivery first), then new entries; [id, fields, idle, count]."""
+        args: list[Any] = ["XREADGROUP", "GROUP", group, consumer, "CLAIM", min_idle]
+        if count is not None:
+            args += ["COUNT", count]
+        if noack:
+            args.append("NOACK")
+        reply = self.call(*args, "STREAMS", KEY, ">")
+        found = self.reader(group, consumer, reply)
+        if found is None:
+            return
+        g, cons = found
+        now = self.now
+        owned = sorted((n.time, sid) for sid, n in g.pel.items() if n.owner is not None)
+        order = [*g.zone, *(sid for _, sid in owned)]
+        claimed: list[StreamID] = []
+        for sid in order:
+            if now - g.pel[sid].time < min_idle:
+                break
+            if sid in self.m.entries:
+                claimed.append(sid)
+                if count and len(claimed) == count:
+                    break
+        want: list[Any] = []
+        for sid in claimed:
+            nack = g.pel[sid]
+            want.append([*self.entry(sid), max(now - nack.time, 0), nack.count])
+            g.take(sid, consumer, now, bump(nack.count))
+            cons.active = now
+        room = count - len(claimed) if count else None
+        new = [sid for sid in self.m.live() if sid > g.last_id]
+        if room is not None:
+            new = new[:room]
+        for sid in new:
+            want.append([*self.entry(sid), 0, 0])
+            assert sid not in g.delivered, f"{sid} served twice by '>' in {group!r}"
+            g.delivered.add(sid)
+            self.m.deliver(g, sid)
+            if not noack:
+                g.take(sid, consumer, now, 1)
+                cons.active = now
+                self.observed.pop((group, sid), None)
+        if not want:
+            assert reply is None, reply
+            return
+        assert reply == [[KEY, want]]
 
     @precondition(lambda self: self.has("XCLAIM"))
     @rule(
@@ -564,23 +689,21 @@ class GroupCommands(RuleBasedStateMachine):
         for sid in ids:
             nack = g.pel.get(sid)
             if sid not in self.m.entries:
-                g.pel.pop(sid, None)  # the entry is gone: drop the reference, never returned
+                g.drop(sid)  # the entry is gone: drop the reference, never returned
                 continue
-            fresh = False
             if nack is None:
                 if not force:
                     continue
-                nack = g.pel[sid] = Nack(consumer, now, 1)
-                fresh = True  # ownerless: min-idle does not apply
-            if not fresh and min_idle and now - nack.time < min_idle:
-                continue
-            nack.owner = consumer
-            nack.time = delivery
+                nack = g.pel[sid] = Nack(None, now, 1)  # ownerless: min-idle does not apply
+            elif nack.owner is not None and min_idle and now - nack.time < min_idle:
+                continue  # (a nacked entry is ownerless too)
+            count = nack.count
             if retrycount is not None:
-                nack.count = retrycount
+                count = retrycount
                 self.observed.pop((group, sid), None)
             elif not justid:
-                nack.count += 1
+                count = bump(count)
+            g.take(sid, consumer, delivery, count)
             cons.active = now
             want.append(fmt(sid) if justid else self.entry(sid))
         assert reply == want
@@ -636,16 +759,13 @@ class GroupCommands(RuleBasedStateMachine):
             i += 1
             nack = g.pel[sid]
             if sid not in self.m.entries:
-                del g.pel[sid]
+                g.drop(sid)
                 deleted.append(fmt(sid))
                 budget -= 1
                 continue
-            if min_idle and now - nack.time < min_idle:
+            if nack.owner is not None and min_idle and now - nack.time < min_idle:
                 continue
-            nack.owner = consumer
-            nack.time = now
-            if not justid:
-                nack.count += 1
+            g.take(sid, consumer, now, nack.count if justid else bump(nack.count))
             cons.active = now
             claimed.append(fmt(sid) if justid else self.entry(sid))
             budget -= 1
@@ -703,13 +823,19 @@ class GroupCommands(RuleBasedStateMachine):
                 assert reply == []
                 return
             rows = [sid for sid in rows if g.pel[sid].owner == consumer]
-        if min_idle is not None:
-            rows = [sid for sid in rows if self.now - g.pel[sid].time >= min_idle]
+        if min_idle is not None:  # never filters nacked entries
+            rows = [
+                sid
+                for sid in rows
+                if g.pel[sid].owner is None or self.now - g.pel[sid].time >= min_idle
+            ]
         rows = rows[: max(count, 0)]
         assert reply == [self.pending_row(g, sid) for sid in rows]
 
     def pending_row(self, g: Group, sid: StreamID) -> list[Any]:
         n = g.pel[sid]
+        if n.owner is None:
+            return [fmt(sid), b"", -1, n.count]
         return [fmt(sid), n.owner, max(self.now - n.time, 0), n.count]
 
     # -- invariants ------------------------------------------------------------------------
@@ -736,8 +862,10 @@ class GroupCommands(RuleBasedStateMachine):
         # the commands have landed: the group structures and their checker are required
         assert groups is not None
         assert sorted(groups) == sorted(self.m.groups)
-        for g in groups.values():
+        for name, g in groups.items():
             g.check_invariants()
+            zone = [(key >> 64, key & (2**64 - 1)) for key in getattr(g, "nacked", {})]
+            assert zone == self.m.groups[name].zone, "NACK zone differs from the model"
 
     @precondition(lambda self: self.has("XPENDING"))
     @invariant()
@@ -752,7 +880,7 @@ class GroupCommands(RuleBasedStateMachine):
             if not g.pel:
                 assert summary == [0, None, None, None]
             else:
-                per = sorted({n.owner for n in g.pel.values()})
+                per = sorted({n.owner for n in g.pel.values() if n.owner is not None})
                 assert summary == [
                     len(g.pel),
                     fmt(min(g.pel)),
@@ -769,9 +897,12 @@ class GroupCommands(RuleBasedStateMachine):
                 if consumer not in g.consumers:
                     assert mine == []
                 union += mine
-            assert sorted(union) == sorted(full), "group PEL != union of consumer PELs"
+            unowned = [row for row in full if row[1] == b""]
+            assert all(row[2] == -1 for row in unowned)
+            assert sorted(union + unowned) == sorted(full), "group PEL != consumer PELs + zone"
             for sid_raw, owner, _, count in full:
-                assert owner in g.consumers, f"PEL entry {sid_raw!r} owned by unknown {owner!r}"
+                if owner != b"":
+                    assert owner in g.consumers, f"{sid_raw!r} owned by unknown {owner!r}"
                 key = (name, parse(sid_raw))
                 before = self.observed.get(key)
                 assert before is None or count >= before, f"delivery count of {key} went down"
@@ -877,9 +1008,11 @@ class GroupCommands(RuleBasedStateMachine):
                     self.m.lag(g),
                     b"pel-count",
                     len(pel),
+                    b"nacked-count",
+                    len(g.zone),
                     b"pending",
                     [
-                        [fmt(sid), g.pel[sid].owner, g.pel[sid].time, g.pel[sid].count]
+                        [fmt(sid), g.pel[sid].owner or b"", g.pel[sid].time, g.pel[sid].count]
                         for sid in pel
                     ],
                     b"consumers",

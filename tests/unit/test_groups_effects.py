@@ -2,8 +2,9 @@
 
 A random workload runs on one engine while its effects (what an AOF or a replica receives) are
 captured; the effects are then executed on an empty engine, and the stream, its groups, their
-PELs (delivery time, count, owner) and their consumers must come out identical. Seen and active
-times are local to each server (as in Redis) and are not compared.
+PELs (delivery time, count, owner), their NACK zones (in order) and their consumers must come
+out identical. Seen and active times are local to each server (as in Redis) and are not
+compared.
 """
 
 from __future__ import annotations
@@ -44,6 +45,14 @@ commands = st.one_of(
     st.tuples(st.just("trim"), st.integers(0, 10), st.sampled_from(["KEEPREF", "DELREF", "ACKED"])),
     st.tuples(st.just("setid"), groups, st.integers(0, 40)),
     st.tuples(st.just("delconsumer"), groups, consumers),
+    st.tuples(
+        st.just("nack"),
+        groups,
+        st.sampled_from(["SILENT", "FAIL", "FATAL"]),
+        st.lists(ids, min_size=1, max_size=4),
+        st.sampled_from([[], ["FORCE"], ["RETRYCOUNT", "3"], ["FORCE", "RETRYCOUNT", "0"]]),
+    ),
+    st.tuples(st.just("claimread"), groups, consumers, st.integers(0, 3), st.integers(0, 600)),
 )
 
 
@@ -80,6 +89,13 @@ def run(h: Harness, c: Any, command: tuple[Any, ...], state: dict[str, int]) -> 
         h.call(c, "XGROUP", "SETID", KEY, args[0], f"{args[1]}-0")
     elif kind == "delconsumer":
         h.call(c, "XGROUP", "DELCONSUMER", KEY, *args)
+    elif kind == "nack":
+        group, mode, nack_ids, options = args
+        h.call(c, "XNACK", KEY, group, mode, "IDS", len(nack_ids), *nack_ids, *options)
+    elif kind == "claimread":
+        group, consumer, count, min_idle = args
+        options = ["COUNT", count, "CLAIM", min_idle]
+        h.call(c, "XREADGROUP", "GROUP", group, consumer, *options, "STREAMS", KEY, ">")
 
 
 def group_state(group: Group) -> tuple[Any, ...]:
@@ -88,6 +104,7 @@ def group_state(group: Group) -> tuple[Any, ...]:
         group.entries_read,
         dict(group.pel),
         {name: list(consumer.pel) for name, consumer in group.consumers.items()},
+        list(group.nacked),
     )
 
 

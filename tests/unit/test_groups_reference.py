@@ -194,7 +194,7 @@ def test_xinfo_stream_full_has_the_8x_shape_and_absolute_times() -> None:
     assert info[b"groups"] == [
         [
             b"name", b"g", b"last-delivered-id", b"1-1", b"entries-read", 1, b"lag", 1,
-            b"pel-count", 1, b"pending", [[b"1-1", b"bob", T0 + 15, 1]],
+            b"pel-count", 1, b"nacked-count", 0, b"pending", [[b"1-1", b"bob", T0 + 15, 1]],
             b"consumers", [
                 [b"name", b"bob", b"seen-time", T0 + 20, b"active-time", T0 + 20,
                  b"pel-count", 1, b"pending", [[b"1-1", T0 + 15, 1]]],

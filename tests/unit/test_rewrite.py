@@ -47,7 +47,8 @@ def _stream(s: Stream) -> Any:
     for name, g in s.groups.items():
         g.check_invariants()
         pel = {k: nack for k, nack in g.pel.items() if key_id(k) in live}
-        groups[name] = (g.last_id, g.entries_read, pel, sorted(g.consumers))
+        zone = [k for k in g.nacked if key_id(k) in live]  # the NACK zone, in its order
+        groups[name] = (g.last_id, g.entries_read, pel, sorted(g.consumers), zone)
     idmp = {}
     if s.idmp is not None:
         for pid, producer in s.idmp.producers.items():
@@ -72,6 +73,13 @@ ops = st.one_of(
     st.tuples(st.just("idmp"), st.sampled_from(["p", "q"]), st.integers(0, 5)),
     st.tuples(st.just("read"), st.sampled_from(["g1", "g2"]), st.sampled_from(["a", "b"])),
     st.tuples(st.just("ack"), st.sampled_from(["g1", "g2"]), ids),
+    st.tuples(
+        st.just("nack"),
+        st.sampled_from(["g1", "g2"]),
+        st.sampled_from(["SILENT", "FAIL", "FATAL"]),
+        st.lists(ids, min_size=1, max_size=4),
+        st.sampled_from([[], ["FORCE"], ["RETRYCOUNT", "7"], ["RETRYCOUNT", "2", "FORCE"]]),
+    ),
     st.tuples(st.just("del"), ids),
     st.tuples(st.just("trim"), st.integers(0, 8)),
     st.tuples(st.just("kv"), st.integers(0, 3), st.booleans()),
@@ -92,6 +100,9 @@ def apply(h: Harness, c: Any, op: tuple[Any, ...], counter: list[int]) -> None:
         h.call(c, "XREADGROUP", "GROUP", args[0], args[1], "COUNT", 3, "STREAMS", "s", ">")
     elif kind == "ack":
         h.call(c, "XACK", "s", args[0], args[1])
+    elif kind == "nack":
+        group, mode, nacked, options = args
+        h.call(c, "XNACK", "s", group, mode, "IDS", len(nacked), *nacked, *options)
     elif kind == "del":
         h.call(c, "XDEL", "s", args[0])
     elif kind == "trim":
@@ -156,6 +167,7 @@ def exact_state(dbs: list[Database]) -> dict[tuple[int, bytes], Any]:
                         c.name: (c.seen_time, c.active_time, list(c.pel))
                         for c in g.consumers.values()
                     },
+                    list(g.nacked),
                 )
                 for name, g in value.groups.items()
             }

@@ -1,7 +1,7 @@
-"""Snapshot format versions and the load's failure modes (issue #6): version 2 (columnar node
-chunks, loaded without per-entry work) is written; version 1 files still load; unknown versions
-are refused by number; a damaged file loads nothing, also when its checksum is computed by a
-thread while the nodes are built."""
+"""Snapshot format versions and the load's failure modes (issue #6): version 3 (columnar node
+chunks, loaded without per-entry work, and the groups' NACK zones) is written; version 1 and 2
+files still load; unknown versions are refused by number; a damaged file loads nothing, also
+when its checksum is computed by a thread while the nodes are built."""
 
 from __future__ import annotations
 
@@ -19,9 +19,10 @@ from tests.unit.conftest import Harness
 from tests.unit.test_rewrite import exact_state
 
 
-def _filled(entries: int = 3000) -> Harness:
+def _filled(entries: int = 3000, nack: bool = True) -> Harness:
     """Streams with several chunks of nodes, tombstones, other field names, a group with
-    pending entries, IDMP maps, a TTL, and a string and a hash beside them."""
+    pending entries (some nacked, out of ID order, unless not nack: versions before 3 cannot
+    hold them), IDMP maps, a TTL, and a string and a hash beside them."""
     h = Harness()
     c = h.client()
     h.call(c, "CONFIG", "SET", "stream-node-max-entries", "5")
@@ -32,6 +33,8 @@ def _filled(entries: int = 3000) -> Harness:
     h.call(c, "XADD", "s", "IDMP", "p", "iid", "*", "f", "i")
     h.call(c, "XREADGROUP", "GROUP", "g", "a", "COUNT", 10, "STREAMS", "s", ">")
     h.call(c, "XDEL", "s", "5-2", "6-0", "7-1")
+    if nack:
+        assert h.call(c, "XNACK", "s", "g", "FAIL", "IDS", 3, "8-2", "3-0", "6-0") == 3
     h.call(c, "XADD", "t", "1-1", "f", "v")
     h.call(c, "PEXPIRE", "t", 100_000)
     h.call(c, "SET", "k", "v")
@@ -41,6 +44,20 @@ def _filled(entries: int = 3000) -> Harness:
 
 def _fresh() -> list[Database]:
     return Harness().engine.keyspace.dbs
+
+
+def _write_old_version(path: Path, dbs: list[Database], version: int) -> None:
+    """Relabel a snapshot written with groups as that version laid them out."""
+    original = snapshot._write_group
+    snapshot._write_group = lambda out, g, *_: original(out, g, version)  # type: ignore[assignment]
+    try:
+        write_snapshot(path, dbs)
+    finally:
+        snapshot._write_group = original
+    data = bytearray(path.read_bytes())
+    data[6:8] = struct.pack("<H", version)
+    data[-4:] = struct.pack("<I", snapshot.zlib.crc32(data[:-4]))
+    path.write_bytes(bytes(data))
 
 
 def _write_v1(path: Path, dbs: list[Database]) -> None:
@@ -70,20 +87,16 @@ def _write_v1(path: Path, dbs: list[Database]) -> None:
     original = snapshot._write_stream
     snapshot._write_stream = stream_v1  # type: ignore[assignment]
     try:
-        write_snapshot(path, dbs)
+        _write_old_version(path, dbs, 1)
     finally:
         snapshot._write_stream = original
-    data = bytearray(path.read_bytes())
-    data[6:8] = struct.pack("<H", 1)
-    data[-4:] = struct.pack("<I", snapshot.zlib.crc32(data[:-4]))
-    path.write_bytes(bytes(data))
 
 
-def test_version_2_round_trip_across_chunks(tmp_path: Path) -> None:
+def test_version_3_round_trip_across_chunks(tmp_path: Path) -> None:
     h = _filled()
     path = tmp_path / "dump.hwsnap"
     write_snapshot(path, h.engine.keyspace.dbs)
-    assert path.read_bytes()[6:8] == struct.pack("<H", 2)
+    assert path.read_bytes()[6:8] == struct.pack("<H", 3)
     dbs = _fresh()
     assert load_snapshot(path, dbs) == 4
     assert exact_state(dbs) == exact_state(h.engine.keyspace.dbs)
@@ -92,8 +105,30 @@ def test_version_2_round_trip_across_chunks(tmp_path: Path) -> None:
     assert stream.nodes[0].fields is stream.nodes[1].fields  # shared, not one copy per node
 
 
-def test_version_1_files_still_load(tmp_path: Path) -> None:
+def test_version_3_keeps_the_nack_zone_in_its_order(tmp_path: Path) -> None:
     h = _filled(400)
+    path = tmp_path / "dump.hwsnap"
+    write_snapshot(path, h.engine.keyspace.dbs)
+    dbs = _fresh()
+    load_snapshot(path, dbs)
+    group = dbs[0].data[b"s"].groups[b"g"]
+    assert [snapshot.key_id(k) for k in group.nacked] == [(8, 2), (3, 0), (6, 0)]
+    group.check_invariants()
+    assert snapshot.check_snapshot(path)[0]
+
+
+def test_version_2_files_still_load(tmp_path: Path) -> None:
+    h = _filled(400, nack=False)
+    path = tmp_path / "dump.hwsnap"
+    _write_old_version(path, h.engine.keyspace.dbs, 2)
+    dbs = _fresh()
+    assert load_snapshot(path, dbs) == 4
+    assert exact_state(dbs) == exact_state(h.engine.keyspace.dbs)
+    assert not dbs[0].data[b"s"].groups[b"g"].nacked
+
+
+def test_version_1_files_still_load(tmp_path: Path) -> None:
+    h = _filled(400, nack=False)
     path = tmp_path / "dump.hwsnap"
     _write_v1(path, h.engine.keyspace.dbs)
     dbs = _fresh()
@@ -107,9 +142,9 @@ def test_unknown_versions_are_refused_by_number(tmp_path: Path) -> None:
     path = tmp_path / "dump.hwsnap"
     write_snapshot(path, Harness().engine.keyspace.dbs)
     data = bytearray(path.read_bytes())
-    data[6:8] = struct.pack("<H", 3)
+    data[6:8] = struct.pack("<H", 4)
     path.write_bytes(bytes(data))
-    with pytest.raises(SnapshotError, match="snapshot version 3 is not supported"):
+    with pytest.raises(SnapshotError, match="snapshot version 4 is not supported"):
         load_snapshot(path, _fresh())
     path.write_bytes(b"")
     with pytest.raises(SnapshotError, match="not a Headwater snapshot"):
@@ -200,3 +235,14 @@ def test_materialize_some_keeps_to_its_budget(tmp_path: Path) -> None:
     assert [n.is_lazy for n in data[b"s"].nodes[:64]] == [False] * 64  # in the file's order
     assert snapshot.materialize_some(lazy, 10.0) == 0
     assert not any(node.is_lazy for node in nodes)
+
+
+def test_unowned_entries_without_a_zone_are_refused(tmp_path: Path) -> None:
+    """Version 2 had no unowned entries: a file that claims to be 2 but has one is damaged."""
+    h = _filled(400)
+    path = tmp_path / "dump.hwsnap"
+    _write_old_version(path, h.engine.keyspace.dbs, 2)
+    dbs = _fresh()
+    with pytest.raises(SnapshotError, match="names no consumer"):
+        load_snapshot(path, dbs)
+    assert not dbs[0].data  # nothing half-loaded

@@ -1,11 +1,14 @@
-"""Consumer-group commands: XGROUP, XREADGROUP, XACK, XACKDEL, XPENDING, XCLAIM, XAUTOCLAIM.
+"""Consumer-group commands: XGROUP, XREADGROUP, XACK, XACKDEL, XNACK, XPENDING, XCLAIM,
+XAUTOCLAIM.
 
-Semantics, argument order and error texts follow STREAMS-REFERENCE §4-7 (Redis 8.6). The
+Semantics, argument order and error texts follow STREAMS-REFERENCE §4-7 (Redis 8.8). The
 structures live in ``stream/groups.py``; this module parses, calls them, and says what to
 propagate. Group state changes never propagate as the command itself: XREADGROUP, XCLAIM and
 XAUTOCLAIM emit one ``XCLAIM … FORCE JUSTID LASTID`` per delivered or claimed entry and
 ``XGROUP SETID … ENTRIESREAD`` when the group moved (§7), so a replica or an AOF replay rebuilds
-the same PELs whatever its clock says.
+the same PELs whatever its clock says. XNACK emits ``XNACK … FAIL IDS n id… RETRYCOUNT c
+FORCE`` with each entry's resulting count, which gives the same zone whatever count the
+replica had.
 """
 
 from __future__ import annotations
@@ -27,14 +30,17 @@ from headwater.errors import SYNTAX, ReplyError, c_text, err, subcommand_syntax
 from headwater.keyspace import Database
 from headwater.resp.types import NULL_ARRAY, OK, PairMap, Raw, Reply
 from headwater.stream.groups import (
+    MAX_COUNT,
     UNKNOWN,
     Consumer,
     Group,
     Nack,
     advance,
+    bumped,
     drop_references,
     id_key,
     key_id,
+    nack_commands,
     referenced,
 )
 from headwater.stream.ids import (
@@ -134,6 +140,8 @@ def _claim_effect(
     key: bytes, group: Group, sid_raw: bytes, nack: Nack, last_id: StreamID | None = None
 ) -> list[bytes]:
     delivery_ms, count, owner = nack
+    if owner is None:  # a nacked entry whose stream entry is gone: dropping it is an XACK
+        return [b"XACK", key, group.name, sid_raw]
     return [
         b"XCLAIM", key, group.name, owner, b"0", sid_raw,
         b"TIME", b"%d" % delivery_ms, b"RETRYCOUNT", b"%d" % count,
@@ -388,33 +396,36 @@ def _serve_new(d: _Delivery, consumer: Consumer, count: int, noack: bool) -> lis
 def _serve_with_claim(
     d: _Delivery, consumer: Consumer, count: int, noack: bool, min_idle: int
 ) -> list[bytes]:
-    """XREADGROUP … CLAIM: idle pending entries first (oldest delivery first), then new ones;
-    every entry carries its idle time and delivery count before this read (0, 0 when new)."""
+    """XREADGROUP … CLAIM: idle pending entries first (the nacked ones, then the oldest
+    delivery first), then new ones; every entry carries its idle time and delivery count
+    before this read (0, 0 when new). A nacked entry's delivery time is 0, so it is idle
+    since the epoch, as in Redis. Entries gone from the stream are skipped."""
     group, stream, now = d.group, d.stream, d.c.server.keyspace.now_ms
-    claimable = sorted(
-        (nack[0], key)
-        for key, nack in group.pel.items()
-        if now - nack[0] >= min_idle and stream.get(key_id(key)) is not None
-    )
-    if count:
-        claimable = claimable[:count]
-    parts: list[bytes] = []
-    for delivery_ms, key in claimable:
+    claimable: list[tuple[int, int, StreamID, list[bytes]]] = []
+    for key in group.claim_order():
+        delivery_ms = group.pel[key][0]
+        if now - delivery_ms < min_idle:
+            break  # in delivery-time order: nothing after this one is idle enough either
         sid = key_id(key)
         pairs = stream.get(sid)
-        assert pairs is not None
+        if pairs is not None:
+            claimable.append((delivery_ms, key, sid, pairs))
+            if len(claimable) == count:
+                break
+    parts: list[bytes] = []
+    for delivery_ms, key, sid, pairs in claimable:
         old_count = group.pel[key][1]
-        group.transfer(key, consumer, now, old_count + 1)
+        group.transfer(key, consumer, now, bumped(old_count))
         d.changed = True
         entry = entry_reply((sid, pairs))
         parts.append(_with_claim_info(entry, max(now - delivery_ms, 0), old_count))
         if d.c.server.propagating:
             d.effects.append(_claim_effect(d.key, group, format_id(sid), group.pel[key]))
+    if parts:
+        consumer.active_time = now  # (new entries count only without NOACK: _serve_new)
     room = count - len(parts) if count else 0
     if (not count or room > 0) and stream.length and stream.last_live_id() > group.last_id:
         parts += [_with_claim_info(p, 0, 0) for p in _serve_new(d, consumer, room, noack)]
-    if parts:
-        consumer.active_time = now
     return parts
 
 
@@ -470,13 +481,16 @@ def cmd_xreadgroup(c: Client, argv: list[bytes]) -> Reply | Block:
 def _next_claimable_ms(
     targets: list[tuple[Stream, Group, StreamID]], min_idle: int, now_ms: int
 ) -> int | None:
-    """Milliseconds until the first pending entry of these groups is idle for min_idle."""
-    times = [
-        nack[0]
-        for stream, group, _ in targets
-        for key, nack in group.pel.items()
-        if stream.get(key_id(key)) is not None
-    ]
+    """Milliseconds until the first pending entry of these groups is idle for min_idle: per
+    group the first one in claim order whose stream entry still exists (Redis looks at the
+    head of its delivery-time list the same way)."""
+    times: list[int] = []
+    for stream, group, _ in targets:
+        for key in group.claim_order():
+            found = stream.find(key_id(key))
+            if found is not None and found[0].is_live(found[1]):
+                times.append(group.pel[key][0])
+                break
     return max(min(times) + min_idle - now_ms, 1) if times else None
 
 
@@ -521,6 +535,98 @@ def cmd_xackdel(c: Client, argv: list[bytes]) -> Reply:
         c.db.signal_modified(argv[1])
         c.server.dirty += 1
     return results
+
+
+# ---------------------------------------------------------------------------------------------
+# XNACK
+
+
+_XNACK_MODES = (b"SILENT", b"FAIL", b"FATAL")
+
+
+@dataclass
+class XNackOpts:
+    mode: bytes = b"FAIL"
+    ids: list[bytes] = field(default_factory=list)
+    retrycount: int | None = None
+    force: bool = False
+
+
+def parse_xnack(argv: list[bytes]) -> XNackOpts:
+    """<SILENT | FAIL | FATAL> IDS numids id [id ...] [RETRYCOUNT count] [FORCE], the options
+    in any order. Several of Redis's texts already start with ``ERR``, so the client reads
+    ``ERR ERR …``: kept for byte compatibility."""
+    opts = XNackOpts(mode=argv[3].upper())
+    if opts.mode not in _XNACK_MODES:
+        raise err("ERR mode must be SILENT, FAIL, or FATAL")
+    ids_at = 0
+    i = 4
+    while i < len(argv):
+        token = argv[i].upper()
+        more = len(argv) - 1 - i
+        if token == b"IDS" and more:
+            numids = parse_int(argv[i + 1], err("numids must be a positive integer"))
+            if not 1 <= numids <= 2**31 - 1:
+                raise err("numids must be a positive integer")
+            ids_at = i + 2
+            if numids > len(argv) - ids_at:
+                raise err("ERR number of IDs doesn't match numids")
+            opts.ids = argv[ids_at : ids_at + numids]
+            i = ids_at + numids
+            continue
+        if token == b"FORCE":
+            opts.force = True
+        elif token == b"RETRYCOUNT" and more:
+            i += 1
+            opts.retrycount = parse_int(argv[i])
+            if opts.retrycount < 0:
+                raise err("ERR Invalid RETRYCOUNT value, must be >= 0")
+        else:
+            raise err(f"ERR Unrecognized XNACK option '{c_text(argv[i])}'")
+        i += 1
+    if not ids_at:
+        raise err("ERR syntax error, expected IDS keyword")
+    return opts
+
+
+def _nacked_count(count: int, opts: XNackOpts) -> int:
+    """The delivery count after XNACK: RETRYCOUNT, else SILENT takes the failed delivery back,
+    FAIL keeps it and FATAL marks the entry as never to be retried."""
+    if opts.retrycount is not None:
+        return opts.retrycount
+    if opts.mode == b"SILENT":
+        return max(count - 1, 0)
+    if opts.mode == b"FATAL":
+        return MAX_COUNT
+    return count
+
+
+def cmd_xnack(c: Client, argv: list[bytes]) -> Reply:
+    """XNACK key group <SILENT | FAIL | FATAL> IDS numids id [id ...] [RETRYCOUNT count]
+    [FORCE]"""
+    found = lookup_group(c, argv[1], argv[2])
+    if found is None:
+        raise nogroup(argv[1], argv[2])
+    stream, group = found
+    opts = parse_xnack(argv)
+    sids = [parse_id(raw) for raw in opts.ids]
+    nacked: list[tuple[int, int]] = []  # (key, resulting count), in processing order
+    for sid in sids:
+        key = id_key(sid)
+        nack = group.pel.get(key)
+        if nack is None and (not opts.force or stream.get(sid) is None):
+            continue  # not pending, and FORCE creates entries only for existing ones
+        count = _nacked_count(nack[1] if nack is not None else 0, opts)
+        group.release(key, count)
+        nacked.append((key, count))
+    if nacked:
+        c.server.dirty += len(nacked)
+        c.db.signal_modified(argv[1])
+        c.db.signal_ready(argv[1])  # nacked entries are claimable now: wake XREADGROUP CLAIM
+        for effect in nack_commands(argv[1], group.name, nacked):
+            c.server.also_propagate(c.db.index, effect)
+    c.server.prevent_propagation()
+    return len(nacked)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -582,6 +688,9 @@ def cmd_xpending(c: Client, argv: list[bytes]) -> Reply:
         if len(rows) >= opts.count:
             break
         delivery_ms, count, owner = pel[key]
+        if owner is None:  # nacked: nobody's, not idle in any sense, never filtered by IDLE
+            rows.append([format_id(key_id(key)), b"", -1, count])
+            continue
         if opts.min_idle and now - delivery_ms < opts.min_idle:
             continue
         rows.append([format_id(key_id(key)), owner, max(now - delivery_ms, 0), count])
@@ -733,12 +842,13 @@ def cmd_xclaim(c: Client, argv: list[bytes]) -> Reply:
             count = 1  # FORCE: a new NACK, owned by nobody yet, so min-idle does not apply
         else:
             count = nack[1]
-            if opts.min_idle and now - nack[0] < opts.min_idle:
+            # a nacked entry (owner None) is claimable whatever min-idle says
+            if nack[2] is not None and opts.min_idle and now - nack[0] < opts.min_idle:
                 continue
         if opts.retrycount is not None:
             count = opts.retrycount
         elif not opts.justid:
-            count += 1
+            count = bumped(count)
         claimer.claim(key, consumer, opts.delivery_ms, count, opts.justid)
     if moved_last_id and not claimer.claimed:
         claimer.effects.append(_setid_effect(argv[1], group))
@@ -797,10 +907,10 @@ def cmd_xautoclaim(c: Client, argv: list[bytes]) -> Reply:
             deleted.append(format_id(sid))
             count -= 1
             continue
-        delivery_ms, delivered, _ = group.pel[key]
-        if min_idle and now - delivery_ms < min_idle:
-            continue
-        claimer.claim(key, consumer, now, delivered if justid else delivered + 1, justid)
+        delivery_ms, delivered, owner = group.pel[key]
+        if owner is not None and min_idle and now - delivery_ms < min_idle:
+            continue  # (nacked entries are claimable whatever min-idle says)
+        claimer.claim(key, consumer, now, delivered if justid else bumped(delivered), justid)
         count -= 1
     cursor = format_id(key_id(keys[i])) if i < len(keys) else b"0-0"
     claimer.finish()
@@ -825,6 +935,7 @@ SPECS = (
     spec("xreadgroup", -7, "write blocking movablekeys", (0, 0, 0), cmd_xreadgroup),
     spec("xack", -4, "write fast", (1, 1, 1), cmd_xack),
     spec("xackdel", -6, "write fast", (1, 1, 1), cmd_xackdel),
+    spec("xnack", -7, "write fast", (1, 1, 1), cmd_xnack),
     spec("xpending", -3, "readonly", (1, 1, 1), cmd_xpending),
     spec("xclaim", -6, "write fast", (1, 1, 1), cmd_xclaim),
     spec("xautoclaim", -6, "write fast", (1, 1, 1), cmd_xautoclaim),

@@ -1,4 +1,4 @@
-"""XINFO STREAM [FULL], GROUPS, CONSUMERS and HELP (STREAMS-REFERENCE §8).
+"""XINFO STREAM [FULL], GROUPS, CONSUMERS and HELP (STREAMS-REFERENCE §8, Redis 8.8 shapes).
 
 Replies are maps (RESP3) or flat arrays (RESP2) whose field order is Redis's. Groups and
 consumers are listed in name order, as Redis's radix trees keep them.
@@ -92,7 +92,8 @@ def _full_group(stream: Stream, group: Group, count: int) -> dict[bytes, Reply]:
     pending: list[Reply] = []
     for key in keys:
         delivery_ms, delivered, owner = pel[key]
-        pending.append([format_id(key_id(key)), owner, delivery_ms, delivered])
+        name = b"" if owner is None else owner  # nacked: nobody's, delivery time 0
+        pending.append([format_id(key_id(key)), name, delivery_ms, delivered])
     consumers = [_full_consumer(group, group.consumers[n], count) for n in sorted(group.consumers)]
     return {
         b"name": group.name,
@@ -100,6 +101,7 @@ def _full_group(stream: Stream, group: Group, count: int) -> dict[bytes, Reply]:
         b"entries-read": _entries_read(group),
         b"lag": lag(stream, group),
         b"pel-count": len(pel),
+        b"nacked-count": len(group.nacked),
         b"pending": pending,
         b"consumers": consumers,
     }

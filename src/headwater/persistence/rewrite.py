@@ -8,7 +8,9 @@ For each database a ``SELECT``, then per key (in the database's order):
   ``XADD … MAXLEN 0`` or, if it never had an entry, by ``XGROUP CREATE … MKSTREAM`` of a
   temporary group), ``XSETID`` with ENTRIESADDED and MAXDELETEDID, ``XCFGSET`` and one
   ``XIDMPRECORD`` per tracked iid (oldest first), and per group ``XGROUP CREATE … ENTRIESREAD``,
-  ``XGROUP CREATECONSUMER`` per consumer and ``XCLAIM … FORCE JUSTID`` per pending entry.
+  ``XGROUP CREATECONSUMER`` per consumer, ``XCLAIM … FORCE JUSTID`` per owned pending entry
+  and, for the NACK zone, ``XNACK … FAIL IDS n id… RETRYCOUNT c FORCE`` batches (at most 64
+  IDs sharing a count) in zone order, so the order of nacking survives the rewrite.
 
 What a rewrite cannot carry (as in Redis): pending entries and iids whose stream entry was
 deleted (XCLAIM FORCE and XIDMPRECORD need the entry), tombstones and node boundaries,
@@ -24,7 +26,7 @@ from pathlib import Path
 from headwater.keyspace import Database, Hash, RawString
 from headwater.persistence.aof import encode_command
 from headwater.persistence.manifest import fsync_dir
-from headwater.stream.groups import UNKNOWN, Group, key_id
+from headwater.stream.groups import UNKNOWN, Group, key_id, nack_commands
 from headwater.stream.ids import MIN_ID, format_id
 from headwater.stream.stream import Entry, Stream
 
@@ -105,12 +107,18 @@ def _group_commands(key: bytes, stream: Stream, group: Group) -> Iterator[Comman
     for pel_key in group.order:
         delivery_ms, count, owner = group.pel[pel_key]
         sid = key_id(pel_key)
-        if stream.get(sid) is None:
+        if owner is None or stream.get(sid) is None:
             continue
         yield [
             b"XCLAIM", key, group.name, owner, b"0", format_id(sid),
             b"TIME", b"%d" % delivery_ms, b"RETRYCOUNT", b"%d" % count, b"FORCE", b"JUSTID",
         ]  # fmt: skip
+    zone = [
+        (pel_key, group.pel[pel_key][1])
+        for pel_key in group.nacked
+        if stream.get(key_id(pel_key)) is not None
+    ]
+    yield from nack_commands(key, group.name, zone)
 
 
 def write_base(path: Path, dbs: list[Database]) -> None:

@@ -11,7 +11,7 @@ Layout (all integers little-endian)::
     0x03 HASH      bytes key, u64 n, n * (bytes field, bytes value), i64 expire
     0x04 STREAM    bytes key, i64 expire, the stream (below)
 
-``bytes`` is a u64 length then the bytes. A stream (version 2) is::
+``bytes`` is a u64 length then the bytes. A stream (version 2 and 3) is::
 
     3 * (u64 ms, u64 seq)             last_id, first_id, max_deleted_id
     4 * u64                           entries_added, length, idmp_duration, idmp_maxsize
@@ -23,6 +23,11 @@ Layout (all integers little-endian)::
       E * u64 | E * u64 | E * u32     the nodes' ms, seq and offsets arrays, back to back
       B bytes | T bytes               the nodes' blobs, then their tombstones (T: none)
     the groups (PEL as parallel arrays) and the IDMP maps
+
+A group is its name, last ID, entries-read, its consumers (name, seen and active times), then
+the PEL as five ``bytes`` arrays (ms u64, seq u64, delivery time i64, count i64, owner u32:
+the consumer's index, or ``NOBODY`` for a nacked entry), and since version 3 the NACK zone
+in its order as two arrays (ms u64, seq u64).
 
 Theory of operation: the nodes are written *as they are in memory*, so loading costs a few
 C-level operations per node and nothing per entry. A chunk's node table is read with one
@@ -41,7 +46,8 @@ mapping stays valid even after a rewrite replaces or deletes the file. Loading
 goes into empty databases; if the checksum or the structure turns out wrong, the keys loaded so
 far are removed again and ``SnapshotError`` says why. The garbage collector is off during the
 load, and the first load of a process freezes what it built (``load_snapshot``). A version
-this code does not know is refused; version 1 (node by node, fields per node) still loads.
+this code does not know is refused; version 1 (node by node, fields per node) and version 2
+(no NACK zone: written before XNACK, when every pending entry had an owner) still load.
 
 Why no compression: a 5,000,000-entry stream of 16-byte values is ~210 MB (Redis's RDB: 28 MB,
 LZF). zlib inflates ~0.6 GB/s on the project's machines, so inflating it alone would take
@@ -72,9 +78,11 @@ from headwater.stream.node import Node
 from headwater.stream.stream import Stream
 
 MAGIC = b"HWSNAP"
-VERSION = 2
-#: versions this code loads (1: nodes one by one, before the columnar layout)
-LOADABLE = (1, 2)
+VERSION = 3
+#: versions this code loads (1: nodes one by one, before the columnar layout; 2: no NACK zone)
+LOADABLE = (1, 2, 3)
+#: the owner index of a nacked (unowned) PEL entry
+NOBODY = 0xFFFFFFFF
 SELECT, STRING, HASH, STREAM, END = 0x01, 0x02, 0x03, 0x04, 0xFF
 
 _U8 = struct.Struct("<B")
@@ -231,7 +239,8 @@ def _little_endian(values: array[int]) -> array[int] | bytes:
     return swapped
 
 
-def _write_group(out: _Out, g: Group) -> None:
+def _write_group(out: _Out, g: Group, version: int = VERSION) -> None:
+    """The group as this version lays it out (tests write older versions to load them)."""
     out.blob(g.name)
     out.sid(g.last_id)
     out.i64(g.entries_read)
@@ -251,10 +260,20 @@ def _write_group(out: _Out, g: Group) -> None:
         seq.append(sid[1])
         times.append(delivery_ms)
         counts.append(min(count, 2**63 - 1))
-        owners.append(index[owner])
+        owners.append(NOBODY if owner is None else index[owner])
     out.u64(len(ms))
     for buf in (ms, seq, times, counts, owners):
         out.blob(buf.tobytes())
+    if version < 3:
+        return
+    zone_ms, zone_seq = array("Q"), array("Q")
+    for key in g.nacked:
+        sid = key_id(key)
+        zone_ms.append(sid[0])
+        zone_seq.append(sid[1])
+    out.u64(len(zone_ms))
+    out.blob(zone_ms.tobytes())
+    out.blob(zone_seq.tobytes())
 
 
 def _write_idmp(out: _Out, idmp: IdmpState | None) -> None:
@@ -281,6 +300,7 @@ class _In:
         self.data = memoryview(data)
         self.pos = pos
         self.origin = origin
+        self.version = VERSION  # of the file, for the parts whose layout changed
 
     def take(self, n: int) -> memoryview:
         end = self.pos + n
@@ -427,6 +447,7 @@ def _load_records(
     lazy: list[Node] | None,
 ) -> None:
     db: Database | None = None
+    inp.version = version
     read_stream = _read_stream if version >= 2 else _read_stream_v1
     while True:
         kind = inp.u8()
@@ -551,18 +572,41 @@ def _read_group(inp: _In) -> Group:
         if len(buf) != n:
             raise SnapshotError(f"{inp.origin}: PEL of group {name!r} is inconsistent")
     ms, seq, times, counts, owners = arrays
-    per_owner: dict[bytes, list[int]] = {}
+    per_owner: dict[bytes | None, list[int]] = {}
     keys = []
-    for i in range(n):
-        key = id_key((ms[i], seq[i]))
-        owner = names[owners[i]]
-        g.pel[key] = (times[i], counts[i], owner)
-        per_owner.setdefault(owner, []).append(key)
-        keys.append(key)
+    try:
+        for i in range(n):
+            key = id_key((ms[i], seq[i]))
+            owner = None if owners[i] == NOBODY else names[owners[i]]
+            g.pel[key] = (times[i], counts[i], owner)
+            per_owner.setdefault(owner, []).append(key)
+            keys.append(key)
+    except IndexError:
+        raise SnapshotError(f"{inp.origin}: PEL of group {name!r} names no consumer") from None
     g.order.extend(keys)
+    unowned = len(per_owner.pop(None, ()))
     for owner, owned in per_owner.items():
-        g.consumers[owner].pel.extend(owned)
+        if owner is not None:
+            g.consumers[owner].pel.extend(owned)
+    if inp.version >= 3:
+        _read_zone(inp, g, unowned)
+    elif unowned:
+        raise SnapshotError(f"{inp.origin}: PEL of group {name!r} names no consumer")
     return g
+
+
+def _read_zone(inp: _In, g: Group, unowned: int) -> None:
+    """The NACK zone in its order: exactly the PEL entries that have no owner."""
+    n = inp.u64()
+    zone_ms, zone_seq = array("Q"), array("Q")
+    for buf in (zone_ms, zone_seq):
+        buf.frombytes(inp.take(inp.u64()))
+        if len(buf) != n:
+            raise SnapshotError(f"{inp.origin}: NACK zone of group {g.name!r} is inconsistent")
+    g.nacked = dict.fromkeys(id_key(sid) for sid in zip(zone_ms, zone_seq, strict=True))
+    nobodys = all(k in g.pel and g.pel[k][2] is None for k in g.nacked)
+    if len(g.nacked) != n or unowned != n or not nobodys:
+        raise SnapshotError(f"{inp.origin}: NACK zone of group {g.name!r} is inconsistent")
 
 
 def _read_idmp(inp: _In) -> IdmpState | None:

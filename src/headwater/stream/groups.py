@@ -8,6 +8,12 @@ stream's history (``entries_read``, -1 when unknown). Every entry delivered with
 the delivery count and the owning consumer, and the owner's own PEL lists the same ID. The
 group PEL is therefore always the disjoint union of the consumer PELs (``check_invariants``).
 
+Since Redis 8.8 an entry can also be pending for *nobody*: XNACK releases it (owner None,
+delivery time 0) into the group's NACK zone, ``nacked``, a dict used as an ordered set that
+keeps the order of nacking (oldest first). XREADGROUP … CLAIM serves the zone first, in that
+order, before the owned entries; a claim or a ``>`` redelivery takes the entry out again. The
+group PEL is then the disjoint union of the consumer PELs and the zone.
+
 IDs are keyed as one integer (``ms << 64 | seq``, which orders like the ``(ms, seq)`` tuple).
 The group PEL is a dict from key to NACK plus ``order``, the same keys sorted; each consumer's
 PEL is a sorted set of keys (``SortedKeys``: appends of increasing keys are a list extend,
@@ -23,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from headwater.stream.ids import MIN_ID, StreamID
+from headwater.stream.ids import MIN_ID, StreamID, format_id
 from headwater.stream.sortedkeys import SortedKeys
 from headwater.stream.stream import Stream
 
@@ -32,8 +38,11 @@ UNKNOWN = -1
 _SEQ_BITS = 64
 _SEQ_MASK = (1 << _SEQ_BITS) - 1
 
-#: (delivery time ms, delivery count, owner name)
-Nack = tuple[int, int, bytes]
+#: delivery counts saturate here (Redis: LLONG_MAX)
+MAX_COUNT = (1 << 63) - 1
+
+#: (delivery time ms, delivery count, owner name; None when nacked: in the NACK zone)
+Nack = tuple[int, int, bytes | None]
 
 
 def id_key(sid: StreamID) -> int:
@@ -42,6 +51,37 @@ def id_key(sid: StreamID) -> int:
 
 def key_id(key: int) -> StreamID:
     return (key >> _SEQ_BITS, key & _SEQ_MASK)
+
+
+def bumped(count: int) -> int:
+    """One more delivery, saturating at MAX_COUNT."""
+    return count + 1 if count < MAX_COUNT else MAX_COUNT
+
+
+def nack_commands(
+    key: bytes, group: bytes, items: list[tuple[int, int]], limit: int = 64
+) -> list[list[bytes]]:
+    """``XNACK key group FAIL IDS n id… RETRYCOUNT c FORCE`` commands that put these
+    (pending key, count) entries at the tail of the NACK zone in this order whatever the
+    group held before (FORCE creates missing ones): consecutive entries sharing a count go in
+    one command of at most limit IDs. They are XNACK's effects and the AOF rewrite of a zone."""
+    batches: list[tuple[int, list[bytes]]] = []
+    for pel_key, count in items:
+        if not batches or batches[-1][0] != count or len(batches[-1][1]) >= limit:
+            batches.append((count, []))
+        batches[-1][1].append(format_id(key_id(pel_key)))
+    commands: list[list[bytes]] = []
+    for count, ids in batches:
+        head = [b"XNACK", key, group, b"FAIL", b"IDS", b"%d" % len(ids)]
+        commands.append([*head, *ids, b"RETRYCOUNT", b"%d" % count, b"FORCE"])
+    return commands
+
+
+def _require(condition: bool, message: str) -> None:
+    """check_invariants' check: raises (an AssertionError, as callers expect) even under -O.
+    (No subclass: mypyc cannot compile a class deriving from AssertionError.)"""
+    if not condition:
+        raise AssertionError(message)
 
 
 class Consumer:
@@ -59,6 +99,7 @@ class Group:
         "consumers",
         "entries_read",
         "last_id",
+        "nacked",
         "name",
         "order",
         "pel",
@@ -72,6 +113,7 @@ class Group:
         self.pel: dict[int, Nack] = {}
         self.order = SortedKeys()  # the keys of pel, sorted
         self.consumers: dict[bytes, Consumer] = {}
+        self.nacked: dict[int, None] = {}  # the NACK zone: unowned keys, oldest nack first
         self.reclaim_checked_ms = 0  # last look for idle consumers (when reclaiming is on)
 
     # -- consumers -------------------------------------------------------------------------
@@ -85,7 +127,8 @@ class Group:
         return consumer, True
 
     def delete_consumer(self, name: bytes) -> int | None:
-        """Remove a consumer and its pending entries; their count, None if no such consumer."""
+        """Remove a consumer and its pending entries (not the nacked ones, which nobody owns);
+        their count, None if no such consumer."""
         consumer = self.consumers.pop(name, None)
         if consumer is None:
             return None
@@ -121,34 +164,69 @@ class Group:
             previous = pel.get(key)
             if previous is None:
                 fresh.append(key)
-            elif previous[2] != consumer.name:
-                self.consumers[previous[2]].pel.remove(key)
+            else:
+                self._disown(key, previous[2], consumer.name)
             pel[key] = (now_ms, 1, consumer.name)
         self.order.extend(fresh)
         consumer.pel.extend(keys)
 
+    def _disown(self, key: int, owner: bytes | None, new_owner: bytes) -> None:
+        """Take a pending key from its owner's PEL (or the zone) for new_owner; keeps it
+        where it is when the owner does not change."""
+        if owner is None:
+            del self.nacked[key]
+        elif owner != new_owner:
+            self.consumers[owner].pel.remove(key)
+
     def redeliver(self, key: int, now_ms: int) -> None:
         """A history read served the entry again."""
         _, count, owner = self.pel[key]
-        self.pel[key] = (now_ms, count + 1, owner)
+        self.pel[key] = (now_ms, bumped(count), owner)
 
     def transfer(self, key: int, consumer: Consumer, delivery_ms: int, count: int) -> None:
         """Make a pending (or new, for FORCE) entry consumer's, with these time and count."""
         previous = self.pel.get(key)
         if previous is None:
             self.order.add(key)
+            consumer.pel.add(key)
         elif previous[2] != consumer.name:
-            self.consumers[previous[2]].pel.remove(key)
-        consumer.pel.add(key)
+            self._disown(key, previous[2], consumer.name)
+            consumer.pel.add(key)
         self.pel[key] = (delivery_ms, count, consumer.name)
+
+    def release(self, key: int, count: int) -> None:
+        """XNACK: the entry (pending, or new for FORCE) belongs to nobody, with delivery time
+        0 and this count, at the tail of the NACK zone (a nacked one moves there again)."""
+        previous = self.pel.get(key)
+        if previous is None:
+            self.order.add(key)
+        elif previous[2] is None:
+            del self.nacked[key]
+        else:
+            self.consumers[previous[2]].pel.remove(key)
+        self.nacked[key] = None
+        self.pel[key] = (0, count, None)
 
     def ack(self, key: int) -> bool:
         nack = self.pel.pop(key, None)
         if nack is None:
             return False
         self.order.remove(key)
-        self.consumers[nack[2]].pel.remove(key)
+        owner = nack[2]
+        if owner is None:
+            del self.nacked[key]
+        else:
+            self.consumers[owner].pel.remove(key)
         return True
+
+    def claim_order(self) -> Iterator[int]:
+        """Pending keys in the order XREADGROUP … CLAIM considers them: the NACK zone first
+        (oldest nack first), then the owned entries by delivery time (then ID), sorted only
+        if the zone did not satisfy the caller. Nothing may change the PEL while iterating."""
+        yield from self.nacked
+        owned = sorted((nack[0], key) for key, nack in self.pel.items() if nack[2] is not None)
+        for _, key in owned:
+            yield key
 
     def pending_keys(
         self, start: StreamID, end: StreamID, consumer: Consumer | None = None
@@ -169,21 +247,30 @@ class Group:
     def check_invariants(self) -> None:
         union: set[int] = set()
         for name, consumer in self.consumers.items():
-            assert consumer.name == name, "consumer filed under another name"
+            _require(consumer.name == name, "consumer filed under another name")
             consumer.pel.check_invariants()
             keys = set(consumer.pel)
-            assert not keys & union, "an ID pending for two consumers"
+            _require(not keys & union, "an ID pending for two consumers")
             union |= keys
             for key in keys:
-                assert self.pel[key][2] == name, "consumer PEL entry owned by another consumer"
-        assert union == set(self.pel.keys()), "group PEL is not the union of consumer PELs"
-        assert list(self.order) == sorted(self.pel), "order is not the sorted PEL keys"
+                nack = self.pel.get(key)
+                _require(nack is not None, "consumer PEL entry missing from the group PEL")
+                _require(nack is None or nack[2] == name, "consumer PEL entry owned by another")
+        zone = set(self.nacked)
+        _require(not zone & union, "a nacked ID is also in a consumer PEL")
+        unowned = {key for key, nack in self.pel.items() if nack[2] is None}
+        _require(zone == unowned, "NACK zone is not exactly the unowned PEL entries")
+        _require(union | zone == set(self.pel), "group PEL is not consumer PELs + NACK zone")
+        _require(list(self.order) == sorted(self.pel), "order is not the sorted PEL keys")
         self.order.check_invariants()
-        for delivery_ms, count, owner in self.pel.values():
-            assert owner in self.consumers, "PEL entry owned by a missing consumer"
-            assert count >= 0, "negative delivery count"
-            assert delivery_ms >= 0, "negative delivery time"
-        assert self.entries_read >= UNKNOWN
+        for key, (delivery_ms, count, owner) in self.pel.items():
+            if owner is None:
+                _require(delivery_ms == 0, f"nacked entry {key_id(key)} has a delivery time")
+            else:
+                _require(owner in self.consumers, "PEL entry owned by a missing consumer")
+            _require(0 <= count <= MAX_COUNT, "delivery count out of range")
+            _require(delivery_ms >= 0, "negative delivery time")
+        _require(self.entries_read >= UNKNOWN, "entries_read below -1")
 
 
 # ---------------------------------------------------------------------------------------------
