@@ -55,7 +55,16 @@ trim = st.one_of(
 limit = st.one_of(st.just([]), small.map(lambda n: ["LIMIT", str(n)]))
 ref = st.sampled_from([[], ["KEEPREF"], ["DELREF"], ["ACKED"]])
 
-core = st.one_of(  # the group cycle, drawn more often than the rest
+trimming = st.one_of(
+    st.tuples(key, ref, trim, limit, value).map(
+        lambda t: ["XADD", t[0], *t[1], *t[2], *(t[3] if "~" in t[2] else []), "*", "f", t[4]]
+    ),
+    st.tuples(key, ref, trim, limit).map(
+        lambda t: ["XTRIM", t[0], *(t[2] or ["MAXLEN", "5"]), *(t[3] if "~" in t[2] else []), *t[1]]
+    ),
+)
+core = st.one_of(  # the group cycle and trims, drawn more often than the rest
+    trimming,
     st.tuples(key, value).map(lambda t: ["XADD", t[0], "*", "f", t[1]]),
     st.tuples(
         key,
@@ -169,6 +178,13 @@ rest = st.one_of(
     st.tuples(key, group, consumer, st.sampled_from([[], ["JUSTID"]])).map(
         lambda t: ["XAUTOCLAIM", t[0], t[1], t[2], "10", "0", "COUNT", "3", *t[3]]
     ),
+    st.tuples(
+        key,
+        group,
+        st.sampled_from(["SILENT", "FAIL", "FATAL"]),
+        entry_id,
+        st.sampled_from([[], ["RETRYCOUNT", "3"], ["FORCE"]]),
+    ).map(lambda t: ["XNACK", t[0], t[1], t[2], "IDS", "1", t[3], *t[4]]),
     st.tuples(key, entry_id).map(lambda t: ["XSETID", t[0], t[1]]),
     st.tuples(key).map(lambda t: ["DEL", t[0]]),
     st.tuples(key, st.sampled_from(["PEXPIRE", "EXPIRE"]), st.integers(1, 3)).map(

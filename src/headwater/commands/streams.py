@@ -142,10 +142,12 @@ def exact_trim_args(stream: Stream, opts: TrimOpts) -> list[bytes]:
     """The trim as replicas must apply it: ``=`` and the threshold actually reached."""
     if opts.maxlen is not None:
         return [b"MAXLEN", b"=", b"%d" % stream.length]
-    first = stream.first_id_any()
-    if first is None:  # all gone: the threshold is past the last ID (which may be the max)
-        first = incr_id(stream.last_id) or stream.last_id
-    return [b"MINID", b"=", format_id(first)]
+    # Just past the last entry removed: an exact trim there removes what this one did, also
+    # when it went entry by entry (DELREF, ACKED) and kept some (ACKED) or left tombstones.
+    # Nothing removed: a threshold below every entry.
+    upto = stream.last_trimmed
+    threshold = MIN_ID if upto is None else incr_id(upto) or upto
+    return [b"MINID", b"=", format_id(threshold)]
 
 
 # ---------------------------------------------------------------------------------------------

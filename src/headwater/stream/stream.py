@@ -48,6 +48,7 @@ class Stream:
         "idmp_duration",
         "idmp_maxsize",
         "last_id",
+        "last_trimmed",
         "length",
         "max_deleted_id",
         "nodes",
@@ -58,6 +59,9 @@ class Stream:
         self.firsts: list[StreamID] = []
         self.length = 0
         self.last_id: StreamID = MIN_ID
+        #: the greatest ID the last ``trim`` removed (None: it removed nothing); a MINID
+        #: trim's exact rewrite for replay is just past it
+        self.last_trimmed: StreamID | None = None
         self.first_id: StreamID = MIN_ID
         self.max_deleted_id: StreamID = MIN_ID
         self.entries_added = 0
@@ -286,6 +290,7 @@ class Stream:
         at the first node that cannot go whole. ``keep`` (ACKED: entries a consumer group still
         needs) or ``on_remove`` (DELREF: drop the entry's PEL references) make the trim work
         entry by entry, even with ``~``."""
+        self.last_trimmed = None
         if keep is not None or on_remove is not None:
             return self._trim_entries(maxlen, minid, limit, keep, on_remove)
         removed = 0
@@ -304,6 +309,7 @@ class Stream:
                 self._drop_node(0)
                 self.length -= node.count
                 removed += node.count
+                self.last_trimmed = node.last_id()
                 continue
             if not approx:
                 removed += self._trim_inside(node, maxlen, minid)
@@ -338,6 +344,7 @@ class Stream:
                 node.delete_at(i)
                 self.length -= 1
                 removed += 1
+                self.last_trimmed = sid
                 if on_remove is not None:
                     on_remove(sid)
             if node.count == 0:
@@ -360,6 +367,7 @@ class Stream:
                 node.delete_at(i)
                 self.length -= 1
                 removed += 1
+                self.last_trimmed = node.id_at(i)
         return removed
 
     def first_id_any(self) -> StreamID | None:
