@@ -1,11 +1,17 @@
 """Snapshot format versions and the load's failure modes (issue #6): version 2 (columnar node
 chunks, loaded without per-entry work) is written; version 1 files still load; unknown versions
 are refused by number; a damaged file loads nothing, also when its checksum is computed by a
-thread while the nodes are built."""
+thread while the nodes are built. Defect 5: the file is read into private memory, so a read
+error fails the load (an OSError, not a SIGBUS later) and nothing done to the file afterwards
+changes the loaded nodes."""
 
 from __future__ import annotations
 
+import errno
+import functools
+import os
 import struct
+import weakref
 from pathlib import Path
 
 import pytest
@@ -200,3 +206,109 @@ def test_materialize_some_keeps_to_its_budget(tmp_path: Path) -> None:
     assert [n.is_lazy for n in data[b"s"].nodes[:64]] == [False] * 64  # in the file's order
     assert snapshot.materialize_some(lazy, 10.0) == 0
     assert not any(node.is_lazy for node in nodes)
+
+
+# ---------------------------------------------------------------------------------------------
+# The file is read into private memory: nothing done to it after the load reaches the data
+
+
+def _failing_read(calls_before_failure: int) -> snapshot.ReadAt:
+    """A reader that reads as ``pread_into`` does, then fails with EIO (a disk error)."""
+    calls = 0
+
+    def read_at(fd: int, into: memoryview, offset: int) -> int:
+        nonlocal calls
+        calls += 1
+        if calls > calls_before_failure:
+            raise OSError(errno.EIO, "Input/output error")
+        return snapshot.pread_into(fd, into, offset)
+
+    return read_at
+
+
+@pytest.mark.parametrize("threaded", [True, False])
+def test_a_read_error_fails_the_load_cleanly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, threaded: bool
+) -> None:
+    """A disk error while the file is read is an OSError of the load (never a signal later),
+    and leaves the databases empty; threaded, the nodes built before it are removed again."""
+    monkeypatch.setattr(snapshot, "THREADED_CRC_BYTES", 0 if threaded else 1 << 40)
+    monkeypatch.setattr(snapshot, "READ_CHUNK", 4096)
+    path = tmp_path / "dump.hwsnap"
+    write_snapshot(path, _filled().engine.keyspace.dbs)
+    assert path.stat().st_size > 10 * 4096
+    for good_reads in (0, 1, 5):
+        dbs = _fresh()
+        with pytest.raises(OSError, match="Input/output error") as failure:
+            load_snapshot(path, dbs, [], _failing_read(good_reads))
+        assert failure.value.errno == errno.EIO
+        assert all(not db.data and not db.expires for db in dbs)
+    assert load_snapshot(path, _fresh(), [], _failing_read(1 << 30)) == 4
+
+
+def test_a_file_that_shrinks_while_it_is_read_fails_the_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(snapshot, "THREADED_CRC_BYTES", 0)
+    monkeypatch.setattr(snapshot, "READ_CHUNK", 4096)
+    path = tmp_path / "dump.hwsnap"
+    write_snapshot(path, _filled().engine.keyspace.dbs)
+
+    def read_then_truncate(fd: int, into: memoryview, offset: int) -> int:
+        if offset >= 3 * 4096:
+            os.truncate(path, offset)
+        return snapshot.pread_into(fd, into, offset)
+
+    dbs = _fresh()
+    with pytest.raises(SnapshotError, match="the file shrank to 12288 bytes while it was read"):
+        load_snapshot(path, dbs, [], read_then_truncate)
+    assert all(not db.data for db in dbs)
+
+
+@pytest.mark.parametrize("threaded", [True, False])
+def test_lazy_nodes_keep_their_data_when_the_file_is_overwritten(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, threaded: bool
+) -> None:
+    """Overwriting the file in place (same inode, same size, other bytes: what ``cp`` does
+    without shrinking it) after a lazy load changes nothing the server holds."""
+    monkeypatch.setattr(snapshot, "THREADED_CRC_BYTES", 0 if threaded else 1 << 40)
+    h = _filled()
+    copy, lazy = _lazy_copy(tmp_path, h)
+    path = tmp_path / "lazy.hwsnap"
+    size = path.stat().st_size
+    with open(path, "r+b") as f:  # no O_TRUNC: a shrunk mapping would kill this process
+        f.write(bytes(range(256)) * (size // 256) + bytes(size % 256))
+    assert path.stat().st_size == size
+    assert snapshot.materialize_some(lazy, 10.0) == 0
+    assert exact_state(copy.engine.keyspace.dbs) == exact_state(h.engine.keyspace.dbs)
+
+
+def test_the_private_copy_is_freed_once_every_node_is_copied(tmp_path: Path) -> None:
+    copy, lazy = _lazy_copy(tmp_path, _filled(2000))
+    node = copy.engine.keyspace.dbs[0].data[b"s"].nodes[0]
+    assert node._lazy is not None
+    memory = weakref.ref(node._lazy[0][0].obj)  # what the columns are views of
+    assert memory() is not None
+    snapshot.materialize_some(lazy, 0.0)
+    assert memory() is not None
+    snapshot.materialize_some(lazy, 10.0)
+    assert memory() is None
+
+
+def test_debug_reload_reports_a_failed_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DEBUG RELOAD answers Redis's error (the reason goes to the log), and the server goes on
+    with empty databases, as Redis does."""
+    import headwater.server.durability as durability_module
+
+    h = _filled(50)
+    c = h.client()
+    h.call(c, "CONFIG", "SET", "appendonly", "no")
+    durability_module.Durability(h.engine.config, h.engine, str(tmp_path)).open()
+    failing = functools.partial(load_snapshot, read_at=_failing_read(0))
+    monkeypatch.setattr(durability_module, "load_snapshot", failing)
+    reply = h.call(c, "DEBUG", "RELOAD")
+    assert str(reply) == "ERR Error trying to load the RDB dump, check server logs."
+    assert h.call(c, "DBSIZE") == 0
+    assert h.call(c, "SET", "k", "v") == b"OK"

@@ -27,17 +27,21 @@ Layout (all integers little-endian)::
 Theory of operation: the nodes are written *as they are in memory*, so loading costs a few
 C-level operations per node and nothing per entry. A chunk's node table is read with one
 ``struct.iter_unpack`` and each node takes its share of the chunk's columns with one copy per
-column (``Node.restore_many``). The file is memory-mapped and its CRC-32 (zlib, C speed) is
-computed by a thread while the nodes are built: ``zlib.crc32`` releases the GIL, so on a
-second core the check costs little load time.
+column (``Node.restore_many``). The file is read into anonymous memory of the process (never
+mapped: ``_PrivateCopy``), by a thread in chunks of a megabyte, while a second thread computes
+its CRC-32 (zlib, C speed) and the nodes are built from what has arrived: the read and
+``zlib.crc32`` release the GIL, so on a second core they cost the load little.
 
-Lazy loading (what the server does): copying ~200 MB of columns into fresh memory is most of
-a 5M-entry load (page faults), so with a ``lazy`` list the nodes are built without their
-buffers, which stay in the mapping until a command first reads them (``Node`` module doc); the
-server's cron copies the rest with ``materialize_some`` (~5% of a core: a few seconds for 5M
-entries), after which the mapping is released. The checksum is still verified before the load
-returns. The mapped file is never written in place (snapshots are renamed into place), so a
-mapping stays valid even after a rewrite replaces or deletes the file. Loading
+Lazy loading (what the server does): copying ~200 MB of columns into one buffer per node is
+most of a 5M-entry load (page faults), so with a ``lazy`` list the nodes are built without their
+buffers, which stay in the private copy of the file until a command first reads them (``Node``
+module doc); the server's cron copies the rest with ``materialize_some`` (~5% of a core: a few
+seconds for 5M entries), after which the copy is freed. The checksum is still verified before
+the load returns. Why a copy and not a mapping of the file (which the first lazy design used,
+and which costs no page faults of fresh memory): a mapped page that is gone kills the process
+with SIGBUS on its next read, and a page goes when the file is truncated in place (``cp
+backup.hwsnap dump.hwsnap``) or cannot be read from the disk; with the copy, a read error is an
+OSError of the load, and what happens to the file afterwards cannot reach the server. Loading
 goes into empty databases; if the checksum or the structure turns out wrong, the keys loaded so
 far are removed again and ``SnapshotError`` says why. The garbage collector is off during the
 load, and the first load of a process freezes what it built (``load_snapshot``). A version
@@ -61,6 +65,7 @@ import threading
 import time
 import zlib
 from array import array
+from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
@@ -87,8 +92,10 @@ _CHUNK = struct.Struct("<4Q")
 _NODE_ROW = struct.Struct("<9Q")
 #: nodes per chunk: small column buffers (~1 MB) are reused by malloc instead of faulted in anew
 CHUNK_NODES = 256
-#: files at least this big are checksummed by a thread while they load
+#: files at least this big are read and checksummed by threads while they load
 THREADED_CRC_BYTES = 4 << 20
+#: they are read in chunks of this size (the checksum's thread finds each in the CPU's cache)
+READ_CHUNK = 1 << 20
 #: arrays are kept in native byte order; the file is little-endian
 _SWAP = sys.byteorder == "big"
 
@@ -277,15 +284,29 @@ def _write_idmp(out: _Out, idmp: IdmpState | None) -> None:
 
 
 class _In:
-    def __init__(self, data: bytes | memoryview, origin: str, pos: int = 0) -> None:
+    """Reads the file's records; ``wait_for`` (given while the file is still being read)
+    blocks until the bytes up to an offset are there."""
+
+    def __init__(
+        self,
+        data: bytes | memoryview,
+        origin: str,
+        pos: int = 0,
+        wait_for: Callable[[int], int] | None = None,
+    ) -> None:
         self.data = memoryview(data)
         self.pos = pos
         self.origin = origin
+        self.wait_for = wait_for
+        #: bytes known to be there
+        self.ready = len(self.data) if wait_for is None else 0
 
     def take(self, n: int) -> memoryview:
         end = self.pos + n
-        if end > len(self.data):
-            raise SnapshotError(f"{self.origin}: truncated at offset {self.pos}")
+        if end > self.ready:
+            if end > len(self.data) or self.wait_for is None:
+                raise SnapshotError(f"{self.origin}: truncated at offset {self.pos}")
+            self.ready = min(self.wait_for(end), len(self.data))
         chunk = self.data[self.pos : end]
         self.pos = end
         return chunk
@@ -311,7 +332,7 @@ _HEADER = len(MAGIC) + 2
 _SMALLEST = _HEADER + 1 + 4  # header, END, checksum
 
 
-def _version(data: bytes | mmap.mmap, origin: str) -> int:
+def _version(data: memoryview, origin: str) -> int:
     if len(data) < _SMALLEST or data[: len(MAGIC)] != MAGIC:
         raise SnapshotError(f"{origin}: not a Headwater snapshot")
     (version,) = _U16.unpack_from(data, len(MAGIC))
@@ -323,58 +344,148 @@ def _version(data: bytes | mmap.mmap, origin: str) -> int:
     return int(version)
 
 
-def _checksum_ok(data: memoryview) -> bool:
-    (crc,) = _U32.unpack_from(data, len(data) - 4)
-    return zlib.crc32(data[:-4]) == int(crc)
+#: reads a file's bytes at an offset into a buffer and returns how many it read (0: the end);
+#: ``load_snapshot``'s seam for read errors
+ReadAt = Callable[[int, memoryview, int], int]
 
 
-class _Checksum:
-    """The file's CRC-32, computed on a thread (big files) or at once (small ones)."""
+def pread_into(fd: int, into: memoryview, offset: int) -> int:
+    return os.preadv(fd, [into], offset)
 
-    def __init__(self, data: memoryview) -> None:
-        self.ok: bool | None = None
-        self._thread: threading.Thread | None = None
-        if len(data) < THREADED_CRC_BYTES:
-            self.ok = _checksum_ok(data)
+
+class _PrivateCopy:
+    """The file's bytes in anonymous memory of this process, so that nothing done to the file
+    afterwards (truncated or rewritten in place, a disk error) can reach the loaded data: a
+    mapping of the file itself kills the process with SIGBUS when a mapped page is gone.
+
+    A small file is read and checksummed at once. A big one is read in chunks by a thread
+    while a second thread computes the CRC-32 of what has arrived and the load parses it
+    (``wait_for``): the read (mostly page faults of fresh memory, in the kernel) and
+    ``zlib.crc32`` release the GIL, so on two cores the copy costs the load little more than
+    the read itself. A read error, or a file that turns out shorter than it was, is kept as
+    ``failure`` and raised by ``wait_for`` and ``intact``."""
+
+    def __init__(self, fd: int, size: int, origin: str, read_at: ReadAt) -> None:
+        # (private: shared anonymous memory is tmpfs, whose pages cost more to fault in)
+        self.memory = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        self.view = memoryview(self.memory)
+        self.size = size
+        self.filled = 0
+        self.failure: Exception | None = None
+        self._crc = 0
+        self._fd = fd
+        self._origin = origin
+        self._read_at = read_at
+        self._changed = threading.Condition()
+        self._threads: list[threading.Thread] = []
+        if size < THREADED_CRC_BYTES:
+            self._read()
+            self._checksum()
         else:
-            self._thread = threading.Thread(
-                target=self._run, args=(data,), name="snapshot-crc", daemon=True
-            )
-            self._thread.start()
+            for job, name in ((self._read, "snapshot-read"), (self._checksum, "snapshot-crc")):
+                thread = threading.Thread(target=job, name=name, daemon=True)
+                self._threads.append(thread)
+                thread.start()
+        if self.failure is not None:
+            raise self.failure
 
-    def _run(self, data: memoryview) -> None:
-        self.ok = _checksum_ok(data)
+    def _read(self) -> None:
+        try:
+            while self.filled < self.size:
+                start = self.filled
+                with self.view[start : min(start + READ_CHUNK, self.size)] as into:
+                    n = self._read_at(self._fd, into, start)
+                if n <= 0:
+                    raise SnapshotError(
+                        f"{self._origin}: the file shrank to {start} bytes while it was read"
+                    )
+                with self._changed:
+                    self.filled = start + n
+                    self._changed.notify_all()
+        except Exception as exc:  # (OSError mostly) for the load to raise
+            with self._changed:
+                self.failure = exc
+                self._changed.notify_all()
 
-    def result(self) -> bool:
-        if self._thread is not None:
-            self._thread.join()
-        return bool(self.ok)
+    def _checksum(self) -> None:
+        """The CRC-32 of every byte before the checksum field, chunk by chunk as they arrive."""
+        end = self.size - 4
+        done = 0
+        try:
+            while done < end:
+                upto = min(self.wait_for(min(done + READ_CHUNK, end)), end)
+                with self.view[done:upto] as chunk:
+                    self._crc = zlib.crc32(chunk, self._crc)
+                done = upto
+        except Exception:  # the read failed: wait_for raises it to the load as well
+            return
+
+    def wait_for(self, end: int) -> int:
+        """Blocks until the first ``end`` bytes have been read; returns how many have."""
+        if self.filled >= end:
+            return self.filled
+        with self._changed:
+            while self.filled < end and self.failure is None:
+                self._changed.wait()
+        if self.failure is not None:
+            raise self.failure
+        return self.filled
+
+    @property
+    def threaded(self) -> bool:
+        """Read by threads (else it was complete and checksummed on return)."""
+        return bool(self._threads)
+
+    def finish(self) -> None:
+        """Waits for the threads (the file may be closed after this)."""
+        for thread in self._threads:
+            thread.join()
+
+    def intact(self) -> bool:
+        """The checksum matches (after ``finish``); raises the read's failure if any."""
+        if self.failure is not None:
+            raise self.failure
+        (crc,) = _U32.unpack_from(self.view, self.size - 4)
+        return self._crc == int(crc)
 
 
-def load_snapshot(path: Path, dbs: list[Database], lazy: list[Node] | None = None) -> int:
+def load_snapshot(
+    path: Path, dbs: list[Database], lazy: list[Node] | None = None, read_at: ReadAt = pread_into
+) -> int:
     """Load the file into empty databases; returns the number of keys. On any error the
-    databases are left as they were (empty) and SnapshotError says why. Given a ``lazy``
-    list, stream nodes keep their buffers in the file until they are used or
-    ``materialize_some(lazy, ...)`` copies them; the list gets them (the checksum is verified
-    before this returns all the same)."""
+    databases are left as they were (empty) and SnapshotError says why (OSError for a read
+    error). Given a ``lazy`` list, stream nodes keep their buffers in the file's private copy
+    until they are used or ``materialize_some(lazy, ...)`` copies them; the list gets them
+    (the checksum is verified before this returns all the same)."""
     origin = str(path)
-    with open(path, "rb") as f:
+    with open(path, "rb", buffering=0) as f:
         size = os.fstat(f.fileno()).st_size
         if size < _SMALLEST:
             raise SnapshotError(f"{origin}: not a Headwater snapshot")
-        data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    version = _version(data, origin)
-    view = memoryview(data)
-    checksum = _Checksum(view)
-    if checksum.ok is False:
+        copy = _PrivateCopy(f.fileno(), size, origin, read_at)
+        try:
+            keys = _load_copy(copy, dbs, lazy, origin)
+        finally:
+            copy.finish()
+    return keys
+
+
+def _load_copy(
+    copy: _PrivateCopy, dbs: list[Database], lazy: list[Node] | None, origin: str
+) -> int:
+    copy.wait_for(_HEADER)
+    version = _version(copy.view, origin)
+    if not copy.threaded and not copy.intact():
         raise SnapshotError(f"{origin}: checksum mismatch (the file is damaged)")
     loaded: list[tuple[Database, bytes]] = []
     lazy_nodes: list[Node] | None = [] if lazy is not None else None
     collecting = gc.isenabled()
     gc.disable()  # nodes are acyclic; collections during the load would only walk them
     try:
-        _load_records(_In(view[:-4], origin, _HEADER), dbs, version, loaded, lazy_nodes)
-        intact = checksum.result()
+        inp = _In(copy.view[:-4], origin, _HEADER, copy.wait_for)
+        _load_records(inp, dbs, version, loaded, lazy_nodes)
+        copy.finish()
+        intact = copy.intact()
         if intact and collecting and not gc.get_freeze_count():
             # The process's first load (its startup): what it built is long-lived and
             # acyclic. In the permanent generation it is never walked by the collector (the
@@ -382,9 +493,12 @@ def load_snapshot(path: Path, dbs: list[Database], lazy: list[Node] | None = Non
             # child does not touch its pages (copy-on-write). Later loads (DEBUG RELOAD)
             # leave the collector alone, so that no runtime garbage is frozen.
             gc.freeze()
-    except (SnapshotError, struct.error, ValueError, IndexError, OverflowError) as exc:
+    except (OSError, SnapshotError, struct.error, ValueError, IndexError, OverflowError) as exc:
         _unload(loaded)
-        if not checksum.result():
+        copy.finish()
+        if copy.failure is not None:
+            raise copy.failure from None
+        if not copy.intact():
             raise SnapshotError(f"{origin}: checksum mismatch (the file is damaged)") from None
         if isinstance(exc, SnapshotError):
             raise
@@ -401,9 +515,9 @@ def load_snapshot(path: Path, dbs: list[Database], lazy: list[Node] | None = Non
 
 
 def materialize_some(lazy: list[Node], budget_s: float) -> int:
-    """Copy nodes of ``lazy`` (filled by ``load_snapshot``) out of their snapshot file for
-    about ``budget_s`` seconds, at least one step of 64; returns how many are left. Once none
-    is left, nothing refers to the file's mapping any more and it is released."""
+    """Copy nodes of ``lazy`` (filled by ``load_snapshot``) out of their snapshot's private
+    copy for about ``budget_s`` seconds, at least one step of 64; returns how many are left.
+    Once none is left, nothing refers to the copy any more and its memory is freed."""
     deadline = time.perf_counter() + budget_s
     while lazy:
         for _ in range(min(64, len(lazy))):
@@ -591,7 +705,7 @@ def check_snapshot(path: Path) -> tuple[bool, str]:
                     value.check_invariants()
                     for group in value.groups.values():
                         group.check_invariants()
-    except (SnapshotError, AssertionError, ValueError, struct.error) as exc:
+    except (SnapshotError, OSError, AssertionError, ValueError, struct.error) as exc:
         return False, f"Snapshot {path} is not valid: {exc or type(exc).__name__}"
     size = path.stat().st_size
     return True, f"Snapshot {path} is valid: {keys} keys, {size} bytes, checksum ok"
