@@ -505,9 +505,12 @@ def prefetch(path: Path) -> None:
     if stat.st_size < THREADED_CRC_BYTES:
         os.close(fd)
         return
-    _prefetched[_identity(stat)] = _PrivateCopy(
-        fd, stat.st_size, str(path), pread_into, owns_fd=True
-    )
+    try:
+        copy = _PrivateCopy(fd, stat.st_size, str(path), pread_into, owns_fd=True)
+    except OSError:  # (no memory for it: the load will say so)
+        os.close(fd)
+        return
+    _prefetched[_identity(stat)] = copy
 
 
 def _take_prefetched(stat: os.stat_result, read_at: ReadAt) -> _PrivateCopy | None:
