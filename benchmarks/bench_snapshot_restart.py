@@ -8,10 +8,11 @@ taking turns so that both see the same background load. The same start with an e
 directory is timed too: it is the floor included in both times (Headwater's is the interpreter
 and its imports). Target: Headwater <= 1.0x Redis.
 
-Headwater loads a snapshot lazily (its nodes are copied out of the memory-mapped file when first
-used, the rest by the cron within seconds), so two more figures say what that leaves for later:
-a full XRANGE scan right after PING on both servers, and how long after the start Headwater's
-last node was copied (INFO persistence ``snapshot_lazy_nodes:0``).
+Headwater loads a snapshot lazily (the file is read into private memory, and its nodes are
+copied out of it when first used, the rest by the cron within seconds), so two more figures say
+what that leaves for later: a full XRANGE scan right after PING on both servers, and how long
+after the start Headwater's last node was copied (INFO persistence ``snapshot_lazy_nodes:0``);
+``--restarts-only`` skips them.
 
 Headwater's modules are byte-compiled first (``compileall``), as in an installed package:
 with ``PYTHONDONTWRITEBYTECODE=1`` (set on the project's machines) a source checkout is
@@ -38,11 +39,11 @@ from pathlib import Path
 
 PORT = 7791
 XADD = b"*5\r\n$4\r\nXADD\r\n$1\r\ns\r\n$1\r\n*\r\n$1\r\nf\r\n$16\r\n0123456789abcdef\r\n"
-ROOT = Path(__file__).resolve().parent.parent
-PYTHON = ROOT / ".venv/bin/python"
+#: the interpreter running this script (a venv's python): its headwater script is the server
+PYTHON = Path(sys.executable)
 SERVERS = {
     "redis": ["redis-server", "--save", "", "--appendonly", "no"],
-    "headwater": [str(ROOT / ".venv/bin/headwater"), "server", "--save", "", "--appendonly", "no"],
+    "headwater": [str(PYTHON.parent / "headwater"), "server", "--save", "", "--appendonly", "no"],
 }
 TARGET = 1.0  # headwater seconds / redis seconds, at most
 
@@ -84,12 +85,22 @@ def start(argv: list[str], data: str, port: int) -> subprocess.Popen[bytes]:
     )
 
 
-def timed_start(argv: list[str], data: str, port: int, check: int | None = None) -> float:
-    """Seconds from process start until PING answers; the server is stopped again."""
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far, all its threads (ended ones too)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def timed_start(
+    argv: list[str], data: str, port: int, check: int | None = None
+) -> tuple[float, float]:
+    """Seconds from process start until PING answers, and the server's CPU seconds until
+    then (10 ms ticks: a steadier figure on a busy machine); the server is stopped again."""
     began = time.perf_counter()
     proc = start(argv, data, port)
     try:
-        seconds = wait_ready(began, proc, port)
+        seconds = wait_ready(began, proc, port), cpu_seconds(proc.pid)
         if check is not None:
             length = command(port, b"XLEN", b"s")
             if length != b":%d\r\n" % check:
@@ -200,6 +211,7 @@ def main() -> None:
     parser.add_argument("entries", type=int, nargs="?", default=5_000_000)
     parser.add_argument("--restarts", type=int, default=3)
     parser.add_argument("--no-compileall", action="store_true")
+    parser.add_argument("--restarts-only", action="store_true", help="no scan, no copy time")
     parser.add_argument(
         "--data", help="keep the data directories here, and reuse their snapshots next time"
     )
@@ -221,20 +233,33 @@ def main() -> None:
                  for name, d in dirs.items()}  # fmt: skip
         restarts: dict[str, list[float]] = {name: [] for name in SERVERS}
         floors: dict[str, list[float]] = {name: [] for name in SERVERS}
+        cpus: dict[str, list[float]] = {name: [] for name in SERVERS}
+        floor_cpus: dict[str, list[float]] = {name: [] for name in SERVERS}
         for _ in range(args.restarts):  # the servers take turns, so both see the same load
             for name, argv in SERVERS.items():
-                restarts[name].append(timed_start(argv, dirs[name], PORT, args.entries))
-                floors[name].append(timed_start(argv, empty[name], PORT))
+                wall, cpu = timed_start(argv, dirs[name], PORT, args.entries)
+                restarts[name].append(wall)
+                cpus[name].append(cpu)
+                wall, cpu = timed_start(argv, empty[name], PORT)
+                floors[name].append(wall)
+                floor_cpus[name].append(cpu)
         scans = {
-            name: first_scan(argv, dirs[name], PORT, args.entries) for name, argv in SERVERS.items()
+            name: first_scan(argv, dirs[name], PORT, args.entries)
+            for name, argv in SERVERS.items()
+            if not args.restarts_only
         }
-        copied = lazy_done(SERVERS["headwater"], dirs["headwater"], PORT)
+        copied = (
+            None if args.restarts_only else lazy_done(SERVERS["headwater"], dirs["headwater"], PORT)
+        )
     finally:
         if args.data is None:
             shutil.rmtree(base, ignore_errors=True)
     for name in SERVERS:
         print(f"{name}: files {files[name]}")
         print(f"{name}: restart {show(restarts[name])}; empty directory {show(floors[name])}")
+        print(
+            f"{name}: CPU until PING {show(cpus[name])}; empty directory {show(floor_cpus[name])}"
+        )
     redis, headwater = (statistics.median(restarts[name]) for name in ("redis", "headwater"))
     ratio = headwater / redis
     print(
@@ -242,9 +267,15 @@ def main() -> None:
         f"{redis:.3f} s, headwater {headwater:.3f} s, headwater/redis {ratio:.2f}x (target <= "
         f"{TARGET}x): {'met' if ratio <= TARGET else 'NOT met'}"
     )
+    redis_cpu, headwater_cpu = (statistics.median(cpus[name]) for name in ("redis", "headwater"))
+    print(
+        f"CPU until PING (median): redis {redis_cpu:.2f} s, headwater {headwater_cpu:.2f} s, "
+        f"headwater/redis {headwater_cpu / redis_cpu:.2f}x"
+    )
     for name, (ready, scan) in scans.items():
         print(f"{name}: a full XRANGE scan right after PING ({ready:.3f} s) took {scan:.2f} s")
-    print(f"headwater: every node copied out of the snapshot {copied:.2f} s after the start")
+    if copied is not None:
+        print(f"headwater: every node copied out of the snapshot {copied:.2f} s after the start")
     end = os.getloadavg()
     print(
         f"load average at start / end: {' '.join(f'{x:.2f}' for x in loadavg)} / "

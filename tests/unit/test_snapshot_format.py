@@ -1,11 +1,17 @@
 """Snapshot format versions and the load's failure modes (issue #6): version 3 (columnar node
 chunks, loaded without per-entry work, and the groups' NACK zones) is written; version 1 and 2
 files still load; unknown versions are refused by number; a damaged file loads nothing, also
-when its checksum is computed by a thread while the nodes are built."""
+when its checksum is computed by a thread while the nodes are built. Defect 5 (#14): the file is
+read into private memory, so a read error fails the load (an OSError, not a SIGBUS later) and
+nothing done to the file afterwards changes the loaded nodes."""
 
 from __future__ import annotations
 
+import errno
+import functools
+import os
 import struct
+import weakref
 from pathlib import Path
 
 import pytest
@@ -246,3 +252,153 @@ def test_unowned_entries_without_a_zone_are_refused(tmp_path: Path) -> None:
     with pytest.raises(SnapshotError, match="names no consumer"):
         load_snapshot(path, dbs)
     assert not dbs[0].data  # nothing half-loaded
+
+
+# ---------------------------------------------------------------------------------------------
+# The file is read into private memory: nothing done to it after the load reaches the data
+
+
+def _failing_read(calls_before_failure: int) -> snapshot.ReadAt:
+    """A reader that reads as ``pread_into`` does, then fails with EIO (a disk error)."""
+    calls = 0
+
+    def read_at(fd: int, into: memoryview, offset: int) -> int:
+        nonlocal calls
+        calls += 1
+        if calls > calls_before_failure:
+            raise OSError(errno.EIO, "Input/output error")
+        return snapshot.pread_into(fd, into, offset)
+
+    return read_at
+
+
+@pytest.mark.parametrize("threaded", [True, False])
+def test_a_read_error_fails_the_load_cleanly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, threaded: bool
+) -> None:
+    """A disk error while the file is read is an OSError of the load (never a signal later),
+    and leaves the databases empty; threaded, the nodes built before it are removed again."""
+    monkeypatch.setattr(snapshot, "THREADED_CRC_BYTES", 0 if threaded else 1 << 40)
+    monkeypatch.setattr(snapshot, "READ_CHUNK", 4096)
+    path = tmp_path / "dump.hwsnap"
+    write_snapshot(path, _filled().engine.keyspace.dbs)
+    assert path.stat().st_size > 10 * 4096
+    for good_reads in (0, 1, 5):
+        dbs = _fresh()
+        with pytest.raises(OSError, match="Input/output error") as failure:
+            load_snapshot(path, dbs, [], _failing_read(good_reads))
+        assert failure.value.errno == errno.EIO
+        assert all(not db.data and not db.expires for db in dbs)
+    assert load_snapshot(path, _fresh(), [], _failing_read(1 << 30)) == 4
+
+
+def test_a_file_that_shrinks_while_it_is_read_fails_the_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(snapshot, "THREADED_CRC_BYTES", 0)
+    monkeypatch.setattr(snapshot, "READ_CHUNK", 4096)
+    path = tmp_path / "dump.hwsnap"
+    write_snapshot(path, _filled().engine.keyspace.dbs)
+
+    def read_then_truncate(fd: int, into: memoryview, offset: int) -> int:
+        if offset >= 3 * 4096:
+            os.truncate(path, offset)
+        return snapshot.pread_into(fd, into, offset)
+
+    dbs = _fresh()
+    with pytest.raises(SnapshotError, match=r"the file shrank to \d+ bytes while it was read"):
+        load_snapshot(path, dbs, [], read_then_truncate)
+    assert all(not db.data for db in dbs)
+
+
+@pytest.mark.parametrize("threaded", [True, False])
+def test_lazy_nodes_keep_their_data_when_the_file_is_overwritten(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, threaded: bool
+) -> None:
+    """Overwriting the file in place (same inode, same size, other bytes: what ``cp`` does
+    without shrinking it) after a lazy load changes nothing the server holds."""
+    monkeypatch.setattr(snapshot, "THREADED_CRC_BYTES", 0 if threaded else 1 << 40)
+    h = _filled()
+    copy, lazy = _lazy_copy(tmp_path, h)
+    path = tmp_path / "lazy.hwsnap"
+    size = path.stat().st_size
+    with open(path, "r+b") as f:  # no O_TRUNC: a shrunk mapping would kill this process
+        f.write(bytes(range(256)) * (size // 256) + bytes(size % 256))
+    assert path.stat().st_size == size
+    assert snapshot.materialize_some(lazy, 10.0) == 0
+    assert exact_state(copy.engine.keyspace.dbs) == exact_state(h.engine.keyspace.dbs)
+
+
+def test_the_private_copy_is_freed_once_every_node_is_copied(tmp_path: Path) -> None:
+    copy, lazy = _lazy_copy(tmp_path, _filled(2000))
+    node = copy.engine.keyspace.dbs[0].data[b"s"].nodes[0]
+    assert node._lazy is not None
+    memory = weakref.ref(node._lazy[0][0].obj)  # what the columns are views of
+    assert memory() is not None
+    snapshot.materialize_some(lazy, 0.0)
+    assert memory() is not None
+    snapshot.materialize_some(lazy, 10.0)
+    assert memory() is None
+
+
+def test_debug_reload_reports_a_failed_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DEBUG RELOAD answers Redis's error (the reason goes to the log), and the server goes on
+    with empty databases, as Redis does."""
+    import headwater.server.durability as durability_module
+
+    h = _filled(50)
+    c = h.client()
+    h.call(c, "CONFIG", "SET", "appendonly", "no")
+    durability_module.Durability(h.engine.config, h.engine, str(tmp_path)).open()
+    failing = functools.partial(load_snapshot, read_at=_failing_read(0))
+    monkeypatch.setattr(durability_module, "load_snapshot", failing)
+    reply = h.call(c, "DEBUG", "RELOAD")
+    assert str(reply) == "ERR Error trying to load the RDB dump, check server logs."
+    assert h.call(c, "DBSIZE") == 0
+    assert h.call(c, "SET", "k", "v") == b"OK"
+
+
+def test_a_prefetched_copy_is_used_by_the_load_of_the_same_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server starts reading its snapshot before its imports (``prefetch``); the load
+    takes that copy if the file is still the one prefetched, else reads the file itself."""
+    monkeypatch.setattr(snapshot, "THREADED_CRC_BYTES", 0)
+    monkeypatch.setattr(snapshot, "READ_CHUNK", 4096)
+    monkeypatch.setattr(snapshot, "_prefetched", {})
+    h = _filled()
+    path = tmp_path / "dump.hwsnap"
+    write_snapshot(path, h.engine.keyspace.dbs)
+    snapshot.prefetch(path)
+    (copy,) = snapshot._prefetched.values()
+    dbs, lazy = _fresh(), []
+    assert load_snapshot(path, dbs, lazy) == 4
+    assert not snapshot._prefetched
+    assert lazy[-1]._lazy is not None and lazy[-1]._lazy[0][0].obj is copy.memory
+    assert exact_state(dbs) == exact_state(h.engine.keyspace.dbs)
+
+
+def test_a_prefetched_copy_of_a_file_changed_since_is_not_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(snapshot, "THREADED_CRC_BYTES", 0)
+    monkeypatch.setattr(snapshot, "_prefetched", {})
+    path = tmp_path / "dump.hwsnap"
+    old, new = _filled(1000), _filled(1200)
+    write_snapshot(path, old.engine.keyspace.dbs)
+    snapshot.prefetch(path)
+    write_snapshot(path, new.engine.keyspace.dbs)  # renamed over it: another file
+    dbs = _fresh()
+    assert load_snapshot(path, dbs) == 4
+    assert exact_state(dbs) == exact_state(new.engine.keyspace.dbs)
+    assert not snapshot._prefetched  # (and the stale copy's file is closed)
+    snapshot.prefetch(path)
+    with open(path, "r+b") as f:  # the same file, written in place: another size or time
+        f.seek(0, os.SEEK_END)
+        f.write(b"\0")
+    with pytest.raises(SnapshotError):
+        load_snapshot(path, _fresh())  # read again, and the byte added makes it invalid
+    snapshot.prefetch(tmp_path / "missing.hwsnap")
+    assert not snapshot._prefetched

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from pathlib import Path
 
 from headwater import REDIS_COMPAT_VERSION, __version__
 
@@ -49,7 +50,6 @@ def main(argv: list[str] | None = None) -> int:
     if args[0] != "server":
         print(f"headwater: unknown command '{args[0]}'\n\n{USAGE}", end="", file=sys.stderr)
         return 1
-    from headwater.server.app import run
     from headwater.server.options import OptionsError, parse_args
 
     try:
@@ -57,6 +57,13 @@ def main(argv: list[str] | None = None) -> int:
     except OptionsError as exc:
         print(str(exc).lstrip("\n"), file=sys.stderr)
         return 1
+    if not config["appendonly"]:
+        # The snapshot is read (by threads) while the server's modules are imported.
+        from headwater.persistence.snapshot import prefetch
+
+        prefetch(Path(config["dir"]).absolute() / config["dbfilename"])
+    from headwater.server.app import run
+
     _setup_logging(config["loglevel"], config["logfile"])
     try:
         run(config)

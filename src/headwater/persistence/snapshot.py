@@ -32,17 +32,22 @@ in its order as two arrays (ms u64, seq u64).
 Theory of operation: the nodes are written *as they are in memory*, so loading costs a few
 C-level operations per node and nothing per entry. A chunk's node table is read with one
 ``struct.iter_unpack`` and each node takes its share of the chunk's columns with one copy per
-column (``Node.restore_many``). The file is memory-mapped and its CRC-32 (zlib, C speed) is
-computed by a thread while the nodes are built: ``zlib.crc32`` releases the GIL, so on a
-second core the check costs little load time.
+column (``Node.restore_many``). The file is read into anonymous memory of the process (never
+mapped: ``_PrivateCopy``), by two threads in chunks of 8 MB, while a third computes its CRC-32
+(zlib, C speed) and the nodes are built from what has arrived: the read and ``zlib.crc32``
+release the GIL, so they run on other cores; the server even starts them before its imports
+(``prefetch``).
 
-Lazy loading (what the server does): copying ~200 MB of columns into fresh memory is most of
-a 5M-entry load (page faults), so with a ``lazy`` list the nodes are built without their
-buffers, which stay in the mapping until a command first reads them (``Node`` module doc); the
-server's cron copies the rest with ``materialize_some`` (~5% of a core: a few seconds for 5M
-entries), after which the mapping is released. The checksum is still verified before the load
-returns. The mapped file is never written in place (snapshots are renamed into place), so a
-mapping stays valid even after a rewrite replaces or deletes the file. Loading
+Lazy loading (what the server does): copying ~200 MB of columns into one buffer per node is
+most of a 5M-entry load (page faults), so with a ``lazy`` list the nodes are built without their
+buffers, which stay in the private copy of the file until a command first reads them (``Node``
+module doc); the server's cron copies the rest with ``materialize_some`` (~5% of a core: a few
+seconds for 5M entries), after which the copy is freed. The checksum is still verified before
+the load returns. Why a copy and not a mapping of the file (which the first lazy design used,
+and which costs no page faults of fresh memory): a mapped page that is gone kills the process
+with SIGBUS on its next read, and a page goes when the file is truncated in place (``cp
+backup.hwsnap dump.hwsnap``) or cannot be read from the disk; with the copy, a read error is an
+OSError of the load, and what happens to the file afterwards cannot reach the server. Loading
 goes into empty databases; if the checksum or the structure turns out wrong, the keys loaded so
 far are removed again and ``SnapshotError`` says why. The garbage collector is off during the
 load, and the first load of a process freezes what it built (``load_snapshot``). A version
@@ -67,6 +72,7 @@ import threading
 import time
 import zlib
 from array import array
+from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
@@ -95,8 +101,14 @@ _CHUNK = struct.Struct("<4Q")
 _NODE_ROW = struct.Struct("<9Q")
 #: nodes per chunk: small column buffers (~1 MB) are reused by malloc instead of faulted in anew
 CHUNK_NODES = 256
-#: files at least this big are checksummed by a thread while they load
+#: files at least this big are read and checksummed by threads while they load
 THREADED_CRC_BYTES = 4 << 20
+#: they are read in chunks of this size: few enough that a reading thread seldom waits for
+#: the GIL (up to sys.getswitchinterval(), 5 ms, while the main thread runs Python code)
+READ_CHUNK = 8 << 20
+#: by this many threads: the read is mostly page faults of fresh memory, which take a core
+#: each (the kernel handles them in parallel)
+READ_THREADS = 2
 #: arrays are kept in native byte order; the file is little-endian
 _SWAP = sys.byteorder == "big"
 
@@ -296,16 +308,30 @@ def _write_idmp(out: _Out, idmp: IdmpState | None) -> None:
 
 
 class _In:
-    def __init__(self, data: bytes | memoryview, origin: str, pos: int = 0) -> None:
+    """Reads the file's records; ``wait_for`` (given while the file is still being read)
+    blocks until the bytes up to an offset are there."""
+
+    def __init__(
+        self,
+        data: bytes | memoryview,
+        origin: str,
+        pos: int = 0,
+        wait_for: Callable[[int], int] | None = None,
+    ) -> None:
         self.data = memoryview(data)
         self.pos = pos
         self.origin = origin
         self.version = VERSION  # of the file, for the parts whose layout changed
+        self.wait_for = wait_for
+        #: bytes known to be there
+        self.ready = len(self.data) if wait_for is None else 0
 
     def take(self, n: int) -> memoryview:
         end = self.pos + n
-        if end > len(self.data):
-            raise SnapshotError(f"{self.origin}: truncated at offset {self.pos}")
+        if end > self.ready:
+            if end > len(self.data) or self.wait_for is None:
+                raise SnapshotError(f"{self.origin}: truncated at offset {self.pos}")
+            self.ready = min(self.wait_for(end), len(self.data))
         chunk = self.data[self.pos : end]
         self.pos = end
         return chunk
@@ -331,7 +357,7 @@ _HEADER = len(MAGIC) + 2
 _SMALLEST = _HEADER + 1 + 4  # header, END, checksum
 
 
-def _version(data: bytes | mmap.mmap, origin: str) -> int:
+def _version(data: memoryview, origin: str) -> int:
     if len(data) < _SMALLEST or data[: len(MAGIC)] != MAGIC:
         raise SnapshotError(f"{origin}: not a Headwater snapshot")
     (version,) = _U16.unpack_from(data, len(MAGIC))
@@ -343,58 +369,219 @@ def _version(data: bytes | mmap.mmap, origin: str) -> int:
     return int(version)
 
 
-def _checksum_ok(data: memoryview) -> bool:
-    (crc,) = _U32.unpack_from(data, len(data) - 4)
-    return zlib.crc32(data[:-4]) == int(crc)
+#: reads a file's bytes at an offset into a buffer and returns how many it read (0: the end);
+#: ``load_snapshot``'s seam for read errors
+ReadAt = Callable[[int, memoryview, int], int]
 
 
-class _Checksum:
-    """The file's CRC-32, computed on a thread (big files) or at once (small ones)."""
+def pread_into(fd: int, into: memoryview, offset: int) -> int:
+    return os.preadv(fd, [into], offset)
 
-    def __init__(self, data: memoryview) -> None:
-        self.ok: bool | None = None
-        self._thread: threading.Thread | None = None
-        if len(data) < THREADED_CRC_BYTES:
-            self.ok = _checksum_ok(data)
+
+class _PrivateCopy:
+    """The file's bytes in anonymous memory of this process, so that nothing done to the file
+    afterwards (truncated or rewritten in place, a disk error) can reach the loaded data: a
+    mapping of the file itself kills the process with SIGBUS when a mapped page is gone.
+
+    A small file is read and checksummed at once. A big one is read in chunks by
+    ``READ_THREADS`` threads while another computes the CRC-32 of what has arrived without a
+    gap and the load parses it (``wait_for``): the read (mostly page faults of fresh memory,
+    in the kernel) and ``zlib.crc32`` release the GIL, so they run on other cores. The server
+    starts all this before its imports (``prefetch``). A read error, or a file that turns out
+    shorter than it was, is kept as ``failure`` and raised by ``wait_for`` and ``intact``.
+
+    What it costs, 5,000,000 entries (208 MB): ~0.1 s of CPU more than the mapping did (the
+    page faults), and the copy's memory until the cron has copied every node out of it (peak
+    RSS as with the mapping, whose pages counted too)."""
+
+    def __init__(
+        self, fd: int, size: int, origin: str, read_at: ReadAt, owns_fd: bool = False
+    ) -> None:
+        # (private: shared anonymous memory is tmpfs, whose pages cost more to fault in)
+        self.memory = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        self.view = memoryview(self.memory)
+        self.size = size
+        #: the first ``filled`` bytes are read
+        self.filled = 0
+        self.failure: Exception | None = None
+        #: the next chunk a reader takes, and the ends of chunks read beyond ``filled``
+        self._next = 0
+        self._read_ends: dict[int, int] = {}
+        self._crc = 0
+        self._fd = fd
+        #: ``finish`` closes the file (a prefetched copy's)
+        self._owns_fd = owns_fd
+        self._origin = origin
+        self._read_at = read_at
+        self._changed = threading.Condition()
+        self._threads: list[threading.Thread] = []
+        if size < THREADED_CRC_BYTES:
+            self._read()
+            self._checksum()
         else:
-            self._thread = threading.Thread(
-                target=self._run, args=(data,), name="snapshot-crc", daemon=True
-            )
-            self._thread.start()
+            jobs = [self._read] * READ_THREADS + [self._checksum]
+            for job in jobs:
+                thread = threading.Thread(target=job, name="snapshot-load", daemon=True)
+                self._threads.append(thread)
+                thread.start()
+        if self.failure is not None:
+            raise self.failure
 
-    def _run(self, data: memoryview) -> None:
-        self.ok = _checksum_ok(data)
+    def _read(self) -> None:
+        """Reads chunks until none is left; the readers take turns at the next one."""
+        try:
+            while True:
+                with self._changed:
+                    start = self._next
+                    if start >= self.size or self.failure is not None:
+                        return
+                    end = self._next = min(start + READ_CHUNK, self.size)
+                self._read_range(start, end)
+                with self._changed:
+                    self._read_ends[start] = end
+                    while self.filled in self._read_ends:  # what is read without a gap
+                        self.filled = self._read_ends.pop(self.filled)
+                    self._changed.notify_all()
+        except Exception as exc:  # (OSError mostly) for the load to raise
+            with self._changed:
+                if self.failure is None:
+                    self.failure = exc
+                self._changed.notify_all()
 
-    def result(self) -> bool:
-        if self._thread is not None:
-            self._thread.join()
-        return bool(self.ok)
+    def _read_range(self, start: int, end: int) -> None:
+        while start < end:
+            with self.view[start:end] as into:
+                n = self._read_at(self._fd, into, start)
+            if n <= 0:
+                raise SnapshotError(
+                    f"{self._origin}: the file shrank to {start} bytes while it was read"
+                )
+            start += n
+
+    def _checksum(self) -> None:
+        """The CRC-32 of every byte before the checksum field, chunk by chunk as they arrive."""
+        end = self.size - 4
+        done = 0
+        try:
+            while done < end:
+                upto = min(self.wait_for(min(done + READ_CHUNK, end)), end)
+                with self.view[done:upto] as chunk:
+                    self._crc = zlib.crc32(chunk, self._crc)
+                done = upto
+        except Exception:  # the read failed: wait_for raises it to the load as well
+            return
+
+    def wait_for(self, end: int) -> int:
+        """Blocks until the first ``end`` bytes have been read; returns how many have."""
+        if self.filled >= end:
+            return self.filled
+        with self._changed:
+            while self.filled < end and self.failure is None:
+                self._changed.wait()
+        if self.failure is not None:
+            raise self.failure
+        return self.filled
+
+    @property
+    def threaded(self) -> bool:
+        """Read by threads (else it was complete and checksummed on return)."""
+        return bool(self._threads)
+
+    def finish(self) -> None:
+        """Waits for the threads (the file may be closed after this)."""
+        for thread in self._threads:
+            thread.join()
+        if self._owns_fd:
+            self._owns_fd = False
+            os.close(self._fd)
+
+    def intact(self) -> bool:
+        """The checksum matches (after ``finish``); raises the read's failure if any."""
+        if self.failure is not None:
+            raise self.failure
+        (crc,) = _U32.unpack_from(self.view, self.size - 4)
+        return self._crc == int(crc)
 
 
-def load_snapshot(path: Path, dbs: list[Database], lazy: list[Node] | None = None) -> int:
+#: copies started by ``prefetch``, by the identity of their file
+_prefetched: dict[tuple[int, ...], _PrivateCopy] = {}
+
+
+def _identity(stat: os.stat_result) -> tuple[int, ...]:
+    """The same file, unchanged (a file rewritten in place gets another size or mtime)."""
+    return (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+
+
+def prefetch(path: Path) -> None:
+    """Start reading a big snapshot that ``load_snapshot`` will load soon, as the server does
+    before its imports: on a second core the read (~0.1 s of page faults for 200 MB) and the
+    checksum then overlap the interpreter's start instead of the load. If the file is not
+    there, or changes before the load opens it, the load reads it again itself."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return  # (the load reports it)
+    stat = os.fstat(fd)
+    if stat.st_size < THREADED_CRC_BYTES:
+        os.close(fd)
+        return
+    try:
+        copy = _PrivateCopy(fd, stat.st_size, str(path), pread_into, owns_fd=True)
+    except OSError:  # (no memory for it: the load will say so)
+        os.close(fd)
+        return
+    _prefetched[_identity(stat)] = copy
+
+
+def _take_prefetched(stat: os.stat_result, read_at: ReadAt) -> _PrivateCopy | None:
+    """The prefetched copy of this very file if there is one; any other is of no use now."""
+    copy = _prefetched.pop(_identity(stat), None) if read_at is pread_into else None
+    while _prefetched:
+        _, stale = _prefetched.popitem()
+        stale.finish()
+    return copy
+
+
+def load_snapshot(
+    path: Path, dbs: list[Database], lazy: list[Node] | None = None, read_at: ReadAt = pread_into
+) -> int:
     """Load the file into empty databases; returns the number of keys. On any error the
-    databases are left as they were (empty) and SnapshotError says why. Given a ``lazy``
-    list, stream nodes keep their buffers in the file until they are used or
-    ``materialize_some(lazy, ...)`` copies them; the list gets them (the checksum is verified
-    before this returns all the same)."""
+    databases are left as they were (empty) and SnapshotError says why (OSError for a read
+    error). Given a ``lazy`` list, stream nodes keep their buffers in the file's private copy
+    until they are used or ``materialize_some(lazy, ...)`` copies them; the list gets them
+    (the checksum is verified before this returns all the same)."""
     origin = str(path)
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
+    with open(path, "rb", buffering=0) as f:
+        stat = os.fstat(f.fileno())
+        size = stat.st_size
         if size < _SMALLEST:
             raise SnapshotError(f"{origin}: not a Headwater snapshot")
-        data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    version = _version(data, origin)
-    view = memoryview(data)
-    checksum = _Checksum(view)
-    if checksum.ok is False:
+        copy = _take_prefetched(stat, read_at)
+        if copy is None:
+            copy = _PrivateCopy(f.fileno(), size, origin, read_at)
+        try:
+            keys = _load_copy(copy, dbs, lazy, origin)
+        finally:
+            copy.finish()
+    return keys
+
+
+def _load_copy(
+    copy: _PrivateCopy, dbs: list[Database], lazy: list[Node] | None, origin: str
+) -> int:
+    copy.wait_for(_HEADER)
+    version = _version(copy.view, origin)
+    if not copy.threaded and not copy.intact():
         raise SnapshotError(f"{origin}: checksum mismatch (the file is damaged)")
     loaded: list[tuple[Database, bytes]] = []
     lazy_nodes: list[Node] | None = [] if lazy is not None else None
     collecting = gc.isenabled()
     gc.disable()  # nodes are acyclic; collections during the load would only walk them
     try:
-        _load_records(_In(view[:-4], origin, _HEADER), dbs, version, loaded, lazy_nodes)
-        intact = checksum.result()
+        inp = _In(copy.view[:-4], origin, _HEADER, copy.wait_for)
+        _load_records(inp, dbs, version, loaded, lazy_nodes)
+        copy.finish()
+        intact = copy.intact()
         if intact and collecting and not gc.get_freeze_count():
             # The process's first load (its startup): what it built is long-lived and
             # acyclic. In the permanent generation it is never walked by the collector (the
@@ -402,9 +589,12 @@ def load_snapshot(path: Path, dbs: list[Database], lazy: list[Node] | None = Non
             # child does not touch its pages (copy-on-write). Later loads (DEBUG RELOAD)
             # leave the collector alone, so that no runtime garbage is frozen.
             gc.freeze()
-    except (SnapshotError, struct.error, ValueError, IndexError, OverflowError) as exc:
+    except (OSError, SnapshotError, struct.error, ValueError, IndexError, OverflowError) as exc:
         _unload(loaded)
-        if not checksum.result():
+        copy.finish()
+        if copy.failure is not None:
+            raise copy.failure from None
+        if not copy.intact():
             raise SnapshotError(f"{origin}: checksum mismatch (the file is damaged)") from None
         if isinstance(exc, SnapshotError):
             raise
@@ -421,9 +611,9 @@ def load_snapshot(path: Path, dbs: list[Database], lazy: list[Node] | None = Non
 
 
 def materialize_some(lazy: list[Node], budget_s: float) -> int:
-    """Copy nodes of ``lazy`` (filled by ``load_snapshot``) out of their snapshot file for
-    about ``budget_s`` seconds, at least one step of 64; returns how many are left. Once none
-    is left, nothing refers to the file's mapping any more and it is released."""
+    """Copy nodes of ``lazy`` (filled by ``load_snapshot``) out of their snapshot's private
+    copy for about ``budget_s`` seconds, at least one step of 64; returns how many are left.
+    Once none is left, nothing refers to the copy any more and its memory is freed."""
     deadline = time.perf_counter() + budget_s
     while lazy:
         for _ in range(min(64, len(lazy))):
@@ -635,7 +825,7 @@ def check_snapshot(path: Path) -> tuple[bool, str]:
                     value.check_invariants()
                     for group in value.groups.values():
                         group.check_invariants()
-    except (SnapshotError, AssertionError, ValueError, struct.error) as exc:
+    except (SnapshotError, OSError, AssertionError, ValueError, struct.error) as exc:
         return False, f"Snapshot {path} is not valid: {exc or type(exc).__name__}"
     size = path.stat().st_size
     return True, f"Snapshot {path} is valid: {keys} keys, {size} bytes, checksum ok"

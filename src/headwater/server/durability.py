@@ -110,7 +110,7 @@ class Durability:
         self.bgsave_child: tuple[int, int] | None = None
         self.bgsave_scheduled = False
         self.last_save_attempt = 0.0
-        #: stream nodes loaded lazily whose buffers may still be in a snapshot file
+        #: stream nodes loaded lazily whose buffers may still be in a snapshot's private copy
         self._lazy_nodes: list[Node] = []
         self.data_dir = data_dir
         engine.hooks[b"SAVE"] = self._save_command
@@ -587,7 +587,11 @@ class Durability:
             db.flush()
         self._lazy_nodes.clear()  # (nodes of the keys just flushed)
         self.engine.info.snapshot_lazy_nodes = 0
-        self._load_snapshot(self.snapshot_path)
+        try:
+            self._load_snapshot(self.snapshot_path)
+        except StartupError as exc:  # a read error, or the file changed since the save
+            log.warning("DEBUG RELOAD: %s", exc)
+            raise err("Error trying to load the RDB dump, check server logs.") from None
         return OK
 
     def _bgrewriteaof(self, args: list[bytes]) -> Reply:

@@ -25,12 +25,13 @@ entries share their field names stores each name once per node.
 Lazy nodes
 ----------
 A snapshot is loaded without copying entries (``restore_many(..., lazy=True)``): a node then
-holds only its counters and where its columns lie in the memory-mapped file (``_lazy``), and
-its five buffers are unset slots. The first read of any of them reaches ``__getattr__`` (Python
-calls it only for an attribute that is not set), which copies the node's share of the file into
-real buffers once; from then on the node is an ordinary one and attribute reads cost nothing
-extra. The server materialises the rest a little at a time from its cron, so the file's mapping
-is released soon after startup (``persistence/snapshot.materialize_some``).
+holds only its counters and where its columns lie in the file's bytes (``_lazy``: slices of the
+process's private copy of the file, never of a mapping of it), and its five buffers are unset
+slots. The first read of any of them reaches ``__getattr__`` (Python calls it only for an
+attribute that is not set), which copies the node's share into real buffers once; from then on
+the node is an ordinary one and attribute reads cost nothing extra. The server materialises the
+rest a little at a time from its cron, so the copy of the file is freed soon after startup
+(``persistence/snapshot.materialize_some``).
 
 Listpack accounting
 -------------------
@@ -211,7 +212,7 @@ class Node:
 
     @property
     def is_lazy(self) -> bool:
-        """Its buffers are still in the snapshot file."""
+        """Its buffers are still in the snapshot's bytes."""
         return self._lazy is not None
 
     def materialize(self) -> None:
