@@ -18,13 +18,15 @@ from itertools import islice
 
 from headwater.commands.args import parse_int
 from headwater.commands.context import Block, Client, help_handler, reject_subcommand, spec
-from headwater.commands.entries import array_of, encode_entries, entry_reply
+from headwater.commands.entries import array_of, entry_reply
 from headwater.commands.streams import (
+    ReplyCaps,
     XReadOpts,
     lookup_stream,
     new_stream,
     parse_ref_and_ids,
     parse_xread,
+    read_entries,
 )
 from headwater.errors import SYNTAX, ReplyError, c_text, err, subcommand_syntax
 from headwater.keyspace import Database
@@ -340,40 +342,55 @@ class _Delivery:
         self.changed = False
 
 
-def _serve_history(d: _Delivery, consumer: Consumer, after: StreamID, count: int) -> list[bytes]:
+def _serve_history(
+    d: _Delivery, consumer: Consumer, after: StreamID, count: int, caps: ReplyCaps
+) -> list[bytes]:
     """This consumer's pending entries with ID > after, delivered again (deleted entries as
-    ``[id, nil]``)."""
+    ``[id, nil]``), within COUNT and the caps."""
     start = incr_id(after)
     group, stream, now = d.group, d.stream, d.c.server.keyspace.now_ms
     parts: list[bytes] = []
-    if start is not None:
-        keys = consumer.pel.irange(id_key(start))
-        for key in islice(keys, count) if count else keys:
-            sid = key_id(key)
-            pairs = stream.get(sid)
-            if pairs is None:
-                null = _NULL_ENTRY3 if d.c.resp == 3 else _NULL_ENTRY
-                raw_id = format_id(sid)
-                parts.append(b"*2\r\n$%d\r\n%s\r\n%s" % (len(raw_id), raw_id, null))
-                continue
-            group.redeliver(key, now)
-            d.changed = True
-            parts.append(entry_reply((sid, pairs)))
-            if d.c.server.propagating:
-                # Redis does not propagate this, leaving replicas with older counts and
-                # times; we do, so that replicas and replays agree on the PEL.
-                d.effects.append(_claim_effect(d.key, group, format_id(sid), group.pel[key]))
+    if start is None:
+        return parts
+    limit = caps.per_stream(count)
+    keys = consumer.pel.irange(id_key(start))
+    sized = caps.max_bytes > 0
+    for key in islice(keys, limit) if limit else keys:
+        if sized and caps.full():
+            break  # not sent, so not redelivered either
+        sid = key_id(key)
+        pairs = stream.get(sid)
+        if pairs is None:
+            null = _NULL_ENTRY3 if d.c.resp == 3 else _NULL_ENTRY
+            raw_id = format_id(sid)
+            parts.append(b"*2\r\n$%d\r\n%s\r\n%s" % (len(raw_id), raw_id, null))
+            caps.add(parts[-1])
+            continue
+        group.redeliver(key, now)
+        d.changed = True
+        parts.append(entry_reply((sid, pairs)))
+        caps.add(parts[-1])
+        if d.c.server.propagating:
+            # Redis does not propagate this, leaving replicas with older counts and
+            # times; we do, so that replicas and replays agree on the PEL.
+            d.effects.append(_claim_effect(d.key, group, format_id(sid), group.pel[key]))
     return parts
 
 
-def _serve_new(d: _Delivery, consumer: Consumer, count: int, noack: bool) -> list[bytes]:
-    """Entries after the group's last delivered ID, encoded: the group moves past them and,
-    unless NOACK, they become pending for the consumer."""
+_CLAIM_INFO_OF_NEW = len(b":0\r\n:0\r\n")  # what _with_claim_info adds to a new entry
+
+
+def _serve_new(
+    d: _Delivery, consumer: Consumer, count: int, noack: bool, caps: ReplyCaps, extra: int = 0
+) -> list[bytes]:
+    """Entries after the group's last delivered ID, encoded, within COUNT and the caps (each
+    charged ``extra`` bytes more): the group moves past them and, unless NOACK, they become
+    pending for the consumer. Entries the caps leave out are not delivered at all."""
     group, stream = d.group, d.stream
     start = incr_id(group.last_id)
     assert start is not None
     ids: list[StreamID] = []
-    parts = encode_entries(stream, start, MAX_ID, count, ids=ids)
+    parts = read_entries(stream, start, count, caps, ids, extra)
     if not parts:
         return parts
     d.changed = True
@@ -394,13 +411,15 @@ def _serve_new(d: _Delivery, consumer: Consumer, count: int, noack: bool) -> lis
 
 
 def _serve_with_claim(
-    d: _Delivery, consumer: Consumer, count: int, noack: bool, min_idle: int
+    d: _Delivery, consumer: Consumer, count: int, noack: bool, min_idle: int, caps: ReplyCaps
 ) -> list[bytes]:
     """XREADGROUP … CLAIM: idle pending entries first (the nacked ones, then the oldest
     delivery first), then new ones; every entry carries its idle time and delivery count
     before this read (0, 0 when new). A nacked entry's delivery time is 0, so it is idle
-    since the epoch, as in Redis. Entries gone from the stream are skipped."""
+    since the epoch, as in Redis. Entries gone from the stream are skipped. Claimed entries
+    count against COUNT and the caps like new ones; one the caps leave out is not claimed."""
     group, stream, now = d.group, d.stream, d.c.server.keyspace.now_ms
+    limit = caps.per_stream(count)
     claimable: list[tuple[int, int, StreamID, list[bytes]]] = []
     for key in group.claim_order():
         delivery_ms = group.pel[key][0]
@@ -410,22 +429,31 @@ def _serve_with_claim(
         pairs = stream.get(sid)
         if pairs is not None:
             claimable.append((delivery_ms, key, sid, pairs))
-            if len(claimable) == count:
+            if len(claimable) == limit:
                 break
     parts: list[bytes] = []
     for delivery_ms, key, sid, pairs in claimable:
+        if caps.full():
+            break
         old_count = group.pel[key][1]
         group.transfer(key, consumer, now, bumped(old_count))
         d.changed = True
         entry = entry_reply((sid, pairs))
         parts.append(_with_claim_info(entry, max(now - delivery_ms, 0), old_count))
+        caps.add(parts[-1])
         if d.c.server.propagating:
             d.effects.append(_claim_effect(d.key, group, format_id(sid), group.pel[key]))
     if parts:
         consumer.active_time = now  # (new entries count only without NOACK: _serve_new)
-    room = count - len(parts) if count else 0
-    if (not count or room > 0) and stream.length and stream.last_live_id() > group.last_id:
-        parts += [_with_claim_info(p, 0, 0) for p in _serve_new(d, consumer, room, noack)]
+    room = limit - len(parts) if limit else 0
+    if (
+        (not limit or room > 0)
+        and not caps.full()
+        and stream.length
+        and stream.last_live_id() > group.last_id
+    ):
+        new = _serve_new(d, consumer, room, noack, caps, _CLAIM_INFO_OF_NEW)
+        parts += [_with_claim_info(p, 0, 0) for p in new]
     return parts
 
 
@@ -440,7 +468,10 @@ def cmd_xreadgroup(c: Client, argv: list[bytes]) -> Reply | Block:
     served: list[tuple[bytes, Reply]] = []
     effects: list[list[bytes]] = []
     claim_ms = opts.claim_ms
+    caps = ReplyCaps(opts.maxcount, opts.maxsize)
     for key, (stream, group, sid) in zip(opts.keys, targets, strict=True):
+        if caps.full():
+            break  # MAXCOUNT / MAXSIZE reached: later streams are not served
         d = _Delivery(c, key, stream, group)
         reclaim_idle(c, key, group, keep=opts.consumer)
         consumer, created = touch_consumer(c, key, group, opts.consumer)
@@ -448,12 +479,12 @@ def cmd_xreadgroup(c: Client, argv: list[bytes]) -> Reply | Block:
             effects.append(createconsumer_effect(key, group, opts.consumer))
         parts: list[bytes] | None = None
         if sid != NEW_ONLY:
-            parts = _serve_history(d, consumer, sid, opts.count)
+            parts = _serve_history(d, consumer, sid, opts.count, caps)
             claim_ms = None  # Redis switches CLAIM off after a history read
         elif claim_ms is not None:
-            parts = _serve_with_claim(d, consumer, opts.count, opts.noack, claim_ms) or None
+            parts = _serve_with_claim(d, consumer, opts.count, opts.noack, claim_ms, caps) or None
         elif stream.length and stream.last_live_id() > group.last_id:
-            parts = _serve_new(d, consumer, opts.count, opts.noack)
+            parts = _serve_new(d, consumer, opts.count, opts.noack, caps)
         if parts is not None:
             served.append((key, array_of(parts)))
         if d.changed:

@@ -12,11 +12,12 @@ from dataclasses import dataclass, field
 
 from headwater.commands.args import INT64_MAX, parse_int, strict_int
 from headwater.commands.context import Block, Client, spec
-from headwater.commands.entries import encode_range, entry_reply
+from headwater.commands.entries import array_of, encode_entries, encode_range, entry_reply
 from headwater.errors import (
     NO_SUCH_KEY,
     SYNTAX,
     WRONGTYPE,
+    ReplyError,
     err,
     wrong_arity,
 )
@@ -584,7 +585,9 @@ def cmd_xsetid(c: Client, argv: list[bytes]) -> Reply:
 
 @dataclass
 class XReadOpts:
-    count: int = 0  # 0 = unlimited
+    count: int = 0  # per stream; 0 = unlimited
+    maxcount: int = 0  # MAXCOUNT, entries in the whole reply; 0 = none
+    maxsize: int = 0  # MAXSIZE, reply bytes (see ReplyCaps); 0 = none
     block_ms: int | None = None  # None = no BLOCK
     keys: list[bytes] = field(default_factory=list)
     id_index: int = 0  # argv index of the first ID
@@ -612,12 +615,18 @@ _UNBALANCED_XREAD = err(
 _UNBALANCED_XREADGROUP = err(
     "Unbalanced 'xreadgroup' list of streams: for each stream key an ID or '>' must be specified."
 )
+# Redis 8.10's tests check "*MAXCOUNT must be a positive integer*"; the MAXSIZE and the
+# MAXCOUNT-below-COUNT texts are ours, in the same style (the 8.10 source was not available).
+MAXCOUNT_NOT_POSITIVE = err("MAXCOUNT must be a positive integer")
+MAXSIZE_NOT_POSITIVE = err("MAXSIZE must be a positive integer")
+MAXCOUNT_BELOW_COUNT = err("MAXCOUNT must be greater than or equal to COUNT")
 
 
 def parse_xread(c: Client, argv: list[bytes], group: bool = False) -> XReadOpts:
-    """XREAD [COUNT count] [BLOCK milliseconds] STREAMS key [key ...] id [id ...], and with
-    ``group`` XREADGROUP GROUP group consumer [COUNT count] [BLOCK ms] [CLAIM min-idle]
-    [NOACK] STREAMS ... (one parser, as Redis's xreadCommand)."""
+    """XREAD [COUNT count] [MAXCOUNT maxcount] [MAXSIZE maxsize] [BLOCK milliseconds]
+    STREAMS key [key ...] id [id ...], and with ``group`` XREADGROUP GROUP group consumer
+    [COUNT count] [MAXCOUNT maxcount] [MAXSIZE maxsize] [BLOCK ms] [CLAIM min-idle] [NOACK]
+    STREAMS ... (one parser, as Redis's xreadCommand). Repeated options: the last wins."""
     opts = XReadOpts()
     group_given = False
     i = 1
@@ -629,6 +638,12 @@ def parse_xread(c: Client, argv: list[bytes], group: bool = False) -> XReadOpts:
             i += 2
         elif token == b"COUNT" and more:
             opts.count = max(parse_int(argv[i + 1]), 0)
+            i += 2
+        elif token == b"MAXCOUNT" and more:
+            opts.maxcount = _parse_cap(argv[i + 1], MAXCOUNT_NOT_POSITIVE)
+            i += 2
+        elif token == b"MAXSIZE" and more:
+            opts.maxsize = _parse_cap(argv[i + 1], MAXSIZE_NOT_POSITIVE)
             i += 2
         elif token == b"STREAMS" and more:
             rest = len(argv) - i - 1
@@ -662,7 +677,16 @@ def parse_xread(c: Client, argv: list[bytes], group: bool = False) -> XReadOpts:
         raise SYNTAX
     if group and not group_given:
         raise err("Missing GROUP option for XREADGROUP")
+    if opts.maxcount and opts.count and opts.maxcount < opts.count:
+        raise MAXCOUNT_BELOW_COUNT  # a cumulative cap below the per-stream one is a mistake
     return opts
+
+
+def _parse_cap(raw: bytes, not_positive: ReplyError) -> int:
+    value = parse_int(raw)
+    if value <= 0:
+        raise not_positive
+    return value
 
 
 def _parse_claim(raw: bytes) -> int:
@@ -698,23 +722,113 @@ def _resolve_read_ids(
     return resolved
 
 
+class ReplyCaps:
+    """The MAXCOUNT / MAXSIZE budget of one XREAD or XREADGROUP call, shared by its streams in
+    argument order ([8.10]).
+
+    ``sent`` counts the entries put in the reply and ``sent_bytes`` their RESP encoding as
+    sent: ``[id, [f1, v1, ...]]`` (the same bytes in RESP2 and RESP3), ``[id, fields, idle,
+    count]`` with CLAIM, ``[id, nil]`` for a deleted entry in a history read (``*-1`` or
+    ``_``). Key names and array or map headers are not counted. The size check comes before
+    each entry and only once something was sent, so a reply always holds at least one entry
+    and passes MAXSIZE by less than one entry (Redis's soft cap). Once full, the remaining
+    streams of the call are not looked at.
+    """
+
+    __slots__ = ("max_bytes", "max_entries", "sent", "sent_bytes")
+
+    def __init__(self, max_entries: int = 0, max_bytes: int = 0) -> None:
+        self.max_entries = max_entries  # 0 = no MAXCOUNT
+        self.max_bytes = max_bytes  # 0 = no MAXSIZE
+        self.sent = 0
+        self.sent_bytes = 0
+
+    def full(self) -> bool:
+        if self.max_entries and self.sent >= self.max_entries:
+            return True
+        return self.max_bytes > 0 and self.sent > 0 and self.sent_bytes >= self.max_bytes
+
+    def per_stream(self, count: int) -> int:
+        """The entry limit for the next stream (0 = none): COUNT, lowered to what MAXCOUNT
+        leaves. Only called while not full, so MAXCOUNT leaves at least one."""
+        if not self.max_entries:
+            return count
+        left = self.max_entries - self.sent
+        return min(count, left) if count else left
+
+    def add(self, entry: bytes) -> None:
+        self.sent += 1
+        self.sent_bytes += len(entry)
+
+
+_FIRST_CHUNK = 16  # entries encoded at a time under MAXSIZE, growing: most replies stop early
+_MAX_CHUNK = 4096
+
+
+def read_entries(
+    stream: Stream,
+    start: StreamID,
+    count: int,
+    caps: ReplyCaps,
+    ids: list[StreamID] | None = None,
+    extra: int = 0,
+) -> list[bytes]:
+    """The live entries with ID >= start, encoded, at most ``count`` (0 = all) and within the
+    caps, which they are charged to (each with ``extra`` bytes more: what the caller adds to
+    the entry); their IDs are appended to ``ids``. Without MAXSIZE this is one
+    ``encode_entries``; with it, entries are encoded in growing chunks and checked one by one,
+    so a small MAXSIZE over a long stream does not encode the whole stream."""
+    limit = caps.per_stream(count)
+    if not caps.max_bytes:
+        parts = encode_entries(stream, start, MAX_ID, limit, ids=ids)
+        caps.sent += len(parts)
+        return parts
+    parts = []
+    chunk = _FIRST_CHUNK
+    while True:
+        want = min(chunk, limit - len(parts)) if limit else chunk
+        chunk_ids: list[StreamID] = []
+        encoded = encode_entries(stream, start, MAX_ID, want, ids=chunk_ids)
+        for entry, sid in zip(encoded, chunk_ids, strict=True):
+            if caps.full():
+                return parts
+            caps.sent += 1
+            caps.sent_bytes += len(entry) + extra
+            parts.append(entry)
+            if ids is not None:
+                ids.append(sid)
+        following = incr_id(chunk_ids[-1]) if len(encoded) == want else None
+        if following is None or (limit and len(parts) >= limit):
+            return parts
+        start = following
+        chunk = min(chunk * 4, _MAX_CHUNK)
+
+
 def cmd_xread(c: Client, argv: list[bytes]) -> Reply | Block:
     opts = parse_xread(c, argv)
     resolved = _resolve_read_ids(c, argv, opts)
+    caps = ReplyCaps(opts.maxcount, opts.maxsize)
     served: list[tuple[bytes, Reply]] = []
     for key, (stream, after) in zip(opts.keys, resolved, strict=True):
+        if caps.full():
+            break  # MAXCOUNT / MAXSIZE reached: later streams are not served
         if stream is None or not stream.length:
             continue
         if after is None:
             last = stream.last_entry()
             if last is not None:
-                served.append((key, Raw(b"*1\r\n" + entry_reply(last))))
+                entry = entry_reply(last)
+                caps.add(entry)
+                served.append((key, Raw(b"*1\r\n" + entry)))
             continue
         if stream.last_live_id() <= after:
             continue
         start = incr_id(after)
         assert start is not None
-        served.append((key, encode_range(stream, start, MAX_ID, opts.count)[0]))
+        if opts.maxcount or opts.maxsize:
+            served.append((key, array_of(read_entries(stream, start, opts.count, caps))))
+        else:
+            served.append((key, encode_range(stream, start, MAX_ID, opts.count)[0]))
     if served:
         if c.resp == 3:
             return PairMap(served)  # a key named twice is served twice, as in Redis
