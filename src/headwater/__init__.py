@@ -2,4 +2,4 @@
 
 __version__ = "0.1.0"
 #: The Redis release whose semantics Headwater follows; reported as ``redis_version``.
-REDIS_COMPAT_VERSION = "8.6.0"
+REDIS_COMPAT_VERSION = "8.10.0"

@@ -64,7 +64,7 @@ def test_info_server_no_raw(headwater: ServerProcess) -> None:
     lines = out.replace("\r", "").splitlines()
     assert lines[0] == "# Server"
     fields = dict(line.split(":", 1) for line in lines[1:] if ":" in line)
-    assert fields["redis_version"] == "8.6.0"
+    assert fields["redis_version"] == "8.10.0"
     assert fields["server_name"] == "headwater"
     assert fields["tcp_port"] == str(headwater.port)
 

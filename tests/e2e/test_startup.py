@@ -95,7 +95,7 @@ def test_version() -> None:
     )
     assert done.returncode == 0
     assert done.stdout.startswith("Headwater v=0.1.0")
-    assert "redis-compat=8.6.0" in done.stdout
+    assert "redis-compat=8.10.0" in done.stdout
 
 
 def test_config_file_bad_directive_names_the_line(tmp_path: Path) -> None:
@@ -166,7 +166,7 @@ def test_startup_line(tmp_path: Path) -> None:
         assert proc.stdout is not None
         line = proc.stdout.readline().decode()
         assert "Headwater 0.1.0" in line
-        assert "8.6.0" in line
+        assert "8.10.0" in line
         assert f"port={port}" in line
         assert f"pid={proc.pid}" in line
         assert f"dir={data_dir}" in line

@@ -168,7 +168,7 @@ def test_hello_switches_protocol_and_reports_compat_version() -> None:
     c = h.client()
     reply = h.call(c, "HELLO", "3", "SETNAME", "me")
     assert c.resp == 3 and c.name == b"me"
-    assert reply[b"version"] == b"8.6.0" and reply[b"proto"] == 3
+    assert reply[b"version"] == b"8.10.0" and reply[b"proto"] == 3
     h.engine.execute(c, [b"HGETALL", b"none"])
     assert h.raw(c) == b"%0\r\n"
 
