@@ -590,3 +590,42 @@ def test_xreadgroup_matches_the_model(
             theirs = {b"%d-%d" % s: (n[0].encode(), n[1]) for s, n in model.pel[key].items()}
             assert ours == theirs, (key, args)
             assert group_position(h, key)[0] == b"%d-%d" % model.last[key]
+
+
+# ---------------------------------------------------------------------------------------------
+# COMMAND DOCS / COMMAND INFO
+
+
+def _arguments(docs: Any) -> dict[bytes, dict[bytes, Any]]:
+    pairs = dict(zip(docs[0::2], docs[1::2], strict=True))
+    out = {}
+    for arg in pairs[b"arguments"]:
+        fields = dict(zip(arg[0::2], arg[1::2], strict=True))
+        out[fields[b"name"]] = fields
+    return out
+
+
+@pytest.mark.parametrize("command", ["xread", "xreadgroup"])
+def test_command_docs_describe_the_caps(h: Harness, command: str) -> None:
+    c = h.client()
+    name, docs = h.call(c, "COMMAND", "DOCS", command)
+    assert name == command.encode()
+    args = _arguments(docs)
+    order = list(args)
+    for cap, token in ((b"maxcount", b"MAXCOUNT"), (b"maxsize", b"MAXSIZE")):
+        assert args[cap][b"token"] == token
+        assert args[cap][b"type"] == b"integer"
+        assert args[cap][b"since"] == b"8.10.0"
+        assert args[cap][b"flags"] == [b"optional"]
+    # the documented order: COUNT, MAXCOUNT, MAXSIZE, BLOCK
+    at = order.index(b"count")
+    assert order[at : at + 4] == [b"count", b"maxcount", b"maxsize", b"milliseconds"]
+    history = dict(zip(docs[0::2], docs[1::2], strict=True))[b"history"]
+    assert [b"8.10.0", b"Added the `MAXCOUNT` and `MAXSIZE` options."] in history
+    if command == "xreadgroup":
+        assert args[b"min-idle-time"][b"token"] == b"CLAIM"
+        assert args[b"min-idle-time"][b"since"] == b"8.4.0"
+    # COMMAND INFO is unchanged: same arity, flags and key specs as before the options
+    info = h.call(c, "COMMAND", "INFO", command)[0]
+    assert info[1] == (-4 if command == "xread" else -7)
+    assert b"movablekeys" in info[2] and b"blocking" in info[2]
