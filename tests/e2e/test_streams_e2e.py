@@ -100,3 +100,77 @@ def test_client_unblock_releases_a_blocked_xread(headwater: ServerProcess) -> No
     assert r.client_unblock(target) == 1
     thread.join(5)
     assert not thread.is_alive() and result and not result[0]
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_xread_maxcount_maxsize_over_tcp(headwater: ServerProcess, protocol: int) -> None:
+    """Redis 8.10's cumulative caps, sent raw (execute_command) and through redis-py's own
+    max_count / max_size arguments, in RESP2 and RESP3."""
+    r = redis.Redis(port=headwater.port, protocol=protocol)
+    keys = [f"caps:{protocol}:{n}" for n in range(3)]
+    r.delete(*keys)
+    for key in keys:
+        for n in range(1, 4):
+            r.xadd(key, {"f": "x" * n}, id=f"{n}-0")
+    raw = r.execute_command("XREAD", "COUNT", 2, "MAXCOUNT", 3, "STREAMS", *keys, 0, 0, 0)
+    # redis-py's RESP3 callback wraps each key's entries in a list
+    shaped = [(k, v[0]) for k, v in raw.items()] if protocol == 3 else [(k, v) for k, v in raw]
+    assert [(k.decode(), len(v)) for k, v in shaped] == [(keys[0], 2), (keys[1], 1)]
+    got = r.xread(dict.fromkeys(keys, "0"), count=2, max_count=3)
+    rows = list(got.items()) if protocol == 3 else got
+    assert [len(entries if protocol == 2 else entries[0]) for _, entries in rows] == [2, 1]
+    got = r.xread(dict.fromkeys(keys, "0"), max_size=1)  # one oversized entry, at least
+    rows = list(got.items()) if protocol == 3 else got
+    assert len(rows) == 1
+    with pytest.raises(redis.ResponseError, match=r"^MAXCOUNT must be a positive integer$"):
+        r.execute_command("XREAD", "MAXCOUNT", 0, "STREAMS", keys[0], 0)
+    with pytest.raises(redis.ResponseError, match=r"^MAXSIZE must be a positive integer$"):
+        r.execute_command("XREAD", "MAXSIZE", -1, "STREAMS", keys[0], 0)
+    with pytest.raises(redis.ResponseError, match="MAXCOUNT must be greater than or equal"):
+        r.execute_command("XREAD", "COUNT", 3, "MAXCOUNT", 2, "STREAMS", keys[0], 0)
+    # XREADGROUP: what the caps leave out stays undelivered
+    for key in keys:
+        r.xgroup_create(key, "g", "0")
+    r.execute_command(
+        "XREADGROUP", "GROUP", "g", "c", "MAXCOUNT", 4, "STREAMS", *keys, ">", ">", ">"
+    )
+    assert [r.xpending(key, "g")["pending"] for key in keys] == [3, 1, 0]
+    got = r.xreadgroup("g", "c", dict.fromkeys(keys, ">"), max_count=2)
+    rows = list(got.items()) if protocol == 3 else got
+    assert [(k.decode(), len(v if protocol == 2 else v[0])) for k, v in rows] == [(keys[1], 2)]
+    r.delete(*keys)
+
+
+def test_blocked_xreadgroup_with_maxcount_gets_only_maxcount(headwater: ServerProcess) -> None:
+    import threading
+
+    r = redis.Redis(port=headwater.port)
+    blocked = redis.Redis(port=headwater.port)
+    key = "caps:block"
+    r.delete(key)
+    r.xgroup_create(key, "g", "$", mkstream=True)
+    result: list[object] = []
+
+    def read() -> None:
+        result.append(
+            blocked.execute_command(
+                "XREADGROUP", "GROUP", "g", "c", "MAXCOUNT", 2, "BLOCK", 5000, "STREAMS", key, ">"
+            )
+        )
+
+    thread = threading.Thread(target=read)
+    thread.start()
+    for _ in range(200):
+        if r.info("clients")["blocked_clients"]:
+            break
+        threading.Event().wait(0.02)
+    pipe = r.pipeline(transaction=True)
+    for n in range(1, 5):
+        pipe.xadd(key, {"n": n}, id=f"{n}-0")
+    pipe.execute()
+    thread.join(5)
+    assert not thread.is_alive()
+    ((name, entries),) = result[0]  # type: ignore[misc]
+    assert name == key.encode() and [e[0] for e in entries] == [b"1-0", b"2-0"]
+    assert r.xpending(key, "g")["pending"] == 2
+    r.delete(key)
