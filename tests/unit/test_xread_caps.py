@@ -416,13 +416,27 @@ caps_args = st.tuples(st.integers(0, 4), st.integers(0, 12), maxsizes)
 
 
 @st.composite
-def read_calls(draw: st.DrawFn) -> tuple[list[str], list[int], tuple[int, int, int]]:
+def read_calls(draw: st.DrawFn) -> tuple[list[str], list[int], tuple[int, int, int], int]:
     keys = draw(st.lists(st.sampled_from([*KEYS, "missing"]), min_size=1, max_size=4))
     afters = [draw(st.integers(0, 8)) for _ in keys]
     count, maxcount, maxsize = draw(caps_args)
     if maxcount and count > maxcount:
         count = maxcount
-    return keys, afters, (count, maxcount, maxsize)
+    # > 0: MAXSIZE is set to exactly the bytes of the first n entries the call would send,
+    # (odd n: plus one), the boundary a strict or loose comparison gets wrong
+    boundary = draw(st.sampled_from([0, 0, 1, 2, 3, 4, 5]))
+    return keys, afters, (count, maxcount, maxsize), boundary
+
+
+def boundary_size(
+    model: dict[str, list[Entry]], keys: list[str], afters: list[int], count: int, n: int
+) -> int:
+    uncapped = Caps(0, 0)
+    sizes = []
+    for key, after in zip(keys, afters, strict=True):
+        newer = [e for e in model.get(key, []) if e[0] > (after, 0)]
+        sizes += [resp_size(e) for e in uncapped.take(newer, count)]
+    return max(sum(sizes[: (n + 1) // 2]) + n % 2, 1)
 
 
 def make_streams(h: Harness, c: Any, contents: list[list[list[bytes]]]) -> dict[str, list[Entry]]:
@@ -449,7 +463,9 @@ def test_xread_matches_the_model(
     c = h.client()
     model = make_streams(h, c, contents)
     h.call(c, "HELLO", resp)
-    for keys, afters, (count, maxcount, maxsize) in calls:
+    for keys, afters, (count, maxcount, maxsize), boundary in calls:
+        if boundary:
+            maxsize = boundary_size(model, keys, afters, count, boundary)
         caps = Caps(maxcount, maxsize)
         served: list[tuple[str, list[Entry]]] = []
         for key, after in zip(keys, afters, strict=True):
