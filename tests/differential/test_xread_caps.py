@@ -2,8 +2,8 @@
 
 Where a cap means something 7.0 can say another way, the reply bytes must be the same: on one
 stream ``MAXCOUNT m`` is ``COUNT m``; ``MAXSIZE`` stops after the first entry whose RESP bytes
-(cut out of 7.0's own reply) reach the budget; caps that cannot bind change nothing. For
-XREADGROUP the group state read back afterwards must agree too.
+(cut out of 7.0's own reply, the key's included) reach the budget; caps that cannot bind
+change nothing. For XREADGROUP the group state read back afterwards must agree too.
 """
 
 from __future__ import annotations
@@ -70,6 +70,7 @@ def test_xread_maxsize_cuts_where_redis_bytes_say(
     setup = _streams(rng)
     full = run(redis_server, [*setup, "XREAD STREAMS a 0"], 2)[-1]
     sizes = _entry_sizes(full)
+    sizes[0] += len(b"*2\r\n$1\r\na\r\n")  # the key goes in with the first entry
     checks: list[tuple[int, int]] = []  # (MAXSIZE, entries expected)
     for budget in {1, sizes[0], sum(sizes[:2]), sum(sizes[:2]) + 1, sum(sizes) + 5}:
         sent, total = 0, 0

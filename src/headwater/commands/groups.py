@@ -468,7 +468,7 @@ def cmd_xreadgroup(c: Client, argv: list[bytes]) -> Reply | Block:
     served: list[tuple[bytes, Reply]] = []
     effects: list[list[bytes]] = []
     claim_ms = opts.claim_ms
-    caps = ReplyCaps(opts.maxcount, opts.maxsize)
+    caps = ReplyCaps(opts.maxcount, opts.maxsize, c.resp)
     for key, (stream, group, sid) in zip(opts.keys, targets, strict=True):
         if caps.full():
             break  # MAXCOUNT / MAXSIZE reached: later streams are not served
@@ -478,6 +478,7 @@ def cmd_xreadgroup(c: Client, argv: list[bytes]) -> Reply | Block:
         if created:
             effects.append(createconsumer_effect(key, group, opts.consumer))
         parts: list[bytes] | None = None
+        caps.open_stream(key)
         if sid != NEW_ONLY:
             parts = _serve_history(d, consumer, sid, opts.count, caps)
             claim_ms = None  # Redis switches CLAIM off after a history read
@@ -485,6 +486,7 @@ def cmd_xreadgroup(c: Client, argv: list[bytes]) -> Reply | Block:
             parts = _serve_with_claim(d, consumer, opts.count, opts.noack, claim_ms, caps) or None
         elif stream.length and stream.last_live_id() > group.last_id:
             parts = _serve_new(d, consumer, opts.count, opts.noack, caps)
+        caps.close_stream(parts is not None)
         if parts is not None:
             served.append((key, array_of(parts)))
         if d.changed:

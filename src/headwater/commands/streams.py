@@ -726,22 +726,28 @@ class ReplyCaps:
     """The MAXCOUNT / MAXSIZE budget of one XREAD or XREADGROUP call, shared by its streams in
     argument order ([8.10]).
 
-    ``sent`` counts the entries put in the reply and ``sent_bytes`` their RESP encoding as
-    sent: ``[id, [f1, v1, ...]]`` (the same bytes in RESP2 and RESP3), ``[id, fields, idle,
-    count]`` with CLAIM, ``[id, nil]`` for a deleted entry in a history read (``*-1`` or
-    ``_``). Key names and array or map headers are not counted. The size check comes before
-    each entry and only once something was sent, so a reply always holds at least one entry
-    and passes MAXSIZE by less than one entry (Redis's soft cap). Once full, the remaining
-    streams of the call are not looked at.
+    ``sent`` counts the entries put in the reply. ``sent_bytes`` counts the reply bytes
+    written so far, in the client's protocol, as Redis measures its reply buffer: each served
+    stream's key (RESP2 ``*2`` pair header and key bulk, RESP3 key bulk) and each entry,
+    ``[id, [f1, v1, ...]]`` (the same bytes in both protocols), ``[id, fields, idle, count]``
+    with CLAIM, ``[id, nil]`` for a deleted entry in a history read (``*-1`` or ``_``). Array
+    and map lengths are not counted: Redis writes them last (deferred lengths). A key is
+    charged with its stream's first entry (or when the stream is closed, for a history read
+    that sends none), so a stream reached is never sent as an empty list. The size check
+    comes before each entry and only once something was sent: a reply always holds at least
+    one entry and passes MAXSIZE by less than one entry and key (Redis's soft cap). Once full,
+    the remaining streams of the call are not looked at.
     """
 
-    __slots__ = ("max_bytes", "max_entries", "sent", "sent_bytes")
+    __slots__ = ("max_bytes", "max_entries", "pair_head", "sent", "sent_bytes", "unpaid")
 
-    def __init__(self, max_entries: int = 0, max_bytes: int = 0) -> None:
+    def __init__(self, max_entries: int = 0, max_bytes: int = 0, resp: int = 2) -> None:
         self.max_entries = max_entries  # 0 = no MAXCOUNT
         self.max_bytes = max_bytes  # 0 = no MAXSIZE
+        self.pair_head = 4 if resp == 2 else 0  # "*2\r\n" before each key in RESP2
         self.sent = 0
         self.sent_bytes = 0
+        self.unpaid = 0  # bytes of the current stream's key, not charged yet
 
     def full(self) -> bool:
         if self.max_entries and self.sent >= self.max_entries:
@@ -756,9 +762,20 @@ class ReplyCaps:
         left = self.max_entries - self.sent
         return min(count, left) if count else left
 
-    def add(self, entry: bytes) -> None:
+    def open_stream(self, key: bytes) -> None:
+        """The stream of this key is about to be served."""
+        self.unpaid = self.pair_head + len(b"$%d\r\n" % len(key)) + len(key) + 2
+
+    def close_stream(self, served: bool) -> None:
+        """Its key is in the reply (``served``) or not."""
+        if served:
+            self.sent_bytes += self.unpaid
+        self.unpaid = 0
+
+    def add(self, entry: bytes, extra: int = 0) -> None:
         self.sent += 1
-        self.sent_bytes += len(entry)
+        self.sent_bytes += len(entry) + extra + self.unpaid
+        self.unpaid = 0
 
 
 _FIRST_CHUNK = 16  # entries encoded at a time under MAXSIZE, growing: most replies stop early
@@ -792,8 +809,7 @@ def read_entries(
         for entry, sid in zip(encoded, chunk_ids, strict=True):
             if caps.full():
                 return parts
-            caps.sent += 1
-            caps.sent_bytes += len(entry) + extra
+            caps.add(entry, extra)
             parts.append(entry)
             if ids is not None:
                 ids.append(sid)
@@ -807,7 +823,7 @@ def read_entries(
 def cmd_xread(c: Client, argv: list[bytes]) -> Reply | Block:
     opts = parse_xread(c, argv)
     resolved = _resolve_read_ids(c, argv, opts)
-    caps = ReplyCaps(opts.maxcount, opts.maxsize)
+    caps = ReplyCaps(opts.maxcount, opts.maxsize, c.resp)
     served: list[tuple[bytes, Reply]] = []
     for key, (stream, after) in zip(opts.keys, resolved, strict=True):
         if caps.full():
@@ -818,6 +834,7 @@ def cmd_xread(c: Client, argv: list[bytes]) -> Reply | Block:
             last = stream.last_entry()
             if last is not None:
                 entry = entry_reply(last)
+                caps.open_stream(key)
                 caps.add(entry)
                 served.append((key, Raw(b"*1\r\n" + entry)))
             continue
@@ -826,6 +843,7 @@ def cmd_xread(c: Client, argv: list[bytes]) -> Reply | Block:
         start = incr_id(after)
         assert start is not None
         if opts.maxcount or opts.maxsize:
+            caps.open_stream(key)
             served.append((key, array_of(read_entries(stream, start, opts.count, caps))))
         else:
             served.append((key, encode_range(stream, start, MAX_ID, opts.count)[0]))
