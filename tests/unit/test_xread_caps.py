@@ -663,3 +663,23 @@ def test_command_docs_describe_the_caps(h: Harness, command: str) -> None:
     info = h.call(c, "COMMAND", "INFO", command)[0]
     assert info[1] == (-4 if command == "xread" else -7)
     assert b"movablekeys" in info[2] and b"blocking" in info[2]
+
+
+def test_nacked_entries_are_claimed_first_within_the_caps(h: Harness) -> None:
+    c = h.client()
+    fill(h, c, {"s1": [1] * 4})
+    h.call(c, "XGROUP", "CREATE", "s1", "g", "0")
+    h.call(c, "XREADGROUP", "GROUP", "g", "a", "COUNT", 3, "STREAMS", "s1", ">")
+    assert h.call(c, "XNACK", "s1", "g", "SILENT", "IDS", 1, "3-0") == 1
+    reply = h.call(
+        c, "XREADGROUP", "GROUP", "g", "b", "CLAIM", 10_000, "MAXCOUNT", 2, "STREAMS", "s1", ">"
+    )
+    # the nacked entry first (claimable whatever min-idle says; 1-0 and 2-0 are not idle
+    # enough), then the new 4-0: two entries, MAXCOUNT reached
+    assert [e[0] for e in reply[0][1]] == [b"3-0", b"4-0"]
+    h.call(c, "XNACK", "s1", "g", "SILENT", "IDS", 2, "1-0", "2-0")
+    reply = h.call(
+        c, "XREADGROUP", "GROUP", "g", "b", "CLAIM", 10_000, "MAXCOUNT", 1, "STREAMS", "s1", ">"
+    )
+    assert [e[0] for e in reply[0][1]] == [b"1-0"]  # nacked first-in, first-out
+    assert pending(h, "s1")[b"2-0"][0] is None  # left out by MAXCOUNT: still unowned
