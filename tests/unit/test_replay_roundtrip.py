@@ -73,6 +73,7 @@ core = st.one_of(  # the group cycle and trims, drawn more often than the rest
         st.integers(0, 3),
         st.sampled_from([[], ["NOACK"]]),
         st.sampled_from([[], ["CLAIM", "0"], ["CLAIM", "50"]]),
+        st.sampled_from([[], ["MAXCOUNT", "3"], ["MAXSIZE", "60"]]),
     ).map(
         lambda t: [
             "XREADGROUP",
@@ -83,6 +84,7 @@ core = st.one_of(  # the group cycle and trims, drawn more often than the rest
             str(t[3]),
             *t[4],
             *t[5],
+            *t[6],
             "STREAMS",
             t[0],
             ">",
