@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import hiredis
@@ -10,6 +11,7 @@ from headwater.clock import FakeClock
 from headwater.commands.context import Client, CommandSpec
 from headwater.config import Config
 from headwater.engine import Engine
+from headwater.persistence.aof import encode_command
 
 
 class FakeTimer:
@@ -59,6 +61,16 @@ class Harness:
         data = b"".join(c.out)
         c.out.clear()
         return data
+
+    def write_aof(self, path: Path) -> None:
+        """The effects so far as an AOF (with SELECT where the database changes)."""
+        with open(path, "wb") as f:
+            db = None
+            for index, argv in self.effects:
+                if index != db:
+                    f.write(encode_command([b"SELECT", b"%d" % index]))
+                    db = index
+                f.write(encode_command(argv))
 
     def call(self, c: Client, *args: bytes | str | int) -> Any:
         argv = [a if isinstance(a, bytes) else str(a).encode() for a in args]

@@ -15,16 +15,6 @@ from headwater.persistence.aof import encode_command
 from tests.unit.conftest import Harness
 
 
-def _write_effects(h: Harness, path: Path) -> None:
-    with open(path, "wb") as f:
-        db = None
-        for index, argv in h.effects:
-            if index != db:
-                f.write(encode_command([b"SELECT", b"%d" % index]))
-                db = index
-            f.write(encode_command(argv))
-
-
 def _replay(path: Path, fast: bool = True) -> Harness:
     h = Harness()
     h.engine.effect_sinks.clear()
@@ -58,7 +48,7 @@ def test_replay_accepts_the_exact_trim_with_limit_it_wrote(
     assert b"=" in written and b"LIMIT" in written  # the shape that was refused
     expected = h.call(c, "XRANGE", "s", "-", "+")
     path = tmp_path / "a.aof"
-    _write_effects(h, path)
+    h.write_aof(path)
     for fast in (True, False):
         replayed = _replay(path, fast)
         assert replayed.call(replayed.client(), "XRANGE", "s", "-", "+") == expected
@@ -118,7 +108,7 @@ def test_nothing_expires_while_a_log_is_replayed(tmp_path: Path) -> None:
     h.call(c, "XREADGROUP", "GROUP", "g", "alice", "STREAMS", "s", ">")
     h.call(c, "XGROUP", "CREATECONSUMER", "s", "g", "bob")
     path = tmp_path / "a.aof"
-    _write_effects(h, path)
+    h.write_aof(path)
     replayed = _replay(path)  # at a time long after the key's deadline
     r = replayed.client()
     assert replayed.engine.keyspace.dbs[0].data[b"s"].length == 1

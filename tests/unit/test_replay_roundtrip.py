@@ -18,7 +18,6 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from headwater.engine.replay import Replayer
-from headwater.persistence.aof import encode_command
 from tests.unit.conftest import Harness
 from tests.unit.test_rewrite import exact_state
 
@@ -268,16 +267,6 @@ def _run(h: Harness, steps: list[tuple[str, Any]]) -> None:
             h.call(c, "EXEC")
 
 
-def _write(h: Harness, path: Path) -> None:
-    with open(path, "wb") as f:
-        db = None
-        for index, argv in h.effects:
-            if index != db:
-                f.write(encode_command([b"SELECT", b"%d" % index]))
-                db = index
-            f.write(encode_command(argv))
-
-
 @settings(
     max_examples=int(os.environ.get("HW_ROUNDTRIP_EXAMPLES", "300")),
     deadline=None,
@@ -293,7 +282,7 @@ def test_state_after_replay_is_the_state_before(
         h.call(h.client(), "CONFIG", "SET", name, setting)
     _run(h, steps)
     path = Path(tmp_path_factory.mktemp("roundtrip")) / "a.aof"
-    _write(h, path)
+    h.write_aof(path)
     for _, argv in h.effects:
         event(b" ".join(argv[:2] if argv[0] == b"XGROUP" else argv[:1]).decode())
     before = _without_consumer_times(exact_state(h.engine.keyspace.dbs))
