@@ -1196,3 +1196,104 @@ def test_lazily_loaded_snapshot_serves_reads_writes_and_saves(tmp_path: Path, no
     node.kill()
     node.start()
     assert xrange_ids(node) == [sid for sid, _ in expected] + [added]
+
+
+# ---------------------------------------------------------------------------------------------
+# Turning the AOF on at runtime, and BGREWRITEAOF with it off (as Redis 7)
+
+
+def persistence(r: redis.Redis) -> dict[str, Any]:
+    return dict(r.info("persistence"))
+
+
+def wait_for_rewrite(r: redis.Redis, timeout: float = 30.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        info = persistence(r)
+        if not info["aof_rewrite_in_progress"] and not info["aof_rewrite_scheduled"]:
+            return info
+        assert time.monotonic() < deadline, info
+        time.sleep(0.05)
+
+
+def manifest_kinds(node: Node) -> list[str]:
+    return [line.split()[-1] for line in node.manifest.read_text().splitlines() if line]
+
+
+@pytest.mark.parametrize("wait", [False, True])
+def test_config_set_appendonly_yes_then_kill9_keeps_every_acknowledged_write(
+    tmp_path: Path, nodes: Any, wait: bool
+) -> None:
+    """The rewrite starts inside CONFIG SET (INFO says so at once, BGREWRITEAOF is refused
+    as in progress); writes made meanwhile are acknowledged only once the new base and incr
+    are in the manifest, so kill -9 at any moment after their replies loses none of them."""
+    node = nodes(tmp_path, "--appendonly", "no", "--save", "")
+    node.start()
+    r = node.client()
+    pipe = r.pipeline(transaction=False)
+    for i in range(20_000):
+        pipe.xadd(KEY, {"n": i})
+    acked = list(pipe.execute())
+    pipe = r.pipeline(transaction=False)
+    pipe.config_set("appendonly", "yes")
+    pipe.info("persistence")
+    pipe.bgrewriteaof()
+    switched, info, refused = pipe.execute(raise_on_error=False)
+    assert switched is True
+    assert info["aof_enabled"] == 1 and info["aof_rewrite_in_progress"] == 1, info
+    assert str(refused) == "Background append only file rewriting already in progress"
+    acked += [r.xadd(KEY, {"n": "after"}) for _ in range(5)]
+    if wait:
+        assert wait_for_rewrite(r)["aof_last_bgrewrite_status"] == "ok"
+        assert manifest_kinds(node) == ["b", "i"]
+        acked.append(r.xadd(KEY, {"n": "later"}))
+    node.kill()
+    node.start("--appendonly", "yes")
+    assert xrange_ids(node) == acked, node.log_tail()
+
+
+def test_bgrewriteaof_with_the_aof_off_writes_a_loadable_base(tmp_path: Path, nodes: Any) -> None:
+    """BGREWRITEAOF with appendonly no writes a base and a manifest naming it alone; a server
+    started on it with appendonly yes loads it and logs from there."""
+    node = nodes(tmp_path, "--appendonly", "no", "--save", "")
+    node.start()
+    r = node.client()
+    acked = [r.xadd(KEY, {"n": i}) for i in range(100)]
+    r.xgroup_create(KEY, GROUP, id="0")
+    r.xreadgroup(GROUP, CONSUMER, {KEY: ">"}, count=10)
+    assert r.bgrewriteaof() is True
+    info = wait_for_rewrite(r)
+    assert info["aof_enabled"] == 0 and info["aof_last_bgrewrite_status"] == "ok", info
+    assert manifest_kinds(node) == ["b"]
+    node.kill()
+    node.start("--appendonly", "yes")
+    r = node.client()
+    assert [sid for sid, _ in r.xrange(KEY)] == acked
+    assert r.xinfo_groups(KEY)[0]["pending"] == 10
+    acked.append(r.xadd(KEY, {"n": "after"}))
+    assert manifest_kinds(node) == ["b", "i"]
+    node.kill()
+    node.start("--appendonly", "yes")
+    assert xrange_ids(node) == acked, node.log_tail()
+
+
+def test_appendonly_no_during_the_enabling_rewrite_kills_it_and_cleans_up(
+    tmp_path: Path, nodes: Any
+) -> None:
+    node = nodes(tmp_path, "--appendonly", "no", "--save", "")
+    node.start()
+    r = node.client()
+    pipe = r.pipeline(transaction=False)
+    for i in range(20_000):
+        pipe.xadd(KEY, {"n": i})
+    pipe.execute()
+    pipe = r.pipeline(transaction=False)
+    pipe.config_set("appendonly", "yes")
+    pipe.config_set("appendonly", "no")
+    pipe.info("persistence")
+    *_, info = pipe.execute()
+    assert info["aof_enabled"] == 0 and info["aof_rewrite_in_progress"] == 0, info
+    assert r.xadd(KEY, {"n": "after"})  # answered at once: no AOF to wait for
+    leftovers = sorted(p.name for p in (node.dir / AOF_DIR).iterdir())
+    assert leftovers == [], leftovers
+    assert "Killed the AOF rewrite child" in node.last_log()
