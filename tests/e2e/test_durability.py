@@ -881,6 +881,8 @@ def test_full_disk_that_lasts_rolls_back_and_answers_misconf_in_time(
     assert aof_status(r) == "err"
     with pytest.raises(redis.ResponseError, match=f"^{re.escape(MISCONF)}$"):
         r.xadd(KEY, {"n": "refused"})
+    time.sleep(3 * ERROR_TIMEOUT_MS / 1000)  # still failing: the probe retries, no reload
+    assert node.last_log().count("dropping the") == 1, node.log_tail()
     assert "dropping the 1 effects not on disk" in node.last_log(), node.log_tail()
 
     assert r.execute_command("DEBUG", "AOF-WRITE-ERROR", "OFF") == b"OK"

@@ -469,6 +469,11 @@ def test_roll_back_cuts_a_partial_write_and_answers_each_held_reply(
     refused = h.call(first, "XADD", "s", "4-1", "f", "v")
     assert error_text(refused) == misconf[1:-2].decode()
     assert h.engine.info.aof_last_write_status == "err"
+    rolled_back = durability.writer
+    assert durability.error_since is not None
+    durability.error_since -= 60  # still failing long after, with nothing new to drop:
+    durability.persist()
+    assert durability.writer is rolled_back  # no second roll-back (no reload)
 
     monkeypatch.setattr(os, "write", real_write)
     durability.persist()  # the probe (SELECT 0) is written: the error is over

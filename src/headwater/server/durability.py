@@ -105,7 +105,10 @@ def answer_dropped(engine: Engine, kept: int, error: ReplyError) -> int:
         client.effect_seq = client.seen_seq = 0
         if not client.out:
             continue
-        replies = count_replies(b"".join(client.out))
+        try:
+            replies = count_replies(b"".join(client.out))
+        except (ValueError, IndexError):  # (not RESP: cannot happen, but never crash here)
+            replies = 1
         client.out[:] = [encoded * replies]
         engine.pending[client] = None
         failed += 1
@@ -188,6 +191,9 @@ class Durability:
         self._enable_seq = 0
         #: when the AOF write error in progress began (monotonic seconds)
         self.error_since: float | None = None
+        #: during a roll-back's reload: the error (and DEBUG's injected errno) the new writer
+        #: keeps until a write works
+        self._carried_error: tuple[OSError, int | None] | None = None
         self.manifest: Manifest | None = None
         self.base_size = 0
         self.rewrite_child: Rewrite | None = None
@@ -236,6 +242,9 @@ class Durability:
     def _start_writer(self, path: Path) -> None:
         self.writer = self._new_writer(path)
         self.durable_size = self.writer.size
+        if self._carried_error is not None:  # reloading after a roll-back: still failing
+            self.writer.error, self.writer.injected_errno = self._carried_error
+            self.writer.probe()
         self.engine.effect_sinks[:] = [self.writer.append]
 
     def _add_incr(self, manifest: Manifest) -> None:
@@ -578,11 +587,8 @@ class Durability:
         waited_ms = (time.monotonic() - self.error_since) * 1000
         if waited_ms < self.config["aof-write-error-timeout"]:
             return False
-        return bool(
-            self.engine.effect_seq > self.durable_seq
-            or writer.buf
-            or writer.size != self.durable_size
-        )
+        # (the buffer alone is no reason: after a roll-back it holds the probe)
+        return self.engine.effect_seq > self.durable_seq or writer.size != self.durable_size
 
     def roll_back(self) -> None:
         """Memory goes back to what is durable: the file is cut to the end of the last
@@ -608,20 +614,19 @@ class Durability:
             log.warning("Killing the AOF rewrite child: it started from the dropped data")
             self._kill_rewrite()
             self.engine.info.aof_last_bgrewrite_status = "err"
-        injected = writer.injected_errno
         writer.roll_back(self.durable_size)
-        self._reload()
+        self._carried_error = (error, writer.injected_errno)
+        try:
+            self._reload()
+        finally:
+            self._carried_error = None
         log.warning("Data loaded again from the AOF: memory is what is on disk")
-        writer = self.writer
-        if writer is not None:
-            writer.error = error
-            writer.injected_errno = injected
-            writer.probe()
         refusal = aof_misconf(error)
         failed = answer_dropped(self.engine, kept, refusal)
         if failed:
             log.warning("Answered -%s to %d clients", refusal.code, failed)
         self.durable_seq = self.engine.effect_seq
+        self.error_since = time.monotonic()  # (a later roll-back, if any, a timeout later)
         self._publish()
         if self.wake is not None:
             self.wake(self.on_durable)  # the server sends the replies just replaced
