@@ -7,9 +7,19 @@ then appended to the last incremental file. Without a manifest a fresh one is cr
 
 Each loop turn (``persist``) writes the effects produced so far before any reply that
 depends on them is sent, and says up to which effect they are safe (``durable_seq``): the
-server holds a client's replies while its last write is past that (``may_reply``). If a write
-fails, the replies stay held until a later turn manages to write, and new writes are refused
-with ``-MISCONF``.
+server holds a client's replies while its last write, or an effect it may have read, is past
+that (``may_reply``). If a write fails, new writes are refused with ``-MISCONF`` and the
+replies stay held until a later turn manages to write; if the error lasts
+``aof-write-error-timeout`` ms, ``roll_back`` gives the unsaved effects up: the file is cut
+back to the last durable command, the data is loaded again from disk, and each held reply
+that depended on a dropped effect becomes that ``-MISCONF`` (so nothing acknowledged is lost
+and no reader sees what was not acknowledged).
+
+Switching at runtime, as Redis 7: ``CONFIG SET appendonly yes`` opens a new incremental file
+and forks the rewrite of its base inside the command (``enabling``: the manifest names them
+only once the base is written, so the replies of the writes made meanwhile wait for that);
+``appendonly no`` closes the file and kills a rewrite child; ``BGREWRITEAOF`` also works with
+the AOF off (a manifest naming a base alone), and is scheduled behind a BGSAVE.
 
 Group commit with ``appendfsync always``: in a server (``wake`` given), the ``fdatasync``
 runs in the AOF writer's worker thread while the event loop goes on reading and executing
@@ -796,8 +806,10 @@ class Durability:
             try:
                 self.start_aof()
             except (OSError, ReplyError) as exc:
-                self.config.values["appendonly"] = False
                 log.warning("Redis needs to enable the AOF but can't: %s", exc)
+                if self.writer is not None:
+                    self.stop_aof()
+                self.config.values["appendonly"] = False
                 raise InvalidConfig(name, "Unable to turn on AOF. Check server logs.") from None
         else:
             self.stop_aof()
