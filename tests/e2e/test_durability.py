@@ -893,6 +893,30 @@ def test_full_disk_that_lasts_rolls_back_and_answers_misconf_in_time(
     assert xrange_ids(node) == acked, node.log_tail()
 
 
+def test_full_disk_that_lasts_answers_in_time_however_large_the_data(
+    tmp_path: Path, nodes: Any
+) -> None:
+    """The reload after a roll-back takes time with the size of the data (seconds for a few
+    hundred thousand entries): the waiting writer is answered before it, in the same turn as
+    the cut, so its bound does not grow with the data; reads after it see the durable state."""
+    node = nodes(tmp_path, "--aof-write-error-timeout", str(ERROR_TIMEOUT_MS))
+    node.start()
+    r = node.client(socket_timeout=60)
+    pipe = r.pipeline(transaction=False)
+    for i in range(200_000):
+        pipe.xadd(KEY, {"n": i})
+    acked = len(pipe.execute())
+    assert r.execute_command("DEBUG", "AOF-WRITE-ERROR", "ENOSPC") == b"OK"
+    writer = RawClient(node.port, timeout=30.0)
+    started = time.monotonic()
+    writer.send_raw(encode(["XADD", KEY, "*", "n", "lost"]))
+    assert writer.read_reply() == misconf_line()
+    waited = time.monotonic() - started
+    assert waited < ERROR_TIMEOUT_MS / 1000 + ERROR_MARGIN_S, (waited, node.log_tail())
+    assert r.xlen(KEY) == acked
+    assert r.xrevrange(KEY, count=1)[0][1] == {b"n": str(acked - 1).encode()}
+
+
 def test_full_disk_that_lasts_kill9_after_the_roll_back_keeps_only_the_acknowledged(
     tmp_path: Path, nodes: Any
 ) -> None:

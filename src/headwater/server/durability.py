@@ -204,6 +204,8 @@ class Durability:
         #: during a roll-back's reload: the error (and DEBUG's injected errno) the new writer
         #: keeps until a write works
         self._carried_error: tuple[OSError, int | None] | None = None
+        #: a roll-back cut the file and answered its clients; the reload comes next turn
+        self._reload_pending = False
         self.manifest: Manifest | None = None
         self.base_size = 0
         self.rewrite_child: Rewrite | None = None
@@ -504,6 +506,8 @@ class Durability:
     def _mark_durable(self, upto: int, size: int) -> None:
         """Effects up to ``upto`` are safe, and the file ends with them at ``size``; while
         appendonly waits for its first base they are only written (see ``enabling``)."""
+        if self._reload_pending:
+            return  # memory still holds the dropped effects: nothing read now may leave
         self.durable_size = size
         if self.enabling:
             self._written_seq = max(self._written_seq, upto)
@@ -594,6 +598,8 @@ class Durability:
         yet, so there is nothing on disk to go back to; the writes wait instead.)"""
         if writer.error is None or self.error_since is None or self.enabling:
             return False
+        if self._reload_pending:
+            return False
         waited_ms = (time.monotonic() - self.error_since) * 1000
         if waited_ms < self.config["aof-write-error-timeout"]:
             return False
@@ -601,13 +607,15 @@ class Durability:
         return self.engine.effect_seq > self.durable_seq or writer.size != self.durable_size
 
     def roll_back(self) -> None:
-        """Memory goes back to what is durable: the file is cut to the end of the last
-        durable effect, the unwritten ones are dropped, the data is loaded again from disk
-        (as DEBUG LOADAOF), and every client whose waiting replies depended on a dropped
-        effect gets -MISCONF in place of each of them. Writes stay refused until a write to
-        the file works again (``AofWriter.probe``)."""
+        """Memory goes back to what is durable, in two steps. Now: the file is cut to the end
+        of the last durable effect, the unwritten ones are dropped, and every client whose
+        waiting replies depended on a dropped effect gets -MISCONF in place of each of them
+        (they leave this turn, whatever the size of the data). Next turn
+        (``_finish_roll_back``): the data is loaded again from disk (as DEBUG LOADAOF);
+        replies that read the dropped effects meanwhile wait for it and fail the same way.
+        Writes stay refused until a write to the file works again (``AofWriter.probe``)."""
         writer = self.writer
-        if writer is None or writer.error is None:
+        if writer is None or writer.error is None or self._reload_pending:
             return
         error = writer.error
         kept = self.durable_seq
@@ -626,20 +634,34 @@ class Durability:
             self.engine.info.aof_last_bgrewrite_status = "err"
         writer.roll_back(self.durable_size)
         self._carried_error = (error, writer.injected_errno)
+        self._reload_pending = True
+        refusal = aof_misconf(error)
+        failed = answer_dropped(self.engine, kept, refusal)
+        log.warning("Answered -%s to %d clients; loading the data again", refusal.code, failed)
+        if self.wake is None:
+            self._finish_roll_back()
+            return
+        self.wake(self.on_durable)  # the server sends the replies just replaced, then:
+        self.wake(self._finish_roll_back)
+
+    def _finish_roll_back(self) -> None:
+        carried, self._carried_error = self._carried_error, None
+        pending, self._reload_pending = self._reload_pending, False
+        if not pending or carried is None or self.writer is None:
+            return  # the AOF was closed meanwhile (shutdown, appendonly no)
+        kept = self.durable_seq
+        self._carried_error = carried
         try:
             self._reload()
         finally:
             self._carried_error = None
         log.warning("Data loaded again from the AOF: memory is what is on disk")
-        refusal = aof_misconf(error)
-        failed = answer_dropped(self.engine, kept, refusal)
-        if failed:
-            log.warning("Answered -%s to %d clients", refusal.code, failed)
+        answer_dropped(self.engine, kept, aof_misconf(carried[0]))
         self.durable_seq = self.engine.effect_seq
         self.error_since = time.monotonic()  # (a later roll-back, if any, a timeout later)
         self._publish()
         if self.wake is not None:
-            self.wake(self.on_durable)  # the server sends the replies just replaced
+            self.wake(self.on_durable)
 
     def _reload(self) -> None:
         """Empty every database and load the AOF again (DEBUG LOADAOF, a roll-back)."""
@@ -849,6 +871,7 @@ class Durability:
         close the file, and stop a rewrite child."""
         self._kill_rewrite()
         self.rewrite_scheduled = False
+        self._reload_pending, self._carried_error = False, None  # (no reload without AOF)
         writer = self.writer
         self._close_writer()
         self.engine.effect_sinks.clear()
