@@ -210,6 +210,9 @@ PARAMS: tuple[Param, ...] = (
     Param("aof-use-rdb-preamble", _bool, "yes", printer=_yn),
     Param("auto-aof-rewrite-percentage", _int_parser(0, 2**31 - 1), "100"),
     Param("auto-aof-rewrite-min-size", _int_parser(0, INT64_MAX, memory=True), "67108864"),
+    # Headwater: how long (ms) an AOF write error may last before the effects not on disk are
+    # dropped and their clients answered -MISCONF (0: at once)
+    Param("aof-write-error-timeout", _int_parser(0, INT64_MAX), "2000"),
     Param(
         "save",
         _save,

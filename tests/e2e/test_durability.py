@@ -700,10 +700,12 @@ def wait_for_status(r: redis.Redis, status: str, timeout: float = 5.0) -> None:
         time.sleep(0.05)
 
 
-def test_full_disk_everysec_refuses_writes_keeps_reads_and_recovers(
+def test_full_disk_everysec_refuses_writes_holds_reads_and_recovers(
     tmp_path: Path, nodes: Any
 ) -> None:
-    node = nodes(tmp_path, "--appendfsync", "everysec")
+    """An error shorter than aof-write-error-timeout: the write that met it and the reads
+    that may show it wait, further writes get -MISCONF; once the disk works, all go on."""
+    node = nodes(tmp_path, "--appendfsync", "everysec", "--aof-write-error-timeout", "60000")
     node.start()
     r = node.client()
     acked = [r.xadd(KEY, {"n": i}) for i in range(5)]
@@ -732,11 +734,12 @@ def test_full_disk_everysec_refuses_writes_keeps_reads_and_recovers(
     assert aof_status(r) == "err"
     time.sleep(0.3)  # the cron retries the write, which fails again
     assert aof_status(r) == "err"
-    ids = [sid for sid, _ in r.xrange(KEY)]
-    assert ids[:-1] == acked  # plus the held write, applied in memory
-    assert r.xlen(KEY) == len(acked) + 1
-    assert r.xinfo_groups(KEY)[0]["pending"] == 0
     assert r.ping()
+    # A read may show the held write, which is not on disk: it waits with it.
+    reader = RawClient(node.port, timeout=0.5)
+    reader.send_raw(encode(["XRANGE", KEY, "-", "+"]))
+    with pytest.raises(TimeoutError):
+        reader.read_reply()
 
     assert r.execute_command("DEBUG", "AOF-WRITE-ERROR", "OFF") == b"OK"
     wait_for_status(r, "ok")
@@ -744,6 +747,10 @@ def test_full_disk_everysec_refuses_writes_keeps_reads_and_recovers(
     reply = held.read_reply()
     assert reply.startswith(b"$"), reply
     acked.append(reply.split(b"\r\n")[1])
+    reader.sock.settimeout(10.0)
+    assert acked[-1] in reader.read_reply()  # durable now: the read shows it
+    assert [sid for sid, _ in r.xrange(KEY)] == acked
+    assert r.xinfo_groups(KEY)[0]["pending"] == 0
     acked.append(r.xadd(KEY, {"n": "after"}))
     node.kill()
     node.start()
@@ -753,7 +760,7 @@ def test_full_disk_everysec_refuses_writes_keeps_reads_and_recovers(
 def test_full_disk_always_holds_the_reply_until_the_write_succeeds(
     tmp_path: Path, nodes: Any
 ) -> None:
-    node = nodes(tmp_path, "--appendfsync", "always")
+    node = nodes(tmp_path, "--appendfsync", "always", "--aof-write-error-timeout", "60000")
     node.start()
     r = node.client()
     acked = [r.xadd(KEY, {"n": i}) for i in range(5)]
@@ -775,12 +782,14 @@ def test_full_disk_always_holds_the_reply_until_the_write_succeeds(
     assert xrange_ids(node) == acked, node.log_tail()
 
 
-def test_full_disk_always_other_clients_still_read_and_see_misconf(
+def test_full_disk_always_other_clients_are_answered_but_reads_wait(
     tmp_path: Path, nodes: Any
 ) -> None:
-    """While a write's reply is held, the rest of the server still answers: reads, PING, INFO
-    (aof_last_write_status:err), and further writes get -MISCONF."""
-    node = nodes(tmp_path, "--appendfsync", "always")
+    """While a write's reply is held, the rest of the server still answers PING and INFO
+    (aof_last_write_status:err), further writes get -MISCONF, and a read that may show the
+    held write waits for it to be durable (it would otherwise show what a roll-back or a
+    crash may undo)."""
+    node = nodes(tmp_path, "--appendfsync", "always", "--aof-write-error-timeout", "60000")
     node.start()
     r = node.client(socket_timeout=2)
     acked = [r.xadd(KEY, {"n": i}) for i in range(5)]
@@ -808,10 +817,167 @@ def test_full_disk_always_other_clients_still_read_and_see_misconf(
     off = RawClient(node.port, timeout=10.0)
     assert off.call("DEBUG", "AOF-WRITE-ERROR", "OFF") == b"+OK\r\n"
     assert answers["PING"] == b"+PONG\r\n", answers
-    assert isinstance(answers["XRANGE"], bytes) and acked[0] in answers["XRANGE"], answers
+    assert answers["XRANGE"] == "no reply within 1 s", answers
     assert isinstance(answers["INFO"], bytes), answers
     assert b"aof_last_write_status:err" in answers["INFO"], answers
     assert answers["XADD"] == f"-{MISCONF}\r\n".encode(), answers
+    held.sock.settimeout(10.0)
+    assert held.read_reply().startswith(b"$")
+    others["XRANGE"].sock.settimeout(10.0)
+    assert acked[0] in others["XRANGE"].read_reply()
+
+
+# ---------------------------------------------------------------------------------------------
+# A full disk that lasts: the roll-back after aof-write-error-timeout
+
+ERROR_TIMEOUT_MS = 300
+#: the loop notices the timeout within a cron tick or a 50 ms retry, then reloads the data
+ERROR_MARGIN_S = 1.5
+
+
+def misconf_line() -> bytes:
+    return f"-{MISCONF}\r\n".encode()
+
+
+@pytest.mark.parametrize("fsync", ["everysec", "always"])
+def test_full_disk_that_lasts_rolls_back_and_answers_misconf_in_time(
+    tmp_path: Path, nodes: Any, fsync: str
+) -> None:
+    """The write that met the error gets -MISCONF within aof-write-error-timeout (+ margin),
+    and so does every reply that may have shown it (one error per reply, pipelines stay in
+    step); its entry is gone from memory and from the file; acknowledged writes stay; once the
+    disk works again writes are durable; kill -9 and a restart agree with all of it."""
+    node = nodes(
+        tmp_path,
+        "--appendfsync",
+        fsync,
+        "--aof-write-error-timeout",
+        str(ERROR_TIMEOUT_MS),
+    )
+    node.start()
+    r = node.client()
+    acked = [r.xadd(KEY, {"n": i}) for i in range(5)]
+    assert r.execute_command("DEBUG", "AOF-WRITE-ERROR", "ENOSPC") == b"OK"
+    writer = RawClient(node.port, timeout=10.0)
+    started = time.monotonic()
+    writer.send_raw(encode(["XADD", KEY, "*", "n", "lost"]))
+    reader = RawClient(node.port, timeout=10.0)
+    reader.send_raw(encode(["XRANGE", KEY, "-", "+"]))
+    piped = RawClient(node.port, timeout=10.0)
+    piped.send_raw(b"".join(encode(argv) for argv in (["XLEN", KEY], ["PING"], ["XLEN", KEY])))
+
+    assert writer.read_reply() == misconf_line()
+    waited = time.monotonic() - started
+    assert waited < ERROR_TIMEOUT_MS / 1000 + ERROR_MARGIN_S, (waited, node.log_tail())
+    shown = reader.read_reply()
+    # answered from the rolled-back data, or refused: never the unacknowledged entry
+    assert shown == misconf_line() or b"lost" not in shown, shown
+    piped_replies = [piped.read_reply() for _ in range(3)]
+    assert all(reply == misconf_line() or reply == b":5\r\n" for reply in piped_replies[::2])
+    assert piped_replies[1] in (misconf_line(), b"+PONG\r\n"), piped_replies
+    assert piped.call("PING") == b"+PONG\r\n"  # in step: the next reply is the next command's
+
+    assert [sid for sid, _ in r.xrange(KEY)] == acked
+    assert aof_status(r) == "err"
+    with pytest.raises(redis.ResponseError, match=f"^{re.escape(MISCONF)}$"):
+        r.xadd(KEY, {"n": "refused"})
+    time.sleep(3 * ERROR_TIMEOUT_MS / 1000)  # still failing: the probe retries, no reload
+    assert node.last_log().count("dropping the") == 1, node.log_tail()
+    assert "dropping the 1 effects not on disk" in node.last_log(), node.log_tail()
+
+    assert r.execute_command("DEBUG", "AOF-WRITE-ERROR", "OFF") == b"OK"
+    wait_for_status(r, "ok")
+    acked.append(r.xadd(KEY, {"n": "after"}))
+    node.kill()
+    node.start()
+    assert xrange_ids(node) == acked, node.log_tail()
+
+
+def test_full_disk_that_lasts_answers_in_time_however_large_the_data(
+    tmp_path: Path, nodes: Any
+) -> None:
+    """The reload after a roll-back takes time with the size of the data (seconds for a few
+    hundred thousand entries): the waiting writer is answered before it, in the same turn as
+    the cut, so its bound does not grow with the data; reads after it see the durable state."""
+    node = nodes(tmp_path, "--aof-write-error-timeout", str(ERROR_TIMEOUT_MS))
+    node.start()
+    r = node.client(socket_timeout=60)
+    pipe = r.pipeline(transaction=False)
+    for i in range(200_000):
+        pipe.xadd(KEY, {"n": i})
+    acked = len(pipe.execute())
+    assert r.execute_command("DEBUG", "AOF-WRITE-ERROR", "ENOSPC") == b"OK"
+    writer = RawClient(node.port, timeout=30.0)
+    started = time.monotonic()
+    writer.send_raw(encode(["XADD", KEY, "*", "n", "lost"]))
+    assert writer.read_reply() == misconf_line()
+    waited = time.monotonic() - started
+    assert waited < ERROR_TIMEOUT_MS / 1000 + ERROR_MARGIN_S, (waited, node.log_tail())
+    assert r.xlen(KEY) == acked
+    assert r.xrevrange(KEY, count=1)[0][1] == {b"n": str(acked - 1).encode()}
+
+
+def test_full_disk_that_lasts_kill9_after_the_roll_back_keeps_only_the_acknowledged(
+    tmp_path: Path, nodes: Any
+) -> None:
+    """A crash while the disk is still full, after the roll-back: the restart loads exactly
+    the acknowledged writes (the file was cut back, nothing torn is left in it)."""
+    node = nodes(tmp_path, "--appendfsync", "everysec", "--aof-write-error-timeout", "0")
+    node.start()
+    r = node.client()
+    pipe = r.pipeline(transaction=False)
+    for i in range(200):
+        pipe.xadd(KEY, {"n": i})
+    acked = list(pipe.execute())
+    assert r.execute_command("DEBUG", "AOF-WRITE-ERROR", "ENOSPC") == b"OK"
+    writers = [RawClient(node.port, timeout=5.0) for _ in range(4)]
+    for n, writer in enumerate(writers):
+        writer.send_raw(encode(["XADD", KEY, "*", "n", f"lost {n}"]))
+    replies = [writer.read_reply() for writer in writers]
+    refused = [reply for reply in replies if reply == misconf_line()]
+    assert len(refused) == len(replies), replies
+    node.kill()
+    node.start()
+    assert xrange_ids(node) == acked, node.log_tail()
+    r = node.client()
+    acked.append(r.xadd(KEY, {"n": "after restart"}))
+    assert xrange_ids(node) == acked
+
+
+def test_short_full_disk_ends_before_the_timeout_without_a_roll_back(
+    tmp_path: Path, nodes: Any
+) -> None:
+    """The bound is only for an error that lasts: one that ends sooner answers the held write
+    with its ID, and nothing is rolled back."""
+    node = nodes(tmp_path, "--aof-write-error-timeout", "5000")
+    node.start()
+    r = node.client()
+    assert r.execute_command("DEBUG", "AOF-WRITE-ERROR", "ENOSPC") == b"OK"
+    held = RawClient(node.port, timeout=0.5)
+    held.send_raw(encode(["XADD", KEY, "*", "n", "kept"]))
+    with pytest.raises(TimeoutError):
+        held.read_reply()
+    assert r.execute_command("DEBUG", "AOF-WRITE-ERROR", "OFF") == b"OK"
+    held.sock.settimeout(10.0)
+    sid = held.read_reply().split(b"\r\n")[1]
+    assert "dropping" not in node.last_log()
+    node.kill()
+    node.start()
+    assert xrange_ids(node) == [sid]
+
+
+def test_aof_write_error_timeout_config(tmp_path: Path, nodes: Any) -> None:
+    node = nodes(tmp_path)
+    node.start()
+    r = node.client()
+    assert r.config_get("aof-write-error-timeout") == {"aof-write-error-timeout": "2000"}
+    assert r.config_set("aof-write-error-timeout", 0)
+    assert r.config_get("aof-write-error-timeout") == {"aof-write-error-timeout": "0"}
+    with pytest.raises(redis.ResponseError) as bad:
+        r.config_set("aof-write-error-timeout", -1)
+    assert str(bad.value).startswith(
+        "CONFIG SET failed (possibly related to argument 'aof-write-error-timeout') - "
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1056,3 +1222,104 @@ def test_lazily_loaded_snapshot_serves_reads_writes_and_saves(tmp_path: Path, no
     node.kill()
     node.start()
     assert xrange_ids(node) == [sid for sid, _ in expected] + [added]
+
+
+# ---------------------------------------------------------------------------------------------
+# Turning the AOF on at runtime, and BGREWRITEAOF with it off (as Redis 7)
+
+
+def persistence(r: redis.Redis) -> dict[str, Any]:
+    return dict(r.info("persistence"))
+
+
+def wait_for_rewrite(r: redis.Redis, timeout: float = 30.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        info = persistence(r)
+        if not info["aof_rewrite_in_progress"] and not info["aof_rewrite_scheduled"]:
+            return info
+        assert time.monotonic() < deadline, info
+        time.sleep(0.05)
+
+
+def manifest_kinds(node: Node) -> list[str]:
+    return [line.split()[-1] for line in node.manifest.read_text().splitlines() if line]
+
+
+@pytest.mark.parametrize("wait", [False, True])
+def test_config_set_appendonly_yes_then_kill9_keeps_every_acknowledged_write(
+    tmp_path: Path, nodes: Any, wait: bool
+) -> None:
+    """The rewrite starts inside CONFIG SET (INFO says so at once, BGREWRITEAOF is refused
+    as in progress); writes made meanwhile are acknowledged only once the new base and incr
+    are in the manifest, so kill -9 at any moment after their replies loses none of them."""
+    node = nodes(tmp_path, "--appendonly", "no", "--save", "")
+    node.start()
+    r = node.client()
+    pipe = r.pipeline(transaction=False)
+    for i in range(20_000):
+        pipe.xadd(KEY, {"n": i})
+    acked = list(pipe.execute())
+    pipe = r.pipeline(transaction=False)
+    pipe.config_set("appendonly", "yes")
+    pipe.info("persistence")
+    pipe.bgrewriteaof()
+    switched, info, refused = pipe.execute(raise_on_error=False)
+    assert switched is True
+    assert info["aof_enabled"] == 1 and info["aof_rewrite_in_progress"] == 1, info
+    assert str(refused) == "Background append only file rewriting already in progress"
+    acked += [r.xadd(KEY, {"n": "after"}) for _ in range(5)]
+    if wait:
+        assert wait_for_rewrite(r)["aof_last_bgrewrite_status"] == "ok"
+        assert manifest_kinds(node) == ["b", "i"]
+        acked.append(r.xadd(KEY, {"n": "later"}))
+    node.kill()
+    node.start("--appendonly", "yes")
+    assert xrange_ids(node) == acked, node.log_tail()
+
+
+def test_bgrewriteaof_with_the_aof_off_writes_a_loadable_base(tmp_path: Path, nodes: Any) -> None:
+    """BGREWRITEAOF with appendonly no writes a base and a manifest naming it alone; a server
+    started on it with appendonly yes loads it and logs from there."""
+    node = nodes(tmp_path, "--appendonly", "no", "--save", "")
+    node.start()
+    r = node.client()
+    acked = [r.xadd(KEY, {"n": i}) for i in range(100)]
+    r.xgroup_create(KEY, GROUP, id="0")
+    r.xreadgroup(GROUP, CONSUMER, {KEY: ">"}, count=10)
+    assert r.bgrewriteaof() is True
+    info = wait_for_rewrite(r)
+    assert info["aof_enabled"] == 0 and info["aof_last_bgrewrite_status"] == "ok", info
+    assert manifest_kinds(node) == ["b"]
+    node.kill()
+    node.start("--appendonly", "yes")
+    r = node.client()
+    assert [sid for sid, _ in r.xrange(KEY)] == acked
+    assert r.xinfo_groups(KEY)[0]["pending"] == 10
+    acked.append(r.xadd(KEY, {"n": "after"}))
+    assert manifest_kinds(node) == ["b", "i"]
+    node.kill()
+    node.start("--appendonly", "yes")
+    assert xrange_ids(node) == acked, node.log_tail()
+
+
+def test_appendonly_no_during_the_enabling_rewrite_kills_it_and_cleans_up(
+    tmp_path: Path, nodes: Any
+) -> None:
+    node = nodes(tmp_path, "--appendonly", "no", "--save", "")
+    node.start()
+    r = node.client()
+    pipe = r.pipeline(transaction=False)
+    for i in range(20_000):
+        pipe.xadd(KEY, {"n": i})
+    pipe.execute()
+    pipe = r.pipeline(transaction=False)
+    pipe.config_set("appendonly", "yes")
+    pipe.config_set("appendonly", "no")
+    pipe.info("persistence")
+    *_, info = pipe.execute()
+    assert info["aof_enabled"] == 0 and info["aof_rewrite_in_progress"] == 0, info
+    assert r.xadd(KEY, {"n": "after"})  # answered at once: no AOF to wait for
+    leftovers = sorted(p.name for p in (node.dir / AOF_DIR).iterdir())
+    assert leftovers == [], leftovers
+    assert "Killed the AOF rewrite child" in node.last_log()

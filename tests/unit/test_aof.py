@@ -21,7 +21,7 @@ from headwater.persistence.manifest import (
     parse_manifest,
     write_manifest,
 )
-from headwater.server.durability import Durability
+from headwater.server.durability import Durability, count_replies
 from tests.unit.conftest import Harness, error_text
 
 
@@ -389,7 +389,8 @@ def test_always_failed_background_sync_refuses_writes_and_is_retried(
     wake.run_next()
     assert not durability.may_reply(c)
     assert h.engine.info.aof_last_write_status == "err"
-    assert durability.may_reply(reader)  # -MISCONF: reads are served, writes refused
+    # it saw an effect that a lasting error would roll back: held too (writes are refused)
+    assert not durability.may_reply(reader)
     refused = h.call(c, "XADD", "s", "2-1", "f", "v")
     assert error_text(refused) == "MISCONF Errors writing to the AOF file: Input/output error"
     assert h.call(c, "XLEN", "s") == 1
@@ -401,6 +402,7 @@ def test_always_failed_background_sync_refuses_writes_and_is_retried(
     assert writer.syncing
     wake.run_next()
     assert durability.may_reply(c)
+    assert durability.may_reply(reader)
     assert h.engine.info.aof_last_write_status == "ok"
     assert h.call(c, "XADD", "s", "2-1", "f", "v") == b"2-1"
     durability.close()
@@ -418,3 +420,108 @@ def test_close_waits_for_the_sync_in_flight_and_stops_the_worker(tmp_path: Path)
     assert writer.close()
     assert not worker.is_alive()
     assert _commands(tmp_path / "a.aof")[-1] == [b"SET", b"k", b"w"]
+
+
+# -- a write error that lasts: the roll-back ------------------------------------------------
+
+
+def test_roll_back_cuts_a_partial_write_and_answers_each_held_reply(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write that stops half-way through a command (ENOSPC) and an error that lasts
+    aof-write-error-timeout (0 here): the file is cut back to the last durable command, memory
+    is reloaded from it, every held reply of the writers and of a reader that saw their
+    entries becomes -MISCONF, one per reply; writes stay refused until a write works."""
+    h = Harness()
+    h.call(h.client(), "CONFIG", "SET", "aof-write-error-timeout", "0")
+    durability = Durability(h.engine.config, h.engine, str(tmp_path))
+    durability.open()
+    writer = durability.writer
+    assert writer is not None
+    first = h.client()
+    assert h.call(first, "XADD", "s", "1-1", "f", "v") == b"1-1"
+    durability.persist()
+    durable_size = writer.size
+    real_write = os.write
+    calls = []
+
+    def half_then_full(fd: int, data: bytes) -> int:
+        calls.append(len(data))
+        if len(calls) == 1:
+            return real_write(fd, data[: len(data) // 2])
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "write", half_then_full)
+    second, reader = h.client(), h.client()
+    for argv in ([b"XADD", b"s", b"2-1", b"f", b"v"], [b"XADD", b"s", b"3-1", b"f", b"v"]):
+        h.engine.execute(second, argv)
+    for argv in ([b"XLEN", b"s"], [b"PING"]):
+        h.engine.execute(reader, argv)
+    durability.persist()
+
+    misconf = b"-MISCONF Errors writing to the AOF file: No space left on device\r\n"
+    assert h.raw(second) == misconf * 2
+    assert h.raw(reader) == misconf * 2
+    assert durability.may_reply(second) and durability.may_reply(reader)
+    assert writer.path.stat().st_size == durable_size
+    assert _commands(writer.path)[-1] == [b"XADD", b"s", b"1-1", b"f", b"v"]
+    assert h.call(first, "XRANGE", "s", "-", "+") == [[b"1-1", [b"f", b"v"]]]
+    refused = h.call(first, "XADD", "s", "4-1", "f", "v")
+    assert error_text(refused) == misconf[1:-2].decode()
+    assert h.engine.info.aof_last_write_status == "err"
+    rolled_back = durability.writer
+    assert durability.error_since is not None
+    durability.error_since -= 60  # still failing long after, with nothing new to drop:
+    durability.persist()
+    assert durability.writer is rolled_back  # no second roll-back (no reload)
+
+    monkeypatch.setattr(os, "write", real_write)
+    durability.persist()  # the probe (SELECT 0) is written: the error is over
+    assert h.engine.info.aof_last_write_status == "ok"
+    assert h.call(first, "XADD", "s", "4-1", "f", "v") == b"4-1"
+    durability.persist()
+    durability.close()
+    replayed = _replay_into_fresh(writer.path)
+    assert replayed.call(replayed.client(), "XLEN", "s") == 2
+
+
+def test_no_roll_back_before_the_timeout(tmp_path: Path) -> None:
+    h = Harness()
+    durability = Durability(h.engine.config, h.engine, str(tmp_path))
+    durability.open()
+    writer = durability.writer
+    assert writer is not None
+    writer.injected_errno = errno.ENOSPC
+    c = h.client()
+    h.engine.execute(c, [b"XADD", b"s", b"1-1", b"f", b"v"])
+    durability.persist()
+    assert not durability.may_reply(c)  # held, not rolled back (2000 ms by default)
+    writer.injected_errno = None
+    durability.persist()
+    assert durability.may_reply(c)
+    assert h.raw(c) == b"$3\r\n1-1\r\n"
+    durability.close()
+
+
+def test_count_replies_counts_frames_of_resp2_and_resp3_but_not_pushes() -> None:
+    frames = [
+        b"+OK\r\n",
+        b"-ERR x\r\n",
+        b":5\r\n",
+        b"$-1\r\n",
+        b"$3\r\na\r\n\r\n",
+        b"*-1\r\n",
+        b"*2\r\n$1\r\na\r\n*1\r\n:1\r\n",
+        b"%1\r\n+k\r\n*0\r\n",
+        b"~1\r\n,1.5\r\n",
+        b"_\r\n",
+        b"#t\r\n",
+        b"(12345678901234567890\r\n",
+        b"=7\r\ntxt:abc\r\n",
+        b"!5\r\nERR x\r\n",
+        b"|1\r\n+key\r\n+val\r\n:7\r\n",  # an attribute and the reply it leads
+    ]
+    push = b">3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$1\r\nx\r\n"
+    assert count_replies(b"".join(frames)) == len(frames)
+    assert count_replies(push + b"".join(frames) + push) == len(frames)
+    assert count_replies(b"") == 0

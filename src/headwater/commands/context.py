@@ -139,6 +139,7 @@ class ServerInfo:
         self.aof_last_write_status = "ok"
         self.aof_last_bgrewrite_status = "ok"
         self.aof_rewrite_in_progress = False
+        self.aof_rewrite_scheduled = False
         self.rdb_bgsave_in_progress = False
         self.rdb_last_bgsave_status = "ok"
         self.last_snapshot_keys = 0

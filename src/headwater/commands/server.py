@@ -106,7 +106,7 @@ def _section_persistence(c: Client) -> list[str]:
         f"rdb_last_bgsave_status:{info.rdb_last_bgsave_status}",
         f"aof_enabled:{int(info.aof_enabled)}",
         f"aof_rewrite_in_progress:{int(info.aof_rewrite_in_progress)}",
-        "aof_rewrite_scheduled:0",
+        f"aof_rewrite_scheduled:{int(info.aof_rewrite_scheduled)}",
         f"aof_last_bgrewrite_status:{info.aof_last_bgrewrite_status}",
         f"aof_last_write_status:{info.aof_last_write_status}",
         f"snapshot_lazy_nodes:{info.snapshot_lazy_nodes}",  # Headwater's own (see snapshot.py)

@@ -34,8 +34,11 @@ microseconds and costs CPU; the worker therefore does as little as possible with
 
 A failed write keeps the data in the buffer (it is retried on the next flush) and sets
 ``error``; a failed sync keeps the data ``unsynced`` (retried likewise) and sets ``error`` too.
-The server then refuses writes with ``-MISCONF`` and, with ``always``, holds the replies of
-the unsaved writes: nothing is acknowledged that is not on disk.
+The server then refuses writes with ``-MISCONF`` and holds the replies of the unsaved writes
+(and of reads that may have seen them): nothing is acknowledged that is not on disk. If the
+error lasts (``aof-write-error-timeout``), the server gives up on those effects:
+``roll_back`` cuts the file back to the end of the last durable command and drops the buffer,
+and ``probe`` then tests the file with a harmless ``SELECT 0`` until a write works again.
 
 Reading
 -------
@@ -282,6 +285,35 @@ class AofWriter:
                     notify()
                 except RuntimeError:  # the event loop is closed (shutting down)
                     pass
+
+    # -- giving up on a write error ----------------------------------------------------------
+
+    def roll_back(self, size: int) -> None:
+        """Drop everything not written yet and cut the file back to ``size`` (the end of the
+        last command known durable): a failed write's partial command goes with it. The
+        ``error`` stays until a later write works (``probe``)."""
+        self.hold_syncs(False)
+        if self.syncing:
+            with self._busy:  # wait for the sync in flight; its outcome no longer matters
+                pass
+            self.syncing = False
+        self.buf.clear()
+        self.postponed_since = None
+        os.ftruncate(self.fd, size)
+        self.size = size
+        self.db = None  # the command now last in the file may be in any database
+        try:
+            os.fdatasync(self.fd)  # the cut too must survive a crash
+            self.unsynced = False
+        except OSError:
+            self.unsynced = True
+
+    def probe(self) -> None:
+        """After a roll-back: queue a harmless command so that the next flush tells whether
+        the file can be written again (a successful write clears ``error``)."""
+        if not self.buf:
+            self.buf += encode_command([b"SELECT", b"0"])
+            self.db = 0
 
     # -- the end ---------------------------------------------------------------------------
 

@@ -7,9 +7,19 @@ then appended to the last incremental file. Without a manifest a fresh one is cr
 
 Each loop turn (``persist``) writes the effects produced so far before any reply that
 depends on them is sent, and says up to which effect they are safe (``durable_seq``): the
-server holds a client's replies while its last write is past that (``may_reply``). If a write
-fails, the replies stay held until a later turn manages to write, and new writes are refused
-with ``-MISCONF``.
+server holds a client's replies while its last write, or an effect it may have read, is past
+that (``may_reply``). If a write fails, new writes are refused with ``-MISCONF`` and the
+replies stay held until a later turn manages to write; if the error lasts
+``aof-write-error-timeout`` ms, ``roll_back`` gives the unsaved effects up: the file is cut
+back to the last durable command, the data is loaded again from disk, and each held reply
+that depended on a dropped effect becomes that ``-MISCONF`` (so nothing acknowledged is lost
+and no reader sees what was not acknowledged).
+
+Switching at runtime, as Redis 7: ``CONFIG SET appendonly yes`` opens a new incremental file
+and forks the rewrite of its base inside the command (``enabling``: the manifest names them
+only once the base is written, so the replies of the writes made meanwhile wait for that);
+``appendonly no`` closes the file and kills a rewrite child; ``BGREWRITEAOF`` also works with
+the AOF off (a manifest naming a base alone), and is scheduled behind a BGSAVE.
 
 Group commit with ``appendfsync always``: in a server (``wake`` given), the ``fdatasync``
 runs in the AOF writer's worker thread while the event loop goes on reading and executing
@@ -32,10 +42,12 @@ import os
 import signal
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from headwater.commands.context import Client
-from headwater.config import Config
+from headwater.config import Config, InvalidConfig
 from headwater.engine import Engine
 from headwater.engine.replay import FailedCommand, Replayer
 from headwater.errors import ReplyError, err, wrong_arity
@@ -75,8 +87,84 @@ MATERIALIZE_SHARE = 0.05
 SYNC_RETRY_S = 0.05
 
 
+REWRITE_FAILED = (
+    "Can't execute an AOF background rewriting. Please check the server logs for more information."
+)
+
+
+def aof_misconf(error: OSError) -> ReplyError:
+    reason = os.strerror(error.errno) if error.errno is not None else str(error)
+    return ReplyError("MISCONF", f"Errors writing to the AOF file: {reason}")
+
+
+def next_seq(manifest: Manifest) -> int:
+    """The sequence number for new files: above every file the manifest names."""
+    return max((entry.seq for entry in manifest.entries), default=0) + 1
+
+
+def answer_dropped(engine: Engine, kept: int, error: ReplyError) -> int:
+    """After a roll-back that kept the effects up to ``kept``: every client whose waiting
+    replies may depend on a dropped effect (its write, or a read that may have seen one) gets
+    ``error`` in place of each reply, so that a pipeline stays in step (pushes, which answer
+    nothing, are dropped). Returns how many clients that was."""
+    encoded = b"-%s\r\n" % error.line()
+    failed = 0
+    for client in list(engine.clients.values()):
+        if client.effect_seq <= kept and client.seen_seq <= kept:
+            continue
+        client.effect_seq = client.seen_seq = 0
+        if not client.out:
+            continue
+        try:
+            replies = count_replies(b"".join(client.out))
+        except (ValueError, IndexError):  # (not RESP: cannot happen, but never crash here)
+            replies = 1
+        client.out[:] = [encoded * replies]
+        engine.pending[client] = None
+        failed += 1
+    return failed
+
+
+def count_replies(data: bytes) -> int:
+    """The replies (RESP2 or RESP3 frames other than pushes) that ``data`` holds."""
+    count = pos = 0
+    while pos < len(data):
+        push = data[pos] == ord(">")
+        pos = _frame_end(data, pos)
+        count += not push
+    return count
+
+
+def _frame_end(data: bytes, pos: int) -> int:
+    """Where the RESP frame that starts at ``pos`` ends."""
+    kind = data[pos : pos + 1]
+    line_end = data.index(b"\r\n", pos)
+    after = line_end + 2
+    if kind in (b"$", b"!", b"="):
+        size = int(data[pos + 1 : line_end])
+        return after if size < 0 else after + size + 2
+    if kind in (b"*", b"~", b">", b"%", b"|"):
+        items = int(data[pos + 1 : line_end])
+        items *= 2 if kind in (b"%", b"|") else 1
+        for _ in range(max(items, 0)):
+            after = _frame_end(data, after)
+        return _frame_end(data, after) if kind == b"|" else after  # an attribute leads a reply
+    return after  # a one-line frame: + - : _ , # (
+
+
 class StartupError(Exception):
     """The data on disk cannot be loaded: the server must not start (and not overwrite it)."""
+
+
+@dataclass
+class Rewrite:
+    """A rewrite child at work: it writes ``base_name``; the new manifest will name that base
+    and ``incr_name`` (None when the AOF is off: the base alone, as Redis)."""
+
+    pid: int
+    seq: int
+    base_name: str
+    incr_name: str | None
 
 
 class Durability:
@@ -100,12 +188,29 @@ class Durability:
         self.writer: AofWriter | None = None
         #: effects up to this engine.effect_seq are safe (see persist)
         self.durable_seq = 0
-        #: the last effect the background sync in flight covers (``always``)
-        self._sync_covers: int | None = None
+        #: the size of the AOF file at the end of the last durable effect: a roll-back cuts
+        #: the file back to it (always at the end of a complete command)
+        self.durable_size = 0
+        #: the last effect the background sync in flight covers, and the file size then
+        self._sync_covers: tuple[int, int] | None = None
+        #: CONFIG SET appendonly yes is waiting for its rewrite (Redis: AOF_WAIT_REWRITE): the
+        #: effects go to a file no manifest names yet, so none of them is durable until the
+        #: child's base is in place; ``_written_seq`` is how far the file has them meanwhile
+        self.enabling = False
+        self._written_seq = 0
+        self._enable_seq = 0
+        #: when the AOF write error in progress began (monotonic seconds)
+        self.error_since: float | None = None
+        #: during a roll-back's reload: the error (and DEBUG's injected errno) the new writer
+        #: keeps until a write works
+        self._carried_error: tuple[OSError, int | None] | None = None
+        #: a roll-back cut the file and answered its clients; the reload comes next turn
+        self._reload_pending = False
         self.manifest: Manifest | None = None
         self.base_size = 0
-        #: (pid, seq, base name, incr name) while a rewrite child runs
-        self.rewrite_child: tuple[int, int, str, str] | None = None
+        self.rewrite_child: Rewrite | None = None
+        #: BGREWRITEAOF (or appendonly yes) while a BGSAVE runs: the cron starts it later
+        self.rewrite_scheduled = False
         #: (pid, dirty counter at the fork) while a BGSAVE child runs
         self.bgsave_child: tuple[int, int] | None = None
         self.bgsave_scheduled = False
@@ -120,16 +225,17 @@ class Durability:
         engine.hooks[b"DEBUG AOF-FSYNC-HOLD"] = self._debug_fsync_hold
         engine.hooks[b"DEBUG LOADAOF"] = self._debug_loadaof
         engine.hooks[b"BGREWRITEAOF"] = self._bgrewriteaof
+        config.listeners.append(self._config_changed)
 
     # -- startup ---------------------------------------------------------------------------
 
-    def open(self) -> None:
+    def open(self, reset_stats: bool = True) -> None:
         if not self.config["appendonly"]:
             self._load_snapshot_file()
             return
         self.dir.mkdir(parents=True, exist_ok=True)
         if self.manifest_path.exists():
-            manifest = self._load()
+            manifest = self._load(reset_stats)
         else:
             # Switching a snapshot-only setup to the AOF: start from the snapshot (Redis
             # would start empty), and make it the base of the new log.
@@ -139,10 +245,26 @@ class Durability:
         self._remove_strays(manifest)
         if manifest.base is not None:
             self.base_size = (self.dir / manifest.base.name).stat().st_size
+        if not manifest.incrs:  # a base alone (BGREWRITEAOF while the AOF was off)
+            self._add_incr(manifest)
         incr = manifest.incrs[-1]
-        self.writer = self._new_writer(self.dir / incr.name)
-        self.engine.effect_sinks.append(self.writer.append)
+        self._start_writer(self.dir / incr.name)
         self._publish()
+
+    def _start_writer(self, path: Path) -> None:
+        self.writer = self._new_writer(path)
+        self.durable_size = self.writer.size
+        if self._carried_error is not None:  # reloading after a roll-back: still failing
+            self.writer.error, self.writer.injected_errno = self._carried_error
+            self.writer.probe()
+        self.engine.effect_sinks[:] = [self.writer.append]
+
+    def _add_incr(self, manifest: Manifest) -> None:
+        seq = next_seq(manifest)
+        entry = ManifestEntry(self._incr_name(seq), seq, "i")
+        (self.dir / entry.name).touch()
+        manifest.entries.append(entry)
+        write_manifest(self.manifest_path, manifest)
 
     def _new_writer(self, path: Path) -> AofWriter:
         notify = None if self.wake is None else functools.partial(self.wake, self._synced)
@@ -195,13 +317,13 @@ class Durability:
         write_manifest(self.manifest_path, manifest)
         return manifest
 
-    def _load(self) -> Manifest:
+    def _load(self, reset_stats: bool = True) -> Manifest:
         try:
             manifest = load_manifest(self.manifest_path)
         except (OSError, ValueError) as exc:
             raise StartupError(f"Bad AOF manifest: {exc}") from None
-        if not manifest.incrs:
-            raise StartupError(f"{self.manifest_path}: no incremental AOF file is named")
+        if not manifest.base and not manifest.incrs:
+            raise StartupError(f"{self.manifest_path}: no AOF file is named")
         files = ([manifest.base] if manifest.base else []) + manifest.incrs
         replayer = Replayer(self.engine)
         loaded = 0
@@ -230,7 +352,10 @@ class Durability:
             ) from None
         finally:
             replayer.close()
-        self.engine.stats.reset()
+        if reset_stats:
+            self.engine.stats.reset()
+        # Changes since the last save restart from what was loaded (Redis: dirty = 0 after a
+        # load); both counters, so that their difference never goes negative.
         self.engine.dirty = self.engine.dirty_at_last_save = 0
         log.warning("DB loaded from append only file: %d commands", loaded)
         return manifest
@@ -339,12 +464,12 @@ class Durability:
 
     def shutdown(self, save: bool | None) -> None:
         """Stopping: sync the AOF, and save a snapshot if asked or if save rules exist."""
-        for child in (self.bgsave_child, self.rewrite_child):
-            if child is not None:
-                with contextlib.suppress(OSError):
-                    os.kill(child[0], signal.SIGKILL)
-                    os.waitpid(child[0], 0)
-        self.bgsave_child = self.rewrite_child = None
+        if self.bgsave_child is not None:
+            with contextlib.suppress(OSError):
+                os.kill(self.bgsave_child[0], signal.SIGKILL)
+                os.waitpid(self.bgsave_child[0], 0)
+        self.bgsave_child = None
+        self._kill_rewrite()
         if save or (save is None and self.config["save"]):
             try:
                 write_snapshot(self.snapshot_path, self.engine.keyspace.dbs)
@@ -361,7 +486,8 @@ class Durability:
         (which survives the death of the process). With ``always`` in a server the sync may
         still run when this returns (see the module docstring), unless at most one client
         is ``waiting`` for it; a write held back behind everysec's fsync, or failing, leaves
-        ``durable_seq`` where it was."""
+        ``durable_seq`` where it was. A failure that lasts ``aof-write-error-timeout`` ends
+        in a roll-back (``roll_back``)."""
         writer = self.writer
         if writer is None:
             self.durable_seq = self.engine.effect_seq
@@ -371,14 +497,27 @@ class Durability:
         ended = writer.finish_sync()
         if ended is not None:
             if ended and self._sync_covers is not None:
-                self.durable_seq = max(self.durable_seq, self._sync_covers)
+                self._mark_durable(*self._sync_covers)
             self._sync_covers = None
         upto = self.engine.effect_seq
         if policy == "always" and self.wake is not None:
             self._group_commit(writer, upto, waiting)
         elif writer.flush():
-            self.durable_seq = upto
+            self._mark_durable(upto, writer.size)
         self._publish()
+        if self._roll_back_due(writer):
+            self.roll_back()
+
+    def _mark_durable(self, upto: int, size: int) -> None:
+        """Effects up to ``upto`` are safe, and the file ends with them at ``size``; while
+        appendonly waits for its first base they are only written (see ``enabling``)."""
+        if self._reload_pending:
+            return  # memory still holds the dropped effects: nothing read now may leave
+        self.durable_size = size
+        if self.enabling:
+            self._written_seq = max(self._written_seq, upto)
+        else:
+            self.durable_seq = max(self.durable_seq, upto)
 
     def _group_commit(self, writer: AofWriter, upto: int, waiting: int) -> None:
         """``always`` in a server: write what gathered and start its sync, unless one is in
@@ -391,12 +530,12 @@ class Durability:
         if not writer.write():
             return
         if not writer.unsynced:
-            self.durable_seq = upto  # nothing written since the last sync
+            self._mark_durable(upto, writer.size)  # nothing written since the last sync
         elif waiting <= 1 and not writer.holding:
             if writer.sync():
-                self.durable_seq = upto
+                self._mark_durable(upto, writer.size)
         else:
-            self._sync_covers = upto
+            self._sync_covers = (upto, writer.size)
             writer.start_sync()
 
     def _synced(self) -> None:
@@ -404,9 +543,11 @@ class Durability:
         self.on_durable()
 
     def may_reply(self, c: Client) -> bool:
-        """Whether the client's replies may leave: its writes are durable and, with
-        ``always``, so is everything it may have read. While the AOF cannot be written,
-        reads are served anyway (-MISCONF refuses writes, reads go on, as in Redis)."""
+        """Whether the client's replies may leave: its writes are durable and so is
+        everything it may have read (while the AOF is on: with everysec or no the effects of
+        a turn normally reach the kernel before its replies leave, so this holds a reader
+        only while the AOF is failing or late; a reader must not see an entry that the
+        roll-back after a lasting write error would remove)."""
         durable = self.durable_seq
         if c.effect_seq > durable:
             return False
@@ -422,12 +563,7 @@ class Durability:
         info = self.engine.info
         error = writer.error if writer is not None else None
         info.aof_enabled = writer is not None
-        self.engine.replies_wait_for_disk = (
-            writer is not None
-            and error is None
-            and self.wake is not None
-            and self.config["appendfsync"] == "always"
-        )
+        self.engine.replies_wait_for_disk = writer is not None
         status = "err" if error else "ok"
         if status != info.aof_last_write_status:
             if error is not None:
@@ -436,44 +572,159 @@ class Durability:
                 )
             else:
                 log.warning("AOF write error solved: the AOF file can be written again")
+        if error is None:
+            self.error_since = None
+        elif self.error_since is None:
+            self.error_since = time.monotonic()
         info.aof_last_write_status = status
         info.aof_current_size = writer.size if writer is not None else 0
         info.aof_buffer_length = len(writer.buf) if writer is not None else 0
         info.aof_rewrite_in_progress = self.rewrite_child is not None
+        info.aof_rewrite_scheduled = self.rewrite_scheduled
+        self.engine.refuse_writes = self._refusal(error)
+
+    def _refusal(self, error: OSError | None) -> ReplyError | None:
+        info = self.engine.info
         if error is not None and error.errno is not None:
-            refusal: ReplyError | None = ReplyError(
-                "MISCONF", f"Errors writing to the AOF file: {os.strerror(error.errno)}"
-            )
-        elif (
+            return aof_misconf(error)
+        if (
             info.rdb_last_bgsave_status == "err"
             and self.config["stop-writes-on-bgsave-error"]
             and self.config["save"]
         ):
-            refusal = BGSAVE_MISCONF
-        else:
-            refusal = None
-        self.engine.refuse_writes = refusal
+            return BGSAVE_MISCONF
+        return None
+
+    # -- a write error that lasts: give up the effects not on disk -------------------------
+
+    def _roll_back_due(self, writer: AofWriter) -> bool:
+        """The write error has lasted ``aof-write-error-timeout`` and something is not yet
+        durable. (Not while appendonly waits for its first base: no manifest names the file
+        yet, so there is nothing on disk to go back to; the writes wait instead.)"""
+        if writer.error is None or self.error_since is None or self.enabling:
+            return False
+        if self._reload_pending:
+            return False
+        waited_ms = (time.monotonic() - self.error_since) * 1000
+        if waited_ms < self.config["aof-write-error-timeout"]:
+            return False
+        # (the buffer alone is no reason: after a roll-back it holds the probe)
+        return self.engine.effect_seq > self.durable_seq or writer.size != self.durable_size
+
+    def roll_back(self) -> None:
+        """Memory goes back to what is durable, in two steps. Now: the file is cut to the end
+        of the last durable effect, the unwritten ones are dropped, and every client whose
+        waiting replies depended on a dropped effect gets -MISCONF in place of each of them
+        (they leave this turn, whatever the size of the data). Next turn
+        (``_finish_roll_back``): the data is loaded again from disk (as DEBUG LOADAOF);
+        replies that read the dropped effects meanwhile wait for it and fail the same way.
+        Writes stay refused until a write to the file works again (``AofWriter.probe``)."""
+        writer = self.writer
+        if writer is None or writer.error is None or self._reload_pending:
+            return
+        error = writer.error
+        kept = self.durable_seq
+        log.warning(
+            "AOF write error for %d ms (%s): dropping the %d effects not on disk, cutting %s "
+            "back to %d bytes",
+            int((time.monotonic() - (self.error_since or 0.0)) * 1000),
+            error,
+            self.engine.effect_seq - kept,
+            writer.path.name,
+            self.durable_size,
+        )
+        if self.rewrite_child is not None:  # its base may hold the dropped effects
+            log.warning("Killing the AOF rewrite child: it started from the dropped data")
+            self._kill_rewrite()
+            self.engine.info.aof_last_bgrewrite_status = "err"
+        writer.roll_back(self.durable_size)
+        self._carried_error = (error, writer.injected_errno)
+        self._reload_pending = True
+        refusal = aof_misconf(error)
+        failed = answer_dropped(self.engine, kept, refusal)
+        log.warning("Answered -%s to %d clients; loading the data again", refusal.code, failed)
+        if self.wake is None:
+            self._finish_roll_back()
+            return
+        self.wake(self.on_durable)  # the server sends the replies just replaced, then:
+        self.wake(self._finish_roll_back)
+
+    def _finish_roll_back(self) -> None:
+        carried, self._carried_error = self._carried_error, None
+        pending, self._reload_pending = self._reload_pending, False
+        if not pending or carried is None or self.writer is None:
+            return  # the AOF was closed meanwhile (shutdown, appendonly no)
+        kept = self.durable_seq
+        self._carried_error = carried
+        try:
+            self._reload()
+        finally:
+            self._carried_error = None
+        log.warning("Data loaded again from the AOF: memory is what is on disk")
+        answer_dropped(self.engine, kept, aof_misconf(carried[0]))
+        self.durable_seq = self.engine.effect_seq
+        self.error_since = time.monotonic()  # (a later roll-back, if any, a timeout later)
+        self._publish()
+        if self.wake is not None:
+            self.wake(self.on_durable)
+
+    def _reload(self) -> None:
+        """Empty every database and load the AOF again (DEBUG LOADAOF, a roll-back)."""
+        self._close_writer(wake=False)
+        self.engine.effect_sinks.clear()
+        for db in self.engine.keyspace.dbs:
+            db.flush()
+        self._lazy_nodes.clear()  # (nodes of the keys just flushed)
+        self.engine.info.snapshot_lazy_nodes = 0
+        self.open(reset_stats=False)
 
     # -- rewrite (BGREWRITEAOF, automatic, appendonly turned on) ---------------------------
 
     def start_rewrite(self) -> None:
         """Start a background rewrite: a forked child writes a new base from its copy of the
-        data while new effects go to a new incremental file. The manifest names a loadable
-        set at every moment: first old base + old incrs + the new incr, then (when the child
-        has finished) the new base + the new incr."""
+        data. With the AOF on, new effects go to a new incremental file meanwhile, and the
+        manifest names a loadable set at every moment: first old base + old incrs + the new
+        incr, then (when the child has finished) the new base + the new incr. With the AOF
+        off (BGREWRITEAOF, as Redis) the new manifest will name the new base alone."""
         if self.rewrite_child is not None:
             raise err("Background append only file rewriting already in progress")
-        if self.writer is None or self.manifest is None:
-            raise err("Append only file is not enabled")
-        seq = self.manifest.next_incr_seq()
+        self.rewrite_scheduled = False
+        writer = self.writer
+        if writer is not None and writer.error is not None:
+            # the unwritten effects must stay in the file they continue (a torn command
+            # may end it): a new incremental file waits until they are written
+            log.warning("Can't rewrite the AOF while it cannot be written: %s", writer.error)
+            raise err(REWRITE_FAILED)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        on_disk = self._manifest_on_disk()
+        seq = next_seq(on_disk)
+        incr_name: str | None = None
+        if writer is not None and not self.enabling:
+            incr_name = self._incr_name(seq)
+            self._close_writer()
+            (self.dir / incr_name).touch()
+            on_disk.entries.append(ManifestEntry(incr_name, seq, "i"))
+            write_manifest(self.manifest_path, on_disk)
+            self.manifest = on_disk
+            self._start_writer(self.dir / incr_name)
+        elif writer is not None:  # appendonly yes, waiting: the incr its writer fills
+            incr_name = writer.path.name
+            seq = self._enable_seq
+        self._fork_rewrite(seq, incr_name)
+
+    def _manifest_on_disk(self) -> Manifest:
+        if self.manifest is not None and self.writer is not None and not self.enabling:
+            return self.manifest
+        if not self.manifest_path.exists():
+            return Manifest([])
+        try:
+            return load_manifest(self.manifest_path)
+        except (OSError, ValueError) as exc:
+            log.warning("Ignoring the unreadable AOF manifest: %s", exc)
+            return Manifest([])
+
+    def _fork_rewrite(self, seq: int, incr_name: str | None) -> None:
         base_name = self._base_name(seq)
-        incr_name = self._incr_name(seq)
-        self._close_writer()
-        (self.dir / incr_name).touch()
-        self.manifest.entries.append(ManifestEntry(incr_name, seq, "i"))
-        write_manifest(self.manifest_path, self.manifest)
-        self.writer = self._new_writer(self.dir / incr_name)
-        self.engine.effect_sinks[:] = [self.writer.append]
         pid = os.fork()
         if pid == 0:  # the child: write the base and leave without running any cleanup
             code = 1
@@ -482,7 +733,8 @@ class Durability:
                 code = 0
             finally:
                 os._exit(code)
-        self.rewrite_child = (pid, seq, base_name, incr_name)
+        self.rewrite_child = Rewrite(pid, seq, base_name, incr_name)
+        self._publish()
         log.warning("Background append only file rewriting started by pid %d", pid)
 
     def _write_base(self, path: Path) -> None:
@@ -491,30 +743,59 @@ class Durability:
         else:
             write_base(path, self.engine.keyspace.dbs)
 
+    def _kill_rewrite(self) -> None:
+        """Stop the rewrite child and remove what it was writing (Redis: killAppendOnlyChild)."""
+        child = self.rewrite_child
+        if child is None:
+            return
+        with contextlib.suppress(OSError):
+            os.kill(child.pid, signal.SIGKILL)
+            os.waitpid(child.pid, 0)
+        self.rewrite_child = None
+        for path in self.dir.glob(f"temp-*{child.base_name}"):
+            path.unlink(missing_ok=True)
+        (self.dir / child.base_name).unlink(missing_ok=True)
+        log.warning("Killed the AOF rewrite child %d", child.pid)
+        self._publish()
+
     def check_rewrite(self) -> None:
         """From the cron: has the child finished? Then switch the manifest to its base."""
-        if self.rewrite_child is None:
+        child = self.rewrite_child
+        if child is None:
             return
-        pid, seq, base_name, incr_name = self.rewrite_child
-        done, status = os.waitpid(pid, os.WNOHANG)
+        done, status = os.waitpid(child.pid, os.WNOHANG)
         if not done:
             return
         self.rewrite_child = None
         if not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
             self.engine.info.aof_last_bgrewrite_status = "err"
             log.warning("Background AOF rewrite failed (status %d)", status)
+            if self.enabling:
+                self.rewrite_scheduled = True  # appendonly yes still needs its base
+            self._publish()
             return
-        assert self.manifest is not None
-        old = [e for e in self.manifest.entries if e.name != incr_name]
-        self.manifest = Manifest(
-            [ManifestEntry(base_name, seq, "b"), ManifestEntry(incr_name, seq, "i")]
-        )
-        write_manifest(self.manifest_path, self.manifest)
+        old = self._manifest_on_disk().entries
+        entries = [ManifestEntry(child.base_name, child.seq, "b")]
+        if child.incr_name is not None:
+            entries.append(ManifestEntry(child.incr_name, child.seq, "i"))
+        manifest = Manifest(entries)
+        write_manifest(self.manifest_path, manifest)
+        kept = {entry.name for entry in entries}
         for entry in old:
-            (self.dir / entry.name).unlink(missing_ok=True)
-        self.base_size = (self.dir / base_name).stat().st_size
+            if entry.name not in kept:
+                (self.dir / entry.name).unlink(missing_ok=True)
+        self.base_size = (self.dir / child.base_name).stat().st_size
         self.engine.info.aof_last_bgrewrite_status = "ok"
         log.warning("Background AOF rewrite finished successfully")
+        if self.writer is not None:
+            self.manifest = manifest
+        if self.enabling:
+            self.enabling = False
+            self.durable_seq = max(self.durable_seq, self._written_seq)
+            log.warning("Append only file enabled: base written, logging to %s", child.incr_name)
+            if self.wake is not None:
+                self.wake(self.on_durable)  # the writes made meanwhile are durable now
+        self._publish()
 
     def maybe_auto_rewrite(self) -> None:
         """auto-aof-rewrite-percentage / -min-size, as Redis: when the incremental file has
@@ -522,6 +803,8 @@ class Durability:
         writer = self.writer
         percentage = self.config["auto-aof-rewrite-percentage"]
         if writer is None or self.rewrite_child is not None or not percentage:
+            return
+        if self.bgsave_child is not None or writer.error is not None or self.enabling:
             return
         if writer.size < self.config["auto-aof-rewrite-min-size"]:
             return
@@ -531,34 +814,79 @@ class Durability:
             self.start_rewrite()
 
     def follow_config(self) -> None:
-        """CONFIG SET appendonly at runtime (from the cron). Turning it on writes a base of
-        the current data in the foreground (like SAVE) and starts a fresh incremental file;
-        turning it off syncs and closes the file."""
-        wanted = bool(self.config["appendonly"])
-        if wanted == (self.writer is not None) or self.rewrite_child is not None:
+        """From the cron: start a rewrite that was scheduled behind a BGSAVE (BGREWRITEAOF,
+        or appendonly turned on), once no child runs."""
+        if not self.rewrite_scheduled or self.rewrite_child is not None:
             return
-        if not wanted:
-            self._close_writer()
-            self.engine.effect_sinks.clear()
-            self._publish()
-            log.warning("Append only file disabled")
+        if self.bgsave_child is not None:
             return
+        try:
+            self.start_rewrite()
+        except ReplyError as exc:
+            log.warning("The scheduled AOF rewrite could not start: %s", exc.msg)
+
+    def _config_changed(self, name: str, value: Any) -> None:
+        """CONFIG SET appendonly, inside the command as in Redis (config.c updateAppendonly)."""
+        if name != "appendonly" or bool(value) == (self.writer is not None):
+            return
+        if value:
+            try:
+                self.start_aof()
+            except (OSError, ReplyError) as exc:
+                log.warning("Redis needs to enable the AOF but can't: %s", exc)
+                if self.writer is not None:
+                    self.stop_aof()
+                self.config.values["appendonly"] = False
+                raise InvalidConfig(name, "Unable to turn on AOF. Check server logs.") from None
+        else:
+            self.stop_aof()
+
+    def start_aof(self) -> None:
+        """appendonly yes at runtime (Redis: startAppendOnly): effects go at once to a new
+        incremental file, and a rewrite child writes the base that goes with it (scheduled if
+        a BGSAVE runs; a rewrite started while the AOF was off is replaced). Until the new
+        manifest names both, nothing written is durable: those replies wait."""
+        if self.rewrite_child is not None:
+            log.warning(
+                "AOF was enabled but there is already an AOF rewriting in background. "
+                "Stopping background AOF and starting a rewrite now."
+            )
+            self._kill_rewrite()
         self.dir.mkdir(parents=True, exist_ok=True)
-        old = load_manifest(self.manifest_path).entries if self.manifest_path.exists() else []
-        seq = max((e.seq for e in old), default=0) + 1
-        base = ManifestEntry(self._base_name(seq), seq, "b")
-        incr = ManifestEntry(self._incr_name(seq), seq, "i")
-        self._write_base(self.dir / base.name)
-        (self.dir / incr.name).touch()
-        self.manifest = Manifest([base, incr])
-        write_manifest(self.manifest_path, self.manifest)
-        for entry in old:
-            (self.dir / entry.name).unlink(missing_ok=True)
-        self.base_size = (self.dir / base.name).stat().st_size
-        self.writer = self._new_writer(self.dir / incr.name)
-        self.engine.effect_sinks[:] = [self.writer.append]
+        seq = next_seq(self._manifest_on_disk())
+        path = self.dir / self._incr_name(seq)
+        path.unlink(missing_ok=True)  # (a stray of an earlier attempt)
+        self.enabling = True
+        self._enable_seq = seq
+        self._written_seq = self.durable_seq = self.engine.effect_seq
+        self._start_writer(path)
+        self.manifest = None
+        if self.bgsave_child is not None:
+            self.rewrite_scheduled = True
+            log.warning(
+                "AOF was enabled but there is already another background operation. An AOF "
+                "background was scheduled to start when possible."
+            )
+        else:
+            self._fork_rewrite(seq, path.name)
         self._publish()
-        log.warning("Append only file enabled: base written, logging to %s", incr.name)
+
+    def stop_aof(self) -> None:
+        """appendonly no at runtime (Redis: stopAppendOnly): write and sync what is left,
+        close the file, and stop a rewrite child."""
+        self._kill_rewrite()
+        self.rewrite_scheduled = False
+        self._reload_pending, self._carried_error = False, None  # (no reload without AOF)
+        writer = self.writer
+        self._close_writer()
+        self.engine.effect_sinks.clear()
+        if self.enabling and writer is not None:  # no manifest names its file
+            writer.path.unlink(missing_ok=True)
+        self.enabling = False
+        self.manifest = None
+        self.durable_seq = self.engine.effect_seq
+        self._publish()
+        log.warning("Append only file disabled")
 
     # -- command hooks ---------------------------------------------------------------------
 
@@ -595,8 +923,14 @@ class Durability:
         return OK
 
     def _bgrewriteaof(self, args: list[bytes]) -> Reply:
-        if self.writer is None:
-            raise err("Append only file is not enabled")  # Redis would also start one
+        """As Redis 7 (bgrewriteaofCommand): also with the AOF off (a base alone), and
+        scheduled behind a BGSAVE."""
+        if self.rewrite_child is not None:
+            raise err("Background append only file rewriting already in progress")
+        if self.bgsave_child is not None:
+            self.rewrite_scheduled = True
+            self._publish()
+            return Status(b"Background append only file rewriting scheduled")
         self.start_rewrite()
         return Status(b"Background append only file rewriting started")
 
@@ -625,13 +959,9 @@ class Durability:
         """Write what is buffered, empty every database, and load the AOF again."""
         if args:
             raise wrong_arity("debug|loadaof")
-        if self.writer is None:
+        if self.writer is None or self.enabling:
             return OK
-        self._close_writer()
-        self.engine.effect_sinks.clear()
-        for db in self.engine.keyspace.dbs:
-            db.flush()
-        self.open()
+        self._reload()
         return OK
 
     @property
