@@ -30,6 +30,7 @@ import argparse
 import contextlib
 import csv
 import datetime
+import functools
 import os
 import selectors
 import shlex
@@ -351,10 +352,10 @@ def drive(port: int, payloads: Sequence[bytes], clients: int, expect: Any) -> fl
             next_payload += 1
         while answered < len(payloads):
             for key, _ in selector.select():
-                sock = key.fileobj
-                assert isinstance(sock, socket.socket)
-                reader = readers[sock]
-                data = sock.recv(65536)
+                ready = key.fileobj
+                assert isinstance(ready, socket.socket)
+                reader = readers[ready]
+                data = ready.recv(65536)
                 if not data:
                     raise LoadError("the server closed a connection")
                 reader.feed(data)
@@ -362,7 +363,7 @@ def drive(port: int, payloads: Sequence[bytes], clients: int, expect: Any) -> fl
                     check_reply(reply, expect)
                     answered += 1
                     if next_payload < len(payloads):
-                        sock.sendall(payloads[next_payload])
+                        ready.sendall(payloads[next_payload])
                         next_payload += 1
         return len(payloads) / (time.perf_counter() - started)
     finally:
@@ -744,7 +745,7 @@ def table_idmp(h: Harness) -> list[str]:
                 drive(server.port, idmp_payloads(mode, size, key, 1, 10_000), 50, None)
                 timed = idmp_payloads(mode, size, key, 10_001, n)
                 cpu0 = server_cpu_ns(server.pid)
-                sample = measured(server, lambda p=timed: drive(server.port, p, 1, None))
+                sample = measured(server, functools.partial(drive, server.port, timed, 1, None))
                 cpu_us.setdefault((size, mode), []).append(
                     (server_cpu_ns(server.pid) - cpu0) / n / 1e3
                 )
@@ -895,7 +896,7 @@ def restart_table(h: Harness, label: str, aof: str | None, target: float) -> lis
     for _ in range(h.args.repeat):
         for server in servers:
             try:
-                sample = measured(server, lambda s=server: s.start(poll=0.005))
+                sample = measured(server, functools.partial(server.start, poll=0.005))
                 expect_len(server, "s", entries)
             finally:
                 server.stop()
@@ -992,6 +993,19 @@ def command_output(argv: list[str]) -> str:
     return done.stdout.strip() or "?"
 
 
+def reference_loop_ms() -> float:
+    """A fixed pure-Python loop (1M dict stores), best of 3: how fast this box runs Python
+    right now, to compare runs made on a busier or slower machine."""
+    best = float("inf")
+    for _ in range(3):
+        started = time.perf_counter()
+        d: dict[int, int] = {}
+        for i in range(1_000_000):
+            d[i] = i
+        best = min(best, time.perf_counter() - started)
+    return best * 1e3
+
+
 def report(h: Harness, rows: Sequence[RatioRow], tables: Sequence[list[str]]) -> list[str]:
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     commit = command_output(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"])
@@ -1003,7 +1017,8 @@ def report(h: Harness, rows: Sequence[RatioRow], tables: Sequence[list[str]]) ->
         f"(median of {h.args.repeat} pairs, servers taking turns; ratio = Headwater/Redis)",
         "",
         f"{redis_version}; Python {sys.version.split()[0]}; {os.cpu_count()} CPUs; "
-        f"`uptime` before the run: {h.args.uptime_before}",
+        f"`uptime` before the run: {h.args.uptime_before}; reference loop (1M dict stores in "
+        f"Python): {h.args.reference_ms:.0f} ms before the run",
         "",
     ]
     if rows:
@@ -1056,6 +1071,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.headwater_src:
         os.environ["PYTHONPATH"] = str(Path(args.headwater_src).resolve())
     args.uptime_before = command_output(["uptime"])
+    args.reference_ms = reference_loop_ms()
     print(f"uptime: {args.uptime_before}", flush=True)
     with tempfile.TemporaryDirectory(prefix="hw-bench-", dir=args.tmpdir) as tmp:
         h = Harness(args, Path(tmp))
