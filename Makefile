@@ -63,12 +63,10 @@ test: setup redis-server postgres lint
 demo: setup
 	$(BIN)/python examples/rocket_rides/demo.py $(DEMO_ARGS)
 
+# Headwater against Debian's redis-server; appends its table to benchmarks/RESULTS.md.
+# Flags pass through: make bench BENCH_ARGS="--quick --no-record", BENCH_ARGS="--slow".
 bench: setup redis-server
-	$(BIN)/python benchmarks/bench_core.py
-	$(BIN)/python benchmarks/bench_streams.py
-	$(BIN)/python benchmarks/bench_groups.py
-	$(BIN)/python benchmarks/bench_idmp.py
-	$(BIN)/python benchmarks/bench_durability.py
+	$(BIN)/python benchmarks/bench.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -19,7 +19,7 @@ entries of 100 bytes (one field ``p`` with a 99-byte value):
 
 Each figure is the median of ``--repeat`` runs; the Spark session is started once and warmed
 up by a small read and write first. The box is shared: the script prints the load average and
-the share of CPU other processes used during each timed run (like bench_core's "noisy" flag), and
+the share of CPU other processes used during each timed run (like bench.py's "noisy" flag), and
 the share of a CPU the server used (near 100%: the server is the bottleneck).
 
 Usage::
@@ -45,7 +45,7 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_core import (
+from bench import (
     CLOCK_TICKS,
     REPO,
     ServerProcess,

@@ -1,0 +1,1108 @@
+#!/usr/bin/env python3
+"""Headwater's benchmark harness (issue 15 §4): one script behind ``make bench``.
+
+It starts Headwater (``python -m headwater.cli server``, no save schedule) and Debian's
+``redis-server`` side by side, on free loopback ports, each in its own temporary directory,
+and measures each selected row on both. The servers take turns (a pair is one Redis run then
+one Headwater run; they never run at once: on a 2-core box the client and the server already
+take both cores); a row's figure is the median of ``--repeat`` pairs (3), and its ratio
+Headwater/Redis is printed beside its target. The load comes from ``redis-benchmark`` where it
+can express the row, else from ``drive()``: a load client built on hiredis (its request
+encoder and its reply reader; sockets and ``selectors`` around them).
+
+The table, the date, the commit and the exact command line are appended to
+``benchmarks/RESULTS.md`` (``--no-record`` skips that). See ``--help`` and ``--list``.
+
+Usage::
+
+    .venv/bin/python benchmarks/bench.py                    # the default rows (~6 minutes)
+    .venv/bin/python benchmarks/bench.py --quick --no-record     # smoke run (~1 minute)
+    .venv/bin/python benchmarks/bench.py --rows xadd-50,xack,inproc
+    .venv/bin/python benchmarks/bench.py --rows snapshot,aof-replay   # slow: 5M entries each
+
+Exit status: 0 when every row ran (targets met or not), 2 if a server did not start, 3 if a
+load client failed, 4 if a check on the servers' state failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import datetime
+import functools
+import os
+import selectors
+import shlex
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import hiredis
+import redis
+
+REPO = Path(__file__).resolve().parent.parent
+RESULTS = REPO / "benchmarks" / "RESULTS.md"
+HOST = "127.0.0.1"
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+START_TIMEOUT = 60.0
+STOP_TIMEOUT = 30.0
+#: Rows measured while other processes used more than this share of all CPUs are flagged.
+NOISY = 0.10
+#: A 16-byte field value for the bulk loads (memory, restarts).
+VALUE16 = "0123456789abcdef"
+
+
+class ServerStartError(RuntimeError):
+    """A server process exited or never answered PING."""
+
+
+class LoadError(RuntimeError):
+    """redis-benchmark, redis-cli or the load client failed."""
+
+
+class CheckError(RuntimeError):
+    """A server's state after a run is not what the run must have left."""
+
+
+# -- servers -------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((HOST, 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def answers_ping(port: int) -> bool:
+    """True once the server answers PING (False while it refuses or answers -LOADING)."""
+    try:
+        with redis.Redis(host=HOST, port=port, socket_timeout=2.0) as r:
+            return bool(r.ping())
+    except (redis.RedisError, OSError):
+        return False
+
+
+@dataclass
+class ServerProcess:
+    name: str
+    argv: list[str]
+    port: int
+    log_path: Path
+    env: dict[str, str] | None = None
+    proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, poll: float = 0.05) -> float:
+        """Spawn the server; seconds from the spawn until it answers PING (polled every
+        ``poll`` seconds: Redis answers -LOADING until its data is loaded)."""
+        started = time.perf_counter()
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                self.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=self.env
+            )
+        deadline = time.monotonic() + START_TIMEOUT
+        while not answers_ping(self.port):
+            if self.proc.poll() is not None:
+                raise ServerStartError(
+                    f"{self.name} exited with status {self.proc.returncode}\n{self.log_tail()}"
+                )
+            if time.monotonic() > deadline:
+                raise ServerStartError(f"{self.name} did not answer PING\n{self.log_tail()}")
+            time.sleep(poll)
+        return time.perf_counter() - started
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(f"  {self.name}| {line}" for line in text.splitlines()[-lines:])
+
+    @property
+    def pid(self) -> int:
+        if self.proc is None:
+            raise RuntimeError(f"{self.name} is not running")
+        return self.proc.pid
+
+    def cpu_ticks(self) -> int:
+        """User + system CPU time of the server so far, in clock ticks (0 if unknown)."""
+        if self.proc is None:
+            return 0
+        try:
+            stat = Path(f"/proc/{self.proc.pid}/stat").read_text()
+        except OSError:
+            return 0
+        fields = stat.rsplit(")", 1)[1].split()  # after "pid (comm)"
+        return int(fields[11]) + int(fields[12])
+
+    def rss_bytes(self) -> int:
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        raise RuntimeError("no VmRSS line")
+
+    def client(self, timeout: float | None = 600.0) -> redis.Redis:
+        return redis.Redis(host=HOST, port=self.port, socket_timeout=timeout)
+
+    def stop(self) -> None:
+        proc = self.proc
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self.proc = None
+
+
+def redis_argv(redis_server: str, port: int, data_dir: Path, *extra: str) -> list[str]:
+    return [
+        redis_server, "--port", str(port), "--bind", HOST, "--save", "",
+        "--appendonly", "no", "--dir", str(data_dir), *extra,
+    ]  # fmt: skip
+
+
+def headwater_argv(python: str, port: int, data_dir: Path, *extra: str) -> list[str]:
+    return [
+        python, "-m", "headwater.cli", "server", "--port", str(port), "--save", "",
+        "--appendonly", "no", "--dir", str(data_dir), *extra,
+    ]  # fmt: skip
+
+
+#: Extra options for an append-only server: no rewrite, so each AOF stays one incremental
+#: file, and for Redis no RDB preamble, so that both replay pure AOF.
+def aof_options(fsync: str) -> tuple[str, ...]:
+    return ("--appendonly", "yes", "--appendfsync", fsync, "--auto-aof-rewrite-percentage", "0")
+
+
+@contextlib.contextmanager
+def running(servers: Sequence[ServerProcess]) -> Iterator[None]:
+    """Start every server (in order); always stop all of them on the way out."""
+    try:
+        for server in servers:
+            server.start()
+        yield
+    finally:
+        for server in servers:
+            server.stop()
+
+
+@dataclass
+class Harness:
+    """What every row needs: the options, a scratch directory, and how to make servers."""
+
+    args: argparse.Namespace
+    tmp: Path
+    details: list[str] = field(default_factory=list)
+    _started: dict[str, tuple[ServerProcess, ServerProcess]] = field(default_factory=dict)
+
+    def make_pair(self, label: str, aof: str | None = None) -> tuple[ServerProcess, ServerProcess]:
+        """A (redis, headwater) pair in fresh directories, not started; ``aof`` is an
+        ``appendfsync`` mode for append-only servers."""
+        redis_extra = (*aof_options(aof), "--aof-use-rdb-preamble", "no") if aof else ()
+        hw_extra = aof_options(aof) if aof else ()
+        pair = []
+        for name in ("redis", "headwater"):
+            data = self.tmp / f"{label}-{name}"
+            data.mkdir(parents=True, exist_ok=True)
+            port = free_port()
+            if name == "redis":
+                argv = redis_argv(self.args.redis_server, port, data, *redis_extra)
+                env = None
+            else:
+                argv = headwater_argv(self.args.python, port, data, *hw_extra)
+                # As the README advises for Headwater: large blocks stay in the heap.
+                env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "131072"}
+            pair.append(ServerProcess(name, argv, port, self.tmp / f"{label}-{name}.log", env))
+        return pair[0], pair[1]
+
+    def pair(self, label: str, aof: str | None = None) -> tuple[ServerProcess, ServerProcess]:
+        """A started pair, shared by every row that asks for the same label."""
+        if label not in self._started:
+            servers = self.make_pair(label, aof)
+            self._started[label] = servers
+            for server in servers:
+                server.start()
+        return self._started[label]
+
+    def stop_all(self) -> None:
+        for servers in self._started.values():
+            for server in servers:
+                server.stop()
+        self._started.clear()
+
+    def note(self, text: str) -> None:
+        print(f"  {text}", flush=True)
+        self.details.append(text)
+
+    def n(self, full: int) -> int:
+        """Request count for a row: ``full``, a tenth with --quick, times --scale."""
+        base = full // 10 if self.args.quick else full
+        return max(int(base * self.args.scale), 100)
+
+
+# -- CPU accounting ------------------------------------------------------------------------
+
+
+def cpu_times() -> tuple[int, int]:
+    """(busy, total) jiffies over all CPUs, from /proc/stat; (0, 0) where unavailable."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return 0, 0
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return sum(fields) - idle, sum(fields)
+
+
+def own_ticks() -> float:
+    """CPU time of this process and its reaped children (redis-benchmark), in ticks."""
+    times = os.times()
+    return (times.user + times.system + times.children_user + times.children_system) * (CLOCK_TICKS)
+
+
+@dataclass
+class Sample:
+    value: float
+    #: share of all CPUs that processes other than ours took meanwhile
+    background: float
+
+
+def measured(server: ServerProcess, work: Callable[[], float]) -> Sample:
+    """Run ``work`` (which returns the figure) and measure the CPU others took meanwhile."""
+    busy0, total0 = cpu_times()
+    ours0 = server.cpu_ticks() + own_ticks()
+    value = work()
+    busy1, total1 = cpu_times()
+    ours = server.cpu_ticks() + own_ticks() - ours0
+    total = total1 - total0
+    return Sample(value, max(busy1 - busy0 - ours, 0.0) / total if total > 0 else 0.0)
+
+
+# -- load: redis-benchmark, redis-cli --pipe, the hiredis load client -----------------------
+
+
+def redis_benchmark(
+    h: Harness, port: int, command: Sequence[str], *, clients: int, n: int, pipeline: int = 1
+) -> float:
+    """Requests per second of one redis-benchmark run of ``command``."""
+    argv = [
+        h.args.redis_benchmark, "-h", HOST, "-p", str(port), "-c", str(clients),
+        "-n", str(n), "-P", str(pipeline), "-r", str(h.args.keyspace), "--csv", *command,
+    ]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=900, check=False)
+    if done.returncode != 0:
+        raise LoadError(f"{shlex.join(argv)}: status {done.returncode}\n{done.stderr}")
+    rows = [r for r in csv.reader(done.stdout.splitlines()) if r]
+    if len(rows) < 2 or rows[0][:2] != ["test", "rps"]:
+        raise LoadError(f"{shlex.join(argv)} printed:\n{done.stdout}{done.stderr}")
+    return float(rows[1][1])
+
+
+def pipe_load(port: int, command: Sequence[str], count: int, chunk: int = 10_000) -> float:
+    """Send ``command`` ``count`` times through ``redis-cli --pipe``; returns seconds."""
+    payload = hiredis.pack_command(tuple(command))
+    started = time.perf_counter()
+    proc = subprocess.Popen(
+        ["redis-cli", "-h", HOST, "-p", str(port), "--pipe"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    assert proc.stdin is not None
+    assert proc.stdout is not None
+    for start in range(0, count, chunk):
+        proc.stdin.write(payload * min(chunk, count - start))
+    proc.stdin.close()
+    output = proc.stdout.read().decode(errors="replace")
+    if proc.wait() != 0 or "errors: 0," not in output:
+        raise LoadError(f"redis-cli --pipe: {output}")
+    return time.perf_counter() - started
+
+
+def pack_all(commands: Sequence[Sequence[str | bytes]]) -> list[bytes]:
+    return [hiredis.pack_command(tuple(c)) for c in commands]
+
+
+def drive(port: int, payloads: Sequence[bytes], clients: int, expect: Any) -> float:
+    """Send every payload, ``clients`` connections with one request in flight each, and
+    return requests per second; every reply must equal ``expect`` (None: any non-error)."""
+    selector = selectors.DefaultSelector()
+    readers: dict[socket.socket, Any] = {}
+    for _ in range(min(clients, len(payloads))):
+        sock = socket.create_connection((HOST, port))
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        readers[sock] = hiredis.Reader()
+        selector.register(sock, selectors.EVENT_READ)
+    next_payload, answered = 0, 0
+    started = time.perf_counter()
+    try:
+        for sock in readers:
+            sock.sendall(payloads[next_payload])
+            next_payload += 1
+        while answered < len(payloads):
+            for key, _ in selector.select():
+                ready = key.fileobj
+                assert isinstance(ready, socket.socket)
+                reader = readers[ready]
+                data = ready.recv(65536)
+                if not data:
+                    raise LoadError("the server closed a connection")
+                reader.feed(data)
+                while (reply := reader.gets()) is not False:
+                    check_reply(reply, expect)
+                    answered += 1
+                    if next_payload < len(payloads):
+                        ready.sendall(payloads[next_payload])
+                        next_payload += 1
+        return len(payloads) / (time.perf_counter() - started)
+    finally:
+        for sock in readers:
+            sock.close()
+        selector.close()
+
+
+def check_reply(reply: Any, expect: Any) -> None:
+    if isinstance(reply, hiredis.ReplyError) or (expect is not None and reply != expect):
+        raise LoadError(f"reply {reply!r}, expected {expect!r}")
+
+
+# -- rows ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Side:
+    """One side of a pair: a label, the server it runs on, and one timed run (rps)."""
+
+    label: str
+    server: ServerProcess
+    run: Callable[[], float]
+
+
+@dataclass
+class RatioRow:
+    key: str
+    title: str
+    target: float
+    sides: tuple[Side, Side]  # (reference, headwater): ratio = headwater / reference
+    samples: tuple[list[Sample], list[Sample]] = field(default_factory=lambda: ([], []))
+    note: str = ""
+
+    def median(self, side: int) -> float:
+        return statistics.median(s.value for s in self.samples[side])
+
+    @property
+    def ratio(self) -> float:
+        return self.median(1) / self.median(0)
+
+    @property
+    def background(self) -> float:
+        return max(s.background for side in self.samples for s in side)
+
+
+def run_pairs(h: Harness, row: RatioRow) -> RatioRow:
+    print(f"{row.key}: {row.title}", flush=True)
+    for rep in range(h.args.repeat):
+        for i, side in enumerate(row.sides):
+            sample = measured(side.server, side.run)
+            row.samples[i].append(sample)
+            print(
+                f"  pair {rep + 1}/{h.args.repeat} {side.label:<20} {sample.value:>12,.0f} rps"
+                f"  (others {sample.background:.0%} CPU)",
+                flush=True,
+            )
+    return row
+
+
+def xadd_row(h: Harness, key: str, clients: int, pipeline: int, n: int, target: float) -> RatioRow:
+    redis_, headwater = h.pair("plain")
+    command = ["XADD", "bench:xadd", "*", "f", "__rand_int__"]
+
+    def side(server: ServerProcess) -> Side:
+        def run() -> float:
+            server.client().delete("bench:xadd")
+            rps = redis_benchmark(
+                h, server.port, command, clients=clients, n=h.n(n), pipeline=pipeline
+            )
+            expect_len(server, "bench:xadd", h.n(n))
+            return rps
+
+        return Side(server.name, server, run)
+
+    title = f"XADD, {clients} client{'s' if clients > 1 else ''}" + (
+        f", pipeline {pipeline}" if pipeline > 1 else ""
+    )
+    return run_pairs(h, RatioRow(key, title, target, (side(redis_), side(headwater))))
+
+
+def expect_len(server: ServerProcess, key: str, length: int) -> None:
+    got = server.client().xlen(key)
+    if got != length:
+        raise CheckError(f"{server.name}: XLEN {key} = {got}, expected {length}")
+
+
+def row_xadd_1(h: Harness) -> RatioRow:
+    return xadd_row(h, "xadd-1", 1, 1, 20_000, 0.8)
+
+
+def row_xadd_50(h: Harness) -> RatioRow:
+    return xadd_row(h, "xadd-50", 50, 1, 100_000, 0.8)
+
+
+def row_xadd_50_p16(h: Harness) -> RatioRow:
+    return xadd_row(h, "xadd-50-p16", 50, 16, 400_000, 0.35)
+
+
+RANGE_ENTRIES = 100_000
+
+
+def row_xrange(h: Harness) -> RatioRow:
+    """XRANGE of 10 entries from a random start over a 100,000-entry stream (IDs i-0, so
+    redis-benchmark's 12-digit ``__rand_int__`` is a valid start)."""
+    sides = []
+    for server in h.pair("plain"):
+        fill_numbered(server, "bench:range", RANGE_ENTRIES)
+        command = ["XRANGE", "bench:range", "__rand_int__", "+", "COUNT", "10"]
+
+        def run(server: ServerProcess = server, command: list[str] = command) -> float:
+            return redis_benchmark(h, server.port, command, clients=50, n=h.n(60_000))
+
+        sides.append(Side(server.name, server, run))
+    row = RatioRow("xrange", "XRANGE COUNT 10, 50 clients", 0.65, (sides[0], sides[1]))
+    row.note = f"random start over {RANGE_ENTRIES:,} entries (-r {RANGE_ENTRIES})"
+    old = h.args.keyspace
+    h.args.keyspace = RANGE_ENTRIES
+    try:
+        return run_pairs(h, row)
+    finally:
+        h.args.keyspace = old
+
+
+def fill_numbered(server: ServerProcess, key: str, entries: int, batch: int = 10_000) -> None:
+    """``key`` holds exactly the entries 1-0 .. entries-0 (one 16-byte field each)."""
+    client = server.client()
+    client.delete(key)
+    for start in range(1, entries + 1, batch):
+        pipe = client.pipeline(transaction=False)
+        for i in range(start, min(start + batch, entries + 1)):
+            pipe.xadd(key, {"f": VALUE16}, id=f"{i}-0")
+        pipe.execute()
+    expect_len(server, key, entries)
+
+
+GROUP_STREAM = "bench:group"
+
+
+def group_stream(h: Harness, server: ServerProcess, entries: int) -> None:
+    """The consumer-group rows share one stream of numbered entries, filled once."""
+    client = server.client()
+    if client.xlen(GROUP_STREAM) < entries:
+        fill_numbered(server, GROUP_STREAM, entries)
+
+
+def reset_group(server: ServerProcess, group: str) -> None:
+    client = server.client()
+    with contextlib.suppress(redis.ResponseError):
+        client.xgroup_destroy(GROUP_STREAM, group)
+    client.xgroup_create(GROUP_STREAM, group, id="0")
+
+
+def pending(server: ServerProcess, group: str) -> int:
+    return int(server.client().xpending(GROUP_STREAM, group)["pending"])
+
+
+def row_xreadgroup(h: Harness) -> RatioRow:
+    """Without NOACK, so the PEL grows by 10 per call as for a real consumer; each call picks
+    one of 50 consumer names. Every call must have read 10 entries: the PEL ends at 10 * n."""
+    n = h.n(40_000)
+    sides = []
+    for server in h.pair("plain"):
+        group_stream(h, server, 10 * n + 5_000)
+        command = ["XREADGROUP", "GROUP", "g", "c__rand_int__", "COUNT", "10", "STREAMS"]
+
+        def run(server: ServerProcess = server, command: list[str] = command) -> float:
+            reset_group(server, "g")
+            rps = redis_benchmark(h, server.port, [*command, GROUP_STREAM, ">"], clients=50, n=n)
+            if pending(server, "g") != 10 * n:
+                raise CheckError(f"{server.name}: PEL {pending(server, 'g')}, expected {10 * n}")
+            return rps
+
+        sides.append(Side(server.name, server, run))
+    old = h.args.keyspace
+    h.args.keyspace = 50
+    try:
+        row = RatioRow("xreadgroup", "XREADGROUP COUNT 10, 50 clients", 0.7, (sides[0], sides[1]))
+        return run_pairs(h, row)
+    finally:
+        h.args.keyspace = old
+
+
+def row_xack(h: Harness) -> RatioRow:
+    """XACK of 10 IDs, 50 clients: acking real pending IDs every time needs predictable IDs,
+    which redis-benchmark cannot generate, so the hiredis load client drives it; request j
+    acks entries 10j+1 .. 10j+10, each reply must be 10 and the PEL must end empty."""
+    n = h.n(40_000)  # the stream of the XREADGROUP row (10 * 40,000 + 5,000) serves here too
+    payloads = pack_all(
+        [["XACK", GROUP_STREAM, "ga", *(f"{10 * j + i}-0" for i in range(1, 11))] for j in range(n)]
+    )
+    sides = []
+    for server in h.pair("plain"):
+        group_stream(h, server, 10 * n)
+
+        def run(server: ServerProcess = server) -> float:
+            read_into_pel(server, "ga", 10 * n)
+            rps = drive(server.port, payloads, 50, 10)
+            if pending(server, "ga") != 0:
+                raise CheckError(f"{server.name}: PEL {pending(server, 'ga')} after the XACKs")
+            return rps
+
+        sides.append(Side(server.name, server, run))
+    row = RatioRow("xack", "XACK of 10 IDs, 50 clients", 0.5, (sides[0], sides[1]))
+    row.note = "load: the harness's hiredis client (redis-benchmark cannot make the IDs)"
+    return run_pairs(h, row)
+
+
+def read_into_pel(server: ServerProcess, group: str, entries: int) -> None:
+    """Recreate ``group`` and read the first ``entries`` entries into its PEL (untimed)."""
+    reset_group(server, group)
+    client = server.client()
+    left = entries
+    while left:
+        count = min(left, 1000)
+        client.xreadgroup(group, "c", {GROUP_STREAM: ">"}, count=count)
+        left -= count
+    if pending(server, group) != entries:
+        raise CheckError(f"{server.name}: PEL {pending(server, group)}, expected {entries}")
+
+
+def row_xadd_always(h: Harness) -> RatioRow:
+    """Both servers write an AOF with ``appendfsync always``; their directories sit side by
+    side under one temporary directory, so on the same filesystem (tmpfs would make an
+    fsync free: the harness prints the filesystem type)."""
+    redis_, headwater = h.pair("always", aof="always")
+    n = h.n(20_000)
+    command = ["XADD", "bench:aof", "*", "f", "__rand_int__"]
+
+    def side(server: ServerProcess) -> Side:
+        def run() -> float:
+            server.client().delete("bench:aof")
+            rps = redis_benchmark(h, server.port, command, clients=50, n=n)
+            expect_len(server, "bench:aof", n)
+            return rps
+
+        return Side(server.name, server, run)
+
+    row = RatioRow(
+        "xadd-always", "XADD, appendfsync always, 50 clients", 0.7, (side(redis_), side(headwater))
+    )
+    row.note = f"AOF on {filesystem(h.tmp)}"
+    return run_pairs(h, row)
+
+
+def filesystem(path: Path) -> str:
+    done = subprocess.run(["stat", "-f", "-c", "%T", str(path)], capture_output=True, text=True)
+    return done.stdout.strip() or "an unknown filesystem"
+
+
+def row_idmpauto(h: Harness) -> RatioRow:
+    """Headwater's own ratio: ``XADD IDMPAUTO`` over plain ``XADD``, 50 clients, values made
+    unique by a random number in a range of 10^9 (so IDMPAUTO practically never dedupes).
+    Redis 7.0 has no IDMP, so Redis's ratio cannot be measured here."""
+    _, headwater = h.pair("plain")
+    n = h.n(100_000)
+    commands = {
+        "XADD": ["XADD", "bench:idmp", "*", "f", "__rand_int__"],
+        "XADD IDMPAUTO": ["XADD", "bench:idmp", "IDMPAUTO", "p", "*", "f", "__rand_int__"],
+    }
+
+    def side(label: str) -> Side:
+        def run() -> float:
+            headwater.client().delete("bench:idmp")
+            return redis_benchmark(h, headwater.port, commands[label], clients=50, n=n)
+
+        return Side(f"headwater {label}", headwater, run)
+
+    row = RatioRow(
+        "idmpauto", "XADD IDMPAUTO / plain XADD (Headwater only), 50 clients", 0.95,
+        (side("XADD"), side("XADD IDMPAUTO")),
+    )  # fmt: skip
+    row.note = "both sides are Headwater; Redis 7.0 has no IDMP, so Redis's own ratio is not run"
+    old = h.args.keyspace
+    h.args.keyspace = 1_000_000_000
+    try:
+        return run_pairs(h, row)
+    finally:
+        h.args.keyspace = old
+
+
+RATIO_ROWS: dict[str, Callable[[Harness], RatioRow]] = {
+    "xadd-1": row_xadd_1,
+    "xadd-50": row_xadd_50,
+    "xadd-50-p16": row_xadd_50_p16,
+    "xrange": row_xrange,
+    "xreadgroup": row_xreadgroup,
+    "xack": row_xack,
+    "xadd-always": row_xadd_always,
+    "idmpauto": row_idmpauto,
+}
+
+
+def ratio_table(rows: Sequence[RatioRow]) -> list[str]:
+    lines = [
+        "| row | redis rps | headwater rps | ratio | target | met | others' CPU |",
+        "|---|---:|---:|---:|---:|---|---:|",
+    ]
+    for r in rows:
+        ref = f"{r.median(0):,.0f}"
+        if r.key == "idmpauto":
+            ref = f"n/a (7.0 has no IDMP); plain XADD {ref}"
+        met = "yes" if r.ratio >= r.target else "**no**"
+        lines.append(
+            f"| {r.title} | {ref} | {r.median(1):,.0f} | {r.ratio:.2f}x | >= {r.target}x "
+            f"| {met} | {r.background:.0%}{' (noisy)' if r.background > NOISY else ''} |"
+        )
+    notes = [f"- {r.title}: {r.note}" for r in rows if r.note]
+    return [*lines, "", *notes] if notes else lines
+
+
+# -- tables of their own -------------------------------------------------------------------
+
+
+def table_memory(h: Harness) -> list[str]:
+    """RSS growth per entry after XADDs of one 16-byte field through ``redis-cli --pipe``,
+    each server freshly started (Headwater with MALLOC_MMAP_THRESHOLD_=131072)."""
+    entries = h.n(1_000_000)
+    print(f"memory: RSS growth after {entries:,} XADDs", flush=True)
+    per_entry = {}
+    for server in h.make_pair("memory"):
+        with running([server]):
+            before = server.rss_bytes()
+            seconds = pipe_load(server.port, ["XADD", "mem", "*", "f", VALUE16], entries)
+            expect_len(server, "mem", entries)
+            per_entry[server.name] = (server.rss_bytes() - before) / entries
+        h.note(f"{server.name}: {per_entry[server.name]:.1f} B/entry, loaded in {seconds:.1f} s")
+    ratio = per_entry["headwater"] / per_entry["redis"]
+    return [
+        f"Memory, RSS growth per entry after {entries:,} `XADD mem * f <16 bytes>` "
+        f"(`redis-cli --pipe`): redis {per_entry['redis']:.1f} B, headwater "
+        f"{per_entry['headwater']:.1f} B, ratio {ratio:.2f}x (target <= 2.0x)."
+    ]
+
+
+IDMP_SIZES = (8, 64, 512)
+IDMP_MODES = ("XADD", "IDMP", "IDMPAUTO")
+
+
+def idmp_payloads(mode: str, size: int, key: str, first: int, count: int) -> list[bytes]:
+    """XADDs of ``mode`` whose values (and iids) are unique: a hex counter at the start."""
+    commands: list[list[str]] = []
+    for i in range(first, first + count):
+        value = f"{i:08x}".ljust(size, "v")[:size]
+        idmp = {"XADD": [], "IDMP": ["IDMP", "p", f"{i:016x}"], "IDMPAUTO": ["IDMPAUTO", "p"]}
+        commands.append(["XADD", key, *idmp[mode], "*", "f", value])
+    return pack_all(commands)
+
+
+def server_cpu_ns(pid: int) -> int:
+    """CPU time of every thread of ``pid`` so far, in ns (schedstat: finer than ticks)."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            total += int((task / "schedstat").read_text().split()[0])
+    return total
+
+
+def table_idmp(h: Harness) -> list[str]:
+    """The seed's IDMP overhead table for Headwater: 1 client, one request in flight, IDMP
+    MAXSIZE 10000 and 10,000 iids tracked before the timed requests (so each timed IDMP
+    XADD evicts one); the modes rotate within each repeat; median per cell. The server's
+    CPU time per request is less disturbed by the rest of the box than 1-client rps is."""
+    _, server = h.pair("plain")
+    n = h.n(20_000)
+    print(f"idmp: 1 client, {n:,} XADDs per run", flush=True)
+    drive(server.port, idmp_payloads("XADD", 64, "idmp:warmup", 0, n), 1, None)
+    rps: dict[tuple[int, str], list[float]] = {}
+    cpu_us: dict[tuple[int, str], list[float]] = {}
+    background = 0.0
+    for rep in range(h.args.repeat):
+        for size in IDMP_SIZES:
+            for mode in IDMP_MODES[rep % 3 :] + IDMP_MODES[: rep % 3]:
+                key = f"idmp:{size}:{mode}"
+                client = server.client()
+                client.delete(key)
+                drive(server.port, idmp_payloads(mode, size, key, 0, 1), 1, None)
+                client.execute_command("XCFGSET", key, "IDMP-MAXSIZE", "10000")
+                drive(server.port, idmp_payloads(mode, size, key, 1, 10_000), 50, None)
+                timed = idmp_payloads(mode, size, key, 10_001, n)
+                cpu0 = server_cpu_ns(server.pid)
+                sample = measured(server, functools.partial(drive, server.port, timed, 1, None))
+                cpu_us.setdefault((size, mode), []).append(
+                    (server_cpu_ns(server.pid) - cpu0) / n / 1e3
+                )
+                rps.setdefault((size, mode), []).append(sample.value)
+                background = max(background, sample.background)
+                expect_len(server, key, n + 10_001)
+    lines = [
+        "| value bytes | XADD rps | IDMP rps | IDMPAUTO rps | IDMP overhead | IDMPAUTO overhead "
+        "| server CPU µs/req XADD / IDMP / IDMPAUTO | CPU overhead IDMP / IDMPAUTO |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for size in IDMP_SIZES:
+        med = {m: statistics.median(rps[(size, m)]) for m in IDMP_MODES}
+        cpu = {m: statistics.median(cpu_us[(size, m)]) for m in IDMP_MODES}
+        lines.append(
+            f"| {size} | {med['XADD']:,.0f} | {med['IDMP']:,.0f} | {med['IDMPAUTO']:,.0f} "
+            f"| {1 - med['IDMP'] / med['XADD']:.1%} | {1 - med['IDMPAUTO'] / med['XADD']:.1%} "
+            f"| {cpu['XADD']:.1f} / {cpu['IDMP']:.1f} / {cpu['IDMPAUTO']:.1f} "
+            f"| {cpu['IDMP'] / cpu['XADD'] - 1:.1%} / {cpu['IDMPAUTO'] / cpu['XADD'] - 1:.1%} |"
+        )
+    return [
+        f"IDMP overhead, Headwater only (1 client, {n:,} timed XADDs per run, median of "
+        f"{h.args.repeat}; targets: IDMP <= 3%, IDMPAUTO <= 4%; others used at most "
+        f"{background:.0%} of the CPUs):",
+        "",
+        *lines,
+    ]
+
+
+def table_inproc(h: Harness) -> list[str]:
+    """Microseconds per command with Headwater's engine driven directly (no sockets), in a
+    child process running Headwater's interpreter (``--inproc-worker``)."""
+    print("inproc: engine driven in process", flush=True)
+    argv = [h.args.python, __file__, "--inproc-worker"] + (["--quick"] if h.args.quick else [])
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise LoadError(f"the in-process worker failed:\n{done.stderr}")
+    return [
+        "In process, µs per command: parser feed/next, `Engine.execute`, reply join, in "
+        "batches of 1 and 16 pre-encoded requests (best of 3 runs after a warm-up):",
+        "",
+        *done.stdout.strip().splitlines(),
+    ]
+
+
+INPROC_COMMANDS = (
+    "PING", "SET", "XADD", "XADD IDMP", "XRANGE COUNT 10", "XREADGROUP COUNT 10", "XACK 10",
+)  # fmt: skip
+
+
+def inproc_commands(name: str, run: int, count: int) -> list[list[str]]:
+    """The ``count`` requests of one timed run (IDMP iids unique across runs)."""
+    if name == "PING":
+        return [["PING"]] * count
+    if name == "SET":
+        return [["SET", "key:__rand_int__", "xxx"]] * count
+    if name == "XADD":
+        return [["XADD", "s", "*", "f", VALUE16]] * count
+    if name == "XADD IDMP":
+        return [["XADD", "s", "IDMP", "p", f"{run}:{j}", "*", "f", VALUE16] for j in range(count)]
+    if name == "XRANGE COUNT 10":
+        return [
+            ["XRANGE", "r", str(j * 7919 % 99_990 + 1), "+", "COUNT", "10"] for j in range(count)
+        ]
+    if name == "XREADGROUP COUNT 10":
+        return [["XREADGROUP", "GROUP", "g", f"c{j % 50}", "COUNT", "10", "STREAMS", "q", ">"]
+                for j in range(count)]  # fmt: skip
+    return [["XACK", "q", "g", *(f"{10 * j + i}-0" for i in range(1, 11))] for j in range(count)]
+
+
+def inproc_measure(name: str, pipeline: int, count: int) -> float:
+    """Best of 3 runs (after one warm-up run), in microseconds per command."""
+    from headwater.engine import Engine
+    from headwater.resp.parser import RequestParser
+
+    engine = Engine()
+    client = engine.new_client("127.0.0.1:50000", "127.0.0.1:6379")
+    parser = RequestParser(auth_required=not client.authenticated)
+    execute, pending, out = engine.execute, engine.pending, client.out
+
+    def call(*argv: str) -> None:
+        execute(client, [a.encode() for a in argv])
+        out.clear()
+        pending.clear()
+
+    if name == "XRANGE COUNT 10":
+        for i in range(1, 100_001):
+            call("XADD", "r", f"{i}-0", "f", VALUE16)
+    if name in ("XREADGROUP COUNT 10", "XACK 10"):
+        for i in range(1, 10 * count + 1):
+            call("XADD", "q", f"{i}-0", "f", VALUE16)
+    best = float("inf")
+    for run in range(4):
+        if name in ("XREADGROUP COUNT 10", "XACK 10"):
+            call("XGROUP", "DESTROY", "q", "g")
+            call("XGROUP", "CREATE", "q", "g", "0")
+        if name == "XACK 10":
+            for _ in range(10 * count // 1000):
+                call("XREADGROUP", "GROUP", "g", "c", "COUNT", "1000", "STREAMS", "q", ">")
+        packed = pack_all(inproc_commands(name, run, count))
+        batches = [b"".join(packed[i : i + pipeline]) for i in range(0, count, pipeline)]
+        started = time.perf_counter()
+        for batch in batches:
+            parser.feed(batch)
+            while (argv := parser.next()) is not None:
+                execute(client, argv)
+            b"".join(out)
+            out.clear()
+            pending.clear()
+        if run:
+            best = min(best, time.perf_counter() - started)
+    return best / count * 1e6
+
+
+def inproc_worker(quick: bool) -> int:
+    count = 2_000 if quick else 20_000
+    print("| command | P=1 µs/cmd | P=16 µs/cmd |")
+    print("|---|---:|---:|")
+    for name in INPROC_COMMANDS:
+        cells = [inproc_measure(name, pipeline, count) for pipeline in (1, 16)]
+        print(f"| {name} | {cells[0]:.2f} | {cells[1]:.2f} |", flush=True)
+    return 0
+
+
+def compile_headwater(python: str) -> None:
+    """Byte-compile Headwater's modules, as in an installed package (with
+    PYTHONDONTWRITEBYTECODE a source checkout is compiled again at every start)."""
+    code = "import headwater, os; print(os.path.dirname(headwater.__file__))"
+    where = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True)
+    subprocess.run([python, "-m", "compileall", "-q", where.stdout.strip()], check=False)
+
+
+def restart_table(h: Harness, label: str, aof: str | None, target: float) -> list[str]:
+    """Load N entries into each server (appendonly as the row needs; SAVE for a snapshot),
+    stop it, then time restarts from the spawn to the first PONG (polled every 5 ms),
+    the servers alternating; XLEN must be N after each."""
+    entries = h.n(5_000_000)
+    print(f"{label}: {entries:,} entries", flush=True)
+    compile_headwater(h.args.python)
+    servers = h.make_pair(label, aof=aof)
+    for server in servers:
+        with running([server]):
+            seconds = pipe_load(server.port, ["XADD", "s", "*", "f", VALUE16], entries)
+            if aof is None:
+                server.client(timeout=None).save()
+        h.note(f"{label}: loaded {server.name} in {seconds:.1f} s")
+    times: dict[str, list[Sample]] = {"redis": [], "headwater": []}
+    for _ in range(h.args.repeat):
+        for server in servers:
+            try:
+                sample = measured(server, functools.partial(server.start, poll=0.005))
+                expect_len(server, "s", entries)
+            finally:
+                server.stop()
+            times[server.name].append(sample)
+    med = {name: statistics.median(s.value for s in samples) for name, samples in times.items()}
+    floor = empty_start(h, label, servers)
+    ratio = med["headwater"] / med["redis"]
+    return [
+        f"{label}, {entries:,} entries, spawn to first PONG (median of {h.args.repeat}): redis "
+        f"{med['redis']:.2f} s, headwater {med['headwater']:.2f} s, ratio {ratio:.2f}x "
+        f"(target <= {target}x); Headwater loads {entries / med['headwater']:,.0f} entries/s. "
+        f"The same start with an empty data directory (the floor inside both: the interpreter "
+        f"and imports for Headwater): redis {floor['redis']:.2f} s, headwater "
+        f"{floor['headwater']:.2f} s. Others used at most "
+        f"{max(s.background for v in times.values() for s in v):.0%} of the CPUs."
+    ]
+
+
+def empty_start(h: Harness, label: str, servers: Sequence[ServerProcess]) -> dict[str, float]:
+    """Median seconds from the spawn to the first PONG with an empty data directory."""
+    floor = {}
+    for server in servers:
+        empty = h.tmp / f"{label}-{server.name}-empty"
+        empty.mkdir()
+        argv = list(server.argv)
+        argv[argv.index("--dir") + 1] = str(empty)
+        probe = ServerProcess(server.name, argv, server.port, server.log_path, server.env)
+        times = []
+        for _ in range(h.args.repeat):
+            try:
+                times.append(probe.start(poll=0.005))
+            finally:
+                probe.stop()
+        floor[server.name] = statistics.median(times)
+    return floor
+
+
+def table_snapshot(h: Harness) -> list[str]:
+    return restart_table(h, "Snapshot restart", None, 1.0)
+
+
+def table_aof_replay(h: Harness) -> list[str]:
+    return restart_table(h, "AOF replay", "everysec", 2.5)
+
+
+def table_spark(h: Harness) -> list[str]:
+    """bench_spark.py as it stands (it needs pyspark and a JVM; it reuses this harness's
+    server code): its figures are Headwater's own, not ratios to Redis."""
+    argv = [sys.executable, str(REPO / "benchmarks" / "bench_spark.py")]
+    argv += ["--python", h.args.python] + (["--quick"] if h.args.quick else [])
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise LoadError(f"bench_spark.py failed:\n{done.stdout}\n{done.stderr}")
+    return ["Spark connector (`benchmarks/bench_spark.py`):", "", "```", done.stdout.strip(), "```"]
+
+
+TABLES: dict[str, Callable[[Harness], list[str]]] = {
+    "memory": table_memory,
+    "idmp": table_idmp,
+    "inproc": table_inproc,
+    "snapshot": table_snapshot,
+    "aof-replay": table_aof_replay,
+    "spark": table_spark,
+}
+DEFAULT_ROWS = (*RATIO_ROWS, "memory", "idmp", "inproc")
+#: One line per row for ``--list``.
+ROW_INFO = {
+    "xadd-1": "XADD s * f <rand>, 1 client (redis-benchmark), target >= 0.8x",
+    "xadd-50": "XADD s * f <rand>, 50 clients (redis-benchmark), target >= 0.8x",
+    "xadd-50-p16": "XADD s * f <rand>, 50 clients, pipeline 16 (redis-benchmark), target >= 0.35x",
+    "xrange": "XRANGE COUNT 10 from a random start, 50 clients (redis-benchmark), >= 0.65x",
+    "xreadgroup": "XREADGROUP COUNT 10, 50 clients, PEL checked (redis-benchmark), >= 0.7x",
+    "xack": "XACK of 10 pending IDs, 50 clients (hiredis load client), >= 0.5x",
+    "xadd-always": "XADD, appendfsync always, 50 clients (redis-benchmark), >= 0.7x",
+    "idmpauto": "XADD IDMPAUTO / plain XADD on Headwater (Redis 7.0 has no IDMP), >= 0.95x",
+    "memory": "RSS growth per entry after 1M XADDs via redis-cli --pipe, <= 2.0x",
+    "idmp": "IDMP/IDMPAUTO overhead table, 1 client, sizes 8/64/512 (Headwater only)",
+    "inproc": "us per command with the engine driven in process (no sockets)",
+    "snapshot": "slow: restart from a SAVEd snapshot at 5M entries, <= 1.0x",
+    "aof-replay": "slow: restart replaying a 5M-entry AOF, <= 2.5x",
+    "spark": "slow: runs bench_spark.py (pyspark, JVM) and records its output",
+}
+SLOW_ROWS = ("snapshot", "aof-replay", "spark")
+
+
+# -- the run -------------------------------------------------------------------------------
+
+
+def command_output(argv: list[str]) -> str:
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+    except OSError:
+        return "?"
+    return done.stdout.strip() or "?"
+
+
+def reference_loop_ms() -> float:
+    """A fixed pure-Python loop (1M dict stores), best of 3: how fast this box runs Python
+    right now, to compare runs made on a busier or slower machine."""
+    best = float("inf")
+    for _ in range(3):
+        started = time.perf_counter()
+        d: dict[int, int] = {}
+        for i in range(1_000_000):
+            d[i] = i
+        best = min(best, time.perf_counter() - started)
+    return best * 1e3
+
+
+def report(h: Harness, rows: Sequence[RatioRow], tables: Sequence[list[str]]) -> list[str]:
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    commit = command_output(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"])
+    redis_version = command_output([h.args.redis_server, "--version"]).split(" sha=")[0]
+    lines = [
+        f"## Harness run {now}, commit {commit}",
+        "",
+        f"Command: `{shlex.join(['benchmarks/bench.py', *sys.argv[1:]])}` "
+        f"(median of {h.args.repeat} pairs, servers taking turns; ratio = Headwater/Redis)",
+        "",
+        f"{redis_version}; Python {sys.version.split()[0]}; {os.cpu_count()} CPUs; "
+        f"`uptime` before the run: {h.args.uptime_before}; reference loop (1M dict stores in "
+        f"Python): {h.args.reference_ms:.0f} ms before the run",
+        "",
+    ]
+    if rows:
+        lines += [*ratio_table(rows), ""]
+    for table in tables:
+        lines += [*table, ""]
+    return lines
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        description="Headwater against Debian's redis-server, side by side (issue 15 §4).",
+        epilog="--list shows the rows. The default runs all but the slow ones "
+        f"({', '.join(SLOW_ROWS)}); --slow adds them.",
+    )  # fmt: skip
+    p.add_argument("--rows", help="comma-separated rows/tables to run (default: see below)")
+    p.add_argument("--slow", action="store_true", help="add the slow rows to the selection")
+    p.add_argument("--quick", action="store_true", help="smoke run: a tenth of every size")
+    p.add_argument("--repeat", type=int, default=3, help="pairs per row (default 3)")
+    p.add_argument("--scale", type=float, default=1.0, help="multiply every request count")
+    p.add_argument("--list", action="store_true", help="list the rows and exit")
+    p.add_argument("--no-record", action="store_true", help="do not append to RESULTS.md")
+    p.add_argument("--results", type=Path, default=RESULTS, help="where to append the tables")
+    p.add_argument("--tmpdir", help="parent of the servers' data directories")
+    p.add_argument("--redis-server", default="redis-server")
+    p.add_argument("--redis-benchmark", default="redis-benchmark")
+    p.add_argument("--python", default=sys.executable, help="the interpreter running Headwater")
+    p.add_argument("--headwater-src", help="run Headwater from this src/ tree (A/B runs)")
+    p.add_argument("--inproc-worker", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    args.keyspace = 1_000_000
+    chosen = args.rows.split(",") if args.rows else list(DEFAULT_ROWS)
+    if args.slow:
+        chosen += [r for r in SLOW_ROWS if r not in chosen]
+    unknown = [r for r in chosen if r not in RATIO_ROWS and r not in TABLES]
+    if unknown:
+        p.error(f"unknown rows {unknown}; see --list")
+    args.chosen = chosen
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.inproc_worker:
+        return inproc_worker(args.quick)
+    if args.list:
+        for name, info in ROW_INFO.items():
+            print(f"{name:<12} {info}{'  [default]' if name in DEFAULT_ROWS else ''}")
+        return 0
+    if args.headwater_src:
+        os.environ["PYTHONPATH"] = str(Path(args.headwater_src).resolve())
+    args.uptime_before = command_output(["uptime"])
+    args.reference_ms = reference_loop_ms()
+    print(f"uptime: {args.uptime_before}", flush=True)
+    with tempfile.TemporaryDirectory(prefix="hw-bench-", dir=args.tmpdir) as tmp:
+        h = Harness(args, Path(tmp))
+        rows: list[RatioRow] = []
+        tables: list[list[str]] = []
+        try:
+            for name in args.chosen:
+                if name in RATIO_ROWS:
+                    rows.append(RATIO_ROWS[name](h))
+                else:
+                    h.stop_all()  # tables start servers of their own, or need a quiet box
+                    tables.append(TABLES[name](h))
+        except ServerStartError as exc:
+            print(f"server did not start: {exc}", file=sys.stderr)
+            return 2
+        except LoadError as exc:
+            print(f"load failed: {exc}", file=sys.stderr)
+            return 3
+        except CheckError as exc:
+            print(f"CHECK FAILED: {exc}", file=sys.stderr)
+            return 4
+        finally:
+            h.stop_all()
+    lines = report(h, rows, tables)
+    print("\n" + "\n".join(lines))
+    if not args.no_record:
+        with open(args.results, "a") as f:
+            f.write("\n" + "\n".join(lines))
+        print(f"appended to {args.results}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
