@@ -13,11 +13,29 @@ import importlib.util
 import os
 from importlib.machinery import EXTENSION_SUFFIXES
 
-#: The RESP codec. Not compiled: ``resp/types.py`` (subclasses of bytes and str, which
-#: mypyc's native classes cannot be).
+#: The per-command path (RESP codec, protocol, dispatch, argument parsing, the stream, group,
+#: IDMP and string commands, entry encoders) and the stream structures, measured with
+#: ``benchmarks/profile_build.py``. Not compiled: ``keyspace.py`` (its ``Database`` is a dict
+#: subclass), ``resp/types.py`` (subclasses of bytes and str, which mypyc's
+#: native classes cannot be) and ``stream/node.py`` (its lazy buffers rely on ``__getattr__``
+#: for unset slots, which compiled attribute reads bypass).
 HOT_MODULES = (
     "headwater.resp.parser",
     "headwater.resp.encoder",
+    "headwater.server.protocol",
+    "headwater.engine.core",
+    "headwater.stream.ids",
+    "headwater.stream.sortedkeys",
+    "headwater.stream.stream",
+    "headwater.stream.groups",
+    "headwater.stream.idmp",
+    "headwater.commands.entries",
+    "headwater.commands.idmp",
+    "headwater.commands.streams",
+    "headwater.commands.groups",
+    "headwater.commands.args",
+    "headwater.commands.context",
+    "headwater.commands.strings",
 )
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
