@@ -262,6 +262,8 @@ class Client:
         self.closed = False
         self.is_local = laddr.startswith(("127.", "[::1]", "::1")) or laddr.startswith("unix")
         self.transport: Any = None  # set by the server layer (for CLIENT LIST/KILL)
+        # set by the server layer: sends what the engine wrote while the client was blocked
+        self.resume: Callable[[], None] | None = None
 
     def select(self, index: int) -> None:
         self.db = self.server.keyspace.dbs[index]

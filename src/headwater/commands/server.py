@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 
 from headwater import REDIS_COMPAT_VERSION, __version__
+from headwater._build import build_kind
 from headwater.commands.args import parse_float
 from headwater.commands.context import Client, CommandSpec, help_handler, reject_subcommand, spec
 from headwater.config import InvalidConfig, UnknownConfig
@@ -33,6 +34,10 @@ DEFAULT_SECTIONS = (
 ALL_SECTIONS = (*DEFAULT_SECTIONS[:7], "commandstats", "errorstats", "keyspace")
 
 
+#: ``compiled`` (hot modules built by mypyc) or ``pure``; fixed once the modules are imported.
+_BUILD = build_kind()
+
+
 def _section_server(c: Client) -> list[str]:
     info = c.server.info
     uptime_s = int((c.server.clock.monotonic_ms() - info.start_mono_ms) // 1000)
@@ -43,6 +48,7 @@ def _section_server(c: Client) -> list[str]:
         "redis_mode:standalone",
         "server_name:headwater",
         f"headwater_version:{__version__}",
+        f"headwater_build:{_BUILD}",
         f"os:{platform.system()} {platform.release()} {platform.machine()}",
         f"arch_bits:{64 if sys.maxsize > 2**32 else 32}",
         f"multiplexing_api:{info.event_loop}",

@@ -365,7 +365,7 @@ class Engine:
     def _finish_wait(self, waiter: Waiter, reply: Reply) -> None:
         self.blocking.remove(waiter)
         self._reply(waiter.client, reply)
-        resume = getattr(waiter.client, "resume", None)
+        resume = waiter.client.resume
         if resume is not None:
             resume()
 

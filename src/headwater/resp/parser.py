@@ -50,6 +50,7 @@ Redis finds line ends with ``strchr`` on a NUL-terminated buffer, so a NUL byte 
 from __future__ import annotations
 
 from collections import deque
+from typing import Any
 
 import hiredis
 
@@ -99,9 +100,10 @@ def wire_size(argv: list[bytes]) -> int:
     return size + (4 if n < 10 else 3 + len(str(n)))
 
 
-def _bulks_size(cmd: list[bytes]) -> int:
+def _bulks_size(cmd: list[Any]) -> int:
     """``wire_size`` of a command from hiredis, at C speed for the usual small ones; -1 if an
-    argument is not bytes (a nested array, an integer...)."""
+    argument is not bytes (a nested array, an integer...). (``Any``: until checked here, the
+    items may be anything, and compiled code would check a declared ``bytes`` on reading.)"""
     try:
         size = _HEADER_WIRE[len(cmd)] + sum(map(_ARG_WIRE.__getitem__, map(len, cmd)))
     except (IndexError, TypeError):  # an argument of 10,000 bytes or more; an integer

@@ -92,7 +92,7 @@ class Connection(asyncio.Protocol):
         c = engine.new_client(_peer(sock, False), _peer(sock, True))
         c.transport = transport
         c.fd = sock.fileno() if sock is not None else -1
-        c.resume = self.resume  # type: ignore[attr-defined]
+        c.resume = self.resume
         self.client = c
         self.parser = RequestParser(
             engine.config["proto-max-bulk-len"],

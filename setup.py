@@ -1,0 +1,31 @@
+"""Optional compiled build: the hot modules through mypyc, from the same Python source.
+
+``pyproject.toml`` holds all the metadata; this file only adds extension modules, and only
+when asked (``HEADWATER_COMPILE=1``, as ``make setup`` does for ``build_ext --inplace``), so a
+plain ``pip install`` always gives the pure package, which works the same, only slower.
+Which modules: ``HOT_MODULES`` in ``src/headwater/_build.py`` (read without importing the
+package, whose ``__init__`` refuses stale compiled modules).
+"""
+
+from __future__ import annotations
+
+import os
+import runpy
+
+from setuptools import setup
+
+
+def hot_sources() -> list[str]:
+    build = runpy.run_path(os.path.join("src", "headwater", "_build.py"))
+    return [os.path.join("src", *name.split(".")) + ".py" for name in build["HOT_MODULES"]]
+
+
+def ext_modules() -> list[object]:
+    if os.environ.get("HEADWATER_COMPILE") != "1" or os.environ.get("HEADWATER_PURE") == "1":
+        return []
+    from mypyc.build import mypycify
+
+    return list(mypycify(hot_sources(), group_name="headwater_hot"))
+
+
+setup(ext_modules=ext_modules())

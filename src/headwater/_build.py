@@ -1,0 +1,81 @@
+"""Which build runs: the hot modules compiled by mypyc, or the pure Python source.
+
+The Python source is the only source. ``make setup`` compiles ``HOT_MODULES`` in place (an
+extension module next to each ``.py``, see ``setup.py``); Python's import system then prefers
+the extension. So that an edited ``.py`` is never shadowed by an older compiled copy without
+anyone noticing, ``headwater/__init__.py`` calls ``check_fresh()`` before any other module is
+imported: a compiled module older than its source stops the import with what to do.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from importlib.machinery import EXTENSION_SUFFIXES
+
+#: The per-command path (RESP codec, protocol, dispatch, argument parsing, the stream, group,
+#: IDMP and string commands, entry encoders) and the stream structures, measured with
+#: ``benchmarks/profile_build.py``. Not compiled: ``keyspace.py`` (its ``Database`` is a dict
+#: subclass), ``resp/types.py`` (subclasses of bytes and str, which mypyc's
+#: native classes cannot be) and ``stream/node.py`` (its lazy buffers rely on ``__getattr__``
+#: for unset slots, which compiled attribute reads bypass).
+HOT_MODULES = (
+    "headwater.resp.parser",
+    "headwater.resp.encoder",
+    "headwater.server.protocol",
+    "headwater.engine.core",
+    "headwater.stream.ids",
+    "headwater.stream.sortedkeys",
+    "headwater.stream.stream",
+    "headwater.stream.groups",
+    "headwater.stream.idmp",
+    "headwater.commands.entries",
+    "headwater.commands.idmp",
+    "headwater.commands.streams",
+    "headwater.commands.groups",
+    "headwater.commands.args",
+    "headwater.commands.context",
+    "headwater.commands.strings",
+)
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def is_compiled(module: str) -> bool:
+    """The module imports from an extension module (mypyc's output), not from its ``.py``."""
+    spec = importlib.util.find_spec(module)
+    origin = spec.origin if spec is not None else None
+    return origin is not None and origin.endswith(tuple(EXTENSION_SUFFIXES))
+
+
+def build_kind() -> str:
+    """``compiled`` when every hot module is an extension module, ``pure`` when none is
+    (``mixed`` would mean a broken build: ``make setup`` compiles all of them or none)."""
+    compiled = [is_compiled(name) for name in HOT_MODULES]
+    return "compiled" if all(compiled) else "pure" if not any(compiled) else "mixed"
+
+
+def stale_extensions(package_dir: str = _PACKAGE_DIR) -> list[str]:
+    """Extension modules in the package older than the ``.py`` they were compiled from."""
+    stale: list[str] = []
+    for folder, _, names in os.walk(package_dir):
+        for name in names:
+            suffix = next((s for s in EXTENSION_SUFFIXES if name.endswith(s)), None)
+            if suffix is None:
+                continue
+            compiled = os.path.join(folder, name)
+            source = compiled[: -len(suffix)] + ".py"
+            if os.path.exists(source) and os.stat(source).st_mtime > os.stat(compiled).st_mtime:
+                stale.append(os.path.relpath(compiled, os.path.dirname(package_dir)))
+    return sorted(stale)
+
+
+def check_fresh(package_dir: str = _PACKAGE_DIR) -> None:
+    """Refuse to run compiled code older than its source (module doc)."""
+    stale = stale_extensions(package_dir)
+    if stale:
+        raise ImportError(
+            "headwater: compiled modules older than their source: "
+            + ", ".join(stale)
+            + ". Run `make setup` to recompile them, or delete them to run the pure source."
+        )
