@@ -62,6 +62,10 @@ class Harness:
         c.out.clear()
         return data
 
+    def effect_lines(self) -> list[list[bytes]]:
+        """The effects' argvs without the MULTI/EXEC that wrap a command's several effects."""
+        return [argv for _, argv in self.effects if argv not in ([b"MULTI"], [b"EXEC"])]
+
     def write_aof(self, path: Path) -> None:
         """The effects so far as an AOF (with SELECT where the database changes)."""
         with open(path, "wb") as f:

@@ -157,13 +157,16 @@ def test_xreadgroup_effects_are_xclaim_and_setid() -> None:
     h.effects.clear()
     h.call(c, "XREADGROUP", "GROUP", "g", "alice", "STREAMS", KEY, ">")
     now = b"%d" % h.clock.now_ms()
+    # several effects of one command travel as one transaction: a torn log never has half
     assert [argv for _, argv in h.effects] == [
+        [b"MULTI"],
         [b"XGROUP", b"CREATECONSUMER", KEY, b"g", b"alice"],
         [b"XCLAIM", KEY, b"g", b"alice", b"0", b"1-0", b"TIME", now, b"RETRYCOUNT", b"1",
          b"FORCE", b"JUSTID", b"LASTID", b"1-0"],
         [b"XCLAIM", KEY, b"g", b"alice", b"0", b"2-0", b"TIME", now, b"RETRYCOUNT", b"1",
          b"FORCE", b"JUSTID", b"LASTID", b"2-0"],
         [b"XGROUP", b"SETID", KEY, b"g", b"2-0", b"ENTRIESREAD", b"2"],
+        [b"EXEC"],
     ]  # fmt: skip
     h.effects.clear()
     h.call(c, "XREADGROUP", "GROUP", "g", "alice", "STREAMS", KEY, ">")  # nothing new

@@ -320,7 +320,7 @@ def test_xreadgroup_propagates_xclaim_per_entry_then_setid() -> None:
     h.clock.advance(7)
     h.call(c, "XREADGROUP", "GROUP", "g", "alice", "STREAMS", "s", ">")
     t = b"%d" % (T0 + 7)
-    assert [argv for _, argv in h.effects] == [
+    assert h.effect_lines() == [
         [b"XCLAIM", b"s", b"g", b"alice", b"0", b"1-1", b"TIME", t, b"RETRYCOUNT", b"1",
          b"FORCE", b"JUSTID", b"LASTID", b"1-1"],
         [b"XCLAIM", b"s", b"g", b"alice", b"0", b"2-1", b"TIME", t, b"RETRYCOUNT", b"1",
@@ -339,14 +339,14 @@ def test_xreadgroup_propagates_consumer_creation_even_without_noack() -> None:
     h.call(c, "XGROUP", "CREATE", "s", "g", "0")
     h.effects.clear()
     h.call(c, "XREADGROUP", "GROUP", "g", "alice", "STREAMS", "s", ">")
-    assert [argv[:2] for _, argv in h.effects] == [
+    assert [argv[:2] for argv in h.effect_lines()] == [
         [b"XGROUP", b"CREATECONSUMER"],
         [b"XCLAIM", b"s"],
         [b"XGROUP", b"SETID"],
     ]
     h.effects.clear()
     h.call(c, "XREADGROUP", "GROUP", "g", "carol", "STREAMS", "s", ">")  # nothing to read
-    assert [argv for _, argv in h.effects] == [[b"XGROUP", b"CREATECONSUMER", b"s", b"g", b"carol"]]
+    assert h.effect_lines() == [[b"XGROUP", b"CREATECONSUMER", b"s", b"g", b"carol"]]
 
 
 def test_xreadgroup_noack_propagates_consumer_creation_and_setid_only() -> None:
@@ -356,7 +356,7 @@ def test_xreadgroup_noack_propagates_consumer_creation_and_setid_only() -> None:
     h.call(c, "XGROUP", "CREATE", "s", "g", "0")
     h.effects.clear()
     h.call(c, "XREADGROUP", "GROUP", "g", "bob", "NOACK", "STREAMS", "s", ">")
-    assert [argv for _, argv in h.effects] == [
+    assert h.effect_lines() == [
         [b"XGROUP", b"CREATECONSUMER", b"s", b"g", b"bob"],
         [b"XGROUP", b"SETID", b"s", b"g", b"1-1", b"ENTRIESREAD", b"1"],
     ]
@@ -375,7 +375,7 @@ def test_history_reads_propagate_the_new_count_and_time() -> None:
     h.effects.clear()
     h.call(c, "XREADGROUP", "GROUP", "g", "bob", "STREAMS", "s", "0")
     now = b"%d" % h.clock.now_ms()
-    assert [argv for _, argv in h.effects] == [
+    assert h.effect_lines() == [
         [b"XCLAIM", b"s", b"g", b"bob", b"0", b"1-1", b"TIME", now, b"RETRYCOUNT", b"2",
          b"FORCE", b"JUSTID", b"LASTID", b"1-1"]
     ]  # fmt: skip

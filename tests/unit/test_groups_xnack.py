@@ -284,7 +284,7 @@ def test_claims_drop_unowned_entries_whose_stream_entry_is_gone_as_xack_effects(
     h.effects.clear()
     assert h.call(c, "XCLAIM", "s", "g", "b", 0, "1-0", "JUSTID") == []
     assert h.call(c, "XAUTOCLAIM", "s", "g", "b", 0, "0", "COUNT", 1) == [b"3-0", [], [b"2-0"]]
-    effects = [argv for _, argv in h.effects]
+    effects = h.effect_lines()
     assert effects == [
         [b"XGROUP", b"CREATECONSUMER", b"s", b"g", b"b"],
         [b"XACK", b"s", b"g", b"1-0"],
@@ -345,7 +345,7 @@ def test_xnack_effects_carry_the_resulting_counts_in_batches() -> None:
     h.call(c, "XCLAIM", "s", "g", "a", 0, "2-0", "RETRYCOUNT", 5)
     h.effects.clear()
     assert h.call(c, "XNACK", "s", "g", "SILENT", "IDS", 4, "1-0", "3-0", "2-0", "9-0") == 3
-    assert [argv for _, argv in h.effects] == [
+    assert h.effect_lines() == [
         [b"XNACK", b"s", b"g", b"FAIL", b"IDS", b"2", b"1-0", b"3-0", b"RETRYCOUNT", b"0",
          b"FORCE"],
         [b"XNACK", b"s", b"g", b"FAIL", b"IDS", b"1", b"2-0", b"RETRYCOUNT", b"4", b"FORCE"],

@@ -197,3 +197,32 @@ def test_a_negative_retrycount_is_not_given(count: str) -> None:
     assert h.call(c, "XPENDING", "s", "g", "-", "+", "10")[0][3] == 2  # counted, not stored
     h.call(c, "XCLAIM", "s", "g", "bob", "0", "1-0", "RETRYCOUNT", count, "JUSTID")
     assert h.call(c, "XPENDING", "s", "g", "-", "+", "10")[0][3] == 2
+
+
+# -- found by the kill -9 campaign: a torn log must not hold part of one command's effects ------
+
+
+def test_a_torn_log_never_applies_part_of_a_command(tmp_path: Path) -> None:
+    """An XREADGROUP's effects (its XCLAIMs, then the group's new position and entries-read)
+    travel as one transaction: a crash that cuts the log between them loses the whole read,
+    never leaves the group moved without its entries-read."""
+    h = Harness()
+    c = h.client()
+    h.call(c, "XGROUP", "CREATE", "s", "g", "0", "MKSTREAM")
+    for i in range(1, 4):
+        h.call(c, "XADD", "s", f"{i}-0", "f", "v")
+    before = h.call(c, "XINFO", "GROUPS", "s")
+    h.call(c, "XREADGROUP", "GROUP", "g", "alice", "STREAMS", "s", ">")
+    path = tmp_path / "a.aof"
+    h.write_aof(path)
+    data = path.read_bytes()
+    setid = h.effect_lines()[-1]
+    assert setid[:2] == [b"XGROUP", b"SETID"]
+    cut = data.rindex(encode_command(setid))  # torn just before the group's new position
+    path.write_bytes(data[: cut + 5])
+    replayed = Harness()
+    replayed.engine.effect_sinks.clear()
+    Replayer(replayed.engine).replay(path, truncate_torn=True)
+    r = replayed.client()
+    assert replayed.call(r, "XINFO", "GROUPS", "s") == before  # the read never happened
+    assert replayed.call(r, "XPENDING", "s", "g")[0] == 0

@@ -126,7 +126,7 @@ def test_entries_left_out_are_not_in_the_effects() -> None:
     h.effects.clear()
     h.call(c, "XREADGROUP", "GROUP", "g", "a", "MAXCOUNT", 2, "STREAMS", "s1", "s2", ">", ">")
     now = b"%d" % h.clock.now_ms()
-    assert [argv for _, argv in h.effects] == [
+    assert h.effect_lines() == [
         [b"XGROUP", b"CREATECONSUMER", b"s1", b"g", b"a"],
         [b"XCLAIM", b"s1", b"g", b"a", b"0", b"1-0", b"TIME", now, b"RETRYCOUNT", b"1",
          b"FORCE", b"JUSTID", b"LASTID", b"1-0"],

@@ -224,6 +224,9 @@ class Engine:
         self._explicit_effects = False
         started = time.perf_counter()
         effects_before = self.effect_seq
+        collecting = row.is_write and self._tx_effects is None and bool(self.effect_sinks)
+        if collecting:
+            self._tx_effects = []  # this command's effects, sent as one (see _send_atomically)
         try:
             reply = row.handler(c, argv)  # type: ignore[misc]
         except ReplyError as exc:
@@ -237,6 +240,10 @@ class Engine:
         row.usec += (time.perf_counter() - started) * 1e6
         if self.dirty != dirty_before and not self._explicit_effects and row.is_write:
             self._emit(c.db.index, argv)
+        if collecting:
+            effects, self._tx_effects = self._tx_effects, None
+            if effects:
+                self._send_atomically(effects)
         if self.effect_seq != effects_before:
             c.effect_seq = self.effect_seq  # its replies wait until these effects are durable
         elif self.replies_wait_for_disk and row.sees_data:
@@ -263,20 +270,36 @@ class Engine:
     def exec_queued(self, c: Client, queued: list[tuple[CommandSpec, list[bytes]]]) -> Reply:
         replies: list[Reply] = []
         self._in_exec = True
-        self._tx_effects = []
+        outer, self._tx_effects = self._tx_effects, []
         try:
             for row, argv in queued:
                 reply = self.call(c, row, argv)
                 replies.append(reply.timeout_reply if isinstance(reply, Block) else reply)
         finally:
             self._in_exec = False
-            effects, self._tx_effects = self._tx_effects, None
+            effects, self._tx_effects = self._tx_effects, outer
         if effects:
-            sinks_effects = [(effects[0][0], [b"MULTI"]), *effects, (effects[-1][0], [b"EXEC"])]
-            for db, argv in sinks_effects:
-                self._emit(db, argv)
+            if outer is not None:
+                outer.extend(effects)  # (wrapped by whoever collects them)
+            else:
+                self._send_atomically(effects, wrap_one=True)
         self._explicit_effects = True  # EXEC itself is not propagated
         return replies
+
+    def _send_atomically(
+        self, effects: list[tuple[int, list[bytes]]], wrap_one: bool = False
+    ) -> None:
+        """The effects of one command or transaction: several are wrapped in MULTI … EXEC,
+        so that a log cut by a crash (a torn tail is cut back to a whole transaction) or a
+        replica never applies part of them (an XREADGROUP's XCLAIMs without the group's
+        new entries-read, say), as Redis wraps what one command propagates."""
+        if len(effects) == 1 and not wrap_one:
+            self._emit(*effects[0])
+            return
+        self._emit(effects[0][0], [b"MULTI"])
+        for db, argv in effects:
+            self._emit(db, argv)
+        self._emit(effects[-1][0], [b"EXEC"])
 
     @property
     def propagating(self) -> bool:
