@@ -34,6 +34,7 @@ import functools
 import os
 import selectors
 import shlex
+import shutil
 import signal
 import socket
 import statistics
@@ -777,18 +778,53 @@ def table_idmp(h: Harness) -> list[str]:
 
 def table_inproc(h: Harness) -> list[str]:
     """Microseconds per command with Headwater's engine driven directly (no sockets), in a
-    child process running Headwater's interpreter (``--inproc-worker``)."""
-    print("inproc: engine driven in process", flush=True)
+    child process running Headwater's interpreter (``--inproc-worker``): once on the build
+    installed (compiled by ``make setup``) and once on a pure copy of the same source, side
+    by side. Target: the compiled build at most half the pure build's cost."""
+    print("inproc: engine driven in process, this build and a pure copy", flush=True)
     argv = [h.args.python, __file__, "--inproc-worker"] + (["--quick"] if h.args.quick else [])
-    done = subprocess.run(argv, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise LoadError(f"the in-process worker failed:\n{done.stderr}")
+    pure_env = dict(os.environ, PYTHONPATH=str(pure_copy(h)))
+    runs = {}
+    for build, env in (("installed", None), ("pure", pure_env)):
+        done = subprocess.run(argv, capture_output=True, text=True, check=False, env=env)
+        if done.returncode != 0:
+            raise LoadError(f"the in-process worker ({build}) failed:\n{done.stderr}")
+        runs[build] = dict(line.split("\t") for line in done.stdout.strip().splitlines())
+    kind = runs["installed"].pop("build")
+    runs["pure"].pop("build")
+    lines = [
+        f"| command | {kind} P=1 | pure P=1 | pure/{kind} P=1 | {kind} P=16 | pure P=16 "
+        f"| pure/{kind} P=16 |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name in INPROC_COMMANDS:
+        cells = []
+        for pipeline in ("1", "16"):
+            ours = float(runs["installed"][f"{name} P={pipeline}"])
+            pure = float(runs["pure"][f"{name} P={pipeline}"])
+            cells += [f"{ours:.2f}", f"{pure:.2f}", f"{pure / ours:.2f}x"]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return [
         "In process, µs per command: parser feed/next, `Engine.execute`, reply join, in "
-        "batches of 1 and 16 pre-encoded requests (best of 3 runs after a warm-up):",
+        "batches of 1 and 16 pre-encoded requests (best of 3 runs after a warm-up); the "
+        "installed build against a pure copy of its source (target: pure/compiled >= 2.0x):",
         "",
-        *done.stdout.strip().splitlines(),
+        *lines,
     ]
+
+
+def pure_copy(h: Harness) -> Path:
+    """A copy of the installed ``headwater`` package without its compiled modules."""
+    code = "import headwater, os; print(os.path.dirname(headwater.__file__))"
+    where = subprocess.run([h.args.python, "-c", code], capture_output=True, text=True, check=True)
+    root = h.tmp / "pure-src"
+    if not root.exists():
+        shutil.copytree(
+            where.stdout.strip(),
+            root / "headwater",
+            ignore=shutil.ignore_patterns("*.so", "__pycache__"),
+        )
+    return root
 
 
 INPROC_COMMANDS = (
@@ -861,12 +897,14 @@ def inproc_measure(name: str, pipeline: int, count: int) -> float:
 
 
 def inproc_worker(quick: bool) -> int:
+    """Prints tab-separated ``row\tµs`` lines (and the build) for ``table_inproc``."""
+    from headwater._build import build_kind
+
     count = 2_000 if quick else 20_000
-    print("| command | P=1 µs/cmd | P=16 µs/cmd |")
-    print("|---|---:|---:|")
+    print(f"build\t{build_kind()}")
     for name in INPROC_COMMANDS:
-        cells = [inproc_measure(name, pipeline, count) for pipeline in (1, 16)]
-        print(f"| {name} | {cells[0]:.2f} | {cells[1]:.2f} |", flush=True)
+        for pipeline in (1, 16):
+            print(f"{name} P={pipeline}\t{inproc_measure(name, pipeline, count):.3f}", flush=True)
     return 0
 
 

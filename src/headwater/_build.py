@@ -14,11 +14,11 @@ import os
 from importlib.machinery import EXTENSION_SUFFIXES
 
 #: The per-command path (RESP codec, protocol, dispatch, argument parsing, the stream, group,
-#: IDMP and string commands, entry encoders) and the stream structures, measured with
-#: ``benchmarks/profile_build.py``. Not compiled: ``keyspace.py`` (its ``Database`` is a dict
-#: subclass), ``resp/types.py`` (subclasses of bytes and str, which mypyc's
-#: native classes cannot be) and ``stream/node.py`` (its lazy buffers rely on ``__getattr__``
-#: for unset slots, which compiled attribute reads bypass).
+#: IDMP and string commands, entry encoders) and the stream structures, measured with the
+#: in-process rows of ``benchmarks/bench.py --rows inproc``. Not compiled: ``keyspace.py``
+#: (its ``Database`` is a dict subclass), ``resp/types.py`` (subclasses of bytes and str, which
+#: mypyc's native classes cannot be) and ``stream/node.py`` (its lazy buffers rely on
+#: ``__getattr__`` for unset slots, which compiled attribute reads bypass).
 HOT_MODULES = (
     "headwater.resp.parser",
     "headwater.resp.encoder",
