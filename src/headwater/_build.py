@@ -17,8 +17,7 @@ from importlib.machinery import EXTENSION_SUFFIXES
 #: IDMP and string commands, entry encoders) and the stream structures, measured with the
 #: in-process rows of ``benchmarks/bench.py --rows inproc``. Not compiled: ``keyspace.py``
 #: (its ``Database`` is a dict subclass), ``resp/types.py`` (subclasses of bytes and str, which
-#: mypyc's native classes cannot be) and ``stream/node.py`` (its lazy buffers rely on
-#: ``__getattr__`` for unset slots, which compiled attribute reads bypass).
+#: mypyc's native classes cannot be).
 HOT_MODULES = (
     "headwater.resp.parser",
     "headwater.resp.encoder",
@@ -26,6 +25,7 @@ HOT_MODULES = (
     "headwater.engine.core",
     "headwater.stream.ids",
     "headwater.stream.sortedkeys",
+    "headwater.stream.node",
     "headwater.stream.stream",
     "headwater.stream.groups",
     "headwater.stream.idmp",

@@ -152,6 +152,8 @@ def exact_state(dbs: list[Database]) -> dict[tuple[int, bytes], Any]:
             if not isinstance(value, Stream):
                 out[db.index, key] = (type(value).__name__, value, ttl)
                 continue
+            for n in value.nodes:
+                n.materialize()  # (a lazy node's buffers are placeholders until then)
             nodes = [
                 (n.master, n.fields, list(n.ms), list(n.seq), list(n.offsets), bytes(n.blob),
                  bytes(n.tomb or b""), n.count, n.deleted, n.lp_bytes)

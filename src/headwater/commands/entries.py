@@ -72,6 +72,7 @@ def _encode_span(
 ) -> int:
     """Append one encoded entry per live entry of node[lo:hi] to out, at most ``limit`` (-1:
     no limit); returns the limit left."""
+    node.materialize()
     ms, seq, offsets, blob, tomb = node.ms, node.seq, node.offsets, node.blob, node.tomb
     unpack = _U32.unpack_from
     fields = node.fields

@@ -222,6 +222,7 @@ def _write_chunk(out: _Out, nodes: list[Node], fieldsets: list[int]) -> None:
     rows = bytearray()
     entries = blob = tomb = 0
     for node, fieldset in zip(nodes, fieldsets, strict=False):
+        node.materialize()  # (a lazy node's buffers are placeholders until then)
         n, tlen = len(node.ms), len(node.tomb) if node.tomb is not None else 0
         master_ms, master_seq = node.master
         rows += _NODE_ROW.pack(
@@ -399,6 +400,8 @@ class _PrivateCopy:
     ) -> None:
         # (private: shared anonymous memory is tmpfs, whose pages cost more to fault in)
         self.memory = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        if hasattr(mmap, "MADV_HUGEPAGE"):
+            self.memory.madvise(mmap.MADV_HUGEPAGE)
         self.view = memoryview(self.memory)
         self.size = size
         #: the first ``filled`` bytes are read

@@ -26,10 +26,11 @@ Lazy nodes
 ----------
 A snapshot is loaded without copying entries (``restore_many(..., lazy=True)``): a node then
 holds only its counters and where its columns lie in the file's bytes (``_lazy``: slices of the
-process's private copy of the file, never of a mapping of it), and its five buffers are unset
-slots. The first read of any of them reaches ``__getattr__`` (Python calls it only for an
-attribute that is not set), which copies the node's share into real buffers once; from then on
-the node is an ordinary one and attribute reads cost nothing extra. The server materialises the
+process's private copy of the file, never of a mapping of it), and its five buffers are shared
+empty placeholders. Every method that reads or writes a buffer first checks ``_lazy`` and
+copies the node's share into buffers of its own once (``_materialize``); code outside this
+class calls ``materialize()`` before it reads the buffers. (No ``__getattr__`` on unset slots:
+the class is compiled by mypyc, whose attribute reads bypass it.) The server materialises the
 rest a little at a time from its cron, so the copy of the file is freed soon after startup
 (``persistence/snapshot.materialize_some``).
 
@@ -48,7 +49,6 @@ import sys
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
 
 from headwater.stream.ids import StreamID
 
@@ -127,8 +127,6 @@ def _wrap64(value: int) -> int:
     return value - 2**64 if value > INT64_MAX else value
 
 
-#: the buffers a lazy node copies from its snapshot on first use
-_COLUMNS = frozenset(("ms", "seq", "offsets", "blob", "tomb"))
 #: arrays are kept in native byte order; snapshots are little-endian
 _SWAP = sys.byteorder == "big"
 #: a lazy node's source: the chunk's columns (ms, seq, offsets, blob, tomb bytes) and the
@@ -154,6 +152,19 @@ def _pack_values(blob: bytearray, pairs: Sequence[bytes]) -> int:
     return lp
 
 
+#: what a lazy node's buffers are until it is materialized (never written: every writer
+#: materializes first, and ``check_invariants`` verifies they stayed empty)
+_PLACEHOLDER_IDS = array("Q")
+_PLACEHOLDER_OFFSETS = array("I")
+_PLACEHOLDER_BLOB = bytearray()
+
+
+def master_lp_bytes(fields: Sequence[bytes]) -> int:
+    """Listpack bytes of an empty node whose master entry has these fields (count, deleted,
+    number of fields, the fields, the terminating 0)."""
+    return LP_OVERHEAD + lp_int(0) * 2 + lp_int(len(fields)) + sum(map(lp_str, fields)) + lp_int(0)
+
+
 class Node:
     __slots__ = (
         "_lazy",
@@ -170,45 +181,39 @@ class Node:
         "tomb",
     )
 
-    def __init__(self, master: StreamID, fields: Sequence[bytes]) -> None:
-        self._lazy: LazySource | None = None
+    def __init__(
+        self,
+        master: StreamID,
+        fields: Sequence[bytes],
+        field_list: list[bytes] | None = None,
+        lp_bytes: int = -1,
+        lazy: LazySource | None = None,
+    ) -> None:
+        """A new empty node, or (from a snapshot) one with its counters to be set and its
+        buffers in ``lazy``; ``field_list`` may be shared by nodes with the same fields."""
+        self._lazy = lazy
         self.master = master
-        self.fields = tuple(fields)
-        self.field_list = list(fields)  # for one C-level comparison per append
-        self.ms = array("Q")
-        self.seq = array("Q")
-        self.offsets = array("I")
-        self.blob = bytearray()
+        self.fields: tuple[bytes, ...] = tuple(fields)
+        #: for one C-level comparison per append (only read)
+        self.field_list: list[bytes] = list(fields) if field_list is None else field_list
+        if lazy is None:
+            self.ms = array("Q")
+            self.seq = array("Q")
+            self.offsets = array("I")
+            self.blob = bytearray()
+        else:
+            self.ms = self.seq = _PLACEHOLDER_IDS
+            self.offsets = _PLACEHOLDER_OFFSETS
+            self.blob = _PLACEHOLDER_BLOB
         self.tomb: bytearray | None = None
         self.count = 0  # live entries
         self.deleted = 0  # tombstoned entries still in the node
-        # master entry: count, deleted, nfields, fields..., 0
-        self.lp_bytes = (
-            LP_OVERHEAD
-            + lp_int(0) * 2
-            + lp_int(len(self.fields))
-            + sum(lp_str(f) for f in self.fields)
-            + lp_int(0)
-        )
+        self.lp_bytes = master_lp_bytes(self.fields) if lp_bytes < 0 else lp_bytes
 
     def __len__(self) -> int:
         """Entries in the node, live and deleted."""
-        return len(self.ms)
-
-    if not TYPE_CHECKING:  # (for mypy, a Node has only its declared attributes)
-
-        def __getattr__(self, name: str) -> Any:
-            """Reached only for an unset slot: the buffers of a lazy node (module doc)."""
-            if name not in _COLUMNS:
-                raise AttributeError(name)
-            try:
-                source = object.__getattribute__(self, "_lazy")
-            except AttributeError:
-                source = None
-            if source is None:
-                raise AttributeError(name)
-            self._materialize(source)
-            return object.__getattribute__(self, name)
+        lazy = self._lazy
+        return len(self.ms) if lazy is None else lazy[2] - lazy[1]
 
     @property
     def is_lazy(self) -> bool:
@@ -242,6 +247,8 @@ class Node:
 
     def append(self, sid: StreamID, pairs: Sequence[bytes]) -> None:
         """Append an entry; pairs is the flat field/value list."""
+        if self._lazy is not None:
+            self._materialize(self._lazy)
         ms, seq = sid
         self.ms.append(ms)
         self.seq.append(seq)
@@ -286,6 +293,8 @@ class Node:
         size). Returns the index of the first entry not taken. The same bytes and listpack
         accounting as ``append``, with the loop's lookups hoisted (AOF replay appends
         millions of entries)."""
+        if self._lazy is not None:
+            self._materialize(self._lazy)
         ms_append, seq_append, offsets_append = self.ms.append, self.seq.append, self.offsets.append
         blob = self.blob
         master_ms, master_seq = self.master
@@ -345,6 +354,8 @@ class Node:
 
     def delete_at(self, index: int) -> bool:
         """Tombstone entry index; False if it already was."""
+        if self._lazy is not None:
+            self._materialize(self._lazy)
         if self.tomb is None:
             self.tomb = bytearray(len(self.ms))
         elif len(self.tomb) < len(self.ms):
@@ -357,22 +368,32 @@ class Node:
 
     def seal(self) -> None:
         """The node will not grow again: drop the buffers' spare capacity."""
+        if self._lazy is not None:
+            self._materialize(self._lazy)
         self.blob = bytearray(bytes(self.blob))
 
     # -- reading ---------------------------------------------------------------------------
 
     def is_live(self, index: int) -> bool:
+        if self._lazy is not None:
+            self._materialize(self._lazy)
         tomb = self.tomb
         return tomb is None or index >= len(tomb) or not tomb[index]
 
     def id_at(self, index: int) -> StreamID:
+        if self._lazy is not None:
+            self._materialize(self._lazy)
         return (self.ms[index], self.seq[index])
 
     def last_id(self) -> StreamID:
+        if self._lazy is not None:
+            self._materialize(self._lazy)
         return (self.ms[-1], self.seq[-1])
 
     def index_of(self, sid: StreamID) -> int:
         """Index of the first entry with ID >= sid (len(self) if none)."""
+        if self._lazy is not None:
+            self._materialize(self._lazy)
         if sid <= self.master:
             return 0
         ms, seq = sid
@@ -382,6 +403,8 @@ class Node:
 
     def pairs_at(self, index: int) -> list[bytes]:
         """The flat field/value list of entry index."""
+        if self._lazy is not None:
+            self._materialize(self._lazy)
         blob = self.blob
         pos = self.offsets[index]
         unpack = _U32.unpack_from
@@ -410,6 +433,8 @@ class Node:
         """Append the live entries with index in [lo, hi) to out (in reverse order if asked),
         at most ``limit`` of them (-1: no limit). Returns the limit left. This is the hot loop
         of XRANGE/XREAD: one pass, no per-entry generator or method call."""
+        if self._lazy is not None:
+            self._materialize(self._lazy)
         ms, seq, offsets, blob, tomb = self.ms, self.seq, self.offsets, self.blob, self.tomb
         fields = self.fields
         unpack = _U32.unpack_from
@@ -436,6 +461,8 @@ class Node:
         return limit
 
     def live_indexes(self, start: int, stop: int, reverse: bool = False) -> Iterator[int]:
+        if self._lazy is not None:
+            self._materialize(self._lazy)
         indexes = range(stop - 1, start - 1, -1) if reverse else range(start, stop)
         tomb = self.tomb
         if tomb is None:
@@ -448,6 +475,8 @@ class Node:
 
     def entry_bytes(self) -> int:
         """Approximate memory held by the node's buffers (for INFO/MEMORY estimates)."""
+        if self._lazy is not None:
+            self._materialize(self._lazy)
         return (
             self.ms.buffer_info()[1] * 16
             + len(self.offsets) * 4
@@ -473,16 +502,14 @@ class Node:
         doc). Nodes with the same master fields share their ``fields`` tuple and list
         (``append`` only reads them). Appends the nodes to ``out`` and their master IDs to
         ``firsts``; returns how much of the columns was used (entries, blob, tomb bytes)."""
-        new = cls.__new__
         e0 = b0 = t0 = 0
         for master_ms, master_seq, fieldset, count, deleted, lp_bytes, n, blen, tlen in rows:
-            node = new(cls)
-            node.master = master = (master_ms, master_seq)
-            node.fields, node.field_list = fieldsets[fieldset]
+            master = (master_ms, master_seq)
+            fields, field_list = fieldsets[fieldset]
+            source = (columns, e0, e0 + n, b0, b0 + blen, t0, t0 + tlen)
+            node = cls(master, fields, field_list, lp_bytes, source)
             node.count = count
             node.deleted = deleted
-            node.lp_bytes = lp_bytes
-            source = node._lazy = (columns, e0, e0 + n, b0, b0 + blen, t0, t0 + tlen)
             if not lazy:
                 node._materialize(source)
             e0 += n
@@ -493,6 +520,10 @@ class Node:
         return e0, b0, t0
 
     def check_invariants(self) -> None:
+        if _PLACEHOLDER_IDS or _PLACEHOLDER_OFFSETS or _PLACEHOLDER_BLOB:
+            raise AssertionError("a lazy node's placeholder buffer was written")
+        if self._lazy is not None:
+            self._materialize(self._lazy)
         n = len(self.ms)
         assert n == len(self.seq) == len(self.offsets), "parallel arrays out of step"
         assert self.count + self.deleted == n, "live + deleted != entries"

@@ -397,7 +397,7 @@ class Stream:
 
 def _upper_index(node: Node, sid: StreamID) -> int:
     """Number of entries in node with ID <= sid."""
-    if sid >= (node.ms[-1], node.seq[-1]):
+    if sid >= node.last_id():
         return len(node)
     i = node.index_of(sid)
     return i + 1 if i < len(node) and node.id_at(i) == sid else i
