@@ -367,6 +367,28 @@ def test_always_lone_writer_syncs_inline(tmp_path: Path) -> None:
     durability.close()
 
 
+def test_always_lone_writer_syncs_in_the_background_when_syncs_may_wait(
+    tmp_path: Path,
+) -> None:
+    """File operations whose sync may wait on purpose (``inline_sync`` off) never sync on
+    the loop thread: a lone writer's sync goes to the worker and its reply waits for it."""
+    ops = FaultyFileOps()
+    ops.hold_syncs(True)
+    h, durability, wake = _always(tmp_path, ops)
+    writer = durability.aof.writer
+    assert writer is not None
+    c = h.client()
+    h.call(c, "XADD", "s", "1-1", "f", "v")
+    durability.persist(waiting=1)
+    assert writer.syncing
+    assert not durability.may_reply(c)
+    ops.hold_syncs(False)
+    wake.run_next()
+    assert durability.may_reply(c)
+    assert writer.fsyncs == 1
+    durability.close()
+
+
 def test_always_failed_background_sync_refuses_writes_and_is_retried(tmp_path: Path) -> None:
     ops = FaultyFileOps()
     h, durability, wake = _always(tmp_path, ops)

@@ -119,7 +119,7 @@ class FileOps:
     or hold syncs: they pass a subclass)."""
 
     #: ``fdatasync`` may run on the event loop's thread (a lone writer's sync, see
-    #: ``Durability``): False for operations whose sync may wait on purpose, so that every
+    #: ``AofLog``): False for operations whose sync may wait on purpose, so that every
     #: sync runs on the worker thread and the loop goes on meanwhile
     inline_sync = True
 
