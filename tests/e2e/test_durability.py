@@ -21,6 +21,7 @@ import re
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -46,6 +47,7 @@ AOF_FILE = "appendonly.aof.1.incr.aof"
 MANIFEST = "appendonly.aof.manifest"
 MISCONF = "MISCONF Errors writing to the AOF file: No space left on device"
 DISCONNECTED = (redis.ConnectionError, redis.TimeoutError, OSError)
+FAULTY_SERVER = [sys.executable, "-m", "tests.support.faulty_server"]
 
 needs_hw_slow = pytest.mark.skipif(
     os.environ.get("HW_SLOW") != "1", reason="100-kill campaign: set HW_SLOW=1 to run it"
@@ -59,11 +61,14 @@ needs_hw_slow = pytest.mark.skipif(
 class Node:
     """One data directory; ``start`` spawns a server on it, logging to ``server.log``."""
 
-    def __init__(self, tmp_path: Path, *args: str) -> None:
+    def __init__(self, tmp_path: Path, *args: str, faulty: bool = False) -> None:
         self.dir = tmp_path / "data"
         self.dir.mkdir(exist_ok=True)
         self.log_path = tmp_path / "server.log"
         self.args = args
+        #: what runs the server: the production CLI, or (``faulty``) the test launcher whose
+        #: AOF writes fail and syncs wait on demand (FAULT AOF-WRITE-ERROR, AOF-FSYNC-HOLD)
+        self.launcher = FAULTY_SERVER if faulty else HEADWATER
         self.proc: subprocess.Popen[bytes] | None = None
         self.spawned: list[subprocess.Popen[bytes]] = []
         self.port = 0
@@ -77,7 +82,7 @@ class Node:
         return self.dir / AOF_DIR / MANIFEST
 
     def command(self) -> list[str]:
-        return [*HEADWATER, "server", "--port", str(self.port), "--dir", str(self.dir)]
+        return [*self.launcher, "server", "--port", str(self.port), "--dir", str(self.dir)]
 
     def spawn(self, *extra: str) -> subprocess.Popen[bytes]:
         alive = [p.pid for p in self.spawned if p.poll() is None]
@@ -150,8 +155,8 @@ def nodes() -> Any:
     """Kills every node a test made, whatever happens to the test."""
     made: list[Node] = []
 
-    def make(tmp_path: Path, *args: str) -> Node:
-        node = Node(tmp_path, *args)
+    def make(tmp_path: Path, *args: str, faulty: bool = False) -> Node:
+        node = Node(tmp_path, *args, faulty=faulty)
         made.append(node)
         return node
 
@@ -686,7 +691,7 @@ def encode(argv: list[str]) -> bytes:
 
 
 # ---------------------------------------------------------------------------------------------
-# A full disk (DEBUG AOF-WRITE-ERROR ENOSPC)
+# A full disk (FAULT AOF-WRITE-ERROR ENOSPC, tests/support/faulty_server.py)
 
 
 def aof_status(r: redis.Redis) -> str:
@@ -705,12 +710,14 @@ def test_full_disk_everysec_refuses_writes_holds_reads_and_recovers(
 ) -> None:
     """An error shorter than aof-write-error-timeout: the write that met it and the reads
     that may show it wait, further writes get -MISCONF; once the disk works, all go on."""
-    node = nodes(tmp_path, "--appendfsync", "everysec", "--aof-write-error-timeout", "60000")
+    node = nodes(
+        tmp_path, "--appendfsync", "everysec", "--aof-write-error-timeout", "60000", faulty=True
+    )
     node.start()
     r = node.client()
     acked = [r.xadd(KEY, {"n": i}) for i in range(5)]
     r.xgroup_create(KEY, GROUP, id="0")
-    assert r.execute_command("DEBUG", "AOF-WRITE-ERROR", "ENOSPC") == b"OK"
+    assert r.execute_command("FAULT", "AOF-WRITE-ERROR", "ENOSPC") == b"OK"
     # The write that meets the error is applied but not acknowledged: even with everysec a
     # reply leaves only once its effects reached the kernel (a process kill keeps those).
     held = RawClient(node.port, timeout=1.0)
@@ -741,7 +748,7 @@ def test_full_disk_everysec_refuses_writes_holds_reads_and_recovers(
     with pytest.raises(TimeoutError):
         reader.read_reply()
 
-    assert r.execute_command("DEBUG", "AOF-WRITE-ERROR", "OFF") == b"OK"
+    assert r.execute_command("FAULT", "AOF-WRITE-ERROR", "OFF") == b"OK"
     wait_for_status(r, "ok")
     held.sock.settimeout(10.0)
     reply = held.read_reply()
@@ -760,17 +767,19 @@ def test_full_disk_everysec_refuses_writes_holds_reads_and_recovers(
 def test_full_disk_always_holds_the_reply_until_the_write_succeeds(
     tmp_path: Path, nodes: Any
 ) -> None:
-    node = nodes(tmp_path, "--appendfsync", "always", "--aof-write-error-timeout", "60000")
+    node = nodes(
+        tmp_path, "--appendfsync", "always", "--aof-write-error-timeout", "60000", faulty=True
+    )
     node.start()
     r = node.client()
     acked = [r.xadd(KEY, {"n": i}) for i in range(5)]
-    assert r.execute_command("DEBUG", "AOF-WRITE-ERROR", "ENOSPC") == b"OK"
+    assert r.execute_command("FAULT", "AOF-WRITE-ERROR", "ENOSPC") == b"OK"
     held = RawClient(node.port, timeout=1.0)
     held.send_raw(encode(["XADD", KEY, "*", "n", "held"]))
     with pytest.raises(TimeoutError):
         held.read_reply()  # not on disk: not acknowledged
     off = RawClient(node.port, timeout=10.0)
-    assert off.call("DEBUG", "AOF-WRITE-ERROR", "OFF") == b"+OK\r\n"
+    assert off.call("FAULT", "AOF-WRITE-ERROR", "OFF") == b"+OK\r\n"
     held.sock.settimeout(10.0)
     reply = held.read_reply()
     assert reply.startswith(b"$"), reply
@@ -789,11 +798,13 @@ def test_full_disk_always_other_clients_are_answered_but_reads_wait(
     (aof_last_write_status:err), further writes get -MISCONF, and a read that may show the
     held write waits for it to be durable (it would otherwise show what a roll-back or a
     crash may undo)."""
-    node = nodes(tmp_path, "--appendfsync", "always", "--aof-write-error-timeout", "60000")
+    node = nodes(
+        tmp_path, "--appendfsync", "always", "--aof-write-error-timeout", "60000", faulty=True
+    )
     node.start()
     r = node.client(socket_timeout=2)
     acked = [r.xadd(KEY, {"n": i}) for i in range(5)]
-    assert r.execute_command("DEBUG", "AOF-WRITE-ERROR", "ENOSPC") == b"OK"
+    assert r.execute_command("FAULT", "AOF-WRITE-ERROR", "ENOSPC") == b"OK"
     held = RawClient(node.port, timeout=1.0)
     held.send_raw(encode(["XADD", KEY, "*", "n", "held"]))
     with pytest.raises(TimeoutError):
@@ -815,7 +826,7 @@ def test_full_disk_always_other_clients_are_answered_but_reads_wait(
         except TimeoutError:
             answers[name] = "no reply within 1 s"
     off = RawClient(node.port, timeout=10.0)
-    assert off.call("DEBUG", "AOF-WRITE-ERROR", "OFF") == b"+OK\r\n"
+    assert off.call("FAULT", "AOF-WRITE-ERROR", "OFF") == b"+OK\r\n"
     assert answers["PING"] == b"+PONG\r\n", answers
     assert answers["XRANGE"] == "no reply within 1 s", answers
     assert isinstance(answers["INFO"], bytes), answers
@@ -853,11 +864,12 @@ def test_full_disk_that_lasts_rolls_back_and_answers_misconf_in_time(
         fsync,
         "--aof-write-error-timeout",
         str(ERROR_TIMEOUT_MS),
+        faulty=True,
     )
     node.start()
     r = node.client()
     acked = [r.xadd(KEY, {"n": i}) for i in range(5)]
-    assert r.execute_command("DEBUG", "AOF-WRITE-ERROR", "ENOSPC") == b"OK"
+    assert r.execute_command("FAULT", "AOF-WRITE-ERROR", "ENOSPC") == b"OK"
     writer = RawClient(node.port, timeout=10.0)
     started = time.monotonic()
     writer.send_raw(encode(["XADD", KEY, "*", "n", "lost"]))
@@ -885,7 +897,7 @@ def test_full_disk_that_lasts_rolls_back_and_answers_misconf_in_time(
     assert node.last_log().count("dropping the") == 1, node.log_tail()
     assert "dropping the 1 effects not on disk" in node.last_log(), node.log_tail()
 
-    assert r.execute_command("DEBUG", "AOF-WRITE-ERROR", "OFF") == b"OK"
+    assert r.execute_command("FAULT", "AOF-WRITE-ERROR", "OFF") == b"OK"
     wait_for_status(r, "ok")
     acked.append(r.xadd(KEY, {"n": "after"}))
     node.kill()
@@ -899,14 +911,14 @@ def test_full_disk_that_lasts_answers_in_time_however_large_the_data(
     """The reload after a roll-back takes time with the size of the data (seconds for a few
     hundred thousand entries): the waiting writer is answered before it, in the same turn as
     the cut, so its bound does not grow with the data; reads after it see the durable state."""
-    node = nodes(tmp_path, "--aof-write-error-timeout", str(ERROR_TIMEOUT_MS))
+    node = nodes(tmp_path, "--aof-write-error-timeout", str(ERROR_TIMEOUT_MS), faulty=True)
     node.start()
     r = node.client(socket_timeout=60)
     pipe = r.pipeline(transaction=False)
     for i in range(200_000):
         pipe.xadd(KEY, {"n": i})
     acked = len(pipe.execute())
-    assert r.execute_command("DEBUG", "AOF-WRITE-ERROR", "ENOSPC") == b"OK"
+    assert r.execute_command("FAULT", "AOF-WRITE-ERROR", "ENOSPC") == b"OK"
     writer = RawClient(node.port, timeout=30.0)
     started = time.monotonic()
     writer.send_raw(encode(["XADD", KEY, "*", "n", "lost"]))
@@ -922,14 +934,16 @@ def test_full_disk_that_lasts_kill9_after_the_roll_back_keeps_only_the_acknowled
 ) -> None:
     """A crash while the disk is still full, after the roll-back: the restart loads exactly
     the acknowledged writes (the file was cut back, nothing torn is left in it)."""
-    node = nodes(tmp_path, "--appendfsync", "everysec", "--aof-write-error-timeout", "0")
+    node = nodes(
+        tmp_path, "--appendfsync", "everysec", "--aof-write-error-timeout", "0", faulty=True
+    )
     node.start()
     r = node.client()
     pipe = r.pipeline(transaction=False)
     for i in range(200):
         pipe.xadd(KEY, {"n": i})
     acked = list(pipe.execute())
-    assert r.execute_command("DEBUG", "AOF-WRITE-ERROR", "ENOSPC") == b"OK"
+    assert r.execute_command("FAULT", "AOF-WRITE-ERROR", "ENOSPC") == b"OK"
     writers = [RawClient(node.port, timeout=5.0) for _ in range(4)]
     for n, writer in enumerate(writers):
         writer.send_raw(encode(["XADD", KEY, "*", "n", f"lost {n}"]))
@@ -949,15 +963,15 @@ def test_short_full_disk_ends_before_the_timeout_without_a_roll_back(
 ) -> None:
     """The bound is only for an error that lasts: one that ends sooner answers the held write
     with its ID, and nothing is rolled back."""
-    node = nodes(tmp_path, "--aof-write-error-timeout", "5000")
+    node = nodes(tmp_path, "--aof-write-error-timeout", "5000", faulty=True)
     node.start()
     r = node.client()
-    assert r.execute_command("DEBUG", "AOF-WRITE-ERROR", "ENOSPC") == b"OK"
+    assert r.execute_command("FAULT", "AOF-WRITE-ERROR", "ENOSPC") == b"OK"
     held = RawClient(node.port, timeout=0.5)
     held.send_raw(encode(["XADD", KEY, "*", "n", "kept"]))
     with pytest.raises(TimeoutError):
         held.read_reply()
-    assert r.execute_command("DEBUG", "AOF-WRITE-ERROR", "OFF") == b"OK"
+    assert r.execute_command("FAULT", "AOF-WRITE-ERROR", "OFF") == b"OK"
     held.sock.settimeout(10.0)
     sid = held.read_reply().split(b"\r\n")[1]
     assert "dropping" not in node.last_log()
@@ -980,6 +994,20 @@ def test_aof_write_error_timeout_config(tmp_path: Path, nodes: Any) -> None:
     )
 
 
+def test_the_production_server_injects_no_faults(tmp_path: Path, nodes: Any) -> None:
+    """FAULT and the old DEBUG AOF-WRITE-ERROR / AOF-FSYNC-HOLD exist only in the test
+    launcher: ``headwater server`` answers them as unknown."""
+    node = nodes(tmp_path)
+    node.start()
+    r = node.client()
+    with pytest.raises(redis.ResponseError, match=r"^unknown command 'FAULT'"):
+        r.execute_command("FAULT", "AOF-WRITE-ERROR", "ENOSPC")
+    for sub in ("AOF-WRITE-ERROR", "AOF-FSYNC-HOLD"):
+        with pytest.raises(redis.ResponseError, match=f"^unknown subcommand .*'{sub}'"):
+            r.execute_command("DEBUG", sub, "ON")
+    assert r.xadd(KEY, {"n": 1})
+
+
 # ---------------------------------------------------------------------------------------------
 # Group commit: the fdatasync runs beside the event loop (appendfsync always)
 
@@ -987,17 +1015,17 @@ def test_aof_write_error_timeout_config(tmp_path: Path, nodes: Any) -> None:
 def test_always_reply_waits_for_its_fsync_while_the_loop_goes_on(
     tmp_path: Path, nodes: Any
 ) -> None:
-    """Issue #6: with the background fdatasync held (DEBUG AOF-FSYNC-HOLD ON), an XADD is
+    """Issue #6: with the background fdatasync held (FAULT AOF-FSYNC-HOLD ON), an XADD is
     applied but not acknowledged; meanwhile the server answers other clients (PING, INFO), a
     read that would show the unsynced entry waits for the sync, and another XADD gathers in
     the AOF buffer behind the sync in flight. Released, all three replies arrive, and both
     writes survive kill -9."""
-    node = nodes(tmp_path, "--appendfsync", "always")
+    node = nodes(tmp_path, "--appendfsync", "always", faulty=True)
     node.start()
     control = RawClient(node.port, timeout=10.0)
     before = control.call("XADD", KEY, "*", "n", "before")
     assert before.startswith(b"$"), before
-    assert control.call("DEBUG", "AOF-FSYNC-HOLD", "ON") == b"+OK\r\n"
+    assert control.call("FAULT", "AOF-FSYNC-HOLD", "ON") == b"+OK\r\n"
     writers = [RawClient(node.port, timeout=0.5) for _ in range(2)]
     writers[0].send_raw(encode(["XADD", KEY, "*", "n", "first"]))
     with pytest.raises(TimeoutError):
@@ -1013,7 +1041,7 @@ def test_always_reply_waits_for_its_fsync_while_the_loop_goes_on(
         writers[1].read_reply()
     info = other.call("INFO", "persistence")
     assert b"aof_buffer_length:0\r\n" not in info, info  # gathered behind the sync
-    assert control.call("DEBUG", "AOF-FSYNC-HOLD", "OFF") == b"+OK\r\n"
+    assert control.call("FAULT", "AOF-FSYNC-HOLD", "OFF") == b"+OK\r\n"
     reader.sock.settimeout(10.0)
     assert reader.read_reply() == b":2\r\n"
     acked = []

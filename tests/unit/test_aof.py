@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import errno
-import os
 import queue
 import threading
 from collections.abc import Callable
@@ -21,7 +20,9 @@ from headwater.persistence.manifest import (
     parse_manifest,
     write_manifest,
 )
-from headwater.server.durability import Durability, count_replies
+from headwater.server.durability import Durability
+from headwater.server.rollback import count_replies
+from tests.support.file_ops import FaultyFileOps
 from tests.unit.conftest import Harness, error_text
 
 
@@ -67,14 +68,15 @@ def test_reader_reports_garbage_as_corruption(tmp_path: Path) -> None:
 
 def test_failed_write_keeps_the_data_and_reports_the_error(tmp_path: Path) -> None:
     path = tmp_path / "a.aof"
-    writer = AofWriter(path, "always")
-    writer.injected_errno = errno.ENOSPC
+    ops = FaultyFileOps()
+    writer = AofWriter(path, "always", ops=ops)
+    ops.fail_writes(errno.ENOSPC)
     writer.append(0, [b"SET", b"k", b"v"])
     assert not writer.flush()
     assert writer.pending
     assert writer.error is not None
     assert writer.error.errno == errno.ENOSPC
-    writer.injected_errno = None
+    ops.fail_writes(None)
     assert writer.flush()
     assert writer.error is None
     writer.close()
@@ -83,16 +85,17 @@ def test_failed_write_keeps_the_data_and_reports_the_error(tmp_path: Path) -> No
 
 def test_everysec_postpones_writes_while_a_sync_runs(tmp_path: Path) -> None:
     notified = threading.Event()
-    writer = AofWriter(tmp_path / "a.aof", "everysec", notified.set)
+    ops = FaultyFileOps()
+    writer = AofWriter(tmp_path / "a.aof", "everysec", notified.set, ops)
     writer.append(0, [b"SET", b"k", b"v"])
-    writer.hold_syncs(True)
+    ops.hold_syncs(True)
     writer.last_fsync -= 1.0  # a second has passed: the write starts a background sync
     assert writer.flush()
     assert writer.syncing
     writer.append(0, [b"SET", b"k", b"w"])
     assert not writer.flush()  # postponed behind the sync in flight
     assert writer.pending
-    writer.hold_syncs(False)
+    ops.hold_syncs(False)
     assert notified.wait(10)
     assert writer.flush()
     assert not writer.syncing
@@ -259,7 +262,7 @@ def test_failed_save_refuses_writes_until_a_save_works(tmp_path: Path) -> None:
     durability.persist()
     assert h.call(c, "SET", "k", "w") == b"OK"
     h.call(c, "CONFIG", "SET", "stop-writes-on-bgsave-error", "yes")
-    durability.data_dir = str(tmp_path)
+    durability.snapshots.data_dir = str(tmp_path)
     assert h.call(c, "SAVE") == b"OK"
     assert h.call(c, "SET", "k", "x") == b"OK"
     assert (tmp_path / "dump.hwsnap").exists()
@@ -273,10 +276,6 @@ def test_persistence_commands_refuse_bad_arguments(tmp_path: Path) -> None:
     Durability(h.engine.config, h.engine, str(tmp_path)).open()
     assert str(h.call(c, "BGSAVE", "NOW")) == "ERR syntax error"
     assert str(h.call(c, "BGSAVE", "SCHEDULE", "X")) == "ERR syntax error"
-    assert str(h.call(c, "DEBUG", "AOF-WRITE-ERROR", "ENOPE")) == "ERR unknown errno name 'ENOPE'"
-    usage = "ERR usage: DEBUG AOF-FSYNC-HOLD <ON|OFF> (needs appendonly yes)"
-    assert str(h.call(c, "DEBUG", "AOF-FSYNC-HOLD", "MAYBE")) == usage
-    assert str(h.call(c, "DEBUG", "AOF-FSYNC-HOLD", "ON", "OFF")) == usage
     assert str(h.call(c, "DEBUG", "LOADAOF", "x")) == (
         "ERR wrong number of arguments for 'debug|loadaof' command"
     )
@@ -302,11 +301,13 @@ class Wakeups:
         self.callbacks.get(timeout=10)()
 
 
-def _always(tmp_path: Path) -> tuple[Harness, Durability, Wakeups]:
+def _always(
+    tmp_path: Path, ops: FaultyFileOps | None = None
+) -> tuple[Harness, Durability, Wakeups]:
     h = Harness()
     h.call(h.client(), "CONFIG", "SET", "appendfsync", "always")
     wake = Wakeups()
-    durability = Durability(h.engine.config, h.engine, str(tmp_path), wake)
+    durability = Durability(h.engine.config, h.engine, str(tmp_path), wake, ops or FaultyFileOps())
     # as the server does when a sync ends: persist what gathered, for many clients
     durability.on_durable = lambda: durability.persist(waiting=2)
     durability.open()
@@ -316,12 +317,13 @@ def _always(tmp_path: Path) -> tuple[Harness, Durability, Wakeups]:
 def test_always_sync_runs_in_the_background_and_effects_gather_meanwhile(
     tmp_path: Path,
 ) -> None:
-    h, durability, wake = _always(tmp_path)
-    writer = durability.writer
+    ops = FaultyFileOps()
+    h, durability, wake = _always(tmp_path, ops)
+    writer = durability.aof.writer
     assert writer is not None
     first, second, reader, idle = h.client(), h.client(), h.client(), h.client()
     h.call(first, "XADD", "s", "1-1", "f", "v")
-    writer.hold_syncs(True)
+    ops.hold_syncs(True)
     durability.persist(waiting=2)
     assert writer.syncing
     assert not writer.pending  # written: only the sync is in flight
@@ -334,7 +336,7 @@ def test_always_sync_runs_in_the_background_and_effects_gather_meanwhile(
     durability.persist(waiting=2)  # a sync in flight: this one waits in the buffer
     assert writer.pending
     assert not durability.may_reply(first)
-    writer.hold_syncs(False)
+    ops.hold_syncs(False)
     wake.run_next()  # the sync ended: the next one starts with what gathered
     assert durability.may_reply(first)
     assert durability.may_reply(reader)
@@ -351,7 +353,7 @@ def test_always_sync_runs_in_the_background_and_effects_gather_meanwhile(
 
 def test_always_lone_writer_syncs_inline(tmp_path: Path) -> None:
     h, durability, _ = _always(tmp_path)
-    writer = durability.writer
+    writer = durability.aof.writer
     assert writer is not None
     c = h.client()
     h.call(c, "XADD", "s", "1-1", "f", "v")
@@ -365,22 +367,34 @@ def test_always_lone_writer_syncs_inline(tmp_path: Path) -> None:
     durability.close()
 
 
-def test_always_failed_background_sync_refuses_writes_and_is_retried(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_always_lone_writer_syncs_in_the_background_when_syncs_may_wait(
+    tmp_path: Path,
 ) -> None:
-    h, durability, wake = _always(tmp_path)
-    writer = durability.writer
+    """File operations whose sync may wait on purpose (``inline_sync`` off) never sync on
+    the loop thread: a lone writer's sync goes to the worker and its reply waits for it."""
+    ops = FaultyFileOps()
+    ops.hold_syncs(True)
+    h, durability, wake = _always(tmp_path, ops)
+    writer = durability.aof.writer
     assert writer is not None
-    real_fdatasync = os.fdatasync
-    failing = threading.Event()
-    failing.set()
+    c = h.client()
+    h.call(c, "XADD", "s", "1-1", "f", "v")
+    durability.persist(waiting=1)
+    assert writer.syncing
+    assert not durability.may_reply(c)
+    ops.hold_syncs(False)
+    wake.run_next()
+    assert durability.may_reply(c)
+    assert writer.fsyncs == 1
+    durability.close()
 
-    def fdatasync(fd: int) -> None:
-        if failing.is_set():
-            raise OSError(errno.EIO, os.strerror(errno.EIO))
-        real_fdatasync(fd)
 
-    monkeypatch.setattr(os, "fdatasync", fdatasync)
+def test_always_failed_background_sync_refuses_writes_and_is_retried(tmp_path: Path) -> None:
+    ops = FaultyFileOps()
+    h, durability, wake = _always(tmp_path, ops)
+    writer = durability.aof.writer
+    assert writer is not None
+    ops.fail_syncs(errno.EIO)
     c, reader = h.client(), h.client()
     h.call(c, "XADD", "s", "1-1", "f", "v")
     durability.persist(waiting=2)
@@ -396,7 +410,7 @@ def test_always_failed_background_sync_refuses_writes_and_is_retried(
     assert h.call(c, "XLEN", "s") == 1
     durability.persist(waiting=2)
     assert not writer.syncing  # no retry at once after a failure
-    failing.clear()
+    ops.fail_syncs(None)
     writer.last_fsync -= 1.0
     durability.persist(waiting=2)
     assert writer.syncing
@@ -409,15 +423,17 @@ def test_always_failed_background_sync_refuses_writes_and_is_retried(
 
 
 def test_close_waits_for_the_sync_in_flight_and_stops_the_worker(tmp_path: Path) -> None:
-    writer = AofWriter(tmp_path / "a.aof", "always", lambda: None)
+    ops = FaultyFileOps()
+    writer = AofWriter(tmp_path / "a.aof", "always", lambda: None, ops)
     writer.append(0, [b"SET", b"k", b"v"])
     assert writer.write()
-    writer.hold_syncs(True)
+    ops.hold_syncs(True)
     writer.start_sync()
     worker = writer._worker
     assert worker is not None
     writer.append(0, [b"SET", b"k", b"w"])
-    assert writer.close()
+    threading.Timer(0.2, ops.hold_syncs, (False,)).start()
+    assert writer.close()  # waits for the held sync, then writes and syncs the rest
     assert not worker.is_alive()
     assert _commands(tmp_path / "a.aof")[-1] == [b"SET", b"k", b"w"]
 
@@ -425,33 +441,23 @@ def test_close_waits_for_the_sync_in_flight_and_stops_the_worker(tmp_path: Path)
 # -- a write error that lasts: the roll-back ------------------------------------------------
 
 
-def test_roll_back_cuts_a_partial_write_and_answers_each_held_reply(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_roll_back_cuts_a_partial_write_and_answers_each_held_reply(tmp_path: Path) -> None:
     """A write that stops half-way through a command (ENOSPC) and an error that lasts
     aof-write-error-timeout (0 here): the file is cut back to the last durable command, memory
     is reloaded from it, every held reply of the writers and of a reader that saw their
     entries becomes -MISCONF, one per reply; writes stay refused until a write works."""
     h = Harness()
     h.call(h.client(), "CONFIG", "SET", "aof-write-error-timeout", "0")
-    durability = Durability(h.engine.config, h.engine, str(tmp_path))
+    ops = FaultyFileOps()
+    durability = Durability(h.engine.config, h.engine, str(tmp_path), ops=ops)
     durability.open()
-    writer = durability.writer
+    writer = durability.aof.writer
     assert writer is not None
     first = h.client()
     assert h.call(first, "XADD", "s", "1-1", "f", "v") == b"1-1"
     durability.persist()
     durable_size = writer.size
-    real_write = os.write
-    calls = []
-
-    def half_then_full(fd: int, data: bytes) -> int:
-        calls.append(len(data))
-        if len(calls) == 1:
-            return real_write(fd, data[: len(data) // 2])
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
-    monkeypatch.setattr(os, "write", half_then_full)
+    ops.fail_writes(errno.ENOSPC, half_first=True)
     second, reader = h.client(), h.client()
     for argv in ([b"XADD", b"s", b"2-1", b"f", b"v"], [b"XADD", b"s", b"3-1", b"f", b"v"]):
         h.engine.execute(second, argv)
@@ -469,13 +475,13 @@ def test_roll_back_cuts_a_partial_write_and_answers_each_held_reply(
     refused = h.call(first, "XADD", "s", "4-1", "f", "v")
     assert error_text(refused) == misconf[1:-2].decode()
     assert h.engine.info.aof_last_write_status == "err"
-    rolled_back = durability.writer
-    assert durability.error_since is not None
-    durability.error_since -= 60  # still failing long after, with nothing new to drop:
+    rolled_back = durability.aof.writer
+    assert durability.aof.error_since is not None
+    durability.aof.error_since -= 60  # still failing long after, with nothing new to drop:
     durability.persist()
-    assert durability.writer is rolled_back  # no second roll-back (no reload)
+    assert durability.aof.writer is rolled_back  # no second roll-back (no reload)
 
-    monkeypatch.setattr(os, "write", real_write)
+    ops.fail_writes(None)
     durability.persist()  # the probe (SELECT 0) is written: the error is over
     assert h.engine.info.aof_last_write_status == "ok"
     assert h.call(first, "XADD", "s", "4-1", "f", "v") == b"4-1"
@@ -487,16 +493,15 @@ def test_roll_back_cuts_a_partial_write_and_answers_each_held_reply(
 
 def test_no_roll_back_before_the_timeout(tmp_path: Path) -> None:
     h = Harness()
-    durability = Durability(h.engine.config, h.engine, str(tmp_path))
+    ops = FaultyFileOps()
+    durability = Durability(h.engine.config, h.engine, str(tmp_path), ops=ops)
     durability.open()
-    writer = durability.writer
-    assert writer is not None
-    writer.injected_errno = errno.ENOSPC
+    ops.fail_writes(errno.ENOSPC)
     c = h.client()
     h.engine.execute(c, [b"XADD", b"s", b"1-1", b"f", b"v"])
     durability.persist()
     assert not durability.may_reply(c)  # held, not rolled back (2000 ms by default)
-    writer.injected_errno = None
+    ops.fail_writes(None)
     durability.persist()
     assert durability.may_reply(c)
     assert h.raw(c) == b"$3\r\n1-1\r\n"
@@ -525,3 +530,20 @@ def test_count_replies_counts_frames_of_resp2_and_resp3_but_not_pushes() -> None
     assert count_replies(b"".join(frames)) == len(frames)
     assert count_replies(push + b"".join(frames) + push) == len(frames)
     assert count_replies(b"") == 0
+
+
+def test_persistence_commands_answer_without_a_server_layer() -> None:
+    """An engine alone (no ``Durability``): SAVE, BGSAVE and BGREWRITEAOF refuse, DEBUG
+    RELOAD and LOADAOF are unknown subcommands, and DEBUG HELP names no fault injection."""
+    h = Harness()
+    c = h.client()
+    assert h.engine.persistence is None
+    no_saving = "ERR Saving is not available in this process"
+    assert str(h.call(c, "SAVE")) == no_saving
+    assert str(h.call(c, "BGSAVE", "NOW")) == no_saving
+    assert str(h.call(c, "BGREWRITEAOF")) == "ERR Append only file is not enabled"
+    for sub in ("RELOAD", "LOADAOF", "AOF-WRITE-ERROR", "AOF-FSYNC-HOLD"):
+        assert str(h.call(c, "DEBUG", sub)) == (
+            f"ERR unknown subcommand or wrong number of arguments for '{sub}'. Try DEBUG HELP."
+        )
+    assert not [line for line in h.call(c, "DEBUG", "HELP") if b"AOF-" in line]

@@ -346,14 +346,15 @@ def test_debug_reload_reports_a_failed_load(
 ) -> None:
     """DEBUG RELOAD answers Redis's error (the reason goes to the log), and the server goes on
     with empty databases, as Redis does."""
-    import headwater.server.durability as durability_module
+    import headwater.server.snapshots as snapshots_module
+    from headwater.server.durability import Durability
 
     h = _filled(50)
     c = h.client()
     h.call(c, "CONFIG", "SET", "appendonly", "no")
-    durability_module.Durability(h.engine.config, h.engine, str(tmp_path)).open()
+    Durability(h.engine.config, h.engine, str(tmp_path)).open()
     failing = functools.partial(load_snapshot, read_at=_failing_read(0))
-    monkeypatch.setattr(durability_module, "load_snapshot", failing)
+    monkeypatch.setattr(snapshots_module, "load_snapshot", failing)
     reply = h.call(c, "DEBUG", "RELOAD")
     assert str(reply) == "ERR Error trying to load the RDB dump, check server logs."
     assert h.call(c, "DBSIZE") == 0

@@ -180,6 +180,18 @@ class Stats:
         self.stream_idmp_iids_duplicates = 0
 
 
+class Persistence(Protocol):
+    """What SAVE, BGSAVE, BGREWRITEAOF and DEBUG RELOAD/LOADAOF call: the server layer's
+    persistence (``engine.persistence``; None in an engine without one). Each raises
+    ``ReplyError`` to refuse."""
+
+    def save(self) -> None: ...
+    def bgsave(self, schedule: bool) -> Reply: ...
+    def bgrewriteaof(self) -> Reply: ...
+    def debug_reload(self) -> None: ...
+    def debug_loadaof(self) -> None: ...
+
+
 class ServerAPI(Protocol):
     """The part of the engine that handlers may use."""
 
@@ -192,8 +204,8 @@ class ServerAPI(Protocol):
     table: dict[bytes, CommandSpec]
     dirty: int
     dirty_at_last_save: int
-    #: commands the layers above provide (BGREWRITEAOF, DEBUG LOADAOF…): name → handler(args)
-    hooks: dict[bytes, Callable[[list[bytes]], Reply]]
+    #: snapshots and the AOF, if the layer above provides them
+    persistence: Persistence | None
     last_save_time: int
 
     @property

@@ -7,14 +7,20 @@ import platform
 import resource
 import sys
 import time
-from collections.abc import Callable
 
 from headwater import REDIS_COMPAT_VERSION, __version__
 from headwater._build import build_kind
 from headwater.commands.args import parse_float
-from headwater.commands.context import Client, CommandSpec, help_handler, reject_subcommand, spec
+from headwater.commands.context import (
+    Client,
+    CommandSpec,
+    Persistence,
+    help_handler,
+    reject_subcommand,
+    spec,
+)
 from headwater.config import InvalidConfig, UnknownConfig
-from headwater.errors import SYNTAX, err, subcommand_syntax
+from headwater.errors import SYNTAX, err, subcommand_syntax, wrong_arity
 from headwater.resp.types import OK, Raw, Reply, Status, Verbatim
 
 # ---------------------------------------------------------------------------------------------
@@ -386,9 +392,9 @@ def cmd_debug(c: Client, argv: list[bytes]) -> Reply:
     if sub == b"LOG" and len(argv) == 3:
         c.server.log("warning", "DEBUG LOG: " + argv[2].decode("utf-8", "replace"))
         return OK
-    hook = c.server.hooks.get(b"DEBUG " + sub)
-    if hook is not None:
-        return hook(argv[2:])
+    persistence = c.server.persistence
+    if persistence is not None and sub in (b"RELOAD", b"LOADAOF"):
+        return _debug_persistence(persistence, sub, argv)
     if sub == b"HELP" and len(argv) == 2:
         return [
             Status(b"DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"),
@@ -396,8 +402,6 @@ def cmd_debug(c: Client, argv: list[bytes]) -> Reply:
             Status(b"LOG <message> -- Write <message> to the server log."),
             Status(b"RELOAD -- Save the snapshot, empty the dataset and load it again."),
             Status(b"LOADAOF -- Write the AOF, empty the dataset and load it again from the AOF."),
-            Status(b"AOF-WRITE-ERROR <ENOSPC|EIO|...|OFF> -- Make AOF writes fail (tests)."),
-            Status(b"AOF-FSYNC-HOLD <ON|OFF> -- Hold background AOF fsyncs until OFF (tests)."),
             Status(b"HELP -- Print this help."),
         ]
     raise subcommand_syntax(argv[1], "DEBUG")
@@ -406,23 +410,43 @@ def cmd_debug(c: Client, argv: list[bytes]) -> Reply:
 _ADMIN = "admin noscript loading stale"
 
 
-def _hook(name: bytes, error: str) -> Callable[[Client, list[bytes]], Reply]:
-    """A command the server layer provides (persistence); ``error`` if it provides none."""
-
-    def handler(c: Client, argv: list[bytes]) -> Reply:
-        hook = c.server.hooks.get(name)
-        if hook is None:
-            raise err(error)
-        return hook(argv[1:])
-
-    return handler
-
-
-cmd_save = _hook(b"SAVE", "Saving is not available in this process")
-cmd_bgsave = _hook(b"BGSAVE", "Saving is not available in this process")
+def _debug_persistence(persistence: Persistence, sub: bytes, argv: list[bytes]) -> Reply:
+    """DEBUG RELOAD (its options are ignored) and DEBUG LOADAOF."""
+    if sub == b"RELOAD":
+        persistence.debug_reload()
+        return OK
+    if len(argv) != 2:
+        raise wrong_arity("debug|loadaof")
+    persistence.debug_loadaof()
+    return OK
 
 
-cmd_bgrewriteaof = _hook(b"BGREWRITEAOF", "Append only file is not enabled")
+def _persistence(c: Client, unavailable: str) -> Persistence:
+    """The server layer's persistence; ``unavailable`` in an engine without one."""
+    persistence = c.server.persistence
+    if persistence is None:
+        raise err(unavailable)
+    return persistence
+
+
+_NO_SAVING = "Saving is not available in this process"
+
+
+def cmd_save(c: Client, argv: list[bytes]) -> Reply:
+    _persistence(c, _NO_SAVING).save()
+    return OK
+
+
+def cmd_bgsave(c: Client, argv: list[bytes]) -> Reply:
+    """BGSAVE [SCHEDULE]"""
+    persistence = _persistence(c, _NO_SAVING)
+    if len(argv) > 2 or (len(argv) == 2 and argv[1].upper() != b"SCHEDULE"):
+        raise err("syntax error")
+    return persistence.bgsave(schedule=len(argv) == 2)
+
+
+def cmd_bgrewriteaof(c: Client, argv: list[bytes]) -> Reply:
+    return _persistence(c, "Append only file is not enabled").bgrewriteaof()
 
 
 SPECS = (

@@ -25,7 +25,14 @@ from typing import Any, Protocol
 import hiredis
 
 from headwater.clock import Clock, SystemClock
-from headwater.commands.context import Block, Client, CommandSpec, ServerInfo, Stats
+from headwater.commands.context import (
+    Block,
+    Client,
+    CommandSpec,
+    Persistence,
+    ServerInfo,
+    Stats,
+)
 from headwater.commands.groups import reclaim_idle_everywhere
 from headwater.commands.idmp import expire_idmp
 from headwater.commands.table import build_table
@@ -90,7 +97,8 @@ class Engine:
         self._explicit_effects = False
         self._last_reclaim_ms = 0
         self._last_second_ms = 0
-        self.hooks: dict[bytes, Callable[[list[bytes]], Reply]] = {}
+        #: snapshots and the AOF: the server layer sets it (SAVE, BGSAVE... call it)
+        self.persistence: Persistence | None = None
         #: effects handed to the sinks so far; a client's ``effect_seq`` is the last one its
         #: commands produced, and its replies leave only once the AOF has that one
         self.effect_seq = 0

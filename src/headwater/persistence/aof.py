@@ -40,6 +40,10 @@ error lasts (``aof-write-error-timeout``), the server gives up on those effects:
 ``roll_back`` cuts the file back to the end of the last durable command and drops the buffer,
 and ``probe`` then tests the file with a harmless ``SELECT 0`` until a write works again.
 
+Every system call on the file goes through a ``FileOps`` object: production uses the plain
+one, tests pass one that fails (a full disk) or makes ``fdatasync`` wait, so that nothing in
+the writer exists only for tests.
+
 Reading
 -------
 ``read_commands`` yields ``(argv, end_offset)`` for each complete command of a file, feeding
@@ -110,12 +114,48 @@ def read_commands(path: Path) -> Iterator[tuple[list[bytes], int]]:
         raise TornTail(path, offset, size)
 
 
+class FileOps:
+    """The system calls the AOF writer makes on its file (the seam tests use to fail writes
+    or hold syncs: they pass a subclass)."""
+
+    #: ``fdatasync`` may run on the event loop's thread (a lone writer's sync, see
+    #: ``AofLog``): False for operations whose sync may wait on purpose, so that every
+    #: sync runs on the worker thread and the loop goes on meanwhile
+    inline_sync = True
+
+    def open(self, path: Path) -> int:
+        return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def write(self, fd: int, data: bytes) -> int:
+        return os.write(fd, data)
+
+    def fdatasync(self, fd: int) -> None:
+        os.fdatasync(fd)
+
+    def ftruncate(self, fd: int, size: int) -> None:
+        os.ftruncate(fd, size)
+
+    def close(self, fd: int) -> None:
+        os.close(fd)
+
+
+#: the plain system calls (production)
+SYSTEM_FILE_OPS = FileOps()
+
+
 class AofWriter:
     """Appends effects to one incremental AOF file with the configured fsync policy."""
 
-    def __init__(self, path: Path, fsync: str, notify: Callable[[], object] | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        fsync: str,
+        notify: Callable[[], object] | None = None,
+        ops: FileOps = SYSTEM_FILE_OPS,
+    ) -> None:
         self.path = path
-        self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self.ops = ops
+        self.fd = ops.open(path)
         self.size = os.fstat(self.fd).st_size
         self.fsync_policy = fsync
         self.buf = bytearray()
@@ -125,7 +165,6 @@ class AofWriter:
         self.last_fsync = time.monotonic()
         self.postponed_since: float | None = None
         self.fsyncs = 0
-        self.injected_errno: int | None = None  # DEBUG AOF-WRITE-ERROR: fail every write
         #: called from the worker thread when a background sync has ended
         self.notify = notify
         #: a background sync was started and its outcome is not collected yet
@@ -139,7 +178,6 @@ class AofWriter:
         self._busy = threading.Lock()
         self._sync_error: OSError | None = None
         self._stopping = False
-        self._hold = threading.Lock()  # held by DEBUG AOF-FSYNC-HOLD ON (tests)
 
     # -- the effect sink -------------------------------------------------------------------
 
@@ -184,10 +222,8 @@ class AofWriter:
         data = bytes(self.buf)
         written = 0
         try:
-            if self.injected_errno is not None:
-                raise OSError(self.injected_errno, os.strerror(self.injected_errno))
             while written < len(data):
-                written += os.write(self.fd, data[written:])
+                written += self.ops.write(self.fd, data[written:])
         except OSError as exc:
             # What reached the file stays there; the rest is retried next time and continues
             # it exactly, so the file never holds a torn command between good ones.
@@ -206,7 +242,7 @@ class AofWriter:
         """``fdatasync`` now, on this thread; False (and ``error`` set) if it failed."""
         self.last_fsync = time.monotonic()
         try:
-            os.fdatasync(self.fd)
+            self.ops.fdatasync(self.fd)
         except OSError as exc:
             self.error = exc
             self.unsynced = True
@@ -252,18 +288,6 @@ class AofWriter:
         if not self.buf:
             self.error = None
 
-    def hold_syncs(self, hold: bool) -> None:
-        """DEBUG AOF-FSYNC-HOLD: background syncs wait (before ``fdatasync``) until released."""
-        if hold and not self._hold.locked():
-            self._hold.acquire()
-        elif not hold and self._hold.locked():
-            self._hold.release()
-
-    @property
-    def holding(self) -> bool:
-        """DEBUG AOF-FSYNC-HOLD is on."""
-        return self._hold.locked()
-
     # -- the worker thread -----------------------------------------------------------------
 
     def _work(self) -> None:
@@ -271,10 +295,8 @@ class AofWriter:
             self._go.acquire()
             if self._stopping:
                 return
-            with self._hold:
-                pass
             try:
-                os.fdatasync(self.fd)
+                self.ops.fdatasync(self.fd)
                 self._sync_error = None
             except OSError as exc:
                 self._sync_error = exc
@@ -292,18 +314,17 @@ class AofWriter:
         """Drop everything not written yet and cut the file back to ``size`` (the end of the
         last command known durable): a failed write's partial command goes with it. The
         ``error`` stays until a later write works (``probe``)."""
-        self.hold_syncs(False)
         if self.syncing:
             with self._busy:  # wait for the sync in flight; its outcome no longer matters
                 pass
             self.syncing = False
         self.buf.clear()
         self.postponed_since = None
-        os.ftruncate(self.fd, size)
+        self.ops.ftruncate(self.fd, size)
         self.size = size
         self.db = None  # the command now last in the file may be in any database
         try:
-            os.fdatasync(self.fd)  # the cut too must survive a crash
+            self.ops.fdatasync(self.fd)  # the cut too must survive a crash
             self.unsynced = False
         except OSError:
             self.unsynced = True
@@ -325,7 +346,6 @@ class AofWriter:
     def close(self) -> bool:
         """Write and sync everything, stop the worker, close the file (shutdown, or switching
         files). True if everything written so far is on disk."""
-        self.hold_syncs(False)
         worker = self._worker
         if worker is not None:
             with self._busy:  # the sync in flight has ended
@@ -336,5 +356,5 @@ class AofWriter:
         self.finish_sync()
         written = self.write()
         synced = self.sync()
-        os.close(self.fd)
+        self.ops.close(self.fd)
         return written and synced

@@ -24,9 +24,10 @@ from collections.abc import Coroutine
 from typing import Any
 
 from headwater import REDIS_COMPAT_VERSION, __version__
-from headwater.commands.context import Client
+from headwater.commands.context import Client, CommandSpec
 from headwater.config import Config
 from headwater.engine import Engine
+from headwater.persistence.aof import SYSTEM_FILE_OPS, FileOps
 from headwater.server.durability import Durability, StartupError
 from headwater.server.protocol import Connection
 
@@ -34,13 +35,22 @@ log = logging.getLogger("headwater")
 
 
 class Server:
+    """``ops`` and ``extra_commands`` are for tests (tests/support/faulty_server.py): file
+    operations that fail or wait, and the command rows that drive them."""
+
     def __init__(
-        self, config: Config, loop: asyncio.AbstractEventLoop, data_dir: str = "."
+        self,
+        config: Config,
+        loop: asyncio.AbstractEventLoop,
+        data_dir: str = ".",
+        ops: FileOps = SYSTEM_FILE_OPS,
+        extra_commands: tuple[CommandSpec, ...] = (),
     ) -> None:
         self.config = config
         self.loop = loop
-        self.engine = Engine(config, scheduler=loop)
-        self.durability = Durability(config, self.engine, data_dir, loop.call_soon_threadsafe)
+        self.engine = Engine(config, scheduler=loop, extra_commands=extra_commands)
+        wake = loop.call_soon_threadsafe
+        self.durability = Durability(config, self.engine, data_dir, wake, ops)
         self.durability.on_durable = self._durable
         self.engine.on_kill = self.kill
         self.connections: dict[Client, Connection] = {}
@@ -165,13 +175,7 @@ class Server:
             self.engine.cron()
         except Exception:
             log.exception("cron failed")
-        self.durability.persist()  # retries a failed write; starts everysec's fsync
-        self.durability.follow_config()
-        self.durability.check_rewrite()
-        self.durability.check_bgsave()
-        self.durability.maybe_auto_rewrite()
-        self.durability.maybe_scheduled_save()
-        self.durability.materialize_loaded()
+        self.durability.cron()  # retries a failed write, starts everysec's fsync, children…
         for conn in list(self.soft_limited):
             conn.check_output_limit()
         self._close_idle_clients()
@@ -205,10 +209,12 @@ def prepare_data_dir(path: str) -> str:
     return data_dir
 
 
-async def serve(config: Config) -> None:
+async def serve(
+    config: Config, ops: FileOps = SYSTEM_FILE_OPS, extra_commands: tuple[CommandSpec, ...] = ()
+) -> None:
     loop = asyncio.get_running_loop()
     data_dir = prepare_data_dir(config["dir"])
-    server = Server(config, loop, data_dir)
+    server = Server(config, loop, data_dir, ops, extra_commands)
     await server.start()
     for signum in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError):
@@ -218,9 +224,11 @@ async def serve(config: Config) -> None:
     log.warning("Headwater is now ready to exit, bye bye...")
 
 
-def run(config: Config) -> None:
+def run(
+    config: Config, ops: FileOps = SYSTEM_FILE_OPS, extra_commands: tuple[CommandSpec, ...] = ()
+) -> None:
     try:
-        _run_loop(serve(config))
+        _run_loop(serve(config, ops, extra_commands))
     except StartupError as exc:
         log.error("%s", exc)
         sys.exit(1)

@@ -1,0 +1,258 @@
+"""The AOF as the server writes it: its files, its writer, and how far effects are durable.
+
+Each loop turn (``persist``) writes the effects produced so far before any reply that
+depends on them is sent, and says up to which effect they are safe (``durable_seq``): the
+server holds a client's replies while its last write, or an effect it may have read, is past
+that (``may_reply``).
+
+Group commit with ``appendfsync always``: in a server (``wake`` given), the ``fdatasync``
+runs in the AOF writer's worker thread while the event loop goes on reading and executing
+commands; their effects gather in the buffer. ``persist`` starts a write + sync only when
+none is in flight, remembering the last effect it covers (``sync_covers``); when the sync
+ends, the worker wakes the loop (``wake``), ``persist`` advances ``durable_seq`` to what the
+sync covered and at once writes and syncs what gathered meanwhile, and ``on_durable`` lets
+the server send the replies that were waiting. A batch that holds the writes of a single
+client is synced at once on the loop thread instead: one lone writer gains nothing from
+overlap, and the hand-off to the worker and back costs two thread wake-ups per request.
+
+Switching on at runtime (``enabling``): the effects go to a file that no manifest names yet,
+so none of them is durable until the rewrite's base is in place (``AofRewrite``).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from headwater.commands.context import Client
+from headwater.config import Config
+from headwater.engine import Engine
+from headwater.persistence.aof import AofWriter, FileOps
+from headwater.persistence.manifest import (
+    Manifest,
+    ManifestEntry,
+    fsync_dir,
+    load_manifest,
+    write_manifest,
+)
+from headwater.persistence.snapshot import write_snapshot
+
+log = logging.getLogger("headwater")
+
+#: after a failed fdatasync, wait this long before the next attempt (seconds)
+SYNC_RETRY_S = 0.05
+
+Wake = Callable[[Callable[[], None]], object]
+
+
+def next_seq(manifest: Manifest) -> int:
+    """The sequence number for new files: above every file the manifest names."""
+    return max((entry.seq for entry in manifest.entries), default=0) + 1
+
+
+class AofLog:
+    """The AOF directory, the writer of its last incremental file, and the durable mark."""
+
+    def __init__(
+        self, config: Config, engine: Engine, data_dir: str, wake: Wake | None, ops: FileOps
+    ) -> None:
+        self.config = config
+        self.engine = engine
+        #: runs a callback on the event loop's thread, from any thread (the loop's
+        #: ``call_soon_threadsafe``); None outside a server: ``always`` then syncs inline
+        self.wake = wake
+        self.ops = ops
+        #: called on the loop thread when ``durable_seq`` may have moved outside ``persist``'s
+        #: callers (a background sync ended, a file was switched): the server sends held replies
+        self.on_durable: Callable[[], None] = lambda: None
+        self.dir = Path(data_dir) / config["appenddirname"]
+        self.manifest_path = self.dir / f"{config['appendfilename']}.manifest"
+        self.writer: AofWriter | None = None
+        #: the manifest that names the writer's file (None while ``enabling``)
+        self.manifest: Manifest | None = None
+        self.base_size = 0
+        #: effects up to this engine.effect_seq are safe (see persist)
+        self.durable_seq = 0
+        #: the size of the AOF file at the end of the last durable effect: a roll-back cuts
+        #: the file back to it (always at the end of a complete command)
+        self.durable_size = 0
+        #: the last effect the background sync in flight covers, and the file size then
+        self.sync_covers: tuple[int, int] | None = None
+        #: CONFIG SET appendonly yes is waiting for its rewrite (Redis: AOF_WAIT_REWRITE);
+        #: ``written_seq`` is how far the file has the effects meanwhile
+        self.enabling = False
+        self.written_seq = 0
+        self.enable_seq = 0
+        #: when the AOF write error in progress began (monotonic seconds)
+        self.error_since: float | None = None
+        #: during a roll-back's reload: the error the new writer keeps until a write works
+        self.carried_error: OSError | None = None
+        #: a roll-back cut the file and answered its clients; the reload comes next turn
+        self.reload_pending = False
+
+    # -- files -----------------------------------------------------------------------------
+
+    def incr_name(self, seq: int) -> str:
+        return f"{self.config['appendfilename']}.{seq}.incr.aof"
+
+    def base_name(self, seq: int, snapshot: bool | None = None) -> str:
+        """A base is a snapshot with ``aof-use-rdb-preamble yes``, else AOF commands."""
+        if snapshot is None:
+            snapshot = self.config["aof-use-rdb-preamble"]
+        return f"{self.config['appendfilename']}.{seq}.base.{'hwsnap' if snapshot else 'aof'}"
+
+    def fresh_manifest(self) -> Manifest:
+        """A new log: one empty incremental file, and the data in memory (if any) as base."""
+        name = self.incr_name(1)
+        manifest = Manifest([ManifestEntry(name, 1, "i")])
+        if self.engine.keyspace.total_keys():
+            base = ManifestEntry(self.base_name(1, snapshot=True), 1, "b")
+            write_snapshot(self.dir / base.name, self.engine.keyspace.dbs)
+            manifest.entries.insert(0, base)
+        (self.dir / name).touch()
+        fsync_dir(self.dir)
+        write_manifest(self.manifest_path, manifest)
+        return manifest
+
+    def attach(self, manifest: Manifest) -> None:
+        """Log to the last incremental file ``manifest`` names (after loading it)."""
+        self.manifest = manifest
+        self._remove_strays(manifest)
+        if manifest.base is not None:
+            self.base_size = (self.dir / manifest.base.name).stat().st_size
+        if not manifest.incrs:  # a base alone (BGREWRITEAOF while the AOF was off)
+            self.add_incr(manifest)
+        self.start_writer(self.dir / manifest.incrs[-1].name)
+
+    def add_incr(self, manifest: Manifest) -> None:
+        seq = next_seq(manifest)
+        entry = ManifestEntry(self.incr_name(seq), seq, "i")
+        (self.dir / entry.name).touch()
+        manifest.entries.append(entry)
+        write_manifest(self.manifest_path, manifest)
+
+    def manifest_on_disk(self) -> Manifest:
+        if self.manifest is not None and self.writer is not None and not self.enabling:
+            return self.manifest
+        if not self.manifest_path.exists():
+            return Manifest([])
+        try:
+            return load_manifest(self.manifest_path)
+        except (OSError, ValueError) as exc:
+            log.warning("Ignoring the unreadable AOF manifest: %s", exc)
+            return Manifest([])
+
+    def _remove_strays(self, manifest: Manifest) -> None:
+        """Files a crash left behind: a rewrite's base that never made it into the manifest,
+        old files it was about to delete, temporary files."""
+        named = {entry.name for entry in manifest.entries} | {self.manifest_path.name}
+        prefix = self.config["appendfilename"]
+        for path in self.dir.iterdir():
+            stray = path.name.startswith("temp-") or (
+                path.name.startswith(f"{prefix}.") and path.name not in named
+            )
+            if stray and path.is_file():
+                log.warning("Removing %s: left over by an interrupted rewrite", path.name)
+                path.unlink(missing_ok=True)
+
+    # -- the writer ------------------------------------------------------------------------
+
+    def start_writer(self, path: Path) -> None:
+        notify = None if self.wake is None else functools.partial(self.wake, self._synced)
+        self.writer = writer = AofWriter(path, self.config["appendfsync"], notify, self.ops)
+        self.durable_size = writer.size
+        if self.carried_error is not None:  # reloading after a roll-back: still failing
+            writer.error = self.carried_error
+            writer.probe()
+        self.engine.effect_sinks[:] = [writer.append]
+
+    def close_writer(self, wake: bool = True) -> None:
+        """Write and sync what is left, close the file; the replies waiting for it may go."""
+        writer = self.writer
+        if writer is None:
+            return
+        upto = self.engine.effect_seq
+        if writer.close():
+            self.durable_seq = max(self.durable_seq, upto)
+        self.sync_covers = None
+        self.writer = None
+        if wake and self.wake is not None:
+            self.wake(self.on_durable)
+
+    def _synced(self) -> None:
+        """On the loop thread, after the worker's sync ended."""
+        self.on_durable()
+
+    # -- every loop turn -------------------------------------------------------------------
+
+    def persist(self, waiting: int) -> None:
+        """Write (and per policy sync) the effects produced so far; see ``Durability``."""
+        writer = self.writer
+        if writer is None:
+            self.durable_seq = self.engine.effect_seq
+            return
+        writer.fsync_policy = policy = self.config["appendfsync"]
+        ended = writer.finish_sync()
+        if ended is not None:
+            if ended and self.sync_covers is not None:
+                self.mark_durable(*self.sync_covers)
+            self.sync_covers = None
+        upto = self.engine.effect_seq
+        if policy == "always" and self.wake is not None:
+            self._group_commit(writer, upto, waiting)
+        elif writer.flush():
+            self.mark_durable(upto, writer.size)
+
+    def mark_durable(self, upto: int, size: int) -> None:
+        """Effects up to ``upto`` are safe, and the file ends with them at ``size``; while
+        appendonly waits for its first base they are only written (see ``enabling``)."""
+        if self.reload_pending:
+            return  # memory still holds the dropped effects: nothing read now may leave
+        self.durable_size = size
+        if self.enabling:
+            self.written_seq = max(self.written_seq, upto)
+        else:
+            self.durable_seq = max(self.durable_seq, upto)
+
+    def _group_commit(self, writer: AofWriter, upto: int, waiting: int) -> None:
+        """``always`` in a server: write what gathered and start its sync, unless one is in
+        flight (its end calls ``persist`` again)."""
+        if writer.syncing:
+            return
+        failed_sync = writer.error is not None and not writer.buf
+        if failed_sync and time.monotonic() - writer.last_fsync < SYNC_RETRY_S:
+            return  # retried from the cron or the server's retry timer
+        if not writer.write():
+            return
+        if not writer.unsynced:
+            self.mark_durable(upto, writer.size)  # nothing written since the last sync
+        elif waiting <= 1 and writer.ops.inline_sync:
+            if writer.sync():
+                self.mark_durable(upto, writer.size)
+        else:
+            self.sync_covers = (upto, writer.size)
+            writer.start_sync()
+
+    def may_reply(self, c: Client) -> bool:
+        """Whether the client's replies may leave: its writes are durable and so is
+        everything it may have read (while the AOF is on: with everysec or no the effects of
+        a turn normally reach the kernel before its replies leave, so this holds a reader
+        only while the AOF is failing or late; a reader must not see an entry that the
+        roll-back after a lasting write error would remove)."""
+        durable = self.durable_seq
+        if c.effect_seq > durable:
+            return False
+        return c.seen_seq <= durable or not self.engine.replies_wait_for_disk
+
+    @property
+    def syncing(self) -> bool:
+        """A background sync is in flight: its end will call ``on_durable``."""
+        return self.writer is not None and self.writer.syncing
+
+    @property
+    def pending(self) -> bool:
+        """Effects not written yet."""
+        return self.writer is not None and self.writer.pending

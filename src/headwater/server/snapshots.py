@@ -1,0 +1,162 @@
+"""Snapshots: SAVE in the foreground, BGSAVE in a forked child, the load at startup and for
+DEBUG RELOAD, and the lazily loaded stream nodes the cron copies out of a loaded file."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from headwater.config import Config
+from headwater.engine import Engine
+from headwater.errors import err
+from headwater.persistence.snapshot import (
+    SnapshotError,
+    load_snapshot,
+    materialize_some,
+    write_snapshot,
+)
+from headwater.server.aof_load import StartupError
+from headwater.stream.node import Node
+
+log = logging.getLogger("headwater")
+
+#: share of a core the cron spends materializing lazily loaded nodes
+MATERIALIZE_SHARE = 0.05
+
+
+class Snapshots:
+    def __init__(
+        self, config: Config, engine: Engine, data_dir: str, on_change: Callable[[], None]
+    ) -> None:
+        self.config = config
+        self.engine = engine
+        self.data_dir = data_dir
+        #: called after a save ended (its status decides whether writes are refused)
+        self.on_change = on_change
+        #: (pid, dirty counter at the fork) while a BGSAVE child runs
+        self.child: tuple[int, int] | None = None
+        self.last_save_attempt = 0.0
+        #: stream nodes loaded lazily whose buffers may still be in a snapshot's private copy
+        self.lazy_nodes: list[Node] = []
+
+    @property
+    def path(self) -> Path:
+        name: str = self.config["dbfilename"]
+        return Path(self.data_dir) / name
+
+    # -- loading ---------------------------------------------------------------------------
+
+    def load_file(self) -> None:
+        """At startup without the AOF: the snapshot, if there is one."""
+        path = self.path
+        if path.exists():
+            keys = self.load(path)
+            log.warning("DB loaded from snapshot %s: %d keys", path, keys)
+
+    def load(self, path: Path) -> int:
+        try:
+            keys = load_snapshot(path, self.engine.keyspace.dbs, self.lazy_nodes)
+        except (SnapshotError, OSError) as exc:
+            raise StartupError(
+                f"Cannot load snapshot {path}: {exc}. Check it with: headwater check-snapshot "
+                f"{path}"
+            ) from None
+        self.engine.info.last_snapshot_keys = keys
+        self.engine.info.snapshot_lazy_nodes = len(self.lazy_nodes)
+        return keys
+
+    def flush_all(self) -> None:
+        """Empty every database (before loading again)."""
+        for db in self.engine.keyspace.dbs:
+            db.flush()
+        self.lazy_nodes.clear()  # (nodes of the keys just flushed)
+        self.engine.info.snapshot_lazy_nodes = 0
+
+    def materialize_loaded(self) -> None:
+        """From the cron: copy lazily loaded stream nodes out of their snapshot, using at most
+        ~5% of a core, until none is left (a 5M-entry snapshot takes a few seconds)."""
+        if self.lazy_nodes:
+            materialize_some(self.lazy_nodes, MATERIALIZE_SHARE / max(1, self.config["hz"]))
+            self.engine.info.snapshot_lazy_nodes = len(self.lazy_nodes)
+
+    def reload(self) -> None:
+        """DEBUG RELOAD: save a snapshot, empty the data, and load the snapshot back."""
+        self.save()
+        self.flush_all()
+        try:
+            self.load(self.path)
+        except StartupError as exc:  # a read error, or the file changed since the save
+            log.warning("DEBUG RELOAD: %s", exc)
+            raise err("Error trying to load the RDB dump, check server logs.") from None
+
+    # -- saving ----------------------------------------------------------------------------
+
+    def save(self) -> None:
+        """SAVE: in the foreground."""
+        if self.child is not None:
+            raise err("Background save already in progress")
+        dirty = self.engine.dirty
+        try:
+            write_snapshot(self.path, self.engine.keyspace.dbs)
+        except OSError as exc:
+            self._saved(ok=False, dirty=dirty)
+            raise err(f"Error saving DB on disk: {exc.strerror or exc}") from None
+        self._saved(ok=True, dirty=dirty)
+
+    def start_bgsave(self) -> None:
+        if self.child is not None:
+            raise err("Background save already in progress")
+        dirty = self.engine.dirty
+        pid = os.fork()
+        if pid == 0:  # the child: write the snapshot and leave without running any cleanup
+            code = 1
+            try:
+                write_snapshot(self.path, self.engine.keyspace.dbs)
+                code = 0
+            finally:
+                os._exit(code)
+        self.child = (pid, dirty)
+        self.engine.info.rdb_bgsave_in_progress = True
+        log.warning("Background saving started by pid %d", pid)
+
+    def check_bgsave(self) -> None:
+        """From the cron: has the child finished?"""
+        if self.child is None:
+            return
+        pid, dirty = self.child
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if not done:
+            return
+        self.child = None
+        self.engine.info.rdb_bgsave_in_progress = False
+        ok = os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+        self._saved(ok=ok, dirty=dirty)
+        log.warning("Background saving %s", "terminated with success" if ok else "failed")
+
+    def _saved(self, ok: bool, dirty: int) -> None:
+        engine = self.engine
+        engine.info.rdb_last_bgsave_status = "ok" if ok else "err"
+        self.last_save_attempt = time.time()
+        if ok:
+            engine.dirty_at_last_save = dirty
+            engine.last_save_time = int(time.time())
+        self.on_change()
+
+    def kill_child(self) -> None:
+        if self.child is not None:
+            with contextlib.suppress(OSError):
+                os.kill(self.child[0], signal.SIGKILL)
+                os.waitpid(self.child[0], 0)
+        self.child = None
+
+    def save_at_shutdown(self) -> None:
+        try:
+            write_snapshot(self.path, self.engine.keyspace.dbs)
+            log.warning("DB saved on disk")
+        except OSError as exc:
+            log.warning("Error saving DB on disk: %s", exc)
