@@ -86,13 +86,17 @@ unit: setup
 
 # The whole suite on the build `make setup` made (compiled unless it fell back), then the unit
 # and model tests on the pure source: a copy of src/ without the .so files.
+# Two pytest workers (TEST_WORKERS=0: one process); the Spark tests share one worker, and so
+# their one SparkSession (tests/spark/conftest.py groups them).
 PURE_SRC := build/pure-src
+TEST_WORKERS ?= 2
+XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
 test: setup redis-server postgres lint
-	HEADWATER_EXPECT_BUILD=$$(cat $(BUILD_STAMP)) HEADWATER_TEST_PG_URL=$(PG_URL) $(BIN)/pytest -q
+	HEADWATER_EXPECT_BUILD=$$(cat $(BUILD_STAMP)) HEADWATER_TEST_PG_URL=$(PG_URL) $(BIN)/pytest -q $(XDIST)
 	@rm -rf $(PURE_SRC) && mkdir -p $(PURE_SRC)
 	@cp -R src/headwater $(PURE_SRC)/ && find $(PURE_SRC) -name '*.so' -delete
 	PYTHONPATH=$(PURE_SRC) HEADWATER_EXPECT_BUILD=pure $(BIN)/pytest -q -p no:cacheprovider \
-		tests/unit tests/model
+		$(XDIST) tests/unit tests/model
 
 # Flags pass through: make demo DEMO_ARGS="--rides 2000 --kill-server"
 demo: setup

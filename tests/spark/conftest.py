@@ -35,6 +35,14 @@ def _scratch_root() -> str:
     return tempfile.mkdtemp(prefix="hw-spark-", dir=shm if shm.is_dir() else None)
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``--dist loadgroup``) every Spark test runs on one worker, which
+    starts the one session they share."""
+    for item in items:
+        if "tests/spark/" in item.nodeid:
+            item.add_marker(pytest.mark.xdist_group("spark"))
+
+
 @pytest.fixture(scope="session")
 def scratch() -> Iterator[Path]:
     """A per-run directory (tmpfs if possible) for checkpoints and test markers."""
