@@ -328,9 +328,9 @@ def test_xnack_wakes_a_blocked_claim_reader() -> None:
     _setup(h, writer, "1-0")
     args = ["GROUP", "g", "b", "BLOCK", 0, "CLAIM", 3_600_000, "STREAMS", "s", ">"]
     assert h.call(reader, "XREADGROUP", *args) is None
-    assert reader.blocked is not None
+    assert reader.gate.blocked is not None
     assert h.call(writer, "XNACK", "s", "g", "SILENT", "IDS", 1, "1-0") == 1
-    assert reader.blocked is None
+    assert reader.gate.blocked is None
     now = h.clock.now_ms()
     assert h.raw(reader) == (
         b"*1\r\n*2\r\n$1\r\ns\r\n*1\r\n*4\r\n$3\r\n1-0\r\n*2\r\n$1\r\nf\r\n$3\r\n1-0\r\n"

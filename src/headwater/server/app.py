@@ -47,7 +47,7 @@ class Server:
         #: connections past the soft output limit: the cron re-checks them (Redis: clientsCron)
         self.soft_limited: set[Connection] = set()
         self.servers: list[asyncio.base_events.Server] = []
-        #: clients whose replies wait for the AOF (``Durability.may_reply``), in order
+        #: clients whose replies wait for the AOF (their gate's ``may_reply``), in order
         self.held: dict[Client, None] = {}
         self._flush_scheduled = False
         self._retry_scheduled = False
@@ -123,7 +123,7 @@ class Server:
                 conn = self.connections.get(client)
                 if conn is None:
                     continue
-                if not durability.may_reply(client):
+                if not client.gate.may_reply(client):
                     held[client] = None  # its reply waits for the AOF
                     continue
                 held.pop(client, None)
@@ -187,7 +187,8 @@ class Server:
         now = self.engine.clock.monotonic_ms()
         for client, conn in list(self.connections.items()):
             idle = now - client.last_interaction_ms
-            if client.blocked is None and idle > timeout_s * 1000 and conn.transport is not None:
+            waiting = client.gate.blocked is not None
+            if not waiting and idle > timeout_s * 1000 and conn.transport is not None:
                 log.info("Closing idle client id=%d", client.id)
                 conn.transport.close()
 

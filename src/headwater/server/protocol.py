@@ -16,8 +16,11 @@ replies in one turn). ``client-output-buffer-limit normal <hard> <soft> <secs>``
 additionally disconnects such a client, as Redis does: checked after each write and, for a
 client past the soft limit (which, paused, gets no more writes), from the cron.
 
-While a client is blocked (XREAD BLOCK …) its remaining pipelined commands wait in the parser;
-``resume`` picks them up once the engine unblocks it.
+The client's ``ReplyGate`` (commands/gate.py), made here and held by the client from its
+construction, is the whole line to the engine: while the client is blocked (XREAD BLOCK …) or
+paused by flow control its remaining pipelined commands wait in the parser, and ``resume``
+picks them up once the engine ends the wait; its replies leave only when the gate's
+``may_reply`` (the durability policy) allows it.
 
 Clients that have not authenticated (``requirepass``) get far less: besides the parser's request
 limits, their unsent replies may not pass ``UNAUTH_OUTPUT_LIMIT`` (Redis's CVE-2025-21605 fix),
@@ -35,6 +38,7 @@ import socket
 from typing import TYPE_CHECKING, Any
 
 from headwater.commands.context import Client
+from headwater.commands.gate import ReplyGate
 from headwater.resp.parser import RequestError, RequestParser
 
 if TYPE_CHECKING:
@@ -74,7 +78,8 @@ class Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.client: Client | None = None
         self.parser: RequestParser | None = None
-        self.paused = False
+        #: the client's reply gate: its replies leave when the durability policy says so
+        self.gate = ReplyGate(server.durability.may_reply, self.resume)
         self.soft_limit_since: float | None = None
 
     # -- asyncio.Protocol ------------------------------------------------------------------
@@ -89,10 +94,8 @@ class Connection(asyncio.Protocol):
             transport.close()
             return
         sock = transport.get_extra_info("socket")
-        c = engine.new_client(_peer(sock, False), _peer(sock, True))
-        c.transport = transport
+        c = engine.new_client(_peer(sock, False), _peer(sock, True), self.gate)
         c.fd = sock.fileno() if sock is not None else -1
-        c.resume = self.resume
         self.client = c
         self.parser = RequestParser(
             engine.config["proto-max-bulk-len"],
@@ -141,12 +144,12 @@ class Connection(asyncio.Protocol):
             self.client = None
 
     def pause_writing(self) -> None:
-        self.paused = True
+        self.gate.paused = True
         if self.transport is not None:
             self.transport.pause_reading()
 
     def resume_writing(self) -> None:
-        self.paused = False
+        self.gate.paused = False
         if self.transport is not None and not self.transport.is_closing():
             self.transport.resume_reading()
         self.resume()
@@ -158,6 +161,7 @@ class Connection(asyncio.Protocol):
         if c is None or parser is None or transport is None:
             return
         execute = engine.execute
+        gate = self.gate
         out = c.out
         seen = len(out)  # chunks of out already counted in size
         # bytes of replies produced in this batch and not yet written; before AUTH, those left
@@ -167,7 +171,7 @@ class Connection(asyncio.Protocol):
         # until this batch writes)
         unauth_room = UNAUTH_OUTPUT_LIMIT - transport.get_write_buffer_size()
         try:
-            while c.blocked is None and not self.paused and not c.close_after_reply:
+            while gate.blocked is None and not gate.paused and not c.close_after_reply:
                 argv = parser.next()
                 if argv is None:
                     break
@@ -186,7 +190,7 @@ class Connection(asyncio.Protocol):
                     self._drop_for_output(c, transport)
                     break
                 if size >= FLUSH_EARLY:
-                    if not self.server.durability.may_reply(c):
+                    if not gate.may_reply(c):
                         self.server.durability.persist()  # with always, maybe just starts a sync
                     self.flush()  # may pause_writing (ends the loop) or abort
                     seen, size = len(out), 0
@@ -231,7 +235,7 @@ class Connection(asyncio.Protocol):
         if c is None or transport is None:
             return True
         if c.out:
-            if not self.server.durability.may_reply(c):
+            if not self.gate.may_reply(c):
                 return False
             data = b"".join(c.out) if len(c.out) > 1 else c.out[0]
             c.out.clear()
