@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from headwater.errors import InvariantViolation
 from headwater.persistence.rewrite import rewrite_commands
 from headwater.stream.groups import MAX_COUNT, Group, key_id
 from headwater.stream.stream import Stream
@@ -390,8 +391,8 @@ def test_check_invariants_catches_a_broken_zone() -> None:
     h.call(c, "XNACK", "s", "g", "FAIL", "IDS", 1, "1-0")
     group = _group(h)
     del group.nacked[next(iter(group.nacked))]  # an unowned entry missing from the zone
-    with pytest.raises(AssertionError, match="NACK zone"):
+    with pytest.raises(InvariantViolation, match="NACK zone"):
         group.check_invariants()
     group.nacked = dict.fromkeys(group.pel)  # an owned entry in the zone
-    with pytest.raises(AssertionError, match="nacked ID is also in a consumer PEL"):
+    with pytest.raises(InvariantViolation, match="nacked ID is also in a consumer PEL"):
         group.check_invariants()

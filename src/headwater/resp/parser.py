@@ -196,8 +196,9 @@ class RequestParser:
         if self._ready:
             return self._ready.popleft()
         while True:
-            if self._exact is not None:
-                return self._next_exact()
+            exact = self._exact
+            if exact is not None:
+                return self._next_exact(exact)
             try:
                 cmd = self._reader.gets()
             except Exception:  # ProtocolError, or MemoryError on "|2000000000": let Redis's
@@ -231,8 +232,7 @@ class RequestParser:
     def _end_of_batch(self) -> list[bytes] | None:
         """hiredis wants more data: are we at a command boundary, or inside a command?"""
         if self._held:
-            self._to_exact()
-            return self._next_exact()
+            return self._next_exact(self._to_exact())
         buf, pos = self._buf, self._pos
         if pos == len(buf):
             if buf:
@@ -243,8 +243,7 @@ class RequestParser:
             buf = self._buf = buf[pos:]
             self._pos = 0
         if len(buf) > FAST_PATH_MAX_PENDING or not self._plausible(buf):
-            self._to_exact()
-            return self._next_exact()
+            return self._next_exact(self._to_exact())
         return None
 
     def _plausible(self, partial: bytes) -> bool:
@@ -259,7 +258,7 @@ class RequestParser:
         except RequestError:
             return False
 
-    def _to_exact(self) -> None:
+    def _to_exact(self) -> _ExactParser:
         """Re-parse everything after the last returned command (and the held chunks) on
         the exact path."""
         rest = self._buf[self._pos :]
@@ -272,13 +271,13 @@ class RequestParser:
         held, self._held = self._held, []
         for chunk in held:
             exact.feed(chunk)
+        return exact
 
     def _new_exact(self) -> _ExactParser:
         return _ExactParser(self)
 
-    def _next_exact(self) -> list[bytes] | None:
-        exact = self._exact
-        assert exact is not None
+    def _next_exact(self, exact: _ExactParser) -> list[bytes] | None:
+        """The next command of the exact path (``exact`` is ``self._exact``)."""
         cmd = exact.next()
         if exact.is_empty():
             self._exact = None  # back to the fast path at this boundary
