@@ -58,7 +58,9 @@ import hiredis
 FAST_PATH_MAX_PENDING = 1 << 20
 #: An aggregate header with this many digits (1,000,000 elements) or more goes to the exact path.
 BIG_AGGREGATE = 7
-_FOLD_DIGITS = bytes.maketrans(b"123456789", b"000000000")
+#: digits fold to ``0`` and the aggregate marks (``*>~|%``) to ``*``: "a mark then 7 digits" is
+#: then one substring search (one pass over a copy rather than five)
+_FOLD_MARKS = bytes.maketrans(b"123456789>~|%", b"000000000****")
 #: Redis's PROTO_INLINE_MAX_SIZE: the longest inline line or length header we wait for.
 INLINE_MAX_SIZE = 64 * 1024
 #: Limits for clients that have not authenticated yet (Redis: authRequired()).
@@ -180,17 +182,9 @@ class RequestParser:
 
     def _suspicious(self, data: bytes) -> bool:
         """Does the chunk hold something hiredis must not parse (see the module doc)?
-        Markers split between the previous chunk and this one count too. Digits are folded
-        to ``0`` so that "a mark then 7 digits" is a plain substring search."""
+        Markers split between the previous chunk and this one count too (``_FOLD_MARKS``)."""
         text = self._tail + data if self._tail else data
-        folded = text.translate(_FOLD_DIGITS)
-        return (
-            b"*0000000" in folded
-            or b">0000000" in folded
-            or b"~0000000" in folded
-            or b"|0000000" in folded
-            or b"%0000000" in folded
-        )
+        return b"*0000000" in text.translate(_FOLD_MARKS)
 
     def next(self) -> list[bytes] | None:
         if self._ready:
