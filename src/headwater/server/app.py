@@ -127,7 +127,7 @@ class Server:
                     held[client] = None  # its reply waits for the AOF
                     continue
                 held.pop(client, None)
-                conn.flush()
+                conn.send()
         if held and not durability.syncing and not self._retry_scheduled:
             # a failed or postponed AOF write: nothing in flight will call _durable
             self._retry_scheduled = True

@@ -81,6 +81,8 @@ class Connection(asyncio.Protocol):
         #: the client's reply gate: its replies leave when the durability policy says so
         self.gate = ReplyGate(server.durability.may_reply, self.resume)
         self.soft_limit_since: float | None = None
+        #: the configuration's values (read on every batch: no method call per lookup)
+        self.settings: dict[str, Any] = server.engine.config.values
 
     # -- asyncio.Protocol ------------------------------------------------------------------
 
@@ -106,19 +108,31 @@ class Connection(asyncio.Protocol):
         self.server.connections[c] = self
 
     def data_received(self, data: bytes) -> None:
-        if self.client is None or self.parser is None or self.client.close_after_reply:
+        c, parser = self.client, self.parser
+        if c is None or parser is None or c.close_after_reply:
             return  # closing (QUIT, protocol error): Redis reads no further either
         engine = self.engine
         engine.stats.net_input_bytes += len(data)
-        self.client.last_interaction_ms = engine.clock.monotonic_ms()
+        c.last_interaction_ms = engine.clock.monotonic_ms()
         # CONFIG SET applies to connected clients too, as in Redis.
-        config = engine.config
-        parser = self.parser
-        parser.max_bulk_len = config["proto-max-bulk-len"]
-        parser.max_query_buffer = config["client-query-buffer-limit"]
+        settings = self.settings
+        parser.max_bulk_len = settings["proto-max-bulk-len"]
+        parser.max_query_buffer = settings["client-query-buffer-limit"]
+        if parser.auth_required and len(data) > READ_SIZE:
+            self._receive_sliced(parser, data)
+            return
+        try:
+            parser.feed(data)
+        except RequestError as exc:
+            self._protocol_error(exc)
+            return
+        self.process()
+
+    def _receive_sliced(self, parser: RequestParser, data: bytes) -> None:
+        """An unauthenticated client's input, ``READ_SIZE`` bytes at a time: Redis would write
+        the replies to each slice before reading the next one."""
         start = 0
         while parser.auth_required and len(data) - start > READ_SIZE:
-            # Redis would write the replies to each slice before reading the next one.
             if not self._receive(parser, data[start : start + READ_SIZE]) or not self.flush_now():
                 return
             start += READ_SIZE
@@ -231,21 +245,27 @@ class Connection(asyncio.Protocol):
     def flush(self) -> bool:
         """Send the client's output; False if it must wait until its writes are durable (the
         caller keeps it in ``Server.held``)."""
+        c = self.client
+        if c is not None and c.out and not self.gate.may_reply(c):
+            return False
+        self.send()
+        return True
+
+    def send(self) -> None:
+        """Send the client's output now (its gate was asked already)."""
         c, transport = self.client, self.transport
         if c is None or transport is None:
-            return True
-        if c.out:
-            if not self.gate.may_reply(c):
-                return False
-            data = b"".join(c.out) if len(c.out) > 1 else c.out[0]
-            c.out.clear()
+            return
+        out = c.out
+        if out:
+            data = b"".join(out) if len(out) > 1 else out[0]
+            out.clear()
             self.engine.stats.net_output_bytes += len(data)
             transport.write(data)
             if self.check_output_limit():
-                return True
+                return
         if c.close_after_reply:
             transport.close()
-        return True
 
     def check_output_limit(self) -> bool:
         """Disconnect the client if its unsent output is over ``client-output-buffer-limit``;
@@ -255,6 +275,8 @@ class Connection(asyncio.Protocol):
             self.server.soft_limited.discard(self)
             return False
         c.out_bytes = transport.get_write_buffer_size()
+        if not c.out_bytes and self.soft_limit_since is None:
+            return False  # all written (the usual case): under every limit
         unauthenticated_over = c.out_bytes > UNAUTH_OUTPUT_LIMIT and not c.authenticated
         if not unauthenticated_over and not self._over_output_limit(c.out_bytes):
             return False
