@@ -30,7 +30,7 @@ Counting bytes. hiredis only accepts canonical RESP (``*<n>\r\n`` then ``$<len>\
 no leading zeros), so a command's byte size follows from its argv (``wire_size``, ~0.3 us).
 The fast path keeps the unparsed bytes in ``_buf`` and the offset ``_pos`` of the next command
 in it; each command hiredis returns must start with ``*`` at ``_pos`` and fit in the bytes
-received, end with CRLF and be followed by the end of the data or another ``*`` (``_aligned``),
+received, end with CRLF and be followed by the end of the data or another ``*`` (aligned),
 or hiredis was fed something non-canonical (``*1\r\n+PING\r\n``: a simple string where Redis
 requires ``$``) and the slow path takes over *before* the command runs. At the end of a batch,
 ``_pos == len(_buf)`` means we stand at a command boundary.
@@ -209,7 +209,18 @@ class RequestParser:
                 if end < pos:  # not all bulk strings
                     self._to_exact()
                     continue
-                if not _aligned(buf, end):
+                # Aligned: a canonical command ends with CRLF, followed by the end of the data
+                # or another "*" (42). A simple or verbatim string sent where Redis wants a bulk
+                # string ("+hi" for "$2\r\nhi") changes the length, so the computed end lands
+                # elsewhere; an inline command after a RESP one also fails this, harmlessly: it
+                # costs a slow parse. (Inline: a call per command costs more than the test.)
+                size = len(buf)
+                if (
+                    end > size
+                    or buf[end - 1] != 10
+                    or buf[end - 2] != 13
+                    or (end < size and buf[end] != 42)
+                ):
                     self._to_exact()  # the command was not sent canonically: let the exact
                     continue  # grammar judge it before it runs
                 if self.auth_required and _over_unauthenticated_limits(cmd, end - pos):
@@ -408,17 +419,6 @@ def _over_unauthenticated_limits(cmd: list[bytes], size: int) -> bool:
     if len(cmd) > UNAUTH_MAX_ARGS:
         return True
     return size > UNAUTH_MAX_BULK and max(map(len, cmd)) > UNAUTH_MAX_BULK
-
-
-def _aligned(buf: bytes, end: int) -> bool:
-    """Could a canonical command end at ``end``? It must end with CRLF and be followed by the
-    end of the data or another ``*``. A simple or verbatim string sent where Redis wants a bulk
-    string (``+hi`` for ``$2\r\nhi``) changes the length, so the computed end lands elsewhere;
-    an inline command after a RESP one also fails this, harmlessly: it costs a slow parse."""
-    n = len(buf)
-    if end > n or buf[end - 2 : end] != b"\r\n":
-        return False
-    return end == n or buf[end] == 42
 
 
 def _whole_inline_lines(data: bytes) -> list[list[bytes]] | None:

@@ -200,7 +200,7 @@ class Connection(asyncio.Protocol):
                 elif n < seen:  # out was cleared (CLIENT KILL)
                     size = sum(map(len, out))
                 seen = n
-                if size > unauth_room and parser.auth_required:
+                if parser.auth_required and size > unauth_room:
                     self._drop_for_output(c, transport)
                     break
                 if size >= FLUSH_EARLY:
