@@ -35,6 +35,7 @@ HOT_MODULES = (
     "headwater.commands.groups",
     "headwater.commands.args",
     "headwater.commands.context",
+    "headwater.commands.gate",
     "headwater.commands.strings",
 )
 

@@ -24,6 +24,19 @@ class ReplyError(Exception):
         return text.encode("utf-8", "surrogateescape")
 
 
+class InvariantViolation(Exception):
+    """A data structure's ``check_invariants()`` found it broken. A plain ``Exception``: raised
+    explicitly, so the checks run under ``python -O`` too (an ``assert`` would vanish), and not
+    an ``AssertionError`` subclass, which mypyc cannot compile."""
+
+
+def require(condition: bool, message: str) -> None:
+    """One check of a ``check_invariants()``: raises ``InvariantViolation(message)`` unless
+    ``condition`` holds."""
+    if not condition:
+        raise InvariantViolation(message)
+
+
 def err(msg: str) -> ReplyError:
     """A plain ``-ERR msg`` error."""
     return ReplyError("ERR", msg)

@@ -55,12 +55,3 @@ def test_a_compiled_module_older_than_its_source_stops_the_import(tmp_path: Path
 
 def test_the_installed_tree_has_no_stale_compiled_module() -> None:
     assert _build.stale_extensions() == []
-
-
-def test_the_server_layer_hooks_are_declared_client_attributes() -> None:
-    """A compiled ``Client`` takes no attribute that ``__init__`` does not declare, so the
-    server layer's hooks must be declared there (it used to set ``resume`` on the fly, which
-    failed every TCP connection on the compiled build)."""
-    c = Harness().client()
-    assert c.resume is None
-    assert c.transport is None

@@ -216,11 +216,11 @@ def test_blocked_clients_are_served_fifo_after_the_write() -> None:
     first, second, writer = h.client(), h.client(), h.client()
     h.call(first, "TAKE", "q", "0")
     h.call(second, "TAKE", "q", "0")
-    assert first.blocked is not None and second.blocked is not None
+    assert first.gate.blocked is not None and second.gate.blocked is not None
     assert h.engine.blocked_count == 2 and h.engine.blocking_keys_count() == 1
     h.call(writer, "PUT", "q", "one")
     assert h.raw(first) == b"$3\r\none\r\n"
-    assert second.blocked is not None  # the value was taken: second keeps waiting
+    assert second.gate.blocked is not None  # the value was taken: second keeps waiting
     h.call(writer, "PUT", "q", "two")
     assert h.raw(second) == b"$3\r\ntwo\r\n"
     assert h.engine.blocked_count == 0 and h.engine.blocking_keys_count() == 0
@@ -231,9 +231,9 @@ def test_block_times_out_with_the_timeout_reply() -> None:
     c = h.client()
     h.call(c, "TAKE", "q", "100")
     h.scheduler.advance(99)
-    assert c.blocked is not None
+    assert c.gate.blocked is not None
     h.scheduler.advance(1)
-    assert c.blocked is None and h.raw(c) == b"$-1\r\n"
+    assert c.gate.blocked is None and h.raw(c) == b"$-1\r\n"
     assert h.engine.stats.total_blocking_timeouts == 1
 
 
@@ -265,7 +265,7 @@ def test_blocking_command_inside_exec_does_not_block() -> None:
     h.call(c, "MULTI")
     h.call(c, "TAKE", "q", "0")
     assert h.call(c, "EXEC") == [None]
-    assert c.blocked is None
+    assert c.gate.blocked is None
 
 
 def test_handler_crash_is_an_error_reply_not_a_dead_server() -> None:

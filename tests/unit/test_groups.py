@@ -81,11 +81,11 @@ def test_blocked_claim_reader_wakes_when_an_entry_becomes_claimable() -> None:
     h.call(writer, "XREADGROUP", "GROUP", "g", "dead", "STREAMS", "s", ">")
     args = ["XREADGROUP", "GROUP", "g", "live", "BLOCK", "0", "CLAIM", "100", "STREAMS", "s", ">"]
     assert h.call(reader, *args) is None
-    assert reader.blocked is not None
+    assert reader.gate.blocked is not None
     h.scheduler.advance(60)
-    assert reader.blocked is not None
+    assert reader.gate.blocked is not None
     h.scheduler.advance(40)
-    assert reader.blocked is None
+    assert reader.gate.blocked is None
     assert h.raw(reader) == (
         b"*1\r\n*2\r\n$1\r\ns\r\n*1\r\n*4\r\n$3\r\n1-0\r\n*2\r\n$1\r\nf\r\n$3\r\n1-0\r\n"
         b":100\r\n:1\r\n"
@@ -99,9 +99,9 @@ def test_blocked_claim_reader_without_pending_entries_waits_for_new_ones() -> No
     args = ["XREADGROUP", "GROUP", "g", "live", "BLOCK", "0", "CLAIM", "100", "STREAMS", "s", ">"]
     assert h.call(reader, *args) is None
     h.scheduler.advance(1000)
-    assert reader.blocked is not None
+    assert reader.gate.blocked is not None
     h.call(writer, "XADD", "s", "5-0", "f", "v")
-    assert reader.blocked is None
+    assert reader.gate.blocked is None
     assert b":0\r\n:0\r\n" in h.raw(reader)
 
 

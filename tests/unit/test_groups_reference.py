@@ -392,7 +392,7 @@ def _blocked_reader(h: Harness) -> tuple[Any, Any]:
     assert (
         h.call(reader, "XREADGROUP", "GROUP", "g", "c", "BLOCK", "0", "STREAMS", "s", ">") is None
     )
-    assert reader.blocked is not None
+    assert reader.gate.blocked is not None
     return reader, writer
 
 
@@ -400,7 +400,7 @@ def test_blocked_xreadgroup_gets_nogroup_when_the_key_is_deleted() -> None:
     h = Harness()
     reader, writer = _blocked_reader(h)
     h.call(writer, "DEL", "s")
-    assert reader.blocked is None
+    assert reader.gate.blocked is None
     assert _err(h.call(reader, "PING")[0]) == NOGROUP_S_G
 
 
@@ -408,7 +408,7 @@ def test_blocked_xreadgroup_gets_wrongtype_when_the_key_changes_type() -> None:
     h = Harness()
     reader, writer = _blocked_reader(h)
     h.call(writer, "SET", "s", "x")
-    assert reader.blocked is None
+    assert reader.gate.blocked is None
     assert _err(h.call(reader, "PING")[0]) == (
         "WRONGTYPE Operation against a key holding the wrong kind of value"
     )
@@ -418,7 +418,7 @@ def test_blocked_xreadgroup_gets_nogroup_when_the_group_is_destroyed() -> None:
     h = Harness()
     reader, writer = _blocked_reader(h)
     assert h.call(writer, "XGROUP", "DESTROY", "s", "g") == 1
-    assert reader.blocked is None
+    assert reader.gate.blocked is None
     assert _err(h.call(reader, "PING")[0]) == NOGROUP_S_G
 
 
@@ -426,7 +426,7 @@ def test_blocked_xreadgroup_is_served_by_xadd_and_records_the_pel() -> None:
     h = Harness()
     reader, writer = _blocked_reader(h)
     h.call(writer, "XADD", "s", "5-5", "f", "v")
-    assert reader.blocked is None
+    assert reader.gate.blocked is None
     assert h.call(reader, "PING") == [[[b"s", [[b"5-5", [b"f", b"v"]]]]], b"PONG"]
     assert h.call(writer, "XPENDING", "s", "g") == [1, b"5-5", b"5-5", [[b"c", b"1"]]]
 
@@ -438,7 +438,7 @@ def test_blocked_xreadgroup_ignores_a_deleted_new_entry() -> None:
     h.call(writer, "XADD", "s", "5-5", "f", "v")
     h.call(writer, "XDEL", "s", "5-5")
     h.call(writer, "EXEC")
-    assert reader.blocked is not None
+    assert reader.gate.blocked is not None
 
 
 # -- XACKDEL [8.2] (absent from 7.0) ------------------------------------------------------------

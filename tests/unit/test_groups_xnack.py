@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from headwater.errors import InvariantViolation
 from headwater.persistence.rewrite import rewrite_commands
 from headwater.stream.groups import MAX_COUNT, Group, key_id
 from headwater.stream.stream import Stream
@@ -328,9 +329,9 @@ def test_xnack_wakes_a_blocked_claim_reader() -> None:
     _setup(h, writer, "1-0")
     args = ["GROUP", "g", "b", "BLOCK", 0, "CLAIM", 3_600_000, "STREAMS", "s", ">"]
     assert h.call(reader, "XREADGROUP", *args) is None
-    assert reader.blocked is not None
+    assert reader.gate.blocked is not None
     assert h.call(writer, "XNACK", "s", "g", "SILENT", "IDS", 1, "1-0") == 1
-    assert reader.blocked is None
+    assert reader.gate.blocked is None
     now = h.clock.now_ms()
     assert h.raw(reader) == (
         b"*1\r\n*2\r\n$1\r\ns\r\n*1\r\n*4\r\n$3\r\n1-0\r\n*2\r\n$1\r\nf\r\n$3\r\n1-0\r\n"
@@ -390,8 +391,8 @@ def test_check_invariants_catches_a_broken_zone() -> None:
     h.call(c, "XNACK", "s", "g", "FAIL", "IDS", 1, "1-0")
     group = _group(h)
     del group.nacked[next(iter(group.nacked))]  # an unowned entry missing from the zone
-    with pytest.raises(AssertionError, match="NACK zone"):
+    with pytest.raises(InvariantViolation, match="NACK zone"):
         group.check_invariants()
     group.nacked = dict.fromkeys(group.pel)  # an owned entry in the zone
-    with pytest.raises(AssertionError, match="nacked ID is also in a consumer PEL"):
+    with pytest.raises(InvariantViolation, match="nacked ID is also in a consumer PEL"):
         group.check_invariants()

@@ -89,7 +89,7 @@ def test_duplicate_adds_nothing_trims_nothing_wakes_nobody() -> None:
     again = h.call(c, "XADD", "s", "IDMP", "p", "i", "MAXLEN", "0", "*", "f", "other")
     assert again == first
     assert h.call(c, "XLEN", "s") == 2  # not trimmed either
-    assert reader.blocked is not None
+    assert reader.gate.blocked is not None
     # propagated with the original ID, so that replays count the retry too (Redis 8.6.2+)
     retry = [b"XADD", b"s", b"IDMP", b"p", b"i", b"MAXLEN", b"0", first, b"f", b"other"]
     assert h.effects == [(0, retry)]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -328,3 +330,26 @@ def test_bulks_size_is_wire_size(cmd: list[bytes]) -> None:
 )
 def test_bulks_size_refuses_what_is_not_bulk_strings(cmd: list[object]) -> None:
     assert _bulks_size(cmd) == -1  # type: ignore[arg-type]
+
+
+_BIG_HEADER = re.compile(rb"[*>~|%][0-9]{7}")
+
+
+@settings(max_examples=300)
+@given(
+    st.lists(
+        st.sampled_from([b"*", b">", b"~", b"|", b"%", b"$", b"\r\n", b"0", b"7", b"9", b"x"])
+    ),
+    st.integers(0, 12),
+)
+def test_suspicious_finds_exactly_an_aggregate_mark_then_seven_digits(
+    pieces: list[bytes], split: int
+) -> None:
+    """The one-pass fold finds what a plain search for each mark finds, across chunks too."""
+    text = b"".join(pieces)
+    parser = RequestParser()
+    first, second = text[:split], text[split:]
+    if first:
+        parser._tail = first[-7:]  # as feed keeps it after a chunk
+    expected = _BIG_HEADER.search(parser._tail + second) is not None
+    assert parser._suspicious(second) == expected

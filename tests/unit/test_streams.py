@@ -107,9 +107,9 @@ def test_xread_block_is_woken_by_xadd_with_only_new_entries() -> None:
     reader, writer = h.client(), h.client()
     h.call(writer, "XADD", "s", "1-1", "f", "old")
     assert h.call(reader, "XREAD", "BLOCK", "0", "STREAMS", "s", "$") is None
-    assert reader.blocked is not None
+    assert reader.gate.blocked is not None
     h.call(writer, "XADD", "s", "2-1", "f", "new")
-    assert reader.blocked is None
+    assert reader.gate.blocked is None
     assert h.call(reader, "PING") == [[[b"s", [[b"2-1", [b"f", b"new"]]]]], b"PONG"]
 
 
@@ -134,9 +134,9 @@ def test_xread_block_times_out_with_null_array_and_keeps_deadline_on_retries() -
     h.call(reader, "XREAD", "BLOCK", "100", "STREAMS", "s", "5-0")
     h.scheduler.advance(50)
     h.call(writer, "XADD", "s", "1-0", "f", "v")  # wakes, not satisfiable, stays blocked
-    assert reader.blocked is not None
+    assert reader.gate.blocked is not None
     h.scheduler.advance(50)
-    assert reader.blocked is None
+    assert reader.gate.blocked is None
     assert h.raw(reader) == b"*-1\r\n"
 
 
@@ -147,10 +147,10 @@ def test_xread_block_ignores_deletion_and_is_served_by_a_recreated_stream() -> N
     h.call(reader, "XREAD", "BLOCK", "0", "STREAMS", "s", "$")
     h.call(writer, "DEL", "s")
     h.call(writer, "SET", "s", "string")
-    assert reader.blocked is not None
+    assert reader.gate.blocked is not None
     h.call(writer, "DEL", "s")
     h.call(writer, "XADD", "s", "2-1", "f", "v2")
-    assert reader.blocked is None
+    assert reader.gate.blocked is None
     assert b"2-1" in h.raw(reader)
 
 
@@ -170,7 +170,7 @@ def test_xadd_then_del_in_one_transaction_does_not_wake_xread() -> None:
     h.call(writer, "XADD", "s", "1-1", "f", "v")
     h.call(writer, "DEL", "s")
     h.call(writer, "EXEC")
-    assert reader.blocked is not None
+    assert reader.gate.blocked is not None
 
 
 def test_xread_resp3_map_repeats_a_key_named_twice() -> None:

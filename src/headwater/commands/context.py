@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from headwater.clock import Clock
+from headwater.commands.gate import ReplyGate
 from headwater.config import Config
 from headwater.errors import unknown_subcommand
 from headwater.keyspace import Database, Keyspace, WatchedKey
@@ -231,7 +232,14 @@ class Client:
     """State of one connection (Redis's ``client``). The transport owns the socket; the
     engine writes encoded replies into ``out`` and the transport flushes it."""
 
-    def __init__(self, server: ServerAPI, client_id: int, addr: str = "", laddr: str = "") -> None:
+    def __init__(
+        self,
+        server: ServerAPI,
+        client_id: int,
+        addr: str = "",
+        laddr: str = "",
+        gate: ReplyGate | None = None,
+    ) -> None:
         self.server = server
         self.id = client_id
         self.addr = addr
@@ -257,8 +265,8 @@ class Client:
         self.skip_next_reply = False
         self.no_evict = False
         self.no_touch = False
-        # blocking
-        self.blocked: Any = None  # a Waiter while blocked
+        #: blocked, paused, may reply, resume: the line to the transport (see commands/gate.py)
+        self.gate = gate if gate is not None else ReplyGate()
         #: replaying an AOF or obeying a primary: commands carry concrete values (XADD IDMP
         #: with an explicit ID) and are applied, not judged
         self.replaying = False
@@ -273,9 +281,6 @@ class Client:
         self.close_after_reply = False
         self.closed = False
         self.is_local = laddr.startswith(("127.", "[::1]", "::1")) or laddr.startswith("unix")
-        self.transport: Any = None  # set by the server layer (for CLIENT LIST/KILL)
-        # set by the server layer: sends what the engine wrote while the client was blocked
-        self.resume: Callable[[], None] | None = None
 
     def select(self, index: int) -> None:
         self.db = self.server.keyspace.dbs[index]
@@ -284,7 +289,7 @@ class Client:
         flags = ""
         if self.in_multi:
             flags += "x"
-        if self.blocked is not None:
+        if self.gate.blocked is not None:
             flags += "b"
         if self.dirty_cas:
             flags += "d"

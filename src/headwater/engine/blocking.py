@@ -64,7 +64,7 @@ class BlockingRegistry:
             if queue is None:
                 queue = waiter.db.blocking[key] = deque()
             queue.append(waiter)
-        waiter.client.blocked = waiter
+        waiter.client.gate.blocked = waiter
         self.count += 1
 
     def remove(self, waiter: Waiter) -> None:
@@ -82,7 +82,7 @@ class BlockingRegistry:
             if timer is not None:
                 timer.cancel()
         waiter.timer = waiter.retry_timer = None
-        waiter.client.blocked = None
+        waiter.client.gate.blocked = None
         self.count -= 1
 
     def waiters_for(self, db: Database, key: bytes) -> list[Waiter]:

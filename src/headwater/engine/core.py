@@ -33,6 +33,7 @@ from headwater.commands.context import (
     ServerInfo,
     Stats,
 )
+from headwater.commands.gate import ReplyGate
 from headwater.commands.groups import reclaim_idle_everywhere
 from headwater.commands.idmp import expire_idmp
 from headwater.commands.table import build_table
@@ -113,16 +114,18 @@ class Engine:
 
     # -- clients ---------------------------------------------------------------------------
 
-    def new_client(self, addr: str = "", laddr: str = "") -> Client:
-        client = Client(self, self.next_client_id, addr, laddr)
+    def new_client(self, addr: str = "", laddr: str = "", gate: ReplyGate | None = None) -> Client:
+        """A client; ``gate`` is its line to a transport (none: replay, tests)."""
+        client = Client(self, self.next_client_id, addr, laddr, gate)
         self.next_client_id += 1
         self.clients[client.id] = client
         self.stats.total_connections_received += 1
         return client
 
     def client_closed(self, c: Client) -> None:
-        if c.blocked is not None:
-            self.blocking.remove(c.blocked)
+        waiter = c.gate.blocked
+        if waiter is not None:
+            self.blocking.remove(waiter)
         discard(c)
         c.closed = True
         self.clients.pop(c.id, None)
@@ -378,7 +381,7 @@ class Engine:
             self._serve_ready()
 
     def _timeout(self, waiter: Waiter) -> None:
-        if waiter.client.blocked is not waiter:
+        if waiter.client.gate.blocked is not waiter:
             return
         waiter.timer = None
         self.stats.total_blocking_timeouts += 1
@@ -386,7 +389,7 @@ class Engine:
         self._finish_wait(waiter, waiter.timeout_reply)
 
     def unblock_client(self, client: Client, error: bool) -> bool:
-        waiter = client.blocked
+        waiter = client.gate.blocked
         if waiter is None:
             return False
         self._count_unblocked(waiter.row, failed=error)
@@ -395,10 +398,9 @@ class Engine:
 
     def _finish_wait(self, waiter: Waiter, reply: Reply) -> None:
         self.blocking.remove(waiter)
-        self._reply(waiter.client, reply)
-        resume = waiter.client.resume
-        if resume is not None:
-            resume()
+        client = waiter.client
+        self._reply(client, reply)
+        client.gate.resume()
 
     def _serve_ready(self) -> None:
         """Re-run the commands of clients blocked on keys that became ready, FIFO per key."""
@@ -414,7 +416,7 @@ class Engine:
 
     def _retry(self, waiter: Waiter) -> None:
         c = waiter.client
-        if c.blocked is not waiter:
+        if c.gate.blocked is not waiter:
             return
         self.keyspace.now_ms = self.clock.now_ms()
         reply = self.call(c, waiter.row, waiter.argv)

@@ -76,6 +76,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
+from headwater.errors import InvariantViolation
 from headwater.keyspace import Database, Hash, Keyspace, RawString
 from headwater.persistence.manifest import fsync_dir
 from headwater.stream.groups import Consumer, Group, id_key, key_id
@@ -828,7 +829,7 @@ def check_snapshot(path: Path) -> tuple[bool, str]:
                     value.check_invariants()
                     for group in value.groups.values():
                         group.check_invariants()
-    except (SnapshotError, OSError, AssertionError, ValueError, struct.error) as exc:
+    except (SnapshotError, OSError, InvariantViolation, ValueError, struct.error) as exc:
         return False, f"Snapshot {path} is not valid: {exc or type(exc).__name__}"
     size = path.stat().st_size
     return True, f"Snapshot {path} is valid: {keys} keys, {size} bytes, checksum ok"

@@ -30,7 +30,7 @@ Counting bytes. hiredis only accepts canonical RESP (``*<n>\r\n`` then ``$<len>\
 no leading zeros), so a command's byte size follows from its argv (``wire_size``, ~0.3 us).
 The fast path keeps the unparsed bytes in ``_buf`` and the offset ``_pos`` of the next command
 in it; each command hiredis returns must start with ``*`` at ``_pos`` and fit in the bytes
-received, end with CRLF and be followed by the end of the data or another ``*`` (``_aligned``),
+received, end with CRLF and be followed by the end of the data or another ``*`` (aligned),
 or hiredis was fed something non-canonical (``*1\r\n+PING\r\n``: a simple string where Redis
 requires ``$``) and the slow path takes over *before* the command runs. At the end of a batch,
 ``_pos == len(_buf)`` means we stand at a command boundary.
@@ -58,7 +58,9 @@ import hiredis
 FAST_PATH_MAX_PENDING = 1 << 20
 #: An aggregate header with this many digits (1,000,000 elements) or more goes to the exact path.
 BIG_AGGREGATE = 7
-_FOLD_DIGITS = bytes.maketrans(b"123456789", b"000000000")
+#: digits fold to ``0`` and the aggregate marks (``*>~|%``) to ``*``: "a mark then 7 digits" is
+#: then one substring search (one pass over a copy rather than five)
+_FOLD_MARKS = bytes.maketrans(b"123456789>~|%", b"000000000****")
 #: Redis's PROTO_INLINE_MAX_SIZE: the longest inline line or length header we wait for.
 INLINE_MAX_SIZE = 64 * 1024
 #: Limits for clients that have not authenticated yet (Redis: authRequired()).
@@ -180,24 +182,17 @@ class RequestParser:
 
     def _suspicious(self, data: bytes) -> bool:
         """Does the chunk hold something hiredis must not parse (see the module doc)?
-        Markers split between the previous chunk and this one count too. Digits are folded
-        to ``0`` so that "a mark then 7 digits" is a plain substring search."""
+        Markers split between the previous chunk and this one count too (``_FOLD_MARKS``)."""
         text = self._tail + data if self._tail else data
-        folded = text.translate(_FOLD_DIGITS)
-        return (
-            b"*0000000" in folded
-            or b">0000000" in folded
-            or b"~0000000" in folded
-            or b"|0000000" in folded
-            or b"%0000000" in folded
-        )
+        return b"*0000000" in text.translate(_FOLD_MARKS)
 
     def next(self) -> list[bytes] | None:
         if self._ready:
             return self._ready.popleft()
         while True:
-            if self._exact is not None:
-                return self._next_exact()
+            exact = self._exact
+            if exact is not None:
+                return self._next_exact(exact)
             try:
                 cmd = self._reader.gets()
             except Exception:  # ProtocolError, or MemoryError on "|2000000000": let Redis's
@@ -214,7 +209,18 @@ class RequestParser:
                 if end < pos:  # not all bulk strings
                     self._to_exact()
                     continue
-                if not _aligned(buf, end):
+                # Aligned: a canonical command ends with CRLF, followed by the end of the data
+                # or another "*" (42). A simple or verbatim string sent where Redis wants a bulk
+                # string ("+hi" for "$2\r\nhi") changes the length, so the computed end lands
+                # elsewhere; an inline command after a RESP one also fails this, harmlessly: it
+                # costs a slow parse. (Inline: a call per command costs more than the test.)
+                size = len(buf)
+                if (
+                    end > size
+                    or buf[end - 1] != 10
+                    or buf[end - 2] != 13
+                    or (end < size and buf[end] != 42)
+                ):
                     self._to_exact()  # the command was not sent canonically: let the exact
                     continue  # grammar judge it before it runs
                 if self.auth_required and _over_unauthenticated_limits(cmd, end - pos):
@@ -231,8 +237,7 @@ class RequestParser:
     def _end_of_batch(self) -> list[bytes] | None:
         """hiredis wants more data: are we at a command boundary, or inside a command?"""
         if self._held:
-            self._to_exact()
-            return self._next_exact()
+            return self._next_exact(self._to_exact())
         buf, pos = self._buf, self._pos
         if pos == len(buf):
             if buf:
@@ -243,8 +248,7 @@ class RequestParser:
             buf = self._buf = buf[pos:]
             self._pos = 0
         if len(buf) > FAST_PATH_MAX_PENDING or not self._plausible(buf):
-            self._to_exact()
-            return self._next_exact()
+            return self._next_exact(self._to_exact())
         return None
 
     def _plausible(self, partial: bytes) -> bool:
@@ -259,7 +263,7 @@ class RequestParser:
         except RequestError:
             return False
 
-    def _to_exact(self) -> None:
+    def _to_exact(self) -> _ExactParser:
         """Re-parse everything after the last returned command (and the held chunks) on
         the exact path."""
         rest = self._buf[self._pos :]
@@ -272,13 +276,13 @@ class RequestParser:
         held, self._held = self._held, []
         for chunk in held:
             exact.feed(chunk)
+        return exact
 
     def _new_exact(self) -> _ExactParser:
         return _ExactParser(self)
 
-    def _next_exact(self) -> list[bytes] | None:
-        exact = self._exact
-        assert exact is not None
+    def _next_exact(self, exact: _ExactParser) -> list[bytes] | None:
+        """The next command of the exact path (``exact`` is ``self._exact``)."""
         cmd = exact.next()
         if exact.is_empty():
             self._exact = None  # back to the fast path at this boundary
@@ -415,17 +419,6 @@ def _over_unauthenticated_limits(cmd: list[bytes], size: int) -> bool:
     if len(cmd) > UNAUTH_MAX_ARGS:
         return True
     return size > UNAUTH_MAX_BULK and max(map(len, cmd)) > UNAUTH_MAX_BULK
-
-
-def _aligned(buf: bytes, end: int) -> bool:
-    """Could a canonical command end at ``end``? It must end with CRLF and be followed by the
-    end of the data or another ``*``. A simple or verbatim string sent where Redis wants a bulk
-    string (``+hi`` for ``$2\r\nhi``) changes the length, so the computed end lands elsewhere;
-    an inline command after a RESP one also fails this, harmlessly: it costs a slow parse."""
-    n = len(buf)
-    if end > n or buf[end - 2 : end] != b"\r\n":
-        return False
-    return end == n or buf[end] == 42
 
 
 def _whole_inline_lines(data: bytes) -> list[list[bytes]] | None:

@@ -57,7 +57,7 @@ class Server:
         #: connections past the soft output limit: the cron re-checks them (Redis: clientsCron)
         self.soft_limited: set[Connection] = set()
         self.servers: list[asyncio.base_events.Server] = []
-        #: clients whose replies wait for the AOF (``Durability.may_reply``), in order
+        #: clients whose replies wait for the AOF (their gate's ``may_reply``), in order
         self.held: dict[Client, None] = {}
         self._flush_scheduled = False
         self._retry_scheduled = False
@@ -133,11 +133,11 @@ class Server:
                 conn = self.connections.get(client)
                 if conn is None:
                     continue
-                if not durability.may_reply(client):
+                if not client.gate.may_reply(client):
                     held[client] = None  # its reply waits for the AOF
                     continue
                 held.pop(client, None)
-                conn.flush()
+                conn.send()
         if held and not durability.syncing and not self._retry_scheduled:
             # a failed or postponed AOF write: nothing in flight will call _durable
             self._retry_scheduled = True
@@ -191,7 +191,8 @@ class Server:
         now = self.engine.clock.monotonic_ms()
         for client, conn in list(self.connections.items()):
             idle = now - client.last_interaction_ms
-            if client.blocked is None and idle > timeout_s * 1000 and conn.transport is not None:
+            waiting = client.gate.blocked is not None
+            if not waiting and idle > timeout_s * 1000 and conn.transport is not None:
                 log.info("Closing idle client id=%d", client.id)
                 conn.transport.close()
 

@@ -8,6 +8,7 @@ option. Every error is reported with where it came from, and the process exits w
 from __future__ import annotations
 
 import os
+from typing import NoReturn
 
 from headwater.config import Config, ConfigError
 from headwater.resp.parser import split_args
@@ -34,7 +35,6 @@ def load_file(config: Config, path: str, depth: int = 0) -> None:
         words = split_args(line)
         if words is None:
             _fatal_line(path, number, raw, "Unbalanced quotes in configuration line")
-        assert words is not None
         name = words[0].decode("utf-8", "replace").lower()
         args = [w.decode("utf-8", "surrogateescape") for w in words[1:]]
         if name == "include" and len(args) == 1:
@@ -46,7 +46,7 @@ def load_file(config: Config, path: str, depth: int = 0) -> None:
             _fatal_line(path, number, raw, str(exc))
 
 
-def _fatal_line(path: str, number: int, raw: bytes, reason: str) -> None:
+def _fatal_line(path: str, number: int, raw: bytes, reason: str) -> NoReturn:
     line = raw.decode("utf-8", "replace").strip()
     raise OptionsError(
         "\n*** FATAL CONFIG FILE ERROR (Headwater) ***\n"

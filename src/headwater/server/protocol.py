@@ -16,8 +16,11 @@ replies in one turn). ``client-output-buffer-limit normal <hard> <soft> <secs>``
 additionally disconnects such a client, as Redis does: checked after each write and, for a
 client past the soft limit (which, paused, gets no more writes), from the cron.
 
-While a client is blocked (XREAD BLOCK …) its remaining pipelined commands wait in the parser;
-``resume`` picks them up once the engine unblocks it.
+The client's ``ReplyGate`` (commands/gate.py), made here and held by the client from its
+construction, is the whole line to the engine: while the client is blocked (XREAD BLOCK …) or
+paused by flow control its remaining pipelined commands wait in the parser, and ``resume``
+picks them up once the engine ends the wait; its replies leave only when the gate's
+``may_reply`` (the durability policy) allows it.
 
 Clients that have not authenticated (``requirepass``) get far less: besides the parser's request
 limits, their unsent replies may not pass ``UNAUTH_OUTPUT_LIMIT`` (Redis's CVE-2025-21605 fix),
@@ -35,6 +38,7 @@ import socket
 from typing import TYPE_CHECKING, Any
 
 from headwater.commands.context import Client
+from headwater.commands.gate import ReplyGate
 from headwater.resp.parser import RequestError, RequestParser
 
 if TYPE_CHECKING:
@@ -74,8 +78,11 @@ class Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.client: Client | None = None
         self.parser: RequestParser | None = None
-        self.paused = False
+        #: the client's reply gate: its replies leave when the durability policy says so
+        self.gate = ReplyGate(server.durability.may_reply, self.resume)
         self.soft_limit_since: float | None = None
+        #: the configuration's values (read on every batch: no method call per lookup)
+        self.settings: dict[str, Any] = server.engine.config.values
 
     # -- asyncio.Protocol ------------------------------------------------------------------
 
@@ -89,10 +96,8 @@ class Connection(asyncio.Protocol):
             transport.close()
             return
         sock = transport.get_extra_info("socket")
-        c = engine.new_client(_peer(sock, False), _peer(sock, True))
-        c.transport = transport
+        c = engine.new_client(_peer(sock, False), _peer(sock, True), self.gate)
         c.fd = sock.fileno() if sock is not None else -1
-        c.resume = self.resume
         self.client = c
         self.parser = RequestParser(
             engine.config["proto-max-bulk-len"],
@@ -103,19 +108,31 @@ class Connection(asyncio.Protocol):
         self.server.connections[c] = self
 
     def data_received(self, data: bytes) -> None:
-        if self.client is None or self.parser is None or self.client.close_after_reply:
+        c, parser = self.client, self.parser
+        if c is None or parser is None or c.close_after_reply:
             return  # closing (QUIT, protocol error): Redis reads no further either
         engine = self.engine
         engine.stats.net_input_bytes += len(data)
-        self.client.last_interaction_ms = engine.clock.monotonic_ms()
+        c.last_interaction_ms = engine.clock.monotonic_ms()
         # CONFIG SET applies to connected clients too, as in Redis.
-        config = engine.config
-        parser = self.parser
-        parser.max_bulk_len = config["proto-max-bulk-len"]
-        parser.max_query_buffer = config["client-query-buffer-limit"]
+        settings = self.settings
+        parser.max_bulk_len = settings["proto-max-bulk-len"]
+        parser.max_query_buffer = settings["client-query-buffer-limit"]
+        if parser.auth_required and len(data) > READ_SIZE:
+            self._receive_sliced(parser, data)
+            return
+        try:
+            parser.feed(data)
+        except RequestError as exc:
+            self._protocol_error(exc)
+            return
+        self.process()
+
+    def _receive_sliced(self, parser: RequestParser, data: bytes) -> None:
+        """An unauthenticated client's input, ``READ_SIZE`` bytes at a time: Redis would write
+        the replies to each slice before reading the next one."""
         start = 0
         while parser.auth_required and len(data) - start > READ_SIZE:
-            # Redis would write the replies to each slice before reading the next one.
             if not self._receive(parser, data[start : start + READ_SIZE]) or not self.flush_now():
                 return
             start += READ_SIZE
@@ -141,12 +158,12 @@ class Connection(asyncio.Protocol):
             self.client = None
 
     def pause_writing(self) -> None:
-        self.paused = True
+        self.gate.paused = True
         if self.transport is not None:
             self.transport.pause_reading()
 
     def resume_writing(self) -> None:
-        self.paused = False
+        self.gate.paused = False
         if self.transport is not None and not self.transport.is_closing():
             self.transport.resume_reading()
         self.resume()
@@ -158,6 +175,7 @@ class Connection(asyncio.Protocol):
         if c is None or parser is None or transport is None:
             return
         execute = engine.execute
+        gate = self.gate
         out = c.out
         seen = len(out)  # chunks of out already counted in size
         # bytes of replies produced in this batch and not yet written; before AUTH, those left
@@ -167,7 +185,7 @@ class Connection(asyncio.Protocol):
         # until this batch writes)
         unauth_room = UNAUTH_OUTPUT_LIMIT - transport.get_write_buffer_size()
         try:
-            while c.blocked is None and not self.paused and not c.close_after_reply:
+            while gate.blocked is None and not gate.paused and not c.close_after_reply:
                 argv = parser.next()
                 if argv is None:
                     break
@@ -182,11 +200,11 @@ class Connection(asyncio.Protocol):
                 elif n < seen:  # out was cleared (CLIENT KILL)
                     size = sum(map(len, out))
                 seen = n
-                if size > unauth_room and parser.auth_required:
+                if parser.auth_required and size > unauth_room:
                     self._drop_for_output(c, transport)
                     break
                 if size >= FLUSH_EARLY:
-                    if not self.server.durability.may_reply(c):
+                    if not gate.may_reply(c):
                         self.server.durability.persist()  # with always, maybe just starts a sync
                     self.flush()  # may pause_writing (ends the loop) or abort
                     seen, size = len(out), 0
@@ -227,21 +245,27 @@ class Connection(asyncio.Protocol):
     def flush(self) -> bool:
         """Send the client's output; False if it must wait until its writes are durable (the
         caller keeps it in ``Server.held``)."""
+        c = self.client
+        if c is not None and c.out and not self.gate.may_reply(c):
+            return False
+        self.send()
+        return True
+
+    def send(self) -> None:
+        """Send the client's output now (its gate was asked already)."""
         c, transport = self.client, self.transport
         if c is None or transport is None:
-            return True
-        if c.out:
-            if not self.server.durability.may_reply(c):
-                return False
-            data = b"".join(c.out) if len(c.out) > 1 else c.out[0]
-            c.out.clear()
+            return
+        out = c.out
+        if out:
+            data = b"".join(out) if len(out) > 1 else out[0]
+            out.clear()
             self.engine.stats.net_output_bytes += len(data)
             transport.write(data)
             if self.check_output_limit():
-                return True
+                return
         if c.close_after_reply:
             transport.close()
-        return True
 
     def check_output_limit(self) -> bool:
         """Disconnect the client if its unsent output is over ``client-output-buffer-limit``;
@@ -251,6 +275,8 @@ class Connection(asyncio.Protocol):
             self.server.soft_limited.discard(self)
             return False
         c.out_bytes = transport.get_write_buffer_size()
+        if not c.out_bytes and self.soft_limit_since is None:
+            return False  # all written (the usual case): under every limit
         unauthenticated_over = c.out_bytes > UNAUTH_OUTPUT_LIMIT and not c.authenticated
         if not unauthenticated_over and not self._over_output_limit(c.out_bytes):
             return False

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
+from headwater.errors import require
 from headwater.stream.ids import MIN_ID, StreamID, format_id
 from headwater.stream.sortedkeys import SortedKeys
 from headwater.stream.stream import Stream
@@ -75,13 +76,6 @@ def nack_commands(
         head = [b"XNACK", key, group, b"FAIL", b"IDS", b"%d" % len(ids)]
         commands.append([*head, *ids, b"RETRYCOUNT", b"%d" % count, b"FORCE"])
     return commands
-
-
-def _require(condition: bool, message: str) -> None:
-    """check_invariants' check: raises (an AssertionError, as callers expect) even under -O.
-    (No subclass: mypyc cannot compile a class deriving from AssertionError.)"""
-    if not condition:
-        raise AssertionError(message)
 
 
 class Consumer:
@@ -247,30 +241,30 @@ class Group:
     def check_invariants(self) -> None:
         union: set[int] = set()
         for name, consumer in self.consumers.items():
-            _require(consumer.name == name, "consumer filed under another name")
+            require(consumer.name == name, "consumer filed under another name")
             consumer.pel.check_invariants()
             keys = set(consumer.pel)
-            _require(not keys & union, "an ID pending for two consumers")
+            require(not keys & union, "an ID pending for two consumers")
             union |= keys
             for key in keys:
                 nack = self.pel.get(key)
-                _require(nack is not None, "consumer PEL entry missing from the group PEL")
-                _require(nack is None or nack[2] == name, "consumer PEL entry owned by another")
+                require(nack is not None, "consumer PEL entry missing from the group PEL")
+                require(nack is None or nack[2] == name, "consumer PEL entry owned by another")
         zone = set(self.nacked)
-        _require(not zone & union, "a nacked ID is also in a consumer PEL")
+        require(not zone & union, "a nacked ID is also in a consumer PEL")
         unowned = {key for key, nack in self.pel.items() if nack[2] is None}
-        _require(zone == unowned, "NACK zone is not exactly the unowned PEL entries")
-        _require(union | zone == set(self.pel), "group PEL is not consumer PELs + NACK zone")
-        _require(list(self.order) == sorted(self.pel), "order is not the sorted PEL keys")
+        require(zone == unowned, "NACK zone is not exactly the unowned PEL entries")
+        require(union | zone == set(self.pel), "group PEL is not consumer PELs + NACK zone")
+        require(list(self.order) == sorted(self.pel), "order is not the sorted PEL keys")
         self.order.check_invariants()
         for key, (delivery_ms, count, owner) in self.pel.items():
             if owner is None:
-                _require(delivery_ms == 0, f"nacked entry {key_id(key)} has a delivery time")
+                require(delivery_ms == 0, f"nacked entry {key_id(key)} has a delivery time")
             else:
-                _require(owner in self.consumers, "PEL entry owned by a missing consumer")
-            _require(0 <= count <= MAX_COUNT, "delivery count out of range")
-            _require(delivery_ms >= 0, "negative delivery time")
-        _require(self.entries_read >= UNKNOWN, "entries_read below -1")
+                require(owner in self.consumers, "PEL entry owned by a missing consumer")
+            require(0 <= count <= MAX_COUNT, "delivery count out of range")
+            require(delivery_ms >= 0, "negative delivery time")
+        require(self.entries_read >= UNKNOWN, "entries_read below -1")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -37,6 +37,7 @@ from itertools import count
 
 import xxhash
 
+from headwater.errors import require
 from headwater.stream.ids import StreamID
 
 _MASK64 = (1 << 64) - 1
@@ -188,15 +189,18 @@ class IdmpState:
         self.tracked = 0
 
     def check_invariants(self, maxsize: int) -> None:
-        assert self.tracked == sum(len(p.iids) for p in self.producers.values())
+        require(
+            self.tracked == sum(len(p.iids) for p in self.producers.values()),
+            "tracked count out of step",
+        )
         due: dict[bytes, int] = {}
         for key, _, pid, p in self._due:
             if self.producers.get(pid) is p:
                 due[pid] = min(key, due.get(pid, key))
         for pid, producer in self.producers.items():
-            assert due[pid] <= producer.oldest_ms(), "producer missing from the expiry heap"
+            require(due[pid] <= producer.oldest_ms(), "producer missing from the expiry heap")
         for producer in self.producers.values():
-            assert producer.iids, "empty producer kept"
-            assert len(producer.iids) <= maxsize, "producer over maxsize"
-            assert list(producer.order) == list(producer.iids), "order out of step"
-        assert self.added >= self.tracked
+            require(bool(producer.iids), "empty producer kept")
+            require(len(producer.iids) <= maxsize, "producer over maxsize")
+            require(list(producer.order) == list(producer.iids), "order out of step")
+        require(self.added >= self.tracked, "fewer added than tracked")

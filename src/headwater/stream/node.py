@@ -50,6 +50,7 @@ from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator, Sequence
 
+from headwater.errors import require
 from headwater.stream.ids import StreamID
 
 _U32 = struct.Struct("<I")
@@ -525,14 +526,14 @@ class Node:
         if self._lazy is not None:
             self._materialize(self._lazy)
         n = len(self.ms)
-        assert n == len(self.seq) == len(self.offsets), "parallel arrays out of step"
-        assert self.count + self.deleted == n, "live + deleted != entries"
-        assert self.count >= 0, "negative live count"
+        require(n == len(self.seq) == len(self.offsets), "parallel arrays out of step")
+        require(self.count + self.deleted == n, "live + deleted != entries")
+        require(self.count >= 0, "negative live count")
         ids = list(zip(self.ms, self.seq, strict=True))
-        assert ids == sorted(set(ids)), "IDs not strictly increasing"
-        assert ids[0] == self.master, "master ID is not the first entry's"
+        require(ids == sorted(set(ids)), "IDs not strictly increasing")
+        require(ids[0] == self.master, "master ID is not the first entry's")
         dead = sum(self.tomb) if self.tomb else 0
-        assert dead == self.deleted, "tombstone count mismatch"
+        require(dead == self.deleted, "tombstone count mismatch")
         offsets = list(self.offsets)
-        assert offsets == sorted(offsets), "offsets not increasing"
-        assert offsets[0] == 0, "first entry does not start the blob"
+        require(offsets == sorted(offsets), "offsets not increasing")
+        require(offsets[0] == 0, "first entry does not start the blob")

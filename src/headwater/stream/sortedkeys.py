@@ -18,6 +18,8 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 
+from headwater.errors import require
+
 CHUNK = 512
 
 
@@ -136,14 +138,14 @@ class SortedKeys:
             i = 0
 
     def check_invariants(self) -> None:
-        assert len(self.chunks) == len(self.lasts)
+        require(len(self.chunks) == len(self.lasts), "chunks and maxima out of step")
         previous: int | None = None
         total = 0
         for chunk, last in zip(self.chunks, self.lasts, strict=True):
-            assert chunk, "empty chunk"
-            assert chunk[-1] == last, "stale chunk maximum"
+            require(bool(chunk), "empty chunk")
+            require(chunk[-1] == last, "stale chunk maximum")
             for key in chunk:
-                assert previous is None or key > previous, "keys not strictly increasing"
+                require(previous is None or key > previous, "keys not strictly increasing")
                 previous = key
             total += len(chunk)
-        assert total == self.size, "size out of step"
+        require(total == self.size, "size out of step")

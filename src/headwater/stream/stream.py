@@ -22,6 +22,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
+from headwater.errors import require
 from headwater.stream.idmp import IdmpState
 from headwater.stream.ids import MIN_ID, StreamID
 from headwater.stream.node import Node
@@ -291,6 +292,8 @@ class Stream:
         needs) or ``on_remove`` (DELREF: drop the entry's PEL references) make the trim work
         entry by entry, even with ``~``."""
         self.last_trimmed = None
+        if maxlen is None and minid is None:
+            return 0  # no bound: nothing to trim
         if keep is not None or on_remove is not None:
             return self._trim_entries(maxlen, minid, limit, keep, on_remove)
         removed = 0
@@ -303,8 +306,7 @@ class Stream:
             if maxlen is not None:
                 whole = self.length - node.count >= maxlen
             else:
-                assert minid is not None
-                whole = node.last_id() < minid
+                whole = minid is not None and node.last_id() < minid
             if whole:
                 self._drop_node(0)
                 self.length -= node.count
@@ -377,22 +379,22 @@ class Stream:
     # -- introspection ---------------------------------------------------------------------
 
     def check_invariants(self) -> None:
-        assert len(self.nodes) == len(self.firsts)
+        require(len(self.nodes) == len(self.firsts), "nodes and index out of step")
         live = 0
         previous: StreamID | None = None
         for node, first in zip(self.nodes, self.firsts, strict=True):
             node.check_invariants()
-            assert node.master == first, "index key differs from the node's master ID"
+            require(node.master == first, "index key differs from the node's master ID")
             if previous is not None:
-                assert first > previous, "nodes overlap or are out of order"
+                require(first > previous, "nodes overlap or are out of order")
             previous = node.last_id()
             live += node.count
-        assert live == self.length, f"length {self.length} but {live} live entries"
+        require(live == self.length, f"length {self.length} but {live} live entries")
         if previous is not None:
-            assert previous <= self.last_id, "an entry above last_id"
+            require(previous <= self.last_id, "an entry above last_id")
         first_live = next(self.iter_ids(), None)
-        assert self.first_id == (first_live or MIN_ID), "first_id is stale"
-        assert self.entries_added >= self.length
+        require(self.first_id == (first_live or MIN_ID), "first_id is stale")
+        require(self.entries_added >= self.length, "fewer entries added than live")
 
 
 def _upper_index(node: Node, sid: StreamID) -> int:
