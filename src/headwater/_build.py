@@ -14,7 +14,8 @@ import os
 from importlib.machinery import EXTENSION_SUFFIXES
 
 #: The per-command path (RESP codec, protocol, dispatch, argument parsing, the stream, group,
-#: IDMP and string commands, entry encoders) and the stream structures, measured with
+#: IDMP and string commands, entry encoders, the write operations and their changes) and the
+#: stream structures, measured with
 #: ``benchmarks/profile_build.py``. Not compiled: ``keyspace.py`` (its ``Database`` is a dict
 #: subclass), ``resp/types.py`` (subclasses of bytes and str, which mypyc's
 #: native classes cannot be) and ``stream/node.py`` (its lazy buffers rely on ``__getattr__``
@@ -36,6 +37,9 @@ HOT_MODULES = (
     "headwater.commands.args",
     "headwater.commands.context",
     "headwater.commands.strings",
+    "headwater.ops.change",
+    "headwater.ops.streams",
+    "headwater.ops.groups",
 )
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))

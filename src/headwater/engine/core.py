@@ -240,7 +240,10 @@ class Engine:
         if type(reply) is Written:
             written: Written = reply
             reply = written.reply
-            self.apply_change(c.db.index, argv, written.change)
+            if self.effect_sinks or self._tx_effects is not None:
+                self.apply_change(c.db.index, argv, written.change)
+            else:  # nothing listens for effects: only the count (XADD's hot path, no AOF)
+                self.dirty += written.change.dirty
         if self.effect_seq != effects_before:
             c.effect_seq = self.effect_seq  # its replies wait until these effects are durable
         elif self.replies_wait_for_disk and row.sees_data:

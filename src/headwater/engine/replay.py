@@ -45,9 +45,12 @@ asked of hiredis: fed a sentinel command after the last byte, it reads the senti
 alone only if nothing unfinished came before it.
 
 Consumer groups add one ``XCLAIM key group consumer 0 <id> TIME <ms> RETRYCOUNT <n> FORCE
-JUSTID LASTID <id>`` per delivered entry: ``Replayer._claim`` applies exactly that shape as
-``cmd_xclaim`` does, without its option parsing (under the same conditions as the XADD runs,
-and no ``stream-consumer-idle-reclaim-ms``). Other XCLAIMs and ``XGROUP`` subcommands (SETID
+JUSTID LASTID <id>`` per delivered entry: ``Replayer._claim`` applies exactly that shape with
+the operations ``cmd_xclaim`` calls (``ops.groups``), without its option parsing (under the
+same conditions as the XADD runs, and no ``stream-consumer-idle-reclaim-ms``). An XREADGROUP's
+XCLAIMs come inside its MULTI … EXEC, which the fast paths leave to ``Engine.execute``: an
+XCLAIM or XAUTOCLAIM that claimed one entry takes this path. Every change either path makes is
+counted by ``Engine.apply_change``, as live. Other XCLAIMs and ``XGROUP`` subcommands (SETID
 once per read, CREATECONSUMER) run their handler directly (``Engine.apply_row``), skipping the
 generic dispatch (``XGROUP`` is a container command, which ``Engine.apply`` sends through
 ``execute``).
@@ -229,8 +232,8 @@ class Replayer:
     def _claim(self, argv: list[bytes]) -> bool:
         """``XCLAIM key group consumer 0 <id> TIME <ms> RETRYCOUNT <n> FORCE JUSTID LASTID
         <id>``, the effect of each entry XREADGROUP delivers or XCLAIM claims
-        (``commands/groups._claim_effect``), applied as ``cmd_xclaim`` applies it, without
-        its option parsing. False for any other shape or an unusual state (the handler then
+        (``commands/groups._claim_effect``), applied with ``cmd_xclaim``'s operations,
+        without its option parsing. False for any other shape or an unusual state (the handler then
         decides, errors included)."""
         if len(argv) != 14 or argv[4] != b"0" or tuple(argv[6:13:2]) != _CLAIM_WORDS:
             return False
