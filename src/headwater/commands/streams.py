@@ -22,7 +22,7 @@ from headwater.errors import (
     wrong_arity,
 )
 from headwater.ops.change import ONE, Change, Written, as_given, one_line
-from headwater.ops.streams import append_entries, idmp_original, idmp_retry, record_idmp
+from headwater.ops.streams import append_entry, idmp_original, idmp_retry, record_idmp
 from headwater.resp.types import NULL_ARRAY, OK, PairMap, Raw, Reply
 from headwater.stream.groups import drop_references, referenced, trim_policy
 from headwater.stream.idmp import auto_iid
@@ -313,7 +313,7 @@ def cmd_xadd(c: Client, argv: list[bytes]) -> Reply | Written:
         raise TOO_LARGE
     config = c.server.config
     max_bytes, max_entries = config["stream-node-max-bytes"], config["stream-node-max-entries"]
-    dirty = append_entries(c.db, key, stream, [(sid, pairs, size)], max_bytes, max_entries)
+    dirty = append_entry(c.db, key, stream, sid, pairs, size, max_bytes, max_entries)
     if idmp_key is not None:
         record_idmp(c.db, key, stream, idmp_key, sid, c.server.stats)
     reply = format_id(sid)

@@ -27,19 +27,37 @@ class IdmpStats(Protocol):
     stream_idmp_iids_duplicates: int
 
 
+def append_entry(
+    db: Database,
+    key: bytes,
+    stream: Stream,
+    sid: StreamID,
+    pairs: Sequence[bytes],
+    size: int,
+    max_bytes: int,
+    max_entries: int,
+) -> int:
+    """Append one entry whose ID the caller checked is past ``last_id`` (XADD); ``size`` is
+    the total length of pairs. Returns the changes (1)."""
+    stream.append(sid, pairs, max_bytes, max_entries, size)
+    return _appended(db, key, 1)
+
+
 def append_entries(
     db: Database, key: bytes, stream: Stream, run: list[Entry], max_bytes: int, max_entries: int
 ) -> int:
-    """Append entries whose IDs the caller checked increase past ``last_id`` (one XADD, or a
-    replayed run of them): same nodes either way. Returns the changes (one per entry)."""
-    if len(run) == 1:
-        sid, pairs, size = run[0]
-        stream.append(sid, pairs, max_bytes, max_entries, size)
-    else:
-        stream.extend(run, max_bytes, max_entries)
+    """``append_entry`` for each of a run of entries (replayed XADDs), in one pass: the same
+    nodes (``Stream.extend``), the same signals and count."""
+    stream.extend(run, max_bytes, max_entries)
+    return _appended(db, key, len(run))
+
+
+def _appended(db: Database, key: bytes, count: int) -> int:
+    """What appending means beyond the stream: WATCHers see the key modified and blocked
+    readers are woken; each entry is one change."""
     db.signal_modified(key)
     db.signal_ready(key)
-    return len(run)
+    return count
 
 
 def idmp_original(
