@@ -7,7 +7,8 @@ something); a list is exactly what to propagate, maybe nothing. A write handler 
 ``Written(reply, change)``; the engine alone (``Engine.call``, the cron) turns the change into
 the dirty counter and the effect stream, as Redis's ``call()`` does with ``alsoPropagate``.
 
-Both are immutable once built: the shared constants below are returned by many handlers.
+A ``Change`` or ``Written`` is never modified once built (the shared constants below are
+returned by many handlers); only an ``Effects``, which one command builds step by step, grows.
 """
 
 from __future__ import annotations
@@ -38,11 +39,13 @@ class Written:
 
 #: one change, propagated as given (SET key value, XSETID …)
 ONE: Final = Change(1)
+#: ``as_given(n)`` for small n, built once (XACK, XDEL, MSET… of a few IDs or keys)
+_AS_GIVEN: Final = [ONE if n == 1 else Change(n) for n in range(128)]
 
 
 def as_given(dirty: int) -> Change:
     """``dirty`` changes, propagated as the command was given (nothing when 0)."""
-    return ONE if dirty == 1 else Change(dirty)
+    return _AS_GIVEN[dirty] if 0 <= dirty < 128 else Change(dirty)
 
 
 def one_line(dirty: int, line: list[bytes]) -> Change:
