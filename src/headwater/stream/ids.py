@@ -9,6 +9,8 @@ trailing junk, negatives and overflow are not).
 
 from __future__ import annotations
 
+from typing import Final
+
 from headwater.errors import err
 
 StreamID = tuple[int, int]
@@ -33,9 +35,9 @@ class _MsMemo:
         self.value = 0
 
 
-_LAST_MS = _MsMemo()
+_LAST_MS: Final = _MsMemo()
 #: canonical texts of small sequence numbers, parsed once
-_SMALL_INTS = {b"%d" % n: n for n in range(1024)}
+_SMALL_INTS: Final = {b"%d" % n: n for n in range(1024)}
 
 
 def format_id(sid: StreamID) -> bytes:
