@@ -14,10 +14,10 @@ import os
 from importlib.machinery import EXTENSION_SUFFIXES
 
 #: The per-command path (RESP codec, protocol, dispatch, argument parsing, the stream, group,
-#: IDMP and string commands, entry encoders) and the stream structures, measured with the
-#: in-process rows of ``benchmarks/bench.py --rows inproc``. Not compiled: ``keyspace.py``
-#: (its ``Database`` is a dict subclass), ``resp/types.py`` (subclasses of bytes and str, which
-#: mypyc's native classes cannot be).
+#: IDMP and string commands, entry encoders, the write operations and their changes) and the
+#: stream structures, measured with the in-process rows of ``benchmarks/bench.py --rows
+#: inproc``. Not compiled: ``keyspace.py`` (its ``Database`` is a dict subclass),
+#: ``resp/types.py`` (subclasses of bytes and str, which mypyc's native classes cannot be).
 HOT_MODULES = (
     "headwater.resp.parser",
     "headwater.resp.encoder",
@@ -37,6 +37,9 @@ HOT_MODULES = (
     "headwater.commands.context",
     "headwater.commands.gate",
     "headwater.commands.strings",
+    "headwater.ops.change",
+    "headwater.ops.streams",
+    "headwater.ops.groups",
 )
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from headwater.commands.context import Block, Client, spec
 from headwater.config import Config
+from headwater.ops.change import ONE, Written
 from headwater.resp.types import Reply
 from tests.unit.conftest import Harness
 from tests.unit.conftest import error_text as _err
@@ -186,23 +187,21 @@ def test_reset_leaves_multi_and_watch() -> None:
 # -- blocking --------------------------------------------------------------------------------
 
 
-def _cmd_take(c: Client, argv: list[bytes]) -> Reply | Block:
+def _cmd_take(c: Client, argv: list[bytes]) -> Written | Block:
     """TAKE key timeout_ms: pop the string at key, or wait for one."""
     value = c.db.get(argv[1])
     if value is not None:
         c.db.delete(argv[1])
-        c.server.dirty += 1
-        return value
+        return Written(value, ONE)
     timeout = int(argv[2])
     deadline = c.server.clock.monotonic_ms() + timeout if timeout else 0
     return Block([argv[1]], deadline, None)
 
 
-def _cmd_put(c: Client, argv: list[bytes]) -> Reply:
+def _cmd_put(c: Client, argv: list[bytes]) -> Written:
     c.db.set(argv[1], argv[2])
     c.db.signal_ready(argv[1])
-    c.server.dirty += 1
-    return 1
+    return Written(1, ONE)
 
 
 TEST_COMMANDS = (

@@ -2,10 +2,12 @@
 ``CommandSpec`` row that routed it.
 
 Handlers have the signature ``handler(c, argv) -> Reply`` (argv[0] is the command name as
-typed). They raise ``ReplyError`` for errors, change data only through the keyspace, and count
-changes in ``c.server.dirty`` so the engine knows to propagate them. A handler that must wait
-returns ``Block``; the engine parks the client and runs the same command again when a key it
-waits on becomes ready (Redis 7 semantics).
+typed). They raise ``ReplyError`` for errors and change data only through the keyspace (the
+operations of ``headwater.ops``). A handler that changed data returns ``Written(reply,
+change)``: the engine alone counts the change and propagates its effects (``ops.change``).
+A handler that must wait returns ``Block`` (or ``Written(Block(...), change)``); the engine
+parks the client and runs the same command again when a key it waits on becomes ready (Redis 7
+semantics).
 """
 
 from __future__ import annotations
@@ -203,7 +205,6 @@ class ServerAPI(Protocol):
     info: ServerInfo
     clients: dict[int, Client]
     table: dict[bytes, CommandSpec]
-    dirty: int
     dirty_at_last_save: int
     #: snapshots and the AOF, if the layer above provides them
     persistence: Persistence | None
@@ -213,10 +214,13 @@ class ServerAPI(Protocol):
     def blocked_count(self) -> int: ...
 
     @property
+    def dirty(self) -> int:
+        """Changes so far (INFO); handlers return theirs, the engine counts them."""
+        ...
+
+    @property
     def propagating(self) -> bool: ...
 
-    def also_propagate(self, db: int, argv: list[bytes]) -> None: ...
-    def prevent_propagation(self) -> None: ...
     def exec_queued(
         self, client: Client, queued: list[tuple[CommandSpec, list[bytes]]]
     ) -> Reply: ...

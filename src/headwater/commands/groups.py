@@ -30,6 +30,9 @@ from headwater.commands.streams import (
 )
 from headwater.errors import SYNTAX, ReplyError, c_text, err, subcommand_syntax
 from headwater.keyspace import Database
+from headwater.ops.change import ONE, Change, Effects, Written, as_given, one_line
+from headwater.ops.groups import claim_entry, forget_entry, move_last_id
+from headwater.ops.groups import touch_consumer as touch_consumer_op
 from headwater.resp.types import NULL_ARRAY, OK, PairMap, Raw, Reply
 from headwater.stream.groups import (
     MAX_COUNT,
@@ -86,7 +89,9 @@ def lookup_group(c: Client, key: bytes, name: bytes) -> tuple[Stream, Group] | N
     return None if group is None else (stream, group)
 
 
-def reclaim_idle(c: Client, key: bytes, group: Group, keep: bytes | None = None) -> None:
+def reclaim_idle(
+    c: Client, key: bytes, group: Group, fx: Effects, keep: bytes | None = None
+) -> None:
     """Drop the group's idle consumers with nothing pending when
     ``stream-consumer-idle-reclaim-ms`` is set; each drop propagates as DELCONSUMER."""
     idle_ms: int = c.server.config["stream-consumer-idle-reclaim-ms"]
@@ -97,8 +102,7 @@ def reclaim_idle(c: Client, key: bytes, group: Group, keep: bytes | None = None)
     group.reclaim_checked_ms = now
     for name in group.idle_consumers(now, idle_ms, keep):
         group.delete_consumer(name)
-        c.server.dirty += 1
-        c.server.also_propagate(c.db.index, delconsumer_effect(key, group, name))
+        fx.add(1, delconsumer_effect(key, group, name))
 
 
 def createconsumer_effect(key: bytes, group: Group, name: bytes) -> list[bytes]:
@@ -113,29 +117,27 @@ def delconsumer_effect(key: bytes, group: Group, name: bytes) -> list[bytes]:
     return [b"XGROUP", b"DELCONSUMER", key, group.name, name]
 
 
-def reclaim_idle_everywhere(db: Database, now_ms: int, idle_ms: int) -> list[list[bytes]]:
+def reclaim_idle_everywhere(db: Database, now_ms: int, idle_ms: int) -> list[Change]:
     """The cron's pass over a database: drop idle consumers with nothing pending in every
-    group; returns the DELCONSUMER effects."""
-    effects: list[list[bytes]] = []
+    group; returns one change per consumer dropped (its DELCONSUMER effect)."""
+    effects: list[Change] = []
     for key, value in db.data.items():
         if not isinstance(value, Stream) or not value.groups:
             continue
         for group in value.groups.values():
             for name in group.idle_consumers(now_ms, idle_ms):
                 group.delete_consumer(name)
-                effects.append(delconsumer_effect(key, group, name))
+                effects.append(one_line(1, delconsumer_effect(key, group, name)))
     return effects
 
 
-def touch_consumer(c: Client, key: bytes, group: Group, name: bytes) -> tuple[Consumer, bool]:
-    """The named consumer (created on first use, which counts as a write) with its seen
-    time set to now."""
-    now = c.server.keyspace.now_ms
-    consumer, created = group.consumer(name, now)
+def touch_consumer(c: Client, key: bytes, group: Group, name: bytes, fx: Effects) -> Consumer:
+    """The named consumer (created on first use, which counts as a write and propagates as
+    CREATECONSUMER) with its seen time set to now."""
+    consumer, created = touch_consumer_op(group, name, c.server.keyspace.now_ms)
     if created:
-        c.server.dirty += 1
-    consumer.seen_time = now
-    return consumer, created
+        fx.add(created, createconsumer_effect(key, group, name))
+    return consumer
 
 
 def _claim_effect(
@@ -205,7 +207,7 @@ def _capped(entries_read: int, stream: Stream) -> int:
     return min(entries_read, stream.entries_added) if entries_read != UNKNOWN else UNKNOWN
 
 
-def cmd_xgroup_create(c: Client, argv: list[bytes]) -> Reply:
+def cmd_xgroup_create(c: Client, argv: list[bytes]) -> Reply | Written:
     """XGROUP CREATE key group <id | $> [MKSTREAM] [ENTRIESREAD entries-read]"""
     opts = _parse_xgroup_options(argv, create=True)
     stream, _ = _xgroup_target(c, argv, needs_group=False, mkstream=opts.mkstream)
@@ -222,11 +224,10 @@ def cmd_xgroup_create(c: Client, argv: list[bytes]) -> Reply:
         raise BUSYGROUP
     stream.groups[argv[3]] = Group(argv[3], last, _capped(opts.entries_read, stream))
     c.db.signal_modified(argv[2])
-    c.server.dirty += 1
-    return OK
+    return Written(OK, ONE)
 
 
-def cmd_xgroup_setid(c: Client, argv: list[bytes]) -> Reply:
+def cmd_xgroup_setid(c: Client, argv: list[bytes]) -> Reply | Written:
     """XGROUP SETID key group <id | $> [ENTRIESREAD entries-read]"""
     opts = _parse_xgroup_options(argv, create=False)
     stream, group = _xgroup_target(c, argv, needs_group=True)
@@ -238,11 +239,10 @@ def cmd_xgroup_setid(c: Client, argv: list[bytes]) -> Reply:
     group.last_id = last
     group.entries_read = _capped(opts.entries_read, stream)
     c.db.signal_modified(argv[2])
-    c.server.dirty += 1
-    return OK
+    return Written(OK, ONE)
 
 
-def cmd_xgroup_destroy(c: Client, argv: list[bytes]) -> Reply:
+def cmd_xgroup_destroy(c: Client, argv: list[bytes]) -> Reply | Written:
     """XGROUP DESTROY key group"""
     stream, group = _xgroup_target(c, argv, needs_group=False)
     assert stream is not None
@@ -251,22 +251,21 @@ def cmd_xgroup_destroy(c: Client, argv: list[bytes]) -> Reply:
     del stream.groups[argv[3]]
     c.db.signal_modified(argv[2])
     c.db.signal_ready(argv[2])  # blocked XREADGROUP clients of the group get NOGROUP
-    c.server.dirty += 1
-    return 1
+    return Written(1, ONE)
 
 
-def cmd_xgroup_createconsumer(c: Client, argv: list[bytes]) -> Reply:
+def cmd_xgroup_createconsumer(c: Client, argv: list[bytes]) -> Reply | Written:
     """XGROUP CREATECONSUMER key group consumer"""
     _, group = _xgroup_target(c, argv, needs_group=True)
     assert group is not None
     _, created = group.consumer(argv[4], c.server.keyspace.now_ms)
-    if created:
-        c.db.signal_modified(argv[2])
-        c.server.dirty += 1
-    return 1 if created else 0
+    if not created:
+        return 0
+    c.db.signal_modified(argv[2])
+    return Written(1, ONE)
 
 
-def cmd_xgroup_delconsumer(c: Client, argv: list[bytes]) -> Reply:
+def cmd_xgroup_delconsumer(c: Client, argv: list[bytes]) -> Reply | Written:
     """XGROUP DELCONSUMER key group consumer"""
     _, group = _xgroup_target(c, argv, needs_group=True)
     assert group is not None
@@ -274,8 +273,7 @@ def cmd_xgroup_delconsumer(c: Client, argv: list[bytes]) -> Reply:
     if pending is None:
         return 0
     c.db.signal_modified(argv[2])
-    c.server.dirty += 1
-    return pending
+    return Written(pending, ONE)
 
 
 XGROUP_HELP = [
@@ -462,21 +460,19 @@ def _with_claim_info(entry: bytes, idle_ms: int, count: int) -> bytes:
     return b"*4\r\n%s:%d\r\n:%d\r\n" % (entry[4:], idle_ms, count)
 
 
-def cmd_xreadgroup(c: Client, argv: list[bytes]) -> Reply | Block:
+def cmd_xreadgroup(c: Client, argv: list[bytes]) -> Reply | Block | Written:
     opts = parse_xread(c, argv, group=True)
     targets = _read_ids(c, argv, opts)
     served: list[tuple[bytes, Reply]] = []
-    effects: list[list[bytes]] = []
+    fx = Effects()
     claim_ms = opts.claim_ms
     caps = ReplyCaps(opts.maxcount, opts.maxsize, c.resp)
     for key, (stream, group, sid) in zip(opts.keys, targets, strict=True):
         if caps.full():
             break  # MAXCOUNT / MAXSIZE reached: later streams are not served
         d = _Delivery(c, key, stream, group)
-        reclaim_idle(c, key, group, keep=opts.consumer)
-        consumer, created = touch_consumer(c, key, group, opts.consumer)
-        if created:
-            effects.append(createconsumer_effect(key, group, opts.consumer))
+        reclaim_idle(c, key, group, fx, keep=opts.consumer)
+        consumer = touch_consumer(c, key, group, opts.consumer, fx)
         parts: list[bytes] | None = None
         caps.open_stream(key)
         if sid != NEW_ONLY:
@@ -489,18 +485,16 @@ def cmd_xreadgroup(c: Client, argv: list[bytes]) -> Reply | Block:
         caps.close_stream(parts is not None)
         if parts is not None:
             served.append((key, array_of(parts)))
-        if d.changed:
-            c.server.dirty += 1
-        effects += d.effects
-    for effect in effects:
-        c.server.also_propagate(c.db.index, effect)
-    c.server.prevent_propagation()
+        fx.add(int(d.changed))
+        lines = fx.lines
+        if lines is not None:
+            lines += d.effects
     if served:
         if c.resp == 3:
-            return PairMap(served)
-        return [[key, entries] for key, entries in served]
+            return Written(PairMap(served), fx)
+        return Written([[key, entries] for key, entries in served], fx)
     if opts.block_ms is None:
-        return NULL_ARRAY
+        return Written(NULL_ARRAY, fx)
     monotonic = c.server.clock.monotonic_ms()
     deadline = monotonic + opts.block_ms if opts.block_ms else 0
     retry_at = 0.0
@@ -508,7 +502,7 @@ def cmd_xreadgroup(c: Client, argv: list[bytes]) -> Reply | Block:
         soonest = _next_claimable_ms(targets, claim_ms, c.server.keyspace.now_ms)
         if soonest is not None:
             retry_at = monotonic + soonest
-    return Block(list(opts.keys), deadline, NULL_ARRAY, retry_at_ms=retry_at)
+    return Written(Block(list(opts.keys), deadline, NULL_ARRAY, retry_at_ms=retry_at), fx)
 
 
 def _next_claimable_ms(
@@ -531,7 +525,7 @@ def _next_claimable_ms(
 # XACK / XACKDEL
 
 
-def cmd_xack(c: Client, argv: list[bytes]) -> Reply:
+def cmd_xack(c: Client, argv: list[bytes]) -> Reply | Written:
     """XACK key group id [id ...]"""
     found = lookup_group(c, argv[1], argv[2])
     if found is None:
@@ -539,13 +533,13 @@ def cmd_xack(c: Client, argv: list[bytes]) -> Reply:
     _, group = found
     keys = [id_key(parse_id(raw)) for raw in argv[3:]]
     acked = sum(1 for key in keys if group.ack(key))
-    if acked:
-        c.db.signal_modified(argv[1])
-        c.server.dirty += acked
-    return acked
+    if not acked:
+        return 0
+    c.db.signal_modified(argv[1])
+    return Written(acked, as_given(acked))
 
 
-def cmd_xackdel(c: Client, argv: list[bytes]) -> Reply:
+def cmd_xackdel(c: Client, argv: list[bytes]) -> Reply | Written:
     """XACKDEL key group [KEEPREF | DELREF | ACKED] IDS numids id [id ...]"""
 
     stream = lookup_stream(c, argv[1])
@@ -564,10 +558,10 @@ def cmd_xackdel(c: Client, argv: list[bytes]) -> Reply:
                 drop_references(stream, sid)
             stream.delete(sid)
             results.append(1)
-    if results.count(-1) != len(results):
-        c.db.signal_modified(argv[1])
-        c.server.dirty += 1
-    return results
+    if results.count(-1) == len(results):
+        return results
+    c.db.signal_modified(argv[1])
+    return Written(results, ONE)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -634,7 +628,7 @@ def _nacked_count(count: int, opts: XNackOpts) -> int:
     return count
 
 
-def cmd_xnack(c: Client, argv: list[bytes]) -> Reply:
+def cmd_xnack(c: Client, argv: list[bytes]) -> Reply | Written:
     """XNACK key group <SILENT | FAIL | FATAL> IDS numids id [id ...] [RETRYCOUNT count]
     [FORCE]"""
     found = lookup_group(c, argv[1], argv[2])
@@ -652,14 +646,11 @@ def cmd_xnack(c: Client, argv: list[bytes]) -> Reply:
         count = _nacked_count(nack[1] if nack is not None else 0, opts)
         group.release(key, count)
         nacked.append((key, count))
-    if nacked:
-        c.server.dirty += len(nacked)
-        c.db.signal_modified(argv[1])
-        c.db.signal_ready(argv[1])  # nacked entries are claimable now: wake XREADGROUP CLAIM
-        for effect in nack_commands(argv[1], group.name, nacked):
-            c.server.also_propagate(c.db.index, effect)
-    c.server.prevent_propagation()
-    return len(nacked)
+    if not nacked:
+        return 0
+    c.db.signal_modified(argv[1])
+    c.db.signal_ready(argv[1])  # nacked entries are claimable now: wake XREADGROUP CLAIM
+    return Written(len(nacked), Change(len(nacked), nack_commands(argv[1], group.name, nacked)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -698,13 +689,21 @@ def parse_xpending(argv: list[bytes]) -> XPendingOpts | None:
     return opts
 
 
-def cmd_xpending(c: Client, argv: list[bytes]) -> Reply:
+def cmd_xpending(c: Client, argv: list[bytes]) -> Reply | Written:
     opts = parse_xpending(argv)
     found = lookup_group(c, argv[1], argv[2])
     if found is None:
         raise nogroup(argv[1], argv[2])
     _, group = found
-    reclaim_idle(c, argv[1], group)
+    if not c.server.config["stream-consumer-idle-reclaim-ms"]:
+        return _xpending_reply(c, group, opts)  # (the usual case: nothing to allocate)
+    fx = Effects()
+    reclaim_idle(c, argv[1], group, fx)
+    reply = _xpending_reply(c, group, opts)
+    return Written(reply, fx) if fx.dirty else reply
+
+
+def _xpending_reply(c: Client, group: Group, opts: XPendingOpts | None) -> Reply:
     if opts is None:
         return _pending_summary(group)
     pel = group.pel
@@ -803,10 +802,10 @@ def parse_xclaim(argv: list[bytes], now: int) -> XClaimOpts:
 class _Claimer:
     """Claims for one XCLAIM/XAUTOCLAIM call: the reply items and the effects."""
 
-    def __init__(self, c: Client, key: bytes, stream: Stream, group: Group) -> None:
+    def __init__(self, c: Client, key: bytes, stream: Stream, group: Group, fx: Effects) -> None:
         self.c, self.key, self.stream, self.group = c, key, stream, group
         self.items: list[Reply] = []
-        self.effects: list[list[bytes]] = []
+        self.fx = fx
         self.claimed = False  # an XCLAIM effect carries LASTID, so no SETID is needed
         self.propagating = c.server.propagating
 
@@ -814,16 +813,17 @@ class _Claimer:
         """The entry is gone from the stream: its NACK goes too (and is propagated)."""
         nack = self.group.pel[key]
         self.claimed = True
+        effect = None
         if self.propagating:
-            self.effects.append(_claim_effect(self.key, self.group, format_id(key_id(key)), nack))
-        self.group.ack(key)
-        self.c.server.dirty += 1
+            effect = _claim_effect(self.key, self.group, format_id(key_id(key)), nack)
+        self.fx.add(forget_entry(self.group, key), effect)
 
     def claim(
         self, key: int, consumer: Consumer, delivery_ms: int, count: int, justid: bool
     ) -> None:
         group = self.group
-        group.transfer(key, consumer, delivery_ms, count)
+        now = self.c.server.keyspace.now_ms
+        dirty = claim_entry(group, key, consumer, delivery_ms, count, now)
         sid = key_id(key)
         if justid:
             self.items.append(format_id(sid))
@@ -831,35 +831,31 @@ class _Claimer:
             pairs = self.stream.get(sid)
             assert pairs is not None
             self.items.append(entry_reply((sid, pairs)))
-        consumer.active_time = self.c.server.keyspace.now_ms
         self.claimed = True
+        effect = None
         if self.propagating:
-            self.effects.append(_claim_effect(self.key, group, format_id(sid), group.pel[key]))
-        self.c.server.dirty += 1
+            effect = _claim_effect(self.key, group, format_id(sid), group.pel[key])
+        self.fx.add(dirty, effect)
 
-    def finish(self) -> None:
-        for effect in self.effects:
-            self.c.server.also_propagate(self.c.db.index, effect)
-        if self.effects:
-            self.c.db.signal_modified(self.key)
-        self.c.server.prevent_propagation()
+    def finish(self, reply: Reply) -> Reply | Written:
+        if not self.fx.dirty:
+            return reply
+        self.c.db.signal_modified(self.key)
+        return Written(reply, self.fx)
 
 
-def cmd_xclaim(c: Client, argv: list[bytes]) -> Reply:
+def cmd_xclaim(c: Client, argv: list[bytes]) -> Reply | Written:
     found = lookup_group(c, argv[1], argv[2])
     if found is None:
         raise nogroup(argv[1], argv[2])
     stream, group = found
     now = c.server.keyspace.now_ms
     opts = parse_xclaim(argv, now)
-    moved_last_id = opts.last_id > group.last_id
-    if moved_last_id:
-        group.last_id = opts.last_id
-    reclaim_idle(c, argv[1], group, keep=argv[3])
-    consumer, created = touch_consumer(c, argv[1], group, argv[3])
-    claimer = _Claimer(c, argv[1], stream, group)
-    if created:
-        claimer.effects.append(createconsumer_effect(argv[1], group, argv[3]))
+    moved_last_id = move_last_id(group, opts.last_id)
+    fx = Effects()
+    reclaim_idle(c, argv[1], group, fx, keep=argv[3])
+    consumer = touch_consumer(c, argv[1], group, argv[3], fx)
+    claimer = _Claimer(c, argv[1], stream, group, fx)
     assert opts.delivery_ms is not None
     for raw in opts.ids:
         sid = parse_id(raw)
@@ -884,10 +880,8 @@ def cmd_xclaim(c: Client, argv: list[bytes]) -> Reply:
             count = bumped(count)
         claimer.claim(key, consumer, opts.delivery_ms, count, opts.justid)
     if moved_last_id and not claimer.claimed:
-        claimer.effects.append(_setid_effect(argv[1], group))
-        c.server.dirty += 1
-    claimer.finish()
-    return claimer.items
+        fx.add(1, _setid_effect(argv[1], group))
+    return claimer.finish(claimer.items)
 
 
 def parse_xautoclaim(argv: list[bytes]) -> tuple[int, StreamID, int, bool]:
@@ -912,18 +906,17 @@ def parse_xautoclaim(argv: list[bytes]) -> tuple[int, StreamID, int, bool]:
     return min_idle, start, count, justid
 
 
-def cmd_xautoclaim(c: Client, argv: list[bytes]) -> Reply:
+def cmd_xautoclaim(c: Client, argv: list[bytes]) -> Reply | Written:
     min_idle, start, count, justid = parse_xautoclaim(argv)
     found = lookup_group(c, argv[1], argv[2])
     if found is None:
         raise nogroup(argv[1], argv[2])
     stream, group = found
-    reclaim_idle(c, argv[1], group, keep=argv[3])
-    consumer, created = touch_consumer(c, argv[1], group, argv[3])
+    fx = Effects()
+    reclaim_idle(c, argv[1], group, fx, keep=argv[3])
+    consumer = touch_consumer(c, argv[1], group, argv[3], fx)
     now = c.server.keyspace.now_ms
-    claimer = _Claimer(c, argv[1], stream, group)
-    if created:
-        claimer.effects.append(createconsumer_effect(argv[1], group, argv[3]))
+    claimer = _Claimer(c, argv[1], stream, group, fx)
     attempts = count * 10
     # Keys are looked at in order and only looked-at ones are removed, so a snapshot of the
     # next attempts + 1 keys stays valid; the one after the last examined is the cursor.
@@ -946,8 +939,7 @@ def cmd_xautoclaim(c: Client, argv: list[bytes]) -> Reply:
         claimer.claim(key, consumer, now, delivered if justid else bumped(delivered), justid)
         count -= 1
     cursor = format_id(key_id(keys[i])) if i < len(keys) else b"0-0"
-    claimer.finish()
-    return [cursor, claimer.items, deleted]
+    return claimer.finish([cursor, claimer.items, deleted])
 
 
 SPECS = (

@@ -12,6 +12,7 @@ from headwater.commands.args import INT64_MAX, INT64_MIN, parse_int, strict_int
 from headwater.commands.context import Client, spec
 from headwater.errors import OVERFLOW, WRONGTYPE, err, wrong_arity
 from headwater.keyspace import Hash
+from headwater.ops.change import ONE, Written, as_given
 from headwater.resp.types import OK, Reply
 
 HASH_NOT_INTEGER = err("hash value is not an integer")
@@ -50,25 +51,24 @@ def _store(c: Client, key: bytes, h: Hash, pairs: list[bytes]) -> int:
     if h.listpack and len(h) > c.server.config["hash-max-listpack-entries"]:
         h.listpack = False
     c.db.signal_modified(key)
-    c.server.dirty += 1
     return added
 
 
-def cmd_hset(c: Client, argv: list[bytes]) -> Reply:
+def cmd_hset(c: Client, argv: list[bytes]) -> Reply | Written:
     """HSET key field value [field value ...]  (HMSET: same, replies OK)"""
     if len(argv) % 2:
         raise wrong_arity(argv[0].decode("utf-8", "replace").lower())
     h = _lookup_or_create(c, argv[1])
     added = _store(c, argv[1], h, argv[2:])
-    return OK if argv[0].upper() == b"HMSET" else added
+    return Written(OK if argv[0].upper() == b"HMSET" else added, ONE)
 
 
-def cmd_hsetnx(c: Client, argv: list[bytes]) -> Reply:
+def cmd_hsetnx(c: Client, argv: list[bytes]) -> Reply | Written:
     h = _lookup(c, argv[1])
     if h is not None and argv[2] in h:
         return 0
     _store(c, argv[1], h if h is not None else _lookup_or_create(c, argv[1]), argv[2:4])
-    return 1
+    return Written(1, ONE)
 
 
 def cmd_hget(c: Client, argv: list[bytes]) -> Reply:
@@ -98,7 +98,7 @@ def cmd_hvals(c: Client, argv: list[bytes]) -> Reply:
     return [] if h is None else list(h.values())
 
 
-def cmd_hdel(c: Client, argv: list[bytes]) -> Reply:
+def cmd_hdel(c: Client, argv: list[bytes]) -> Reply | Written:
     h = _lookup(c, argv[1])
     if h is None:
         return 0
@@ -111,7 +111,7 @@ def cmd_hdel(c: Client, argv: list[bytes]) -> Reply:
             c.db.delete(argv[1])
         else:
             c.db.signal_modified(argv[1])
-        c.server.dirty += removed
+        return Written(removed, as_given(removed))
     return removed
 
 
@@ -131,7 +131,7 @@ def cmd_hexists(c: Client, argv: list[bytes]) -> Reply:
     return int(h is not None and argv[2] in h)
 
 
-def cmd_hincrby(c: Client, argv: list[bytes]) -> Reply:
+def cmd_hincrby(c: Client, argv: list[bytes]) -> Reply | Written:
     delta = parse_int(argv[3])
     h = _lookup(c, argv[1])
     current = 0
@@ -146,7 +146,7 @@ def cmd_hincrby(c: Client, argv: list[bytes]) -> Reply:
     _store(
         c, argv[1], h if h is not None else _lookup_or_create(c, argv[1]), [argv[2], b"%d" % result]
     )
-    return result
+    return Written(result, ONE)
 
 
 SPECS = (

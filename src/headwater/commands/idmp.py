@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from headwater.commands.args import parse_int
 from headwater.commands.context import Client, help_handler, reject_subcommand, spec
-from headwater.commands.streams import lookup_stream, record_idmp
+from headwater.commands.streams import lookup_stream
 from headwater.errors import NO_SUCH_KEY, SYNTAX, err
 from headwater.keyspace import Database
+from headwater.ops.change import ONE, Written
+from headwater.ops.streams import record_idmp
 from headwater.resp.types import OK, Reply
 from headwater.stream.idmp import DURATION_RANGE, MAXSIZE_RANGE
 from headwater.stream.ids import parse_id
@@ -59,13 +61,12 @@ def parse_idmp_settings(
 def apply_idmp_settings(
     c: Client, key: bytes, stream: Stream, duration: int | None, maxsize: int | None
 ) -> bool:
-    """Set what differs and then forget every iid; False (and nothing propagated) when
-    nothing differs."""
+    """Set what differs and then forget every iid; False (nothing changed, nothing
+    propagated) when nothing differs."""
     changed = (duration is not None and duration != stream.idmp_duration) or (
         maxsize is not None and maxsize != stream.idmp_maxsize
     )
     if not changed:
-        c.server.prevent_propagation()
         return False
     if duration is not None:
         stream.idmp_duration = duration
@@ -74,19 +75,18 @@ def apply_idmp_settings(
     if stream.idmp is not None:
         stream.idmp.clear()
     c.db.signal_modified(key)
-    c.server.dirty += 1
     return True
 
 
-def cmd_xcfgset(c: Client, argv: list[bytes]) -> Reply:
+def cmd_xcfgset(c: Client, argv: list[bytes]) -> Reply | Written:
     """XCFGSET key [IDMP-DURATION duration] [IDMP-MAXSIZE maxsize]"""
     stream = _existing_stream(c, argv[1])
     duration, maxsize = parse_idmp_settings(argv, 2, (b"IDMP-DURATION", b"IDMP-MAXSIZE"))
-    apply_idmp_settings(c, argv[1], stream, duration, maxsize)
-    return OK
+    changed = apply_idmp_settings(c, argv[1], stream, duration, maxsize)
+    return Written(OK, ONE) if changed else OK
 
 
-def cmd_xidmprecord(c: Client, argv: list[bytes]) -> Reply:
+def cmd_xidmprecord(c: Client, argv: list[bytes]) -> Reply | Written:
     """XIDMPRECORD key pid iid stream-id: what an AOF rewrite emits for each tracked iid."""
     sid = parse_id(argv[4])
     if not argv[2]:
@@ -101,10 +101,9 @@ def cmd_xidmprecord(c: Client, argv: list[bytes]) -> Reply:
         return OK
     if known is not None:
         raise err("IID already exists for this producer with a different stream ID")
-    record_idmp(c, argv[1], stream, (argv[2], argv[3]), sid)
+    record_idmp(c.db, argv[1], stream, (argv[2], argv[3]), sid, c.server.stats)
     c.db.signal_modified(argv[1])
-    c.server.dirty += 1
-    return OK
+    return Written(OK, ONE)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -124,12 +123,12 @@ def cmd_xidmp_cfgget(c: Client, argv: list[bytes]) -> Reply:
     return {name: values[name] for name in (wanted or list(values))}
 
 
-def cmd_xidmp_cfgset(c: Client, argv: list[bytes]) -> Reply:
+def cmd_xidmp_cfgset(c: Client, argv: list[bytes]) -> Reply | Written:
     """XIDMP CFGSET key [DURATION duration] [MAXSIZE maxsize]: XCFGSET in the seed's words."""
     stream = _existing_stream(c, argv[2])
     duration, maxsize = parse_idmp_settings(argv, 3, (b"DURATION", b"MAXSIZE"))
-    apply_idmp_settings(c, argv[2], stream, duration, maxsize)
-    return OK
+    changed = apply_idmp_settings(c, argv[2], stream, duration, maxsize)
+    return Written(OK, ONE) if changed else OK
 
 
 XIDMP_HELP = [

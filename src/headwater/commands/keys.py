@@ -7,19 +7,19 @@ from headwater.commands.context import Client, help_handler, reject_subcommand, 
 from headwater.errors import NO_SUCH_KEY, SYNTAX, err
 from headwater.glob import compile_glob
 from headwater.keyspace import Hash, string_encoding, type_name
+from headwater.ops.change import ONE, Written, as_given, one_line
 from headwater.resp.types import OK, Reply, Status
 
 # ---------------------------------------------------------------------------------------------
 # Deleting, testing, renaming
 
 
-def cmd_del(c: Client, argv: list[bytes]) -> Reply:
+def cmd_del(c: Client, argv: list[bytes]) -> Reply | Written:
     deleted = 0
     for key in argv[1:]:
         if c.db.delete(key):
             deleted += 1
-    c.server.dirty += deleted
-    return deleted
+    return Written(deleted, as_given(deleted)) if deleted else 0
 
 
 def cmd_exists(c: Client, argv: list[bytes]) -> Reply:
@@ -35,7 +35,7 @@ def cmd_type(c: Client, argv: list[bytes]) -> Reply:
     return Status(b"none" if value is None else type_name(value))
 
 
-def _rename(c: Client, argv: list[bytes], nx: bool) -> Reply:
+def _rename(c: Client, argv: list[bytes], nx: bool) -> Reply | Written:
     src, dst = argv[1], argv[2]
     if c.db.get(src) is None:
         raise NO_SUCH_KEY
@@ -47,15 +47,14 @@ def _rename(c: Client, argv: list[bytes], nx: bool) -> Reply:
         c.db.delete(dst)
     c.db.rename(src, dst)
     c.db.signal_ready(dst)
-    c.server.dirty += 1
-    return 1 if nx else OK
+    return Written(1 if nx else OK, ONE)
 
 
-def cmd_rename(c: Client, argv: list[bytes]) -> Reply:
+def cmd_rename(c: Client, argv: list[bytes]) -> Reply | Written:
     return _rename(c, argv, nx=False)
 
 
-def cmd_renamenx(c: Client, argv: list[bytes]) -> Reply:
+def cmd_renamenx(c: Client, argv: list[bytes]) -> Reply | Written:
     return _rename(c, argv, nx=True)
 
 
@@ -124,16 +123,14 @@ def _flush_mode(argv: list[bytes]) -> None:
         raise SYNTAX
 
 
-def cmd_flushdb(c: Client, argv: list[bytes]) -> Reply:
+def cmd_flushdb(c: Client, argv: list[bytes]) -> Reply | Written:
     _flush_mode(argv)
-    c.server.dirty += c.db.flush() + 1
-    return OK
+    return Written(OK, as_given(c.db.flush() + 1))
 
 
-def cmd_flushall(c: Client, argv: list[bytes]) -> Reply:
+def cmd_flushall(c: Client, argv: list[bytes]) -> Reply | Written:
     _flush_mode(argv)
-    c.server.dirty += c.server.keyspace.flush_all() + 1
-    return OK
+    return Written(OK, as_given(c.server.keyspace.flush_all() + 1))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -154,7 +151,7 @@ def _expire_flags(argv: list[bytes]) -> set[bytes]:
     return flags
 
 
-def _expire_generic(c: Client, argv: list[bytes], unit_ms: int, relative: bool) -> Reply:
+def _expire_generic(c: Client, argv: list[bytes], unit_ms: int, relative: bool) -> Reply | Written:
     """EXPIRE/PEXPIRE/EXPIREAT/PEXPIREAT key time [NX | XX | GT | LT]"""
     key = argv[1]
     flags = _expire_flags(argv)
@@ -181,29 +178,26 @@ def _expire_generic(c: Client, argv: list[bytes], unit_ms: int, relative: bool) 
             return 0
         if b"LT" in flags and current is not None and when >= current:
             return 0
-    c.server.dirty += 1
     if when <= c.server.keyspace.now_ms and not c.server.keyspace.loading:
         db.delete(key)
-        c.server.also_propagate(db.index, [b"DEL", key])
-        return 1
+        return Written(1, one_line(1, [b"DEL", key]))
     db.set_expire(key, when)
-    c.server.also_propagate(db.index, [b"PEXPIREAT", key, b"%d" % when])
-    return 1
+    return Written(1, one_line(1, [b"PEXPIREAT", key, b"%d" % when]))
 
 
-def cmd_expire(c: Client, argv: list[bytes]) -> Reply:
+def cmd_expire(c: Client, argv: list[bytes]) -> Reply | Written:
     return _expire_generic(c, argv, 1000, relative=True)
 
 
-def cmd_pexpire(c: Client, argv: list[bytes]) -> Reply:
+def cmd_pexpire(c: Client, argv: list[bytes]) -> Reply | Written:
     return _expire_generic(c, argv, 1, relative=True)
 
 
-def cmd_expireat(c: Client, argv: list[bytes]) -> Reply:
+def cmd_expireat(c: Client, argv: list[bytes]) -> Reply | Written:
     return _expire_generic(c, argv, 1000, relative=False)
 
 
-def cmd_pexpireat(c: Client, argv: list[bytes]) -> Reply:
+def cmd_pexpireat(c: Client, argv: list[bytes]) -> Reply | Written:
     return _expire_generic(c, argv, 1, relative=False)
 
 
@@ -235,11 +229,10 @@ def cmd_pexpiretime(c: Client, argv: list[bytes]) -> Reply:
     return _ttl(c, argv[1], in_ms=True, absolute=True)
 
 
-def cmd_persist(c: Client, argv: list[bytes]) -> Reply:
+def cmd_persist(c: Client, argv: list[bytes]) -> Reply | Written:
     if c.db.get(argv[1]) is None or not c.db.persist(argv[1]):
         return 0
-    c.server.dirty += 1
-    return 1
+    return Written(1, ONE)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -21,9 +21,11 @@ from headwater.errors import (
     err,
     wrong_arity,
 )
+from headwater.ops.change import ONE, Change, Written, as_given, one_line
+from headwater.ops.streams import append_entry, idmp_original, idmp_retry, record_idmp
 from headwater.resp.types import NULL_ARRAY, OK, PairMap, Raw, Reply
 from headwater.stream.groups import drop_references, referenced, trim_policy
-from headwater.stream.idmp import IdmpState, auto_iid
+from headwater.stream.idmp import auto_iid
 from headwater.stream.ids import (
     AUTO_SEQ,
     MAX_ID,
@@ -217,18 +219,6 @@ def _set_idmp(opts: XAddOpts, pid: bytes, iid: bytes | None) -> None:
     opts.idmp = (pid, iid)
 
 
-def record_idmp(
-    c: Client, key: bytes, stream: Stream, idmp_key: tuple[bytes, bytes], sid: StreamID
-) -> None:
-    """Remember (pid, iid) → sid, and the stream for the expiry cron."""
-    state = stream.idmp
-    if state is None:
-        state = stream.idmp = IdmpState()
-    state.record(idmp_key[0], idmp_key[1], sid, stream.idmp_maxsize)
-    c.server.stats.stream_idmp_iids_added += 1
-    c.db.idmp_keys.add(key)  # again each time: the cron drops streams it found empty
-
-
 def next_id(stream: Stream, requested: StreamID | None, now_ms: int) -> StreamID:
     """The ID XADD gives the entry (streamAppendItem's rules), or raise."""
     last = stream.last_id
@@ -292,7 +282,7 @@ class _IdmpOpts(XAddOpts):
         self.id_index, self.idmp = id_index, idmp
 
 
-def cmd_xadd(c: Client, argv: list[bytes]) -> Reply:
+def cmd_xadd(c: Client, argv: list[bytes]) -> Reply | Written:
     odd = len(argv) % 2
     if argv[2] == b"*" and odd:
         opts = _PLAIN_XADD
@@ -312,7 +302,7 @@ def cmd_xadd(c: Client, argv: list[bytes]) -> Reply:
     if opts.idmp is not None:
         pid, iid = opts.idmp
         idmp_key = (pid, iid if iid is not None else auto_iid(pairs))
-        original = _idmp_original(c, stream, idmp_key, opts.id)
+        original = idmp_original(stream, idmp_key, opts.id, c.replaying)
         if original is not None:
             return _idmp_retry(c, argv, opts.id_index, stream, original)
     if stream.last_id == MAX_ID:
@@ -322,63 +312,34 @@ def cmd_xadd(c: Client, argv: list[bytes]) -> Reply:
     if size > LISTPACK_MAX:
         raise TOO_LARGE
     config = c.server.config
-    stream.append(
-        sid, pairs, config["stream-node-max-bytes"], config["stream-node-max-entries"], size
-    )
+    max_bytes, max_entries = config["stream-node-max-bytes"], config["stream-node-max-entries"]
+    dirty = append_entry(c.db, key, stream, sid, pairs, size, max_bytes, max_entries)
     if idmp_key is not None:
-        record_idmp(c, key, stream, idmp_key, sid)
-    c.db.signal_modified(key)
-    c.db.signal_ready(key)
-    c.server.dirty += 1
+        record_idmp(c.db, key, stream, idmp_key, sid, c.server.stats)
     reply = format_id(sid)
     trim = opts.trim
     if trim.given:
         apply_trim(stream, trim)
-    if c.server.propagating:
-        effect = list(argv)
-        effect[opts.id_index] = reply
-        if trim.given and trim.approx:
-            _rewrite_trim(effect, stream, trim)
-        c.server.also_propagate(c.db.index, effect)
-    return reply
-
-
-def _idmp_original(
-    c: Client, stream: Stream, idmp_key: tuple[bytes, bytes], requested: StreamID | None
-) -> StreamID | None:
-    """The entry ID an IDMP/IDMPAUTO XADD is a retry of, or None to append it."""
-    original = stream.idmp.lookup(*idmp_key) if stream.idmp is not None else None
-    if c.replaying and requested is not None and original != requested:
-        # The effect carries the ID the primary answered: another one means the primary
-        # appended the entry, its iid having expired there (expiry runs in the cron, which a
-        # replay does not; a new ``*`` ID is then always past the old one). Treating it as
-        # a retry would lose the entry.
-        if stream.idmp is not None:
-            stream.idmp.forget(*idmp_key)
-        return None
-    return original
+    if not c.server.propagating:
+        return Written(reply, ONE)  # (nobody reads the effect: not built)
+    effect = list(argv)
+    effect[opts.id_index] = reply
+    if trim.given and trim.approx:
+        _rewrite_trim(effect, stream, trim)
+    return Written(reply, one_line(dirty, effect))
 
 
 def _idmp_retry(
     c: Client, argv: list[bytes], id_index: int, stream: Stream, original: StreamID
-) -> bytes:
-    """A retry: the entry exists already. Nothing is added, trimmed or woken; the key is
-    marked modified and the retry propagated with the original ID, so that replicas and
-    replays count it too (Redis 8.6.2+)."""
-    if stream.idmp is None:
-        stream.idmp = IdmpState()
-    stream.idmp.duplicates += 1
-    c.server.stats.stream_idmp_iids_duplicates += 1
-    c.db.signal_modified(argv[1])
-    c.server.dirty += 1
+) -> Written:
+    """A retry: its effect carries the original ID (``ops.streams.idmp_retry``)."""
+    dirty = idmp_retry(c.db, argv[1], stream, c.server.stats)
     reply = format_id(original)
-    if c.server.propagating:
-        effect = list(argv)
-        effect[id_index] = reply
-        c.server.also_propagate(c.db.index, effect)
-    else:
-        c.server.prevent_propagation()
-    return reply
+    if not c.server.propagating:
+        return Written(reply, Change(dirty, []))
+    effect = list(argv)
+    effect[id_index] = reply
+    return Written(reply, one_line(dirty, effect))
 
 
 def _rewrite_trim(effect: list[bytes], stream: Stream, trim: TrimOpts) -> None:
@@ -430,17 +391,17 @@ def cmd_xlen(c: Client, argv: list[bytes]) -> Reply:
 # XDEL / XDELEX / XTRIM / XSETID
 
 
-def cmd_xdel(c: Client, argv: list[bytes]) -> Reply:
+def cmd_xdel(c: Client, argv: list[bytes]) -> Reply | Written:
     """XDEL key id [id ...]"""
     stream = lookup_stream(c, argv[1])
     if stream is None:
         return 0
     ids = [parse_id(raw) for raw in argv[2:]]
     deleted = sum(1 for sid in ids if stream.delete(sid))
-    if deleted:
-        c.db.signal_modified(argv[1])
-        c.server.dirty += deleted
-    return deleted
+    if not deleted:
+        return 0
+    c.db.signal_modified(argv[1])
+    return Written(deleted, as_given(deleted))
 
 
 def parse_ref_and_ids(argv: list[bytes], start: int) -> tuple[bytes, list[bytes]]:
@@ -470,7 +431,7 @@ def parse_ref_and_ids(argv: list[bytes], start: int) -> tuple[bytes, list[bytes]
     return ref or b"KEEPREF", ids
 
 
-def cmd_xdelex(c: Client, argv: list[bytes]) -> Reply:
+def cmd_xdelex(c: Client, argv: list[bytes]) -> Reply | Written:
     """XDELEX key [KEEPREF | DELREF | ACKED] IDS numids id [id ...]"""
     value = c.db.get(argv[1])
     if value is not None and not isinstance(value, Stream):
@@ -481,10 +442,10 @@ def cmd_xdelex(c: Client, argv: list[bytes]) -> Reply:
     ids = [parse_id(raw) for raw in raw_ids]
     results: list[Reply] = [_delete_with_ref(value, sid, ref) for sid in ids]
     deleted = results.count(1)
-    if deleted:
-        c.db.signal_modified(argv[1])
-        c.server.dirty += deleted
-    return results
+    if not deleted:
+        return results
+    c.db.signal_modified(argv[1])
+    return Written(results, as_given(deleted))
 
 
 def _delete_with_ref(stream: Stream, sid: StreamID, ref: bytes) -> int:
@@ -498,7 +459,7 @@ def _delete_with_ref(stream: Stream, sid: StreamID, ref: bytes) -> int:
     return 1
 
 
-def cmd_xtrim(c: Client, argv: list[bytes]) -> Reply:
+def cmd_xtrim(c: Client, argv: list[bytes]) -> Reply | Written:
     """XTRIM key <MAXLEN | MINID> [= | ~] threshold [LIMIT count] [KEEPREF | DELREF | ACKED]"""
     trim = TrimOpts()
     ref_given = False
@@ -522,17 +483,16 @@ def cmd_xtrim(c: Client, argv: list[bytes]) -> Reply:
     if stream is None:
         return 0
     removed = apply_trim(stream, trim)
-    if removed:
-        c.db.signal_modified(argv[1])
-        c.server.dirty += removed
-        effect = list(argv)
-        if trim.approx:
-            _rewrite_trim(effect, stream, trim)
-        c.server.also_propagate(c.db.index, effect)
-    return removed
+    if not removed:
+        return 0
+    c.db.signal_modified(argv[1])
+    effect = list(argv)
+    if trim.approx:
+        _rewrite_trim(effect, stream, trim)
+    return Written(removed, one_line(removed, effect))
 
 
-def cmd_xsetid(c: Client, argv: list[bytes]) -> Reply:
+def cmd_xsetid(c: Client, argv: list[bytes]) -> Reply | Written:
     """XSETID key last-id [ENTRIESADDED entries-added] [MAXDELETEDID max-deleted-id]"""
     last = parse_id(argv[2])
     entries_added: int | None = None
@@ -575,8 +535,7 @@ def cmd_xsetid(c: Client, argv: list[bytes]) -> Reply:
     if max_deleted is not None and max_deleted != MIN_ID:
         stream.max_deleted_id = max_deleted
     c.db.signal_modified(argv[1])
-    c.server.dirty += 1
-    return OK
+    return Written(OK, ONE)
 
 
 # ---------------------------------------------------------------------------------------------

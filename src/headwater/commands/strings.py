@@ -12,7 +12,11 @@ from headwater.commands.args import INT64_MAX, INT64_MIN, parse_int, strict_int
 from headwater.commands.context import Client, spec
 from headwater.errors import NOT_INTEGER, OVERFLOW, SYNTAX, WRONGTYPE, err, wrong_arity
 from headwater.keyspace import RawString
+from headwater.ops.change import ONE, Written, as_given, one_line
 from headwater.resp.types import OK, Reply
+
+#: a plain ``SET key value``'s answer (built once: SET is a hot path)
+_SET_OK = Written(OK, ONE)
 
 # ---------------------------------------------------------------------------------------------
 # Lookups
@@ -87,49 +91,45 @@ def parse_set(c: Client, argv: list[bytes]) -> SetOpts:
     return opts
 
 
-def cmd_set(c: Client, argv: list[bytes]) -> Reply:
+def cmd_set(c: Client, argv: list[bytes]) -> Reply | Written:
     key, value = argv[1], argv[2]
     db = c.db
     if len(argv) == 3:  # the hot path: plain SET key value
         db.set(key, value)
-        c.server.dirty += 1
-        return OK
+        return _SET_OK
     opts = parse_set(c, argv)
     old = _get_string(c, key) if opts.get else db.get(key)
     exists = old is not None
     if (opts.nx and exists) or (opts.xx and not exists):
         return old if opts.get else None
     db.set(key, value, keep_ttl=opts.keep_ttl)
-    c.server.dirty += 1
+    change = ONE
     if opts.expire_at_ms is not None:
         db.set_expire(key, opts.expire_at_ms)
-        c.server.also_propagate(db.index, [b"SET", key, value, b"PXAT", b"%d" % opts.expire_at_ms])
-    return old if opts.get else OK
+        change = one_line(1, [b"SET", key, value, b"PXAT", b"%d" % opts.expire_at_ms])
+    return Written(old if opts.get else OK, change)
 
 
-def cmd_setnx(c: Client, argv: list[bytes]) -> Reply:
+def cmd_setnx(c: Client, argv: list[bytes]) -> Reply | Written:
     if c.db.get(argv[1]) is not None:
         return 0
     c.db.set(argv[1], argv[2])
-    c.server.dirty += 1
-    return 1
+    return Written(1, ONE)
 
 
-def _setex(c: Client, argv: list[bytes], unit_ms: int) -> Reply:
+def _setex(c: Client, argv: list[bytes], unit_ms: int) -> Reply | Written:
     name = argv[0].decode("utf-8", "replace").lower()
     deadline = expire_deadline(c, argv[2], unit_ms, False, name)
     c.db.set(argv[1], argv[3])
     c.db.set_expire(argv[1], deadline)
-    c.server.dirty += 1
-    c.server.also_propagate(c.db.index, [b"SET", argv[1], argv[3], b"PXAT", b"%d" % deadline])
-    return OK
+    return Written(OK, one_line(1, [b"SET", argv[1], argv[3], b"PXAT", b"%d" % deadline]))
 
 
-def cmd_setex(c: Client, argv: list[bytes]) -> Reply:
+def cmd_setex(c: Client, argv: list[bytes]) -> Reply | Written:
     return _setex(c, argv, 1000)
 
 
-def cmd_psetex(c: Client, argv: list[bytes]) -> Reply:
+def cmd_psetex(c: Client, argv: list[bytes]) -> Reply | Written:
     return _setex(c, argv, 1)
 
 
@@ -137,22 +137,21 @@ def cmd_get(c: Client, argv: list[bytes]) -> Reply:
     return _get_string(c, argv[1])
 
 
-def cmd_getset(c: Client, argv: list[bytes]) -> Reply:
+def cmd_getset(c: Client, argv: list[bytes]) -> Reply | Written:
     old = _get_string(c, argv[1])
     c.db.set(argv[1], argv[2])
-    c.server.dirty += 1
-    return old
+    return Written(old, ONE)
 
 
-def cmd_getdel(c: Client, argv: list[bytes]) -> Reply:
+def cmd_getdel(c: Client, argv: list[bytes]) -> Reply | Written:
     old = _get_string(c, argv[1])
-    if old is not None:
-        c.db.delete(argv[1])
-        c.server.dirty += 1
-    return old
+    if old is None:
+        return None
+    c.db.delete(argv[1])
+    return Written(old, ONE)
 
 
-def cmd_getex(c: Client, argv: list[bytes]) -> Reply:
+def cmd_getex(c: Client, argv: list[bytes]) -> Reply | Written:
     """GETEX key [EX s | PX ms | EXAT ts | PXAT ts | PERSIST]"""
     key = argv[1]
     deadline: int | None = None
@@ -171,11 +170,9 @@ def cmd_getex(c: Client, argv: list[bytes]) -> Reply:
         return None
     if deadline is not None:
         c.db.set_expire(key, deadline)
-        c.server.dirty += 1
-        c.server.also_propagate(c.db.index, [b"PEXPIREAT", key, b"%d" % deadline])
-    elif persist and c.db.persist(key):
-        c.server.dirty += 1
-        c.server.also_propagate(c.db.index, [b"PERSIST", key])
+        return Written(value, one_line(1, [b"PEXPIREAT", key, b"%d" % deadline]))
+    if persist and c.db.persist(key):
+        return Written(value, one_line(1, [b"PERSIST", key]))
     return value
 
 
@@ -188,27 +185,25 @@ def cmd_mget(c: Client, argv: list[bytes]) -> Reply:
     return out
 
 
-def cmd_mset(c: Client, argv: list[bytes]) -> Reply:
+def cmd_mset(c: Client, argv: list[bytes]) -> Reply | Written:
     if len(argv) % 2 == 0:
         raise wrong_arity(argv[0].decode("utf-8", "replace").lower())
     for i in range(1, len(argv), 2):
         c.db.set(argv[i], argv[i + 1])
-    c.server.dirty += (len(argv) - 1) // 2
-    return OK
+    return Written(OK, as_given((len(argv) - 1) // 2))
 
 
-def cmd_msetnx(c: Client, argv: list[bytes]) -> Reply:
+def cmd_msetnx(c: Client, argv: list[bytes]) -> Reply | Written:
     if len(argv) % 2 == 0:
         raise wrong_arity("msetnx")
     if any(c.db.get(argv[i]) is not None for i in range(1, len(argv), 2)):
         return 0
     for i in range(1, len(argv), 2):
         c.db.set(argv[i], argv[i + 1])
-    c.server.dirty += (len(argv) - 1) // 2
-    return 1
+    return Written(1, as_given((len(argv) - 1) // 2))
 
 
-def _incr(c: Client, key: bytes, delta: int) -> Reply:
+def _incr(c: Client, key: bytes, delta: int) -> Reply | Written:
     old = _get_string(c, key)
     current = 0
     if old is not None:
@@ -220,30 +215,29 @@ def _incr(c: Client, key: bytes, delta: int) -> Reply:
     if not INT64_MIN <= result <= INT64_MAX:
         raise OVERFLOW
     c.db.set(key, b"%d" % result, keep_ttl=True)
-    c.server.dirty += 1
-    return result
+    return Written(result, ONE)
 
 
-def cmd_incr(c: Client, argv: list[bytes]) -> Reply:
+def cmd_incr(c: Client, argv: list[bytes]) -> Reply | Written:
     return _incr(c, argv[1], 1)
 
 
-def cmd_decr(c: Client, argv: list[bytes]) -> Reply:
+def cmd_decr(c: Client, argv: list[bytes]) -> Reply | Written:
     return _incr(c, argv[1], -1)
 
 
-def cmd_incrby(c: Client, argv: list[bytes]) -> Reply:
+def cmd_incrby(c: Client, argv: list[bytes]) -> Reply | Written:
     return _incr(c, argv[1], parse_int(argv[2]))
 
 
-def cmd_decrby(c: Client, argv: list[bytes]) -> Reply:
+def cmd_decrby(c: Client, argv: list[bytes]) -> Reply | Written:
     delta = parse_int(argv[2])
     if delta == INT64_MIN:
         raise err("decrement would overflow")
     return _incr(c, argv[1], -delta)
 
 
-def cmd_append(c: Client, argv: list[bytes]) -> Reply:
+def cmd_append(c: Client, argv: list[bytes]) -> Reply | Written:
     old = _get_string(c, argv[1])
     if old is None:
         c.db.set(argv[1], argv[2])
@@ -252,8 +246,7 @@ def cmd_append(c: Client, argv: list[bytes]) -> Reply:
         joined = RawString(old + argv[2])
         c.db.set(argv[1], joined, keep_ttl=True)
         new_len = len(joined)
-    c.server.dirty += 1
-    return new_len
+    return Written(new_len, ONE)
 
 
 def cmd_strlen(c: Client, argv: list[bytes]) -> Reply:

@@ -7,9 +7,11 @@ Rules
   authentication, then MULTI queueing, then the handler.
 * Replies are encoded into ``client.out`` and the client is added to ``pending``; the transport
   flushes all pending clients once per event-loop iteration.
-* A handler that changed data bumps ``dirty``. Its effects (the argv as given, or what it passed
-  to ``also_propagate``) go to every sink in ``effect_sinks`` in execution order; a
-  transaction's effects are wrapped in MULTI/EXEC. Keys deleted by expiry propagate as DEL.
+* A write handler that changed data returns ``Written(reply, change)`` (``ops.change``).
+  ``call`` is the one place that applies a change: it adds ``change.dirty`` to ``dirty`` and
+  sends its effect lines (the argv as given when ``lines`` is None) to every sink in
+  ``effect_sinks`` in execution order; the lines of one command, and a transaction's, are
+  wrapped in MULTI/EXEC. Keys deleted by expiry propagate as DEL, before what deleted them.
 * After each top-level command, keys that became ready wake their blocked clients.
 """
 
@@ -50,6 +52,7 @@ from headwater.errors import (
     wrong_arity,
 )
 from headwater.keyspace import Keyspace
+from headwater.ops.change import Change, Written
 from headwater.resp.encoder import encode_into
 from headwater.resp.types import QUEUED, Reply
 
@@ -95,7 +98,6 @@ class Engine:
         self.effect_sinks: list[EffectSink] = []
         self.shutdown_requested: tuple[bool | None, bool, bool] | None = None
         self.on_kill: Callable[[Client], None] = lambda c: None
-        self._explicit_effects = False
         self._last_reclaim_ms = 0
         self._last_second_ms = 0
         #: snapshots and the AOF: the server layer sets it (SAVE, BGSAVE... call it)
@@ -209,7 +211,7 @@ class Engine:
             return wrong_arity(row.name)
         self.keyspace.now_ms = self.clock.now_ms()
         try:
-            row.handler(c, argv)  # type: ignore[misc]
+            result = row.handler(c, argv)  # type: ignore[misc]
         except ReplyError as exc:
             return exc
         except Exception as exc:  # a malformed command (say, a nested array) from a file
@@ -217,6 +219,8 @@ class Engine:
         finally:
             if self.keyspace.expired:
                 self._propagate_expired()
+        if type(result) is Written:
+            self.apply_change(c.db.index, argv, result.change)
         return None
 
     def _reject(self, c: Client, row: CommandSpec | None, error: ReplyError) -> None:
@@ -230,14 +234,9 @@ class Engine:
 
     def call(self, c: Client, row: CommandSpec, argv: list[bytes]) -> Reply | Block:
         """Run the handler; returns its reply (errors as ReplyError values) and propagates."""
-        dirty_before = self.dirty
         self.stats.total_commands_processed += 1
-        self._explicit_effects = False
         started = time.perf_counter()
         effects_before = self.effect_seq
-        collecting = row.is_write and self._tx_effects is None and bool(self.effect_sinks)
-        if collecting:
-            self._tx_effects = []  # this command's effects, sent as one (see _send_atomically)
         try:
             reply = row.handler(c, argv)  # type: ignore[misc]
         except ReplyError as exc:
@@ -249,12 +248,13 @@ class Engine:
             reply = self._error(_INTERNAL)
         row.calls += 1
         row.usec += (time.perf_counter() - started) * 1e6
-        if self.dirty != dirty_before and not self._explicit_effects and row.is_write:
-            self._emit(c.db.index, argv)
-        if collecting:
-            effects, self._tx_effects = self._tx_effects, None
-            if effects:
-                self._send_atomically(effects)
+        if type(reply) is Written:
+            written: Written = reply
+            reply = written.reply
+            if self.effect_sinks or self._tx_effects is not None:
+                self.apply_change(c.db.index, argv, written.change)
+            else:  # nothing listens for effects: only the count (XADD's hot path, no AOF)
+                self.dirty += written.change.dirty
         if self.effect_seq != effects_before:
             c.effect_seq = self.effect_seq  # its replies wait until these effects are durable
         elif self.replies_wait_for_disk and row.sees_data:
@@ -279,53 +279,59 @@ class Engine:
     # -- transactions and effects ----------------------------------------------------------
 
     def exec_queued(self, c: Client, queued: list[tuple[CommandSpec, list[bytes]]]) -> Reply:
+        """EXEC: the queued commands, their effects collected and sent as one transaction
+        (EXEC is not a write command: its own argv is never propagated)."""
         replies: list[Reply] = []
         self._in_exec = True
-        outer, self._tx_effects = self._tx_effects, []
+        self._tx_effects = []
         try:
             for row, argv in queued:
                 reply = self.call(c, row, argv)
                 replies.append(reply.timeout_reply if isinstance(reply, Block) else reply)
         finally:
             self._in_exec = False
-            effects, self._tx_effects = self._tx_effects, outer
+            effects, self._tx_effects = self._tx_effects, None
         if effects:
-            if outer is not None:
-                outer.extend(effects)  # (wrapped by whoever collects them)
-            else:
-                self._send_atomically(effects, wrap_one=True)
-        self._explicit_effects = True  # EXEC itself is not propagated
+            self._emit(effects[0][0], [b"MULTI"])
+            for db, argv in effects:
+                self._emit(db, argv)
+            self._emit(effects[-1][0], [b"EXEC"])
         return replies
 
-    def _send_atomically(
-        self, effects: list[tuple[int, list[bytes]]], wrap_one: bool = False
-    ) -> None:
-        """The effects of one command or transaction: several are wrapped in MULTI … EXEC,
-        so that a log cut by a crash (a torn tail is cut back to a whole transaction) or a
-        replica never applies part of them (an XREADGROUP's XCLAIMs without the group's
-        new entries-read, say), as Redis wraps what one command propagates."""
-        if len(effects) == 1 and not wrap_one:
-            self._emit(*effects[0])
+    def apply_change(self, db: int, argv: list[bytes], change: Change) -> None:
+        """The one place a change takes effect: the dirty counter, then the effect lines
+        (the argv as given when ``lines`` is None, if anything changed)."""
+        self.dirty += change.dirty
+        lines = change.lines
+        if lines is None:
+            if change.dirty:
+                self._emit(db, argv)
+        elif len(lines) == 1:
+            self._emit(db, lines[0])
+        elif lines:
+            self._send_atomically(db, lines)
+
+    def _send_atomically(self, db: int, lines: list[list[bytes]]) -> None:
+        """Several effects of one command, wrapped in MULTI … EXEC, so that a log cut by a
+        crash (a torn tail is cut back to a whole transaction) or a replica never applies
+        part of them (an XREADGROUP's XCLAIMs without the group's new entries-read, say),
+        as Redis wraps what one command propagates. (Inside EXEC, its MULTI wraps them.)"""
+        if self._tx_effects is not None or not self.effect_sinks:
+            for line in lines:
+                self._emit(db, line)
             return
-        self._emit(effects[0][0], [b"MULTI"])
-        for db, argv in effects:
-            self._emit(db, argv)
-        self._emit(effects[-1][0], [b"EXEC"])
+        if self.keyspace.expired:  # (expired keys first, outside the transaction)
+            self._propagate_expired()
+        self._emit(db, [b"MULTI"])
+        for line in lines:
+            self._emit(db, line)
+        self._emit(db, [b"EXEC"])
 
     @property
     def propagating(self) -> bool:
         """Whether effects are consumed now (a sink, or a transaction collecting them); a
         handler may skip building an effect otherwise."""
         return bool(self.effect_sinks) or self._tx_effects is not None
-
-    def also_propagate(self, db: int, argv: list[bytes]) -> None:
-        self._explicit_effects = True
-        self._emit(db, argv)
-
-    def prevent_propagation(self) -> None:
-        """The current command's effects are exactly those it propagated explicitly (maybe
-        none): its own argv is not propagated even if it changed data."""
-        self._explicit_effects = True
 
     def _emit(self, db: int, argv: list[bytes]) -> None:
         if not self.effect_sinks and self._tx_effects is None:
@@ -471,9 +477,8 @@ class Engine:
             return
         self._last_reclaim_ms = now
         for db in self.keyspace.dbs:
-            for effect in reclaim_idle_everywhere(db, now, idle_ms):
-                self.dirty += 1
-                self._emit(db.index, effect)
+            for change in reclaim_idle_everywhere(db, now, idle_ms):
+                self.apply_change(db.index, [], change)
 
 
 def _first_error(reply: bytes) -> ReplyError | None:

@@ -33,7 +33,7 @@ nobody WATCHes or blocks on the database, no effect sink listens and no transact
 Anything else, including every error, goes through ``Engine.apply`` after the queued run has
 been appended, so the order of effects on the keyspace is that of the file. A queued IDMP
 XADD is a retry if its iid maps to its very ID, else it was appended: the run decides it when it
-is appended, in order, as the handler does (``streams._idmp_original``). The result
+is appended, in order, with the handler's own operations (``ops.streams``). The result
 is the same keyspace as the generic path, node layout included
 (``tests/unit/test_replay_fast.py`` checks this on random workloads).
 
@@ -45,9 +45,12 @@ asked of hiredis: fed a sentinel command after the last byte, it reads the senti
 alone only if nothing unfinished came before it.
 
 Consumer groups add one ``XCLAIM key group consumer 0 <id> TIME <ms> RETRYCOUNT <n> FORCE
-JUSTID LASTID <id>`` per delivered entry: ``Replayer._claim`` applies exactly that shape as
-``cmd_xclaim`` does, without its option parsing (under the same conditions as the XADD runs,
-and no ``stream-consumer-idle-reclaim-ms``). Other XCLAIMs and ``XGROUP`` subcommands (SETID
+JUSTID LASTID <id>`` per delivered entry: ``Replayer._claim`` applies exactly that shape with
+the operations ``cmd_xclaim`` calls (``ops.groups``), without its option parsing (under the
+same conditions as the XADD runs, and no ``stream-consumer-idle-reclaim-ms``). An XREADGROUP's
+XCLAIMs come inside its MULTI … EXEC, which the fast paths leave to ``Engine.execute``: an
+XCLAIM or XAUTOCLAIM that claimed one entry takes this path. Every change either path makes is
+counted by ``Engine.apply_change``, as live. Other XCLAIMs and ``XGROUP`` subcommands (SETID
 once per read, CREATECONSUMER) run their handler directly (``Engine.apply_row``), skipping the
 generic dispatch (``XGROUP`` is a container command, which ``Engine.apply`` sends through
 ``execute``).
@@ -62,16 +65,26 @@ from pathlib import Path
 
 import hiredis
 
+from headwater.commands.args import strict_int
 from headwater.commands.context import Client, CommandSpec
-from headwater.commands.groups import touch_consumer
-from headwater.commands.streams import LISTPACK_MAX, record_idmp
+from headwater.commands.streams import LISTPACK_MAX
 from headwater.engine.core import Engine
 from headwater.errors import ReplyError
+from headwater.ops.change import Change, as_given
+from headwater.ops.groups import claim_entry, forget_entry, move_last_id, touch_consumer
+from headwater.ops.streams import (
+    Entry,
+    IdmpKey,
+    append_entries,
+    idmp_original,
+    idmp_retry,
+    record_idmp,
+)
 from headwater.persistence.aof import CorruptAof, TornTail
 from headwater.resp.parser import wire_size
 from headwater.stream.groups import id_key
 from headwater.stream.idmp import auto_iid
-from headwater.stream.ids import StreamID
+from headwater.stream.ids import StreamID, parse_id
 from headwater.stream.stream import Stream
 
 log = logging.getLogger("headwater")
@@ -81,10 +94,6 @@ READ_CHUNK = 64 * 1024
 #: queued XADDs are appended at least every this many (the argv lists stay small in memory)
 RUN_MAX = 1024
 _XADD = frozenset((b"XADD", b"xadd", b"Xadd"))
-#: canonical decimal texts of small sequence numbers (int() is most of an ID's parsing)
-_SMALL_INTS = dict(zip(map(b"%d".__mod__, range(1024)), range(1024), strict=True))
-#: a queued XADD: (ID, field/value list, its total length)
-_Queued = tuple[StreamID, list[bytes], int]
 
 
 class FailedCommand(Exception):
@@ -223,8 +232,8 @@ class Replayer:
     def _claim(self, argv: list[bytes]) -> bool:
         """``XCLAIM key group consumer 0 <id> TIME <ms> RETRYCOUNT <n> FORCE JUSTID LASTID
         <id>``, the effect of each entry XREADGROUP delivers or XCLAIM claims
-        (``commands/groups._claim_effect``), applied as ``cmd_xclaim`` applies it, without
-        its option parsing. False for any other shape or an unusual state (the handler then
+        (``commands/groups._claim_effect``), applied with ``cmd_xclaim``'s operations,
+        without its option parsing. False for any other shape or an unusual state (the handler then
         decides, errors included)."""
         if len(argv) != 14 or argv[4] != b"0" or tuple(argv[6:13:2]) != _CLAIM_WORDS:
             return False
@@ -242,25 +251,26 @@ class Replayer:
         ):
             return False
         group = stream.groups.get(argv[2])
-        sid, last_id = _plain_id(argv[5]), _plain_id(argv[13])
-        time_ms, count = _plain_int(argv[7]), _plain_int(argv[9])
-        if group is None or sid is None or last_id is None or time_ms is None or count is None:
+        time_ms, count = strict_int(argv[7]), strict_int(argv[9])
+        if group is None or time_ms is None or count is None or time_ms < 0 or count < 0:
+            return False  # (the handler reads negative ones its own way)
+        try:
+            sid, last_id = parse_id(argv[5]), parse_id(argv[13])
+        except ReplyError:
             return False
         now = engine.keyspace.now_ms = engine.clock.now_ms()
-        moved = last_id > group.last_id
-        if moved:
-            group.last_id = last_id
-        consumer, _ = touch_consumer(c, key, group, argv[3])
+        moved = move_last_id(group, last_id)
+        consumer, dirty = touch_consumer(group, argv[3], now)
         pel_key = id_key(sid)
         found = stream.find(sid)
         if found is not None and found[0].is_live(found[1]):
-            group.transfer(pel_key, consumer, time_ms if time_ms <= now else now, count)
-            consumer.active_time = now
-        elif not group.ack(pel_key):  # the entry is gone: so is its NACK
-            if moved:
-                engine.dirty += 1  # the group's position moved all the same
-            return True
-        engine.dirty += 1
+            delivery_ms = time_ms if time_ms <= now else now
+            dirty += claim_entry(group, pel_key, consumer, delivery_ms, count, now)
+        else:  # the entry is gone: so is its NACK; else the group's position moved alone
+            dirty += forget_entry(group, pel_key) or int(moved)
+        if dirty:
+            db.signal_modified(key)
+        engine.apply_change(db.index, argv, as_given(dirty))
         return True
 
     @staticmethod
@@ -282,19 +292,6 @@ class Replayer:
 
 _CLAIM_WORDS = (b"TIME", b"RETRYCOUNT", b"FORCE", b"LASTID")
 _NOT_A_COMMAND = "not a command (array of bulk strings)"
-
-
-def _plain_id(raw: bytes) -> StreamID | None:
-    """``<ms>-<seq>`` in plain decimal, as parse_id reads it; None for anything else."""
-    ms, dash, seq = raw.partition(b"-")
-    if dash and ms.isdigit() and seq.isdigit() and len(ms) < 20 and len(seq) < 20:
-        return (int(ms), int(seq))
-    return None
-
-
-def _plain_int(raw: bytes) -> int | None:
-    """A non-negative int64 in plain decimal, as parse_int reads it; None for anything else."""
-    return int(raw) if raw.isdigit() and len(raw) < 19 else None
 
 
 #: fed after the last byte of a file: read back alone, it shows nothing was left unfinished
@@ -345,15 +342,13 @@ class _XaddBatch:
     def __init__(self, engine: Engine, c: Client) -> None:
         self.engine = engine
         self.c = c
-        self.queued: list[_Queued] = []
+        self.queued: list[Entry] = []
         #: (index in queued, (pid, iid)) of the queued XADDs with IDMP or IDMPAUTO
-        self.idmp: list[tuple[int, tuple[bytes, bytes]]] = []
+        self.idmp: list[tuple[int, IdmpKey]] = []
         self.key: bytes | None = None
         self.stream: Stream | None = None
         self.last: StreamID = (0, 0)  # the last ID queued (or the stream's, at the start)
         self.commands = 0  # commands appended so far
-        self.ms_raw: bytes | None = None  # the last ID's milliseconds, as text and number
-        self.ms = 0
 
     def take(self, argv: list[bytes]) -> bool:
         """Queue ``XADD key [IDMP pid iid | IDMPAUTO pid] <ms>-<seq> field value …`` if the
@@ -375,25 +370,13 @@ class _XaddBatch:
                 return False
             if at != 2 and not all(type(arg) is bytes for arg in argv[:at]):
                 return False
-            # The ID, as parse_id reads it when it is <digits>-<digits> (20 digits may
-            # overflow a uint64: the handler decides). Consecutive IDs mostly share their ms.
-            ms_raw, dash, seq_raw = raw.partition(b"-")
-            if ms_raw != self.ms_raw:
-                if not (ms_raw.isdigit() and len(ms_raw) < 20):
-                    return False
-                self.ms_raw, self.ms = ms_raw, int(ms_raw)
-            seq = _SMALL_INTS.get(seq_raw)
-            if seq is None:
-                if not (dash and seq_raw.isdigit() and len(seq_raw) < 20):
-                    return False
-                seq = int(seq_raw)
+            sid = parse_id(raw)  # (an invalid one is left to the handler, which answers it)
             pairs = argv[at + 1 :]
             size = len(b"".join(pairs))  # (raises TypeError unless they are all bytes)
-        except (TypeError, AttributeError):  # a nested array, an integer… where bytes go
-            return False
+        except (TypeError, AttributeError, ReplyError):  # a nested array, an integer… where
+            return False  # bytes go, or not an ID
         if argv[1] != self.key and not self._open(argv[1]):
             return False
-        sid = (self.ms, seq)
         if sid <= self.last or size > LISTPACK_MAX:
             return False
         if at != 2:
@@ -425,38 +408,40 @@ class _XaddBatch:
         self.key = self.stream = None
 
     def _append_queued(self) -> None:
-        """Append the queued XADDs, as the handler would one command at a time."""
+        """Append the queued XADDs with the handler's operations (``ops.streams``), the
+        run at once; the changes go to the engine's count as the handler's would."""
         queued, stream, key = self.queued, self.stream, self.key
         assert stream is not None
         assert key is not None
         self.commands += len(queued)
-        engine = self.engine
+        engine, db = self.engine, self.c.db
+        dirty = 0
         if self.idmp:
-            queued = self._drop_duplicates(stream, key)
+            queued, dirty = self._drop_duplicates(stream, key)
         config = engine.config
-        stream.extend(queued, config["stream-node-max-bytes"], config["stream-node-max-entries"])
-        engine.dirty += len(self.queued)  # (a retry is a change too: Redis 8.6.2+)
+        max_bytes, max_entries = config["stream-node-max-bytes"], config["stream-node-max-entries"]
+        if queued:
+            dirty += append_entries(db, key, stream, queued, max_bytes, max_entries)
+        engine.apply_change(db.index, [], Change(dirty, []))  # (applied: nothing to log)
         self.queued = []
 
-    def _drop_duplicates(self, stream: Stream, key: bytes) -> list[_Queued]:
-        """The queued entries without the IDMP retries, as the handler decides them
-        (``streams._idmp_original``): a retry's effect carries the ID its iid maps to; any
-        other ID was appended, replacing an iid that had expired on the primary. The
-        appended ones' iids are recorded, in order."""
-        queued, engine = self.queued, self.engine
+    def _drop_duplicates(self, stream: Stream, key: bytes) -> tuple[list[Entry], int]:
+        """The queued entries without the IDMP retries, decided in order as the handler
+        decides them (``ops.streams.idmp_original``: a retry's effect carries the ID its
+        iid maps to; any other ID was appended, replacing an iid that had expired on the
+        primary), and the changes the retries count. The appended ones' iids are
+        recorded."""
+        queued, db, stats = self.queued, self.c.db, self.engine.stats
         dropped: set[int] = set()
-        for index, (pid, iid) in self.idmp:
-            state = stream.idmp
+        dirty = 0
+        for index, idmp_key in self.idmp:
             sid = queued[index][0]
-            if state is not None and state.lookup(pid, iid) == sid:
-                state.duplicates += 1
-                engine.stats.stream_idmp_iids_duplicates += 1
+            if idmp_original(stream, idmp_key, sid, replaying=True) is not None:
+                dirty += idmp_retry(db, key, stream, stats)
                 dropped.add(index)
-                continue
-            if state is not None:
-                state.forget(pid, iid)
-            record_idmp(self.c, key, stream, (pid, iid), sid)
+            else:
+                record_idmp(db, key, stream, idmp_key, sid, stats)
         self.idmp = []
         if not dropped:
-            return queued
-        return [entry for index, entry in enumerate(queued) if index not in dropped]
+            return queued, dirty
+        return [entry for index, entry in enumerate(queued) if index not in dropped], dirty

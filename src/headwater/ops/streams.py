@@ -1,0 +1,106 @@
+"""Stream write operations shared by the command handlers and AOF replay.
+
+Each takes parsed arguments and changes the stream in place; what it returns is the number of
+changes it made (Redis's dirty increment). Building the reply and the effect line is the
+caller's part (handlers), or not needed at all (replay, which applies effects).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from headwater.keyspace import Database
+from headwater.stream.idmp import IdmpState
+from headwater.stream.ids import StreamID
+from headwater.stream.stream import Stream
+
+#: an entry to append: (ID, field/value list, total length of the fields and values)
+Entry = tuple[StreamID, Sequence[bytes], int]
+IdmpKey = tuple[bytes, bytes]
+
+
+class IdmpStats(Protocol):
+    """The server statistics IDMP counts into (INFO's ``stream_idmp_*``)."""
+
+    stream_idmp_iids_added: int
+    stream_idmp_iids_duplicates: int
+
+
+def append_entry(
+    db: Database,
+    key: bytes,
+    stream: Stream,
+    sid: StreamID,
+    pairs: Sequence[bytes],
+    size: int,
+    max_bytes: int,
+    max_entries: int,
+) -> int:
+    """Append one entry whose ID the caller checked is past ``last_id`` (XADD); ``size`` is
+    the total length of pairs. Returns the changes (1)."""
+    stream.append(sid, pairs, max_bytes, max_entries, size)
+    return _appended(db, key, 1)
+
+
+def append_entries(
+    db: Database, key: bytes, stream: Stream, run: list[Entry], max_bytes: int, max_entries: int
+) -> int:
+    """``append_entry`` for each of a run of entries (replayed XADDs), in one pass: the same
+    nodes (``Stream.extend``), the same signals and count."""
+    stream.extend(run, max_bytes, max_entries)
+    return _appended(db, key, len(run))
+
+
+def _appended(db: Database, key: bytes, count: int) -> int:
+    """What appending means beyond the stream: WATCHers see the key modified and blocked
+    readers are woken; each entry is one change."""
+    db.signal_modified(key)
+    db.signal_ready(key)
+    return count
+
+
+def idmp_original(
+    stream: Stream, idmp_key: IdmpKey, requested: StreamID | None, replaying: bool
+) -> StreamID | None:
+    """The entry ID an IDMP/IDMPAUTO XADD is a retry of, or None to append it."""
+    state = stream.idmp
+    original = state.lookup(*idmp_key) if state is not None else None
+    if replaying and requested is not None and original != requested:
+        # The effect carries the ID the primary answered: another one means the primary
+        # appended the entry, its iid having expired there (expiry runs in the cron, which a
+        # replay does not; a new ``*`` ID is then always past the old one). Treating it as
+        # a retry would lose the entry.
+        if state is not None:
+            state.forget(*idmp_key)
+        return None
+    return original
+
+
+def idmp_retry(db: Database, key: bytes, stream: Stream, stats: IdmpStats) -> int:
+    """A retry: the entry exists already. Nothing is added, trimmed or woken; the key is
+    marked modified and the retry counts as a change, so that replicas and replays count it
+    too (Redis 8.6.2+). Returns the changes (1)."""
+    if stream.idmp is None:
+        stream.idmp = IdmpState()
+    stream.idmp.duplicates += 1
+    stats.stream_idmp_iids_duplicates += 1
+    db.signal_modified(key)
+    return 1
+
+
+def record_idmp(
+    db: Database,
+    key: bytes,
+    stream: Stream,
+    idmp_key: IdmpKey,
+    sid: StreamID,
+    stats: IdmpStats,
+) -> None:
+    """Remember (pid, iid) → sid, and the stream for the expiry cron."""
+    state = stream.idmp
+    if state is None:
+        state = stream.idmp = IdmpState()
+    state.record(idmp_key[0], idmp_key[1], sid, stream.idmp_maxsize)
+    stats.stream_idmp_iids_added += 1
+    db.idmp_keys.add(key)  # again each time: the cron drops streams it found empty
