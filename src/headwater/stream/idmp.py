@@ -43,6 +43,8 @@ from headwater.stream.ids import StreamID
 _MASK64 = (1 << 64) - 1
 _U64 = struct.Struct("<Q")
 _TWO_U64 = struct.Struct("<QQ")
+#: an XXH3-128 digest's bytes: (high, low)
+_HALVES = struct.Struct(">QQ")
 
 DURATION_RANGE = (1, 86400)  # seconds
 MAXSIZE_RANGE = (1, 10000)  # iids per producer
@@ -54,13 +56,20 @@ def _rotl1(value: int) -> int:
 
 def auto_iid(pairs: Sequence[bytes]) -> bytes:
     """The IDMPAUTO iid of a flat field/value list (order-independent, names matter)."""
+    # The digest as bytes, split by struct: ~3x cheaper than the 128-bit int and its masks
+    # (compiled, the int arithmetic beyond 63 bits is boxed). XXH3-128's canonical bytes are
+    # big-endian: the high half first.
+    digest = xxhash.xxh3_128_digest
+    split = _HALVES.unpack
+    length = _U64.pack
+    if len(pairs) == 2:  # one field (the sums and XORs of one hash are the hash)
+        field = pairs[0]
+        hi, lo = split(digest(field + length(len(field)) + pairs[1]))
+        return _TWO_U64.pack(lo ^ _rotl1(hi), hi ^ _rotl1(lo))
     sum_lo = sum_hi = xor_lo = xor_hi = 0
-    digest = xxhash.xxh3_128_intdigest
-    pack = _U64.pack
     for i in range(0, len(pairs), 2):
         field = pairs[i]
-        h = digest(field + pack(len(field)) + pairs[i + 1])
-        lo, hi = h & _MASK64, h >> 64
+        hi, lo = split(digest(field + length(len(field)) + pairs[i + 1]))
         sum_lo += lo
         sum_hi += hi
         xor_lo ^= lo
