@@ -138,6 +138,7 @@ class Server:
                     continue
                 held.pop(client, None)
                 conn.send()
+        durability.finish_roll_back()
         if held and not durability.syncing and not self._retry_scheduled:
             # a failed or postponed AOF write: nothing in flight will call _durable
             self._retry_scheduled = True

@@ -147,6 +147,14 @@ class Durability:
         if self.rollback.due():
             self.rollback.start()
 
+    def finish_roll_back(self) -> None:
+        """A roll-back started this turn: load the data again now that the replies it failed
+        have been sent, before the loop reads another command. (A command read in between
+        would run on the dropped effects: a read sent after the writer's -MISCONF got
+        -MISCONF itself.)"""
+        if self.aof.reload_pending:
+            self.rollback.finish()
+
     def may_reply(self, c: Client) -> bool:
         """Whether the client's replies may leave (see ``AofLog.may_reply``)."""
         return self.aof.may_reply(c)

@@ -66,10 +66,13 @@ class RollBack:
         """Memory goes back to what is durable, in two steps. Now: the file is cut to the end
         of the last durable effect, the unwritten ones are dropped, and every client whose
         waiting replies depended on a dropped effect gets -MISCONF in place of each of them
-        (they leave this turn, whatever the size of the data). Next turn (``finish``): the
+        (they leave this turn, whatever the size of the data). Then (``finish``): the
         data is loaded again from disk (as DEBUG LOADAOF); replies that read the dropped
-        effects meanwhile wait for it and fail the same way. Writes stay refused until a
-        write to the file works again (``AofWriter.probe``)."""
+        effects meanwhile wait for it and fail the same way. In a server, ``finish`` runs at
+        the end of the flush that sent those replies (``Durability.finish_roll_back``), so no
+        command read after them runs on the dropped effects; the queued ``finish`` then finds
+        nothing to do. Writes stay refused until a write to the file works again
+        (``AofWriter.probe``)."""
         aof = self.aof
         writer = aof.writer
         if writer is None or writer.error is None or aof.reload_pending:
