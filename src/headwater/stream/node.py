@@ -521,8 +521,10 @@ class Node:
         return e0, b0, t0
 
     def check_invariants(self) -> None:
-        if _PLACEHOLDER_IDS or _PLACEHOLDER_OFFSETS or _PLACEHOLDER_BLOB:
-            raise AssertionError("a lazy node's placeholder buffer was written")
+        require(
+            not (_PLACEHOLDER_IDS or _PLACEHOLDER_OFFSETS or _PLACEHOLDER_BLOB),
+            "a lazy node's placeholder buffer was written",
+        )
         if self._lazy is not None:
             self._materialize(self._lazy)
         n = len(self.ms)
