@@ -83,15 +83,6 @@ class RequestError(Exception):
         self.reply = reply
 
 
-#: ``wire_size`` by table: bytes of ``$<n>\r\n<arg>\r\n`` for an argument of n < 10,000
-#: bytes (n + 5 + digits of n), and of ``*<n>\r\n`` for n < 10,000 arguments (3 + digits)
-_ARG_WIRE: list[int] = [*range(6, 16), *range(17, 107), *range(108, 1008), *range(1009, 10009)]
-_HEADER_WIRE: list[int] = [4] * 10 + [5] * 90 + [6] * 900 + [7] * 9000
-#: commands up to this size are type-checked by joining their arguments (a copy: cheap when
-#: small, and the common case); bigger ones argument by argument
-_JOIN_MAX = 64 * 1024
-
-
 def wire_size(argv: list[bytes]) -> int:
     """Bytes of argv as canonical RESP: ``*<n>\r\n`` then ``$<len>\r\n<arg>\r\n`` each."""
     size = 0
@@ -103,22 +94,18 @@ def wire_size(argv: list[bytes]) -> int:
 
 
 def _bulks_size(cmd: list[Any]) -> int:
-    """``wire_size`` of a command from hiredis, at C speed for the usual small ones; -1 if an
-    argument is not bytes (a nested array, an integer...). (``Any``: until checked here, the
-    items may be anything, and compiled code would check a declared ``bytes`` on reading.)"""
-    try:
-        size = _HEADER_WIRE[len(cmd)] + sum(map(_ARG_WIRE.__getitem__, map(len, cmd)))
-    except (IndexError, TypeError):  # an argument of 10,000 bytes or more; an integer
-        size = 0
-    if 0 < size <= _JOIN_MAX:
-        try:
-            b"".join(cmd)  # TypeError unless all are bytes (hiredis makes no other buffer)
-        except TypeError:
+    """``wire_size`` of a command from hiredis; -1 if an argument is not bytes (a nested
+    array, an integer...). (``Any``: until checked here, the items may be anything, and
+    compiled code would check a declared ``bytes`` on reading.) A plain loop: compiled, a
+    type check and a length per argument, no intermediate objects."""
+    size = 0
+    for item in cmd:
+        if not isinstance(item, bytes):
             return -1
-        return size
-    if not all(type(arg) is bytes for arg in cmd):
-        return -1
-    return size or wire_size(cmd)
+        n = len(item)
+        size += n + (6 if n < 10 else 7 if n < 100 else 8 if n < 1000 else 5 + len(str(n)))
+    n = len(cmd)
+    return size + (4 if n < 10 else 3 + len(str(n)))
 
 
 class RequestParser:
@@ -141,7 +128,6 @@ class RequestParser:
         self._pos = 0  # where in _buf the next command starts
         self._held: list[bytes] = []  # chunks kept from hiredis (see _suspicious)
         self._ready: deque[list[bytes]] = deque()  # inline commands parsed in one go
-        self._tail = b""  # the end of the last chunk fed to hiredis, for headers split in two
 
     def buffered(self) -> int:
         """Bytes received but not yet returned as commands (for CLIENT LIST ``qbuf``)."""
@@ -175,15 +161,16 @@ class RequestParser:
         else:
             self._reader.feed(data)
             self._buf = self._buf + data if self._buf else data
-            tail = data if len(data) >= BIG_AGGREGATE else self._tail + data
-            self._tail = tail[-BIG_AGGREGATE:]
             if self.auth_required and len(self._buf) - self._pos > UNAUTH_MAX_QUERY_BUFFER:
                 raise RequestError("query buffer limit reached", reply=False)
 
     def _suspicious(self, data: bytes) -> bool:
         """Does the chunk hold something hiredis must not parse (see the module doc)?
-        Markers split between the previous chunk and this one count too (``_FOLD_MARKS``)."""
-        text = self._tail + data if self._tail else data
+        Markers split between the previous chunk and this one count too (``_FOLD_MARKS``):
+        only the end of an unfinished command can hold the start of one, and ``_buf`` ends
+        with it then (an empty ``_buf`` means the last chunk ended a command, with CRLF)."""
+        buf = self._buf
+        text = buf[-BIG_AGGREGATE:] + data if buf else data
         return b"*0000000" in text.translate(_FOLD_MARKS)
 
     def next(self) -> list[bytes] | None:
@@ -270,7 +257,6 @@ class RequestParser:
         self._reader = hiredis.Reader()
         self._buf = b""
         self._pos = 0
-        self._tail = b""
         exact = self._exact = self._new_exact()
         exact.feed(rest)
         held, self._held = self._held, []
