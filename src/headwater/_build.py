@@ -16,9 +16,11 @@ from importlib.machinery import EXTENSION_SUFFIXES
 #: The per-command path (RESP codec, protocol, dispatch, argument parsing, the stream, group,
 #: IDMP and string commands, entry encoders, the write operations and their changes) and the
 #: stream structures, measured with the in-process rows of ``benchmarks/bench.py --rows
-#: inproc``. Not compiled: ``keyspace.py`` (its ``Database`` is a dict subclass),
-#: ``resp/types.py`` (subclasses of bytes and str, which mypyc's native classes cannot be).
+#: inproc``, and the keyspace and clock every command reads. Not compiled: ``values.py`` and
+#: ``resp/types.py`` (subclasses of bytes, str and dict, which mypyc's native classes cannot be).
 HOT_MODULES = (
+    "headwater.clock",
+    "headwater.keyspace",
     "headwater.resp.parser",
     "headwater.resp.encoder",
     "headwater.server.protocol",

@@ -11,9 +11,9 @@ from __future__ import annotations
 from headwater.commands.args import INT64_MAX, INT64_MIN, parse_int, strict_int
 from headwater.commands.context import Client, spec
 from headwater.errors import OVERFLOW, WRONGTYPE, err, wrong_arity
-from headwater.keyspace import Hash
 from headwater.ops.change import ONE, Written, as_given
 from headwater.resp.types import OK, Reply
+from headwater.values import Hash
 
 HASH_NOT_INTEGER = err("hash value is not an integer")
 

@@ -6,9 +6,9 @@ from headwater.commands.args import INT64_MAX, INT64_MIN, parse_int
 from headwater.commands.context import Client, help_handler, reject_subcommand, spec
 from headwater.errors import NO_SUCH_KEY, SYNTAX, err
 from headwater.glob import compile_glob
-from headwater.keyspace import Hash, string_encoding, type_name
 from headwater.ops.change import ONE, Written, as_given, one_line
 from headwater.resp.types import OK, Reply, Status
+from headwater.values import Hash, string_encoding, type_name
 
 # ---------------------------------------------------------------------------------------------
 # Deleting, testing, renaming

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from headwater.commands.args import INT64_MAX, INT64_MIN, parse_int, strict_int
 from headwater.commands.context import Client, spec
 from headwater.errors import NOT_INTEGER, OVERFLOW, SYNTAX, WRONGTYPE, err, wrong_arity
-from headwater.keyspace import RawString
 from headwater.ops.change import ONE, Written, as_given, one_line
 from headwater.resp.types import OK, Reply
+from headwater.values import RawString
 
 #: a plain ``SET key value``'s answer (built once: SET is a hot path)
 _SET_OK = Written(OK, ONE)

@@ -23,12 +23,13 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from headwater.keyspace import Database, Hash, RawString
+from headwater.keyspace import Database
 from headwater.persistence.aof import encode_command
 from headwater.persistence.manifest import fsync_dir
 from headwater.stream.groups import UNKNOWN, Group, key_id, nack_commands
 from headwater.stream.ids import MIN_ID, format_id
 from headwater.stream.stream import Entry, Stream
+from headwater.values import Hash, RawString
 
 Command = list[bytes]
 _HSET_CHUNK = 64

@@ -77,12 +77,13 @@ from pathlib import Path
 from typing import BinaryIO
 
 from headwater.errors import InvariantViolation
-from headwater.keyspace import Database, Hash, Keyspace, RawString
+from headwater.keyspace import Database, Keyspace
 from headwater.persistence.manifest import fsync_dir
 from headwater.stream.groups import Consumer, Group, id_key, key_id
 from headwater.stream.idmp import IdmpState, Producer
 from headwater.stream.node import Node
 from headwater.stream.stream import Stream
+from headwater.values import Hash, RawString
 
 MAGIC = b"HWSNAP"
 VERSION = 3

@@ -1,0 +1,53 @@
+"""The keyspace's value types and what Redis reports about them.
+
+``bytes`` is a string (``RawString`` marks one made by APPEND, which Redis always stores raw),
+``Hash`` is a hash; streams arrive with their own module. Not compiled by mypyc: these classes
+subclass builtins, which mypyc's native classes cannot.
+"""
+
+from __future__ import annotations
+
+#: Redis's OBJ_ENCODING_EMBSTR_SIZE_LIMIT.
+EMBSTR_MAX = 44
+
+
+class RawString(bytes):
+    """A string Redis would keep in ``raw`` encoding (the result of APPEND)."""
+
+    __slots__ = ()
+
+
+class Hash(dict[bytes, bytes]):
+    """A hash; ``listpack`` turns false for good once it outgrows the listpack limits."""
+
+    __slots__ = ("listpack",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.listpack = True
+
+
+def type_name(value: object) -> bytes:
+    if type(value) is bytes or isinstance(value, bytes):
+        return b"string"
+    if isinstance(value, Hash):
+        return b"hash"
+    return getattr(value, "TYPE_NAME", b"none")
+
+
+def string_encoding(value: bytes) -> bytes:
+    """OBJECT ENCODING of a string value, as Redis's tryObjectEncoding decides it."""
+    if isinstance(value, RawString):
+        return b"raw"
+    if len(value) <= 20 and _is_long(value):
+        return b"int"
+    return b"embstr" if len(value) <= EMBSTR_MAX else b"raw"
+
+
+def _is_long(value: bytes) -> bool:
+    if not value:
+        return False
+    digits = value[1:] if value[0] == 45 else value
+    if not digits.isdigit() or (digits[0] == 48 and len(value) > 1):
+        return False
+    return -(2**63) <= int(value) < 2**63
