@@ -29,7 +29,7 @@ from headwater.config import Config
 from headwater.engine import Engine
 from headwater.persistence.aof import SYSTEM_FILE_OPS, FileOps
 from headwater.server.durability import Durability, StartupError
-from headwater.server.protocol import Connection
+from headwater.server.protocol import Connection, send_replies
 
 log = logging.getLogger("headwater")
 
@@ -59,7 +59,8 @@ class Server:
         self.servers: list[asyncio.base_events.Server] = []
         #: clients whose replies wait for the AOF (their gate's ``may_reply``), in order
         self.held: dict[Client, None] = {}
-        self._flush_scheduled = False
+        #: a ``flush`` is queued for this loop turn (read by the connections: no call per batch)
+        self.flush_scheduled = False
         self._retry_scheduled = False
         self._stopped = loop.create_future()
         info = self.engine.info
@@ -117,27 +118,16 @@ class Server:
     # -- per-iteration flush ---------------------------------------------------------------
 
     def schedule_flush(self) -> None:
-        if not self._flush_scheduled and (self.engine.pending or self.durability.pending):
-            self._flush_scheduled = True
+        if not self.flush_scheduled and (self.engine.pending or self.durability.pending):
+            self.flush_scheduled = True
             self.loop.call_soon(self.flush)
 
     def flush(self) -> None:
-        self._flush_scheduled = False
+        self.flush_scheduled = False
         durability = self.durability
         pending, held = self.engine.pending, self.held
         durability.persist(waiting=len(pending) + len(held))
-        while pending:
-            batch = list(pending)
-            pending.clear()
-            for client in batch:
-                conn = self.connections.get(client)
-                if conn is None:
-                    continue
-                if not client.gate.may_reply(client):
-                    held[client] = None  # its reply waits for the AOF
-                    continue
-                held.pop(client, None)
-                conn.send()
+        send_replies(pending, held, self.connections, durability.holds_nobody())
         durability.finish_roll_back()
         if held and not durability.syncing and not self._retry_scheduled:
             # a failed or postponed AOF write: nothing in flight will call _durable

@@ -159,6 +159,12 @@ class Durability:
         """Whether the client's replies may leave (see ``AofLog.may_reply``)."""
         return self.aof.may_reply(c)
 
+    def holds_nobody(self) -> bool:
+        """Every effect so far is durable: ``may_reply`` is true for every client (the flush
+        then asks no gate; ``reload_pending`` keeps ``durable_seq`` behind, see
+        ``AofLog.mark_durable``)."""
+        return self.aof.durable_seq >= self.engine.effect_seq
+
     @property
     def syncing(self) -> bool:
         """A background sync is in flight: its end will call ``on_durable``."""

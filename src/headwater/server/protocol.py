@@ -35,7 +35,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from headwater.commands.context import Client
 from headwater.commands.gate import ReplyGate
@@ -213,7 +214,9 @@ class Connection(asyncio.Protocol):
                         break
         except RequestError as exc:
             self._protocol_error(exc)
-        self.server.schedule_flush()
+        server = self.server
+        if not server.flush_scheduled:
+            server.schedule_flush()
 
     def resume(self) -> None:
         """The engine unblocked this client: run what it pipelined meanwhile, next turn."""
@@ -307,3 +310,34 @@ class Connection(asyncio.Protocol):
             self.soft_limit_since = None
             self.server.soft_limited.discard(self)
         return False
+
+
+class ReplySender(Protocol):
+    """What ``send_replies`` needs of a connection (``Connection``; tests pass stand-ins)."""
+
+    def send(self) -> None: ...
+
+
+def send_replies(
+    pending: dict[Client, None],
+    held: dict[Client, None],
+    connections: Mapping[Client, ReplySender],
+    hold_nobody: bool,
+) -> None:
+    """Send the replies of every client in ``pending``, in order, except those whose gate
+    holds them back (they wait in ``held``); ``hold_nobody``: every gate would let them go
+    (``Durability.holds_nobody``), so none is asked. Sending may make more clients pending
+    (a client closed for its output limit unblocks nobody, but a resumed one may)."""
+    while pending:
+        batch = list(pending)
+        pending.clear()
+        for client in batch:
+            conn = connections.get(client)
+            if conn is None:
+                continue
+            if not hold_nobody and not client.gate.may_reply(client):
+                held[client] = None  # its reply waits for the AOF
+                continue
+            if held:
+                held.pop(client, None)
+            conn.send()
