@@ -311,8 +311,9 @@ def cmd_xadd(c: Client, argv: list[bytes]) -> Reply | Written:
     size = sum(map(len, pairs))
     if size > LISTPACK_MAX:
         raise TOO_LARGE
-    config = c.server.config
-    max_bytes, max_entries = config["stream-node-max-bytes"], config["stream-node-max-entries"]
+    settings = c.server.config.values  # (the dict itself: no method call per lookup)
+    max_bytes: int = settings["stream-node-max-bytes"]
+    max_entries: int = settings["stream-node-max-entries"]
     dirty = append_entry(c.db, key, stream, sid, pairs, size, max_bytes, max_entries)
     if idmp_key is not None:
         record_idmp(c.db, key, stream, idmp_key, sid, c.server.stats)

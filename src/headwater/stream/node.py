@@ -122,6 +122,22 @@ def lp_str(raw: bytes) -> int:
 _INT_START = frozenset(b"-0123456789"[i : i + 1] for i in range(11))
 
 
+def _value_lp(value: bytes) -> int:
+    """``lp_str(value)``, by table for the strings that cannot be integers (most values)."""
+    n = len(value)
+    if (0 < n <= 20 and (value.isdigit() or value[0] == 45)) or n >= _STRING_LP_MAX:
+        return lp_str(value)  # it may be stored as an integer
+    size: int = _STRING_LP[n]
+    return size
+
+
+def _delta_lp(delta: int) -> int:
+    """Bytes of an ID delta element: C's uint64 difference stored into an int64."""
+    if 0 <= delta <= 127:
+        return 2
+    return lp_int(delta if INT64_MIN <= delta <= INT64_MAX else _wrap64(delta))
+
+
 def _wrap64(value: int) -> int:
     """C's uint64 difference stored into an int64."""
     value &= 2**64 - 1
@@ -149,7 +165,7 @@ def _pack_values(blob: bytearray, pairs: Sequence[bytes]) -> int:
     for k in range(1, len(pairs), 2):
         value = pairs[k]
         blob += _U32.pack(len(value)) + value
-        lp += lp_str(value)
+        lp += _value_lp(value)
     return lp
 
 
@@ -256,22 +272,25 @@ class Node:
         blob = self.blob
         self.offsets.append(len(blob))
         master_ms, master_seq = self.master
-        fields = self.fields
-        nfields = len(pairs) >> 1
-        same = nfields == len(fields) and list(pairs[0::2]) == self.field_list
         # flags (2 bytes as an element) + ms and seq deltas, usually small non-negative ints
-        dms, dseq = ms - master_ms, seq - master_seq
-        lp = 2 + (2 if 0 <= dms <= 127 else lp_int(_wrap64(dms)))
-        lp += 2 if 0 <= dseq <= 127 else lp_int(_wrap64(dseq))
-        pack = _U32.pack
+        lp = 2 + _delta_lp(ms - master_ms) + _delta_lp(seq - master_seq)
+        field_list = self.field_list
+        nfields = len(pairs) >> 1
+        if nfields == 1 and len(field_list) == 1:  # the usual shape, compared without a copy
+            same = pairs[0] == field_list[0]
+        else:
+            same = nfields == len(field_list) and list(pairs[0::2]) == field_list
         if same:
             blob.append(_SAME_FIELDS)
-            for i in range(1, len(pairs), 2):
-                value = pairs[i]
-                blob += pack(len(value)) + value
-                lp += lp_str(value)
+            if nfields == 1:
+                value = pairs[1]
+                blob += _U32.pack(len(value)) + value
+                lp += _value_lp(value)
+            else:
+                lp += _pack_values(blob, pairs)
             lp += lp_int(nfields + 3)
         else:
+            pack = _U32.pack
             blob.append(_OWN_FIELDS)
             blob += pack(nfields)
             for item in pairs:
@@ -304,7 +323,6 @@ class Node:
         first_field = field_list[0] if nfields == 1 else None  # the usual shape, tested cheaper
         same_tail = lp_int(nfields + 3)
         pack = _U32.pack
-        string_lp = _STRING_LP
         count, lp_bytes, held = self.count, self.lp_bytes, len(self.ms)
         i, end = start, len(entries)
         while i < end:
@@ -326,20 +344,14 @@ class Node:
             ms_append(ms)
             seq_append(seq)
             offsets_append(len(blob))
-            dms, dseq = ms - master_ms, seq - master_seq
-            lp = 2 + (2 if 0 <= dms <= 127 else lp_int(_wrap64(dms)))
-            lp += 2 if 0 <= dseq <= 127 else lp_int(_wrap64(dseq))
+            lp = 2 + _delta_lp(ms - master_ms) + _delta_lp(seq - master_seq)
             blob.append(_SAME_FIELDS)
             if first_field is None:
                 lp += _pack_values(blob, pairs)
             else:
                 value = pairs[1]
-                n = len(value)
-                blob += pack(n) + value
-                if (0 < n <= 20 and (value.isdigit() or value[0] == 45)) or n >= _STRING_LP_MAX:
-                    lp += lp_str(value)  # it may be stored as an integer
-                else:
-                    lp += string_lp[n]
+                blob += pack(len(value)) + value
+                lp += _value_lp(value)
             lp += same_tail
             count += 1
             if count in _LP_INT_STEPS:  # the master's count just needs a wider encoding
