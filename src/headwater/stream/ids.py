@@ -44,6 +44,30 @@ def format_id(sid: StreamID) -> bytes:
     return b"%d-%d" % sid
 
 
+def _plain_id(raw: bytes) -> StreamID | None:
+    """``<ms>-<seq>`` with both parts plain decimal of at most 18 digits (what clients send,
+    and what every ID reply looks like), parsed digit by digit: compiled, a few ns a digit
+    and no objects; None for anything else, left to ``parse_id``'s general rules."""
+    n = len(raw)
+    ms = 0
+    i = 0
+    while i < n and i <= 18:
+        digit = raw[i] - 48
+        if not 0 <= digit <= 9:
+            break
+        ms = ms * 10 + digit
+        i += 1
+    if i == 0 or i > 18 or i >= n - 1 or raw[i] != 45 or n - i - 1 > 18:
+        return None
+    seq = 0
+    for j in range(i + 1, n):
+        digit = raw[j] - 48
+        if not 0 <= digit <= 9:
+            return None
+        seq = seq * 10 + digit
+    return (ms, seq)
+
+
 def _uint64(raw: bytes) -> int | None:
     """Redis's string2ull: a strict int64 first, else C strtoull (spaces, '+', zeros ok)."""
     if raw.isdigit():  # the usual case; 19 digits always fit
@@ -68,8 +92,11 @@ def parse_id(
     ``strict`` refuses ``-`` and ``+``; ``missing_seq`` is used for ``<ms>`` without a sequence
     (0 for starts, UINT64_MAX for range ends); ``allow_auto_seq`` admits ``<ms>-*`` (XADD),
     returned with ``seq == AUTO_SEQ``."""
+    plain = _plain_id(raw)
+    if plain is not None:
+        return plain
     ms_part, dash, seq_part = raw.partition(b"-")
-    if dash and len(ms_part) < 20 and ms_part.isdigit():  # plain decimal: the usual case
+    if dash and len(ms_part) < 20 and ms_part.isdigit():  # plain decimal
         seq = _SMALL_INTS.get(seq_part)
         if seq is None and len(seq_part) < 20 and seq_part.isdigit():
             seq = int(seq_part)  # (19 digits always fit)

@@ -95,14 +95,19 @@ class SortedKeys:
         return True
 
     def remove(self, key: int) -> bool:
-        """Delete key; False if it was absent."""
-        k = bisect_left(self.lasts, key)
-        if k == len(self.lasts):
-            return False
-        chunk = self.chunks[k]
-        i = bisect_left(chunk, key)
-        if chunk[i] != key:
-            return False
+        """Delete key; False if it was absent. The oldest key is found without a search:
+        consumers mostly acknowledge in delivery order."""
+        chunks = self.chunks
+        if chunks and chunks[0][0] == key:
+            k, i, chunk = 0, 0, chunks[0]
+        else:
+            k = bisect_left(self.lasts, key)
+            if k == len(self.lasts):
+                return False
+            chunk = chunks[k]
+            i = bisect_left(chunk, key)
+            if chunk[i] != key:
+                return False
         del chunk[i]
         self.size -= 1
         if not chunk:
