@@ -42,6 +42,7 @@ HOT_MODULES = (
     "headwater.ops.change",
     "headwater.ops.streams",
     "headwater.ops.groups",
+    "headwater.persistence.effect_log",
 )
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))

@@ -61,6 +61,8 @@ from pathlib import Path
 
 import hiredis
 
+from headwater.persistence.effect_log import EffectLog
+from headwater.resp.encoder import encode_command as encode_command
 from headwater.resp.parser import wire_size
 
 READ_CHUNK = 128 * 1024
@@ -82,12 +84,6 @@ class TornTail(Exception):
         self.path = path
         self.offset = offset
         self.size = size
-
-
-def encode_command(argv: list[bytes]) -> bytes:
-    parts = [b"*%d\r\n" % len(argv)]
-    parts += [b"$%d\r\n%s\r\n" % (len(arg), arg) for arg in argv]
-    return b"".join(parts)
 
 
 def read_commands(path: Path) -> Iterator[tuple[list[bytes], int]]:
@@ -158,8 +154,8 @@ class AofWriter:
         self.fd = ops.open(path)
         self.size = os.fstat(self.fd).st_size
         self.fsync_policy = fsync
-        self.buf = bytearray()
-        self.db: int | None = None  # the database the file's next command applies to
+        #: the effects not written yet; its ``append`` is the engine's effect sink
+        self.log = EffectLog()
         self.error: OSError | None = None
         self.unsynced = False  # written but not yet fdatasync'ed
         self.last_fsync = time.monotonic()
@@ -182,10 +178,21 @@ class AofWriter:
     # -- the effect sink -------------------------------------------------------------------
 
     def append(self, db: int, argv: list[bytes]) -> None:
-        if db != self.db:
-            self.buf += encode_command([b"SELECT", b"%d" % db])
-            self.db = db
-        self.buf += encode_command(argv)
+        self.log.append(db, argv)
+
+    @property
+    def buf(self) -> bytearray:
+        """The encoded effects not written yet."""
+        return self.log.buf
+
+    @property
+    def db(self) -> int | None:
+        """The database the file's next command applies to (None: unknown)."""
+        return self.log.db
+
+    @db.setter
+    def db(self, db: int | None) -> None:
+        self.log.db = db
 
     # -- on the loop thread ----------------------------------------------------------------
 
@@ -333,8 +340,8 @@ class AofWriter:
         """After a roll-back: queue a harmless command so that the next flush tells whether
         the file can be written again (a successful write clears ``error``)."""
         if not self.buf:
-            self.buf += encode_command([b"SELECT", b"0"])
-            self.db = 0
+            self.log.buf += encode_command([b"SELECT", b"0"])
+            self.log.db = 0
 
     # -- the end ---------------------------------------------------------------------------
 

@@ -14,6 +14,16 @@ _NULL2 = b"$-1\r\n"
 _NULL3 = b"_\r\n"
 
 
+def encode_command(argv: list[bytes]) -> bytes:
+    """A command as clients send it (and the AOF stores it): an array of bulk strings."""
+    parts = [b"*%d\r\n" % len(argv)]
+    for arg in argv:
+        parts.append(b"$%d\r\n" % len(arg))
+        parts.append(arg)
+        parts.append(b"\r\n")
+    return b"".join(parts)
+
+
 def encode_into(out: list[bytes], reply: Reply, resp: int) -> None:
     kind = type(reply)
     if kind is bytes:

@@ -167,7 +167,7 @@ class AofLog:
         if self.carried_error is not None:  # reloading after a roll-back: still failing
             writer.error = self.carried_error
             writer.probe()
-        self.engine.effect_sinks[:] = [writer.append]
+        self.engine.effect_sinks[:] = [writer.log.append]  # (compiled: no frame per effect)
 
     def close_writer(self, wake: bool = True) -> None:
         """Write and sync what is left, close the file; the replies waiting for it may go."""

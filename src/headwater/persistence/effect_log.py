@@ -1,0 +1,25 @@
+"""The AOF's buffer of effects not yet written, and the engine's effect sink that fills it.
+
+Compiled by mypyc (``_build.HOT_MODULES``): with the AOF on, ``EffectLog.append`` runs once
+per effect, on every write command's path.
+"""
+
+from __future__ import annotations
+
+from headwater.resp.encoder import encode_command
+
+
+class EffectLog:
+    """Effects as RESP commands, with a ``SELECT`` before each change of database."""
+
+    def __init__(self) -> None:
+        self.buf = bytearray()
+        #: the database the file's next command applies to (None: unknown)
+        self.db: int | None = None
+
+    def append(self, db: int, argv: list[bytes]) -> None:
+        buf = self.buf
+        if db != self.db:
+            buf += encode_command([b"SELECT", b"%d" % db])
+            self.db = db
+        buf += encode_command(argv)
