@@ -45,7 +45,7 @@ class CommandSpec:
         self.is_write = "write" in self.flags
         #: its reply may show data (Redis's read-only or write flag): with ``appendfsync
         #: always`` it waits until the effects it could have seen are on disk
-        self.sees_data = self.is_write or "readonly" in self.flags
+        self.sees_data = self.is_write or "readonly" in self.flags or "x_sees_data" in self.flags
         self.no_auth = "no_auth" in self.flags
         self.no_multi = "no_multi" in self.flags
         self.admin = "admin" in self.flags
@@ -285,6 +285,8 @@ class Client:
         self.close_after_reply = False
         self.closed = False
         self.is_local = laddr.startswith(("127.", "[::1]", "::1")) or laddr.startswith("unix")
+        #: the client ``redis.call`` runs commands on (Redis's CLIENT_SCRIPT)
+        self.is_script = False
 
     def select(self, index: int) -> None:
         self.db = self.server.keyspace.dbs[index]

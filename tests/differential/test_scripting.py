@@ -1,0 +1,239 @@
+"""Scripting byte for byte against Debian's redis-server (7.0): EVAL and its family, SCRIPT,
+the sandbox, the redis.* API, error texts with their ``script: …, on @user_script:N.`` suffix,
+and the Lua↔RESP conversion table both ways, in RESP2 and RESP3.
+
+Left out because 7.0 differs from the 8.10 semantics we follow: XREAD BLOCK inside a script
+(7.0 refuses it; 7.4+ runs it without blocking), Lua numbers that are not integers given to
+redis.call (7.0 prints ``%.17g``, 7.2+ the shortest form), REDIS_VERSION, and FUNCTION's
+help and stats texts.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.differential.harness import assert_same
+from tests.helpers import ServerProcess
+
+LOCK_RELEASE = (
+    'if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) '
+    "else return 0 end"
+)
+
+
+def ev(body: str, *args: str) -> list[str]:
+    return ["EVAL", body, str(sum(1 for a in args if a.startswith("k"))), *args]
+
+
+def ev0(body: str) -> list[str]:
+    return ["EVAL", body, "0"]
+
+
+SCENARIOS: dict[str, list[object]] = {
+    "eval_basics": [
+        ev0("return 1"),
+        ev0("return 'x'"),
+        ["EVAL", "return {KEYS[1], KEYS[2], ARGV[1], ARGV[2], #KEYS, #ARGV}", "2", "a", "b", "c"],
+        ["EVAL", "return 1", "-1"],
+        ["EVAL", "return 1", "2", "a"],
+        ["EVAL", "return 1", "x"],
+        ["EVAL", "return 1"],
+        ["EVAL"],
+        ev0("return redis.call('set', 'k', 'v')"),
+        ev0("return redis.call('get', 'k')"),
+        ["EVAL", LOCK_RELEASE, "1", "k", "v"],
+        ["EVAL", LOCK_RELEASE, "1", "k", "v"],
+        ev0("return redis.call('incr', 'n') + redis.call('incr', 'n')"),
+        ev0("return redis.call('SET', 'big', 10000000000000000)"),
+        ev0("return redis.call('get', 'big')"),
+        ev0("return redis.call('set', 'half', 1.5)"),
+        ev0("return redis.call('get', 'half')"),
+    ],
+    "evalsha_and_script": [
+        "SCRIPT FLUSH",
+        "SCRIPT LOAD 'return 42'",
+        "EVALSHA 1fa00e76656cc152ad327c13fe365858fd7be306 0",
+        "EVALSHA 1FA00E76656CC152AD327C13FE365858FD7BE306 0",
+        "EVALSHA 0123456789012345678901234567890123456789 0",
+        "EVALSHA abc 0",
+        "EVALSHA_RO 1fa00e76656cc152ad327c13fe365858fd7be306 0",
+        "SCRIPT EXISTS 1fa00e76656cc152ad327c13fe365858fd7be306 abc",
+        "SCRIPT EXISTS",
+        ev0("return 'cached'"),
+        "SCRIPT EXISTS 4ae2a35ba7cdf65f29a81c4c5c6ef69ca7bcbba0",
+        "SCRIPT FLUSH ASYNC",
+        "SCRIPT FLUSH SYNC",
+        "SCRIPT FLUSH foo",
+        "SCRIPT FLUSH sync async",
+        "SCRIPT EXISTS 1fa00e76656cc152ad327c13fe365858fd7be306",
+        "SCRIPT KILL",
+        "SCRIPT FOO",
+        "SCRIPT",
+        "SCRIPT LOAD 'return +'",
+        "SCRIPT LOAD",
+    ],
+    "lua_to_resp": [
+        ev0("return 3.99"),
+        ev0("return -3.99"),
+        ev0("return 1/0"),
+        ev0("return {1e300, -1e300, 0/0}"),
+        ev0("return {1, 2, nil, 4}"),
+        ev0("return true"),
+        ev0("return false"),
+        ev0("return nil"),
+        ev0("return {true, false, 'x'}"),
+        ev0("return {ok='fine'}"),
+        ev0("return {ok='a\\r\\nb'}"),
+        ev0("return {err='boom'}"),
+        ev0("return {err='MYERR something'}"),
+        ev0("return {err=5}"),
+        ev0("return {double=1.5}"),
+        ev0("return {double=-0.25}"),
+        ev0("return {big_number='12345678901234567890'}"),
+        ev0("return {map={a=1}}"),
+        ev0("return {set={a=true}}"),
+        ev0("return {verbatim_string={format='txt', string='abc'}}"),
+        ev0("return {1, {2, {3, {ok='deep'}}}}"),
+        ev0("return {}"),
+        ev0("return redis.status_reply('FINE')"),
+        ev0("return redis.error_reply('boom')"),
+        ev0("return redis.error_reply('-FOO bar')"),
+        ev0("return redis.error_reply('MY error')"),
+        ev0("return redis.error_reply()"),
+        ev0("return redis.status_reply()"),
+        ev0("return function() end"),
+        ev0("redis.setresp(3); return true"),
+        ev0("redis.setresp(3); return false"),
+        ev0("redis.setresp(3); return {true, false, nil}"),
+    ],
+    "resp_to_lua": [
+        "HSET h a 1",
+        "SET s v",
+        ev0("return type(redis.call('get', 'nosuch'))"),
+        ev0("return tostring(redis.call('get', 'nosuch'))"),
+        ev0("return redis.call('set', 's', 'v').ok"),
+        ev0("return redis.pcall('incr', 's').err"),
+        ev0("return type(redis.call('incr', 'n'))"),
+        ev0("return redis.call('hgetall', 'h')"),
+        ev0("redis.setresp(3); return redis.call('hgetall', 'h')"),
+        ev0("redis.setresp(3); return redis.call('hgetall', 'h').map.a"),
+        ev0("redis.setresp(3); return type(redis.call('get', 'nosuch'))"),
+        ev0("redis.setresp(3); return redis.call('get', 's')"),
+        ev0("return redis.call('xadd', 'st', '1-1', 'f', 'v')"),
+        ev0("return redis.call('xrange', 'st', '-', '+')"),
+        ev0("redis.setresp(3); return redis.call('xrange', 'st', '-', '+')"),
+        ev0("return redis.call('ping')"),
+        ev0("return redis.call('ping').ok"),
+        ev0("return redis.call('exists', 's', 'h', 'nosuch')"),
+    ],
+    "errors": [
+        ev0("error('boom')"),
+        ev0("error({err='X y'})"),
+        ev0("error()"),
+        ev0("local x = nil; return x.field"),
+        ev0("return redis.call('foo')"),
+        ev0("return redis.call('get')"),
+        ev0("return redis.call('multi')"),
+        ev0("return redis.call('eval', 'return 1', '0')"),
+        ev0("return redis.call()"),
+        ev0("return redis.call({})"),
+        ev0("return redis.call('get', {})"),
+        ev0("return redis.call('get', nil)"),
+        ev0("return redis.pcall('foo')"),
+        ev0("return type(redis.pcall('foo'))"),
+        ev0("return redis.pcall('set', 'k')"),
+        ev0("local ok, e = pcall(redis.call, 'foo'); return {tostring(ok), e.err}"),
+        ev0("redis.call('set', 's', 'x'); return redis.call('incr', 's')"),
+        ev0("return redis.call('hget', 's', 'f')"),
+        ev0("\n\nreturn redis.call('nosuch')"),
+        ev0("return 1 +"),
+        ev0("return"),
+        ev0("local t = {} t[nil] = 1"),
+        ev0("return redis.call('config', 'foo')"),
+        ev0("return redis.call('config')"),
+    ],
+    "sandbox": [
+        ev0("return type(os)"),
+        ev0("return type(io)"),
+        ev0("return type(loadfile)"),
+        ev0("return type(dofile)"),
+        ev0("return type(require)"),
+        ev0("return type(print)"),
+        ev0("return type(debug)"),
+        ev0("return type(getfenv)"),
+        ev0("return type(newproxy)"),
+        ev0("x = 5"),
+        ev0("return y"),
+        ev0("redis.call = nil"),
+        ev0("string.len = nil"),
+        ev0("math.pi = 3"),
+        ev0("_G.x = 1"),
+        ev0("return type(_G)"),
+        ev0("return loadstring('return 1 + 1')()"),
+        ev0("return loadstring('return os')()"),
+        ev0("local f = function() return 1 end; return f()"),
+        ev0("local s = 0; for i = 1, 10 do s = s + i end; return s"),
+        ev0("return string.format('%d-%s', 5, 'x')"),
+        ev0("return table.concat({'a', 'b'}, ',')"),
+        ev0("return tostring(math.floor(2.5))"),
+        ev0("return type(coroutine.create)"),
+        ev0("return {pcall(error, 'x')}"),
+    ],
+    "redis_api": [
+        ev0("return redis.sha1hex('')"),
+        ev0("return redis.sha1hex('abc')"),
+        ev0("return redis.sha1hex()"),
+        ev0("return redis.sha1hex(1, 2)"),
+        ev0("return redis.log(redis.LOG_WARNING, 'from a test')"),
+        ev0("return redis.log()"),
+        ev0("return redis.log(99, 'x')"),
+        ev0("return redis.log('a', 'x')"),
+        ev0("return {redis.LOG_DEBUG, redis.LOG_VERBOSE, redis.LOG_NOTICE, redis.LOG_WARNING}"),
+        ev0("return {redis.REPL_NONE, redis.REPL_AOF, redis.REPL_SLAVE, redis.REPL_REPLICA}"),
+        ev0("return redis.REPL_ALL"),
+        ev0("return redis.set_repl()"),
+        ev0("return redis.set_repl(99)"),
+        ev0("return redis.set_repl(redis.REPL_ALL)"),
+        ev0("return redis.setresp()"),
+        ev0("return redis.setresp(4)"),
+        ev0("return redis.setresp(2)"),
+        ev0("return redis.replicate_commands()"),
+        ev0("return redis.breakpoint()"),
+        ev0("return redis.debug('x')"),
+        ev0("return type(redis.REDIS_VERSION)"),
+        ev0("return type(redis.REDIS_VERSION_NUM)"),
+        ev0("return redis.acl_check_cmd('get', 'k')"),
+        ev0("return redis.acl_check_cmd('nosuch')"),
+    ],
+    "read_only": [
+        ["EVAL_RO", "return redis.call('set', 'a', 1)", "0"],
+        ["EVAL_RO", "return redis.call('get', 'a')", "0"],
+        ["EVAL_RO", "#!lua\nreturn 1", "0"],
+        ["EVAL_RO", "#!lua flags=no-writes\nreturn 1", "0"],
+        ["EVAL", "#!lua flags=no-writes\nreturn redis.call('set', 'a', 1)", "0"],
+        ["EVAL", "#!lua flags=no-writes,allow-oom\nreturn redis.call('get', 'a')", "0"],
+        ["EVAL", "#!lua\nreturn redis.call('set', 'a', 1)", "0"],
+        ["EVAL", "#!lua flags=foo\nreturn 1", "0"],
+        ["EVAL", "#!lua foo=bar\nreturn 1", "0"],
+        ["EVAL", "#!luax\nreturn 1", "0"],
+        ["EVAL", "#!lua", "0"],
+        ["EVAL", "#!lua name=x\nreturn 1", "0"],
+        ["EVAL", "#!lua flags=\nreturn 1", "0"],
+        ["EVAL", "#!lua\n\nerror('line')", "0"],
+    ],
+    "in_multi": [
+        "MULTI",
+        ev0("return redis.call('set', 'm', '1')"),
+        ev0("return redis.call('incr', 'm')"),
+        "EXEC",
+        "GET m",
+    ],
+}
+
+
+@pytest.mark.parametrize("resp", [2, 3])
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_same_bytes_as_redis(
+    headwater: ServerProcess, redis_server: ServerProcess, name: str, resp: int
+) -> None:
+    assert_same(headwater, redis_server, SCENARIOS[name], resp)  # type: ignore[arg-type]
