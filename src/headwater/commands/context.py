@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from headwater.clock import Clock
 from headwater.commands.gate import ReplyGate
 from headwater.config import Config
-from headwater.errors import unknown_subcommand
+from headwater.errors import ReplyError, unknown_subcommand
 from headwater.keyspace import Database, Keyspace, WatchedKey
 from headwater.resp.types import Reply, Status
 
@@ -208,6 +208,8 @@ class ServerAPI(Protocol):
     dirty_at_last_save: int
     #: snapshots and the AOF, if the layer above provides them
     persistence: Persistence | None
+    #: a script is busy (past busy-reply-threshold): what other commands are answered
+    busy_reply: ReplyError | None
     last_save_time: int
 
     @property

@@ -163,7 +163,8 @@ local function hook()
     killed_error = kill
     sethook(hook, 'l')
   end
-  if killed_error then error({err = killed_error}) end
+  -- (not in our own frames: the line hook also fires between xpcall's return and sethook())
+  if killed_error and getinfo(2, 'S').source ~= INTERNAL then error({err = killed_error}) end
 end
 
 local entry = {}
