@@ -237,3 +237,184 @@ def test_same_bytes_as_redis(
     headwater: ServerProcess, redis_server: ServerProcess, name: str, resp: int
 ) -> None:
     assert_same(headwater, redis_server, SCENARIOS[name], resp)  # type: ignore[arg-type]
+
+
+def lib(name: str, body: str) -> str:
+    return f"#!lua name={name}\n{body}"
+
+
+ECHO_LIB = lib(
+    "mylib", "redis.register_function('myfunc', function(keys, args) return args[1] end)"
+)
+RO_LIB = lib(
+    "rolib",
+    "redis.register_function{function_name='ro', callback=function(k, a) "
+    "return redis.call('get', k[1]) end, description='read only', "
+    "flags={'no-writes', 'allow-oom'}}",
+)
+WRITER_LIB = lib(
+    "writer",
+    "redis.register_function('w', function(k, a) return redis.call('set', k[1], a[1]) end)",
+)
+
+FUNCTION_SCENARIOS: dict[str, list[object]] = {
+    "function_load_errors": [
+        "FUNCTION FLUSH",
+        ["FUNCTION", "LOAD", "return 1"],
+        ["FUNCTION", "LOAD", ECHO_LIB],
+        ["FUNCTION", "LOAD", ECHO_LIB],
+        ["FUNCTION", "LOAD", lib("other", "redis.register_function('myfunc', function() end)")],
+        ["FUNCTION", "LOAD", lib("empty", "local x = 1")],
+        ["FUNCTION", "LOAD", lib("bad-name", "return 1")],
+        ["FUNCTION", "LOAD", lib("syn", "return +")],
+        ["FUNCTION", "LOAD", lib("rt", "error('boom')")],
+        ["FUNCTION", "LOAD", lib("rt", "redis.call('ping')")],
+        ["FUNCTION", "LOAD", lib("rt", "redis.setresp(3)")],
+        ["FUNCTION", "LOAD", lib("rt", "local x = string.len")],
+        ["FUNCTION", "LOAD", "#!lua\nreturn 1"],
+        ["FUNCTION", "LOAD", "#!lua name=a name=b\nreturn 1"],
+        ["FUNCTION", "LOAD", "#!lua name=a foo=b\nreturn 1"],
+        ["FUNCTION", "LOAD", lib("rf", "redis.register_function()")],
+        ["FUNCTION", "LOAD", lib("rf", "redis.register_function('a-b', function() end)")],
+        ["FUNCTION", "LOAD", lib("rf", "redis.register_function('ab', 5)")],
+        ["FUNCTION", "LOAD", lib("rf", "redis.register_function(5, function() end)")],
+        [
+            "FUNCTION",
+            "LOAD",
+            lib(
+                "rf",
+                "redis.register_function{function_name='ab', callback=function() end, "
+                "flags={'no-writes', 'foo'}}",
+            ),
+        ],
+        [
+            "FUNCTION",
+            "LOAD",
+            lib("rf", "redis.register_function{function_name='ab', callback=function() end, x=1}"),
+        ],
+        ["FUNCTION", "LOAD", lib("rf", "redis.register_function{callback=function() end}")],
+        ["FUNCTION", "LOAD", lib("rf", "redis.register_function{function_name='ab'}")],
+        [
+            "FUNCTION",
+            "LOAD",
+            lib(
+                "rf",
+                "redis.register_function('f1', function() end) "
+                "redis.register_function('f1', function() end)",
+            ),
+        ],
+        ["FUNCTION", "LOAD", lib("loops", "while true do end")],
+        ["FUNCTION", "LOAD", "REPLACE", ECHO_LIB],
+        ["FUNCTION", "LOAD", "FOO", ECHO_LIB],
+        "FUNCTION LIST",
+    ],
+    "fcall": [
+        "FUNCTION FLUSH",
+        ["FUNCTION", "LOAD", ECHO_LIB],
+        ["FUNCTION", "LOAD", RO_LIB],
+        ["FUNCTION", "LOAD", WRITER_LIB],
+        "FCALL myfunc 0 hello",
+        "FCALL nosuch 0",
+        "FCALL myfunc -1",
+        "FCALL myfunc 2 a",
+        "FCALL myfunc x",
+        "FCALL_RO myfunc 0 x",
+        "FCALL w 1 k v",
+        "FCALL_RO ro 1 k",
+        "FCALL ro 1 k",
+        "FCALL_RO w 1 k v",
+        [
+            "FUNCTION",
+            "LOAD",
+            lib(
+                "t6",
+                "redis.register_function{function_name='t6', callback=function(k, a) "
+                "return redis.call('set', 'x', 1) end, flags={'no-writes'}}",
+            ),
+        ],
+        "FCALL t6 0",
+        [
+            "FUNCTION",
+            "LOAD",
+            lib("t3", "redis.register_function('t3', function() return KEYS end)"),
+        ],
+        "FCALL t3 0",
+        [
+            "FUNCTION",
+            "LOAD",
+            lib(
+                "t4",
+                "redis.register_function('t4', function(k, a) "
+                "return {#k, #a, k[1], a[1], type(string)} end)",
+            ),
+        ],
+        "FCALL t4 1 a b c",
+        "FUNCTION DELETE nosuch",
+        "FUNCTION DELETE t4",
+        "FCALL t4 0",
+        "FUNCTION KILL",
+        "FUNCTION FLUSH foo",
+        "FUNCTION FLUSH ASYNC",
+        "FCALL myfunc 0",
+    ],
+    "function_list": [
+        "FUNCTION FLUSH",
+        "FUNCTION LIST",
+        ["FUNCTION", "LOAD", RO_LIB],
+        "FUNCTION LIST",
+        "FUNCTION LIST WITHCODE",
+        "FUNCTION LIST LIBRARYNAME ro*",
+        "FUNCTION LIST LIBRARYNAME x*",
+        "FUNCTION LIST LIBRARYNAME ro* WITHCODE",
+        "FUNCTION LIST foo",
+        "FUNCTION LIST LIBRARYNAME",
+        "FUNCTION LIST WITHCODE WITHCODE",
+        "FUNCTION STATS",
+        "FUNCTION RESTORE garbage",
+        "FUNCTION RESTORE garbage FOO",
+        ["FUNCTION", "RESTORE", b"\xf5\x03abc\x0a\x00" + b"\x00" * 8],
+        "FUNCTION FOO",
+    ],
+}
+
+
+@pytest.mark.parametrize("resp", [2, 3])
+@pytest.mark.parametrize("name", sorted(FUNCTION_SCENARIOS))
+def test_functions_same_bytes_as_redis(
+    headwater: ServerProcess, redis_server: ServerProcess, name: str, resp: int
+) -> None:
+    assert_same(headwater, redis_server, FUNCTION_SCENARIOS[name], resp)  # type: ignore[arg-type]
+
+
+def test_function_dump_of_redis_restores_here_and_back(
+    headwater: ServerProcess, redis_server: ServerProcess
+) -> None:
+    """Payloads move both ways (Redis compresses code over 20 bytes with LZF)."""
+    from tests.helpers import RawClient
+
+    theirs, ours = RawClient(redis_server.port), RawClient(headwater.port)
+    try:
+        for client in (theirs, ours):
+            client.call("FUNCTION", "FLUSH")
+        for code in (ECHO_LIB, RO_LIB):
+            theirs.call("FUNCTION", "LOAD", code)
+        payload = _bulk(theirs.call("FUNCTION", "DUMP"))
+        assert ours.call("FUNCTION", "RESTORE", payload) == b"+OK\r\n"
+        listing = "FUNCTION LIST LIBRARYNAME {} WITHCODE"
+        for name in ("mylib", "rolib"):
+            want = theirs.call(*listing.format(name).split())
+            assert ours.call(*listing.format(name).split()) == want
+        assert ours.call("FCALL", "myfunc", "0", "hi") == b"$2\r\nhi\r\n"
+        back = _bulk(ours.call("FUNCTION", "DUMP"))
+        theirs.call("FUNCTION", "FLUSH")
+        assert theirs.call("FUNCTION", "RESTORE", back) == b"+OK\r\n"
+        assert theirs.call("FCALL", "myfunc", "0", "hi") == b"$2\r\nhi\r\n"
+        assert ours.call("FUNCTION", "RESTORE", payload).startswith(b"-ERR Library ")
+    finally:
+        theirs.close()
+        ours.close()
+
+
+def _bulk(reply: bytes) -> bytes:
+    header, _, rest = reply.partition(b"\r\n")
+    return rest[: int(header[1:])]

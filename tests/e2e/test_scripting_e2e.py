@@ -38,6 +38,8 @@ def test_busy_script_is_killed_and_the_server_answers_again(busy_server: ServerP
     late = RawClient(busy_server.port)  # accepted while the script is busy
     assert early.call("PING") == BUSY_EVAL
     assert late.call("GET", "k") == BUSY_EVAL
+    assert late.call("FUNCTION", "KILL") == BUSY_EVAL  # (an EVAL: SCRIPT KILL's)
+    assert late.call("FUNCTION", "STATS").startswith(b"*4\r\n$14\r\nrunning_script\r\n$-1\r\n")
     assert late.call("SCRIPT", "KILL") == b"+OK\r\n"
     reply = runner.read_reply()
     assert reply.startswith(b"-ERR Script killed by user with SCRIPT KILL... script: ")
@@ -46,6 +48,65 @@ def test_busy_script_is_killed_and_the_server_answers_again(busy_server: ServerP
     assert late.call("PING") == b"+PONG\r\n"  # the loop took the late connection over
     assert late.call("SCRIPT", "KILL") == b"-NOTBUSY No scripts in execution right now.\r\n"
     assert runner.call("EVAL", "return 7", "0") == b":7\r\n"
+
+
+def test_a_busy_function_is_killed_by_function_kill(busy_server: ServerProcess) -> None:
+    client = RawClient(busy_server.port)
+    code = "#!lua name=spin\nredis.register_function('spin', function() while true do end end)"
+    assert client.call("FUNCTION", "LOAD", code) == b"$4\r\nspin\r\n"
+    client.send_raw(b"FCALL spin 0\r\n")
+    time.sleep(0.4)
+    other = RawClient(busy_server.port)
+    assert other.call("PING") == (
+        b"-BUSY Redis is busy running a script. You can only call FUNCTION KILL or "
+        b"SHUTDOWN NOSAVE.\r\n"
+    )
+    assert other.call("SCRIPT", "KILL") == other.call("PING")  # (that one is FUNCTION KILL's)
+    stats = other.call("FUNCTION", "STATS")
+    assert b"$4\r\nspin\r\n$7\r\ncommand\r\n*3\r\n$5\r\nFCALL\r\n" in stats
+    assert other.call("FUNCTION", "KILL") == b"+OK\r\n"
+    reply = client.read_reply()
+    assert reply.startswith(b"-ERR Script killed by user with FUNCTION KILL... script: spin, ")
+    assert client.call("PING") == b"+PONG\r\n"
+
+
+@pytest.mark.parametrize("how", ["aof", "rewrite", "snapshot"])
+def test_libraries_survive_a_restart(how: str) -> None:
+    args = ("--appendonly", "no") if how == "snapshot" else ("--appendonly", "yes")
+    server = start_headwater(*args)
+    try:
+        client = RawClient(server.port)
+        code = "#!lua name=keep\nredis.register_function('kept', function(k, a) return a[1] end)"
+        assert client.call("FUNCTION", "LOAD", code) == b"$4\r\nkeep\r\n"
+        client.call("FUNCTION", "LOAD", code.replace("keep", "gone").replace("kept", "g"))
+        assert client.call("FUNCTION", "DELETE", "gone") == b"+OK\r\n"
+        if how == "rewrite":
+            client.call("BGREWRITEAOF")
+            _wait_for_info(client, b"aof_rewrite_in_progress:0")
+        elif how == "snapshot":
+            assert client.call("SAVE") == b"+OK\r\n"
+        listing = client.call("FUNCTION", "LIST", "WITHCODE")
+        client.close()
+        server.proc.terminate()
+        server.proc.wait(10)
+        restarted = start_headwater("--dir", server.workdir, *args)
+        try:
+            again = RawClient(restarted.port)
+            assert again.call("FUNCTION", "LIST", "WITHCODE") == listing
+            assert again.call("FCALL", "kept", "0", "x") == b"$1\r\nx\r\n"
+        finally:
+            restarted.proc.terminate()
+            restarted.proc.wait(10)
+    finally:
+        server.stop()
+
+
+def _wait_for_info(client: RawClient, line: bytes) -> None:
+    for _ in range(100):
+        if line in client.call("INFO", "persistence"):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"INFO never showed {line!r}")
 
 
 def test_a_script_that_wrote_can_only_be_stopped_by_shutdown_nosave(

@@ -258,3 +258,107 @@ def test_bad_scripts_get_errors_and_the_engine_goes_on() -> None:
     big = _eval(h, c, "return string.rep('x', 5000000)")
     assert len(big) == 5000000
     assert _eval(h, c, "return 1") == 1
+
+
+# -- functions ----------------------------------------------------------------------------------
+
+LIB = (
+    "#!lua name=lib\n"
+    "redis.register_function('add', function(k, a) return redis.call('incrby', k[1], a[1]) end)"
+)
+
+
+def test_function_libraries_are_effects_and_replay(tmp_path: Path) -> None:
+    h = Harness()
+    c = h.client()
+    assert h.call(c, "FUNCTION", "LOAD", LIB) == b"lib"
+    assert h.call(c, "FCALL", "add", "1", "n", "5") == 5
+    h.call(c, "FUNCTION", "LOAD", "#!lua name=tmp\nredis.register_function('t', function() end)")
+    h.call(c, "FUNCTION", "DELETE", "tmp")
+    lines = h.effect_lines()
+    assert lines[0] == [b"FUNCTION", b"LOAD", b"REPLACE", LIB.encode()]
+    assert [b"incrby", b"n", b"5"] in lines
+    assert [b"FUNCTION", b"DELETE", b"tmp"] in lines
+    assert not any(argv[0].upper() == b"FCALL" for argv in lines)
+    h.write_aof(tmp_path / "f.aof")
+    replayed = Harness()
+    Replayer(replayed.engine, fast=True).replay(tmp_path / "f.aof", truncate_torn=False)
+    rc = replayed.client()
+    assert replayed.call(rc, "GET", "n") == b"5"
+    assert replayed.call(rc, "FCALL", "add", "1", "n", "1") == 6
+    assert replayed.engine.scripting.library_codes() == [LIB.encode()]
+
+
+def test_a_library_that_redefines_a_function_of_another_changes_nothing() -> None:
+    h = Harness()
+    c = h.client()
+    h.call(c, "FUNCTION", "LOAD", LIB)
+    other = "#!lua name=other\nredis.register_function('mine', function() return 1 end)\n"
+    other += "redis.register_function('add', function() return 2 end)"
+    assert str(h.call(c, "FUNCTION", "LOAD", other)) == "ERR Function add already exists"
+    assert str(h.call(c, "FCALL", "mine", "0")) == "ERR Function not found"
+    assert h.call(c, "FCALL", "add", "1", "n", "2") == 2
+    replaced = "#!lua name=lib\nredis.register_function('add', function() return 'new' end)"
+    assert h.call(c, "FUNCTION", "LOAD", "REPLACE", replaced) == b"lib"
+    assert h.call(c, "FCALL", "add", "0") == b"new"
+    effects = len(h.effects)
+    h.call(c, "FUNCTION", "LOAD", other)  # refused: nothing logged
+    assert len(h.effects) == effects
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [b"", b"garbage", b"\x00" * 9, b"\xf5\x03abc\x0a\x00" + b"\x00" * 8, os.urandom(300)],
+)
+def test_function_restore_of_garbage_is_refused(payload: bytes) -> None:
+    h = Harness()
+    c = h.client()
+    h.call(c, "FUNCTION", "LOAD", LIB)
+    reply = h.call(c, "FUNCTION", "RESTORE", payload)
+    assert isinstance(reply, Exception)
+    assert h.engine.scripting.library_codes() == [LIB.encode()]
+    assert h.call(c, "FCALL", "add", "1", "n", "1") == 1
+
+
+def test_function_dump_restores_with_each_policy() -> None:
+    h = Harness()
+    c = h.client()
+    h.call(c, "FUNCTION", "LOAD", LIB)
+    payload = h.call(c, "FUNCTION", "DUMP")
+    assert str(h.call(c, "FUNCTION", "RESTORE", payload)) == "ERR Library 'lib' already exists"
+    assert h.call(c, "FUNCTION", "RESTORE", payload, "REPLACE") == b"OK"
+    h.call(c, "FUNCTION", "LOAD", "#!lua name=x\nredis.register_function('x', function() end)")
+    assert h.call(c, "FUNCTION", "RESTORE", payload, "FLUSH") == b"OK"
+    assert h.engine.scripting.library_codes() == [LIB.encode()]
+    assert str(h.call(c, "FUNCTION", "RESTORE", payload, "MERGE")).startswith("ERR Wrong restore")
+
+
+def test_snapshots_keep_the_libraries(tmp_path: Path) -> None:
+    from headwater.persistence.snapshot import load_snapshot, write_snapshot
+
+    h = Harness()
+    c = h.client()
+    h.call(c, "FUNCTION", "LOAD", LIB)
+    h.call(c, "SET", "k", "v")
+    write_snapshot(tmp_path / "s", h.engine.keyspace.dbs, h.engine.scripting.library_codes())
+    other = Harness()
+    codes: list[bytes] = []
+    assert load_snapshot(tmp_path / "s", other.engine.keyspace.dbs, libraries=codes) == 1
+    assert codes == [LIB.encode()]
+    other.engine.scripting.load_libraries(codes)
+    assert other.call(other.client(), "FCALL", "add", "1", "n", "3") == 3
+
+
+def test_info_shows_scripts_and_functions() -> None:
+    h = Harness()
+    c = h.client()
+    _eval(h, c, "return 1")
+    h.call(c, "SCRIPT", "LOAD", "return 2")
+    h.call(c, "FUNCTION", "LOAD", LIB)
+    info = h.call(c, "INFO", "memory").decode()
+    fields = dict(line.split(":", 1) for line in info.splitlines() if ":" in line)
+    assert fields["number_of_cached_scripts"] == "2"
+    assert fields["number_of_functions"] == "1"
+    assert fields["number_of_libraries"] == "1"
+    assert int(fields["used_memory_scripts_eval"]) > 0
+    assert int(fields["used_memory_vm_eval"]) > 0

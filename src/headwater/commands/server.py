@@ -102,6 +102,7 @@ def _section_memory(c: Client) -> list[str]:
         f"maxmemory:{maxmemory}",
         f"maxmemory_human:{_human(maxmemory)}",
         f"maxmemory_policy:{c.server.config['maxmemory-policy']}",
+        *c.server.scripting_memory(),
         "mem_allocator:pymalloc",
     ]
 

@@ -56,6 +56,7 @@ from headwater.ops.change import Change, Written
 from headwater.resp.encoder import encode_into
 from headwater.resp.types import QUEUED, Reply
 from headwater.scripting.commands import SPECS as SCRIPTING_SPECS
+from headwater.scripting.function_commands import SPECS as FUNCTION_SPECS
 from headwater.scripting.runtime import Scripting
 
 log = logging.getLogger("headwater")
@@ -83,7 +84,7 @@ class Engine:
         self.clock: Clock = clock or SystemClock()
         self.scheduler = scheduler
         self.keyspace = Keyspace(self.config["databases"])
-        self.table = build_table((*SCRIPTING_SPECS, *extra_commands))
+        self.table = build_table((*SCRIPTING_SPECS, *FUNCTION_SPECS, *extra_commands))
         # The names clients actually send (SET, set): one dict probe, no upper() per command.
         self.lookup = {**self.table, **{name.lower(): row for name, row in self.table.items()}}
         self.stats = Stats()
@@ -481,6 +482,9 @@ class Engine:
             return pages * resource.getpagesize()
         except OSError:
             return sys.getsizeof(self.keyspace)
+
+    def scripting_memory(self) -> list[str]:
+        return self.scripting.memory_lines()
 
     def log(self, level: str, message: str) -> None:
         log.log(logging.getLevelName(level.upper()) if level != "notice" else logging.INFO, message)

@@ -21,16 +21,28 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from lupa import lua51
 
 from headwater import REDIS_COMPAT_VERSION
 from headwater.commands.context import Block, Client, CommandSpec, ServerAPI
+from headwater.commands.server import _human
 from headwater.errors import ReplyError, err
 from headwater.resp.types import Reply
 from headwater.scripting.convert import ReplyReader, error_from_text, lua_to_reply, reply_to_lua
+from headwater.scripting.functions import (
+    _BAD_LIBRARY_NAME,
+    _NAME,
+    Function,
+    Library,
+    RegisterError,
+    Registry,
+    check_name,
+    parse_metadata,
+    read_registration,
+)
 from headwater.scripting.sandbox import PRELUDE
 
 log = logging.getLogger("headwater")
@@ -59,6 +71,8 @@ _RO_WRITE = b"Write commands are not allowed from read-only scripts."
 _BAD_ARG = b"Lua redis lib command arguments must be strings or integers"
 _NO_ARGS = b"Please specify at least one argument for this redis lib call"
 
+#: how long a library's top level may run (Redis: LOAD_TIMEOUT_MS)
+LOAD_TIMEOUT = 0.5
 #: flags of a script (the shebang's) and of a function
 FLAG_NO_WRITES = "no-writes"
 SCRIPT_FLAGS = ("no-writes", "allow-oom", "allow-stale", "no-cluster", "allow-cross-slot-keys")
@@ -102,6 +116,7 @@ class Run:
     is_eval: bool
     read_only: bool
     started: float
+    command: list[bytes] = field(default_factory=list)  # FUNCTION STATS shows it
     resp: int = 2  # redis.setresp
     repl: int = 3  # redis.set_repl
     wrote: bool = False
@@ -138,6 +153,10 @@ class Scripting:
         #: set while FUNCTION LOAD runs a library (redis.register_function adds to it)
         self.registering: Callable[..., Any] | None = None
         self.on_loaded: list[Callable[[Scripting], None]] = []
+        #: FUNCTION's libraries
+        self.registry = Registry()
+        #: when the library FUNCTION LOAD runs now started (it may run LOAD_TIMEOUT seconds)
+        self.loading_since: float | None = None
 
     # -- the Lua state -----------------------------------------------------------------------
 
@@ -197,6 +216,94 @@ class Scripting:
         self.scripts[sha] = script
         return script
 
+    # -- function libraries ------------------------------------------------------------------
+
+    def create_library(self, code: bytes, replace: bool = True) -> Library:
+        """Compile and run a library's code (FUNCTION LOAD, RESTORE): the library and the
+        functions it registered, not yet current (``registry.check_add``/``add``). Without
+        ``replace``, a library of that name already there is refused before anything runs."""
+        name, skip = parse_metadata(code)
+        check_name(name)
+        if not replace:
+            self.registry.check_absent(name)
+        try:
+            chunk = self.compile(code[skip:], b"@user_function")
+        except ScriptError as exc:
+            message = exc.args[0].decode("utf-8", "surrogateescape")
+            raise err(f"Error compiling function: {message}") from None
+        library = Library(name, code)
+        lua_type = lua51.lua_type
+
+        def items(table: Any) -> Any:
+            if lua_type(table) != "table":
+                raise TypeError
+            return table.items()
+
+        def register(*args: Any) -> None:
+            try:
+                spec = read_registration(args, lambda v: lua_type(v) == "function", items)
+            except RegisterError as exc:
+                raise _raise(str(exc).encode()) from None
+            function_name = spec["name"]
+            if not _NAME.fullmatch(function_name):
+                raise _raise(_BAD_LIBRARY_NAME.encode())
+            if function_name in library.functions:
+                raise _raise(b"Function already exists in the library")
+            library.functions[function_name] = Function(
+                function_name, spec["callback"], spec["description"], spec["flags"], library
+            )
+
+        self.registering = register
+        self.loading_since = time.monotonic()
+        try:
+            ok, result = self.entry.load_library(chunk)
+        finally:
+            self.registering = None
+            self.loading_since = None
+        if not ok:
+            text = result[b"err"] if self.entry.is_table(result) else str(result).encode()
+            message = text.decode("utf-8", "surrogateescape")
+            raise err(f"Error registering functions: {message}")
+        if not library.functions:
+            raise err("No functions registered")
+        return library
+
+    def memory_lines(self) -> list[str]:
+        """INFO memory's scripting fields. Eval scripts and functions share one Lua state
+        here (Redis has one each): its memory is all reported as the eval state's."""
+        vm = int(self.lua.eval("collectgarbage('count')") * 1024) if self.lua is not None else 0
+        scripts = sum(len(script.body) + 96 for script in self.scripts.values())
+        functions = sum(len(lib.code) + 96 for lib in self.registry.libraries.values())
+        return [
+            f"used_memory_lua:{vm}",
+            f"used_memory_vm_eval:{vm}",
+            f"used_memory_lua_human:{_human(vm)}",
+            f"used_memory_scripts_eval:{scripts}",
+            f"number_of_cached_scripts:{len(self.scripts)}",
+            f"number_of_functions:{len(self.registry.functions)}",
+            f"number_of_libraries:{len(self.registry.libraries)}",
+            "used_memory_vm_functions:0",
+            f"used_memory_vm_total:{vm}",
+            f"used_memory_vm_total_human:{_human(vm)}",
+            f"used_memory_functions:{functions}",
+            f"used_memory_scripts:{scripts + functions}",
+            f"used_memory_scripts_human:{_human(scripts + functions)}",
+        ]
+
+    def library_codes(self) -> list[bytes]:
+        """The code of every library, for snapshots and AOF rewrites."""
+        return [library.code for library in self.registry.libraries.values()]
+
+    def load_libraries(self, codes: list[bytes]) -> None:
+        """The libraries a snapshot held, instead of those loaded now (as a Redis RDB load)."""
+        self.registry.flush()
+        if codes:
+            self.ensure_started()
+        for code in codes:
+            library = self.create_library(code)
+            self.registry.check_add(library, True)
+            self.registry.add(library, True)
+
     # -- running -----------------------------------------------------------------------------
 
     def run_script(
@@ -208,6 +315,7 @@ class Scripting:
         nkeys: int,
         is_eval: bool,
         read_only: bool,
+        command: list[bytes] | None = None,
     ) -> Reply:
         """Run a compiled script or function for ``caller``; its reply in the caller's
         protocol."""
@@ -216,7 +324,7 @@ class Scripting:
         assert client is not None
         client.db = caller.db
         client.resp = 2
-        self.run = Run(caller, name, is_eval, read_only, time.monotonic())
+        self.run = Run(caller, name, is_eval, read_only, time.monotonic(), command or [])
         runner = entry.run_eval if is_eval else entry.run_function
 
         def body() -> Reply:
@@ -321,6 +429,9 @@ class Scripting:
         """Called by the Lua hook; the error text to stop the script with, if any."""
         run = self.run
         if run is None:
+            loading = self.loading_since
+            if loading is not None and time.monotonic() - loading > LOAD_TIMEOUT:
+                return b"ERR FUNCTION LOAD timeout"
             return None
         if not run.busy:
             threshold_ms = self.host.config["busy-reply-threshold"]

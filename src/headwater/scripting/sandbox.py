@@ -89,9 +89,10 @@ api.load = function(source, name)
   end
   return sandboxed_load(table.concat(parts), name)
 end
-setmetatable(api, {__index = function(_, name)
+local function missing_global(_, name)
   error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 2)
-end})
+end
+setmetatable(api, {__index = missing_global})
 
 -- the redis table: what may raise is Python (a C function to Lua, so a tail call to it
 -- keeps the script's frame, whose line the error reply names)
@@ -131,11 +132,11 @@ function redis.debug() end
 redis.REDIS_VERSION, redis.REDIS_VERSION_NUM = version, version_num
 api.redis = readonly(redis)
 
--- what a library's top level sees while FUNCTION LOAD runs it
-local library_redis = {register_function = bridge.register_function, log = redis.log,
-  setresp = redis.setresp, REDIS_VERSION = version, REDIS_VERSION_NUM = version_num,
-  LOG_DEBUG = 0, LOG_VERBOSE = 1, LOG_NOTICE = 2, LOG_WARNING = 3}
-local library_api = setmetatable({redis = readonly(library_redis)}, {__index = api})
+-- what a library's top level sees while FUNCTION LOAD runs it: redis, and in it only this
+local library_redis = setmetatable({register_function = bridge.register_function,
+  log = redis.log, REDIS_VERSION = version, REDIS_VERSION_NUM = version_num,
+  LOG_DEBUG = 0, LOG_VERBOSE = 1, LOG_NOTICE = 2, LOG_WARNING = 3}, {__index = missing_global})
+local library_api = setmetatable({redis = readonly(library_redis)}, {__index = missing_global})
 
 -- errors: Redis's handler, which also skips our own Lua frames (the hook)
 local function error_handler(e)
@@ -190,6 +191,8 @@ function entry.run_eval(f, nkeys, ...)
   return finish(xpcall(f, error_handler))
 end
 function entry.run_function(f, nkeys, ...)
+  rawset(api, 'KEYS', nil)
+  rawset(api, 'ARGV', nil)
   local all = {...}
   local keys, argv = {}, {}
   for i = 1, nkeys do keys[i] = all[i] end
