@@ -31,6 +31,7 @@ from headwater.commands.context import Block, Client, CommandSpec, ServerAPI
 from headwater.commands.server import _human
 from headwater.errors import ReplyError, err
 from headwater.resp.types import Reply
+from headwater.scripting import libraries
 from headwater.scripting.convert import ReplyReader, error_from_text, lua_to_reply, reply_to_lua
 from headwater.scripting.functions import (
     _BAD_LIBRARY_NAME,
@@ -43,6 +44,7 @@ from headwater.scripting.functions import (
     parse_metadata,
     read_registration,
 )
+from headwater.scripting.libraries import LibraryError
 from headwater.scripting.sandbox import PRELUDE
 
 log = logging.getLogger("headwater")
@@ -152,7 +154,6 @@ class Scripting:
         self.reader: ReplyReader | None = None
         #: set while FUNCTION LOAD runs a library (redis.register_function adds to it)
         self.registering: Callable[..., Any] | None = None
-        self.on_loaded: list[Callable[[Scripting], None]] = []
         #: FUNCTION's libraries
         self.registry = Registry()
         #: when the library FUNCTION LOAD runs now started (it may run LOAD_TIMEOUT seconds)
@@ -178,8 +179,7 @@ class Scripting:
         client.authenticated = True
         client.is_script = True
         self.client = client
-        for hook in self.on_loaded:
-            hook(self)
+        libraries.install(self)
 
     def ensure_started(self) -> Any:
         if self.entry is None:
@@ -479,6 +479,8 @@ class Bridge:
         lua = self.scripting.lua
         if isinstance(exc, LuaRaise):
             return lua.table_from({b"err": exc.text})
+        if isinstance(exc, LibraryError):
+            return exc.text.encode("utf-8", "surrogateescape")
         log.error("error in a scripting bridge function: %r", exc)
         return lua.table_from({b"err": b"ERR " + str(exc).encode()})
 

@@ -38,13 +38,27 @@ local function readonly(t)
   return proxy
 end
 
+-- Python functions are userdata to Lua: type() calls those of the API functions, as Redis's
+-- are C functions
+local python_functions = setmetatable({}, {__mode = 'k'})
+local function mark_functions(t)
+  for k, v in pairs(t) do
+    if type(v) == 'userdata' and k ~= 'null' then python_functions[v] = true end
+  end
+end
+local function lua_type(v)
+  if python_functions[v] then return 'function' end
+  return type(v)
+end
+
 -- the full API scripts see
 local api = {}
 for _, name in ipairs({'assert', 'collectgarbage', 'error', 'gcinfo', 'getmetatable', 'ipairs',
     'next', 'pairs', 'rawequal', 'rawget', 'select', 'setmetatable', 'tonumber',
-    'tostring', 'type', 'unpack', '_VERSION'}) do
+    'tostring', 'unpack', '_VERSION'}) do
   api[name] = G[name]
 end
+api.type = lua_type
 for _, name in ipairs({'string', 'math', 'table', 'coroutine'}) do api[name] = readonly(G[name]) end
 api.rawset = function(t, k, v)
   if protected[t] then error('Attempt to modify a readonly table', 2) end
@@ -130,6 +144,7 @@ function redis.replicate_commands() return true end
 function redis.breakpoint() return false end
 function redis.debug() end
 redis.REDIS_VERSION, redis.REDIS_VERSION_NUM = version, version_num
+mark_functions(redis)
 api.redis = readonly(redis)
 
 -- what a library's top level sees while FUNCTION LOAD runs it: redis, and in it only this
@@ -208,6 +223,16 @@ function entry.load_library(f)
   return finish(ok, result)
 end
 function entry.is_table(value) return type(value) == 'table' end
-function entry.install(name, library) api[name] = readonly(library) end
+function entry.protect(f, ...) return pcall(f, ...) end
+-- luaL_where(L, 1) for a Python function Lua called: the position of its caller
+function entry.where()
+  local info = getinfo(3, 'Sl')
+  if info and info.currentline > 0 then return info.short_src .. ':' .. info.currentline .. ': ' end
+  return ''
+end
+function entry.install(name, library)
+  mark_functions(library)
+  api[name] = readonly(library)
+end
 return entry
 """
