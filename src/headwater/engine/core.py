@@ -315,15 +315,19 @@ class Engine:
 
     def run_collecting(self, body: Callable[[], Reply]) -> Reply:
         """Run ``body`` (a script) with the effects of the commands it calls collected and
-        sent as one transaction, as EXEC does; inside EXEC, EXEC's transaction holds them."""
-        if self._tx_effects is not None:
+        sent as one transaction, as EXEC does (one effect alone goes as it is: it is atomic,
+        and Redis does not wrap it either); inside EXEC, EXEC's transaction holds them."""
+        if self._tx_effects is not None or not self.effect_sinks:
             return body()
         self._tx_effects = []
         try:
             return body()
         finally:
             effects, self._tx_effects = self._tx_effects, None
-            self._emit_transaction(effects)
+            if len(effects) == 1:
+                self._emit(*effects[0])
+            else:
+                self._emit_transaction(effects)
 
     def collected_effects(self) -> list[tuple[int, list[bytes]]] | None:
         """The effects a transaction or script has made so far (a script may drop its last

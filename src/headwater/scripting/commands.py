@@ -30,7 +30,9 @@ def parse_numkeys(argv: list[bytes]) -> int:
     return numkeys
 
 
-def _run(c: Client, argv: list[bytes], script: Script, read_only_command: bool) -> Reply:
+def _run(
+    c: Client, argv: list[bytes], numkeys: int, script: Script, read_only_command: bool
+) -> Reply:
     flags = script.flags
     read_only = read_only_command
     if flags is not None:  # a shebang: the script declares whether it writes
@@ -38,24 +40,24 @@ def _run(c: Client, argv: list[bytes], script: Script, read_only_command: bool) 
             read_only = True
         elif read_only_command:
             raise _RO_WITH_WRITE_FLAG
-    numkeys = parse_numkeys(argv)
     return scripting_of(c).run_script(
         c, script.function, script.sha, argv[3:], numkeys, True, read_only
     )
 
 
 def _eval(c: Client, argv: list[bytes], read_only: bool) -> Reply:
-    parse_numkeys(argv)
+    numkeys = parse_numkeys(argv)
     script = scripting_of(c).script_for(argv[1])
-    return _run(c, argv, script, read_only)
+    return _run(c, argv, numkeys, script, read_only)
 
 
 def _evalsha(c: Client, argv: list[bytes], read_only: bool) -> Reply:
-    parse_numkeys(argv)
-    script = scripting_of(c).scripts.get(argv[1].lower())
+    numkeys = parse_numkeys(argv)
+    scripts = scripting_of(c).scripts
+    script = scripts.get(argv[1]) or scripts.get(argv[1].lower())
     if script is None:
         raise NOSCRIPT
-    return _run(c, argv, script, read_only)
+    return _run(c, argv, numkeys, script, read_only)
 
 
 def cmd_eval(c: Client, argv: list[bytes]) -> Reply:

@@ -21,7 +21,7 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from lupa import lua51
@@ -118,7 +118,7 @@ class Run:
     is_eval: bool
     read_only: bool
     started: float
-    command: list[bytes] = field(default_factory=list)  # FUNCTION STATS shows it
+    command: list[bytes] | None = None  # FUNCTION STATS shows it
     resp: int = 2  # redis.setresp
     repl: int = 3  # redis.set_repl
     wrote: bool = False
@@ -150,6 +150,8 @@ class Scripting:
         self.run: Run | None = None
         self.lua: Any = None
         self.entry: Any = None
+        self.run_eval: Any = None
+        self.run_function: Any = None
         self.client: Client | None = None
         self.reader: ReplyReader | None = None
         #: set while FUNCTION LOAD runs a library (redis.register_function adds to it)
@@ -174,6 +176,9 @@ class Scripting:
             name="=headwater",
         )
         self.lua = lua
+        # (each read of a Lua table's field from Python makes a new wrapper: read them once)
+        self.run_eval = self.entry.run_eval
+        self.run_function = self.entry.run_function
         self.reader = ReplyReader(lua)
         client = Client(self.host, 0)
         client.authenticated = True
@@ -319,31 +324,29 @@ class Scripting:
     ) -> Reply:
         """Run a compiled script or function for ``caller``; its reply in the caller's
         protocol."""
-        entry = self.ensure_started()
+        entry = self.entry or self.ensure_started()
         client = self.client
         assert client is not None
         client.db = caller.db
-        client.resp = 2
-        self.run = Run(caller, name, is_eval, read_only, time.monotonic(), command or [])
-        runner = entry.run_eval if is_eval else entry.run_function
+        run = self.run = Run(caller, name, is_eval, read_only, time.monotonic(), command)
+        runner = self.run_eval if is_eval else self.run_function
 
         def body() -> Reply:
             ok, result = runner(function, nkeys, *keys_and_args)
             if ok:
-                return lua_to_reply(result, self.run.resp if self.run else 2, caller.resp)
+                return lua_to_reply(result, run.resp, caller.resp)
             return self._error_reply(result)
 
         try:
             return self.host.run_collecting(body)
         finally:
-            self._end_run()
+            self.run = None
+            if run.busy:
+                self._end_busy()
 
-    def _end_run(self) -> None:
-        run = self.run
-        self.run = None
-        if run is not None and run.busy:
-            self.host.busy_reply = None
-            self.host.log("warning", "Slow script detected: still in execution after the threshold")
+    def _end_busy(self) -> None:
+        self.host.busy_reply = None
+        self.host.log("warning", "The slow script ended: the server answers all commands again")
 
     def _error_reply(self, error: Any) -> ReplyError:
         run = self.run
@@ -366,15 +369,15 @@ class Scripting:
             raise _raise(b"redis.call is only available while a script runs")
         if not args:
             return self._failed(raise_error, b"ERR " + _NO_ARGS)
-        argv: list[bytes] = []
-        for arg in args:
+        argv = list(args)
+        for i, arg in enumerate(argv):
             kind = type(arg)
             if kind is bytes:
-                argv.append(arg)
-            elif kind is int:
-                argv.append(b"%d" % arg)
+                continue
+            if kind is int:
+                argv[i] = b"%d" % arg
             elif kind is float:
-                argv.append(_format_number(arg))
+                argv[i] = _format_number(arg)
             else:
                 return self._failed(raise_error, b"ERR " + _BAD_ARG)
         row = self._row_for(argv)
@@ -382,17 +385,32 @@ class Scripting:
         if refused is not None:
             return self._failed(raise_error, refused)
         assert row is not None
+        client.resp = run.resp
         if row.is_write:
             run.wrote = True
-        effects = self.host.collected_effects()
-        mark = len(effects) if effects is not None else 0
-        client.resp = run.resp
+            if run.repl == 0:
+                return self._call_unlogged(client, row, argv, raise_error)
         reply = self.host.call(client, row, argv)
         if isinstance(reply, Block):  # a script never blocks (Redis 7.4+)
             reply = reply.timeout_reply
-        if effects is not None and run.repl == 0:
-            del effects[mark:]  # redis.set_repl(redis.REPL_NONE)
         failed, value = reply_to_lua(reader, reply, run.resp)
+        if failed and raise_error:
+            raise LuaRaise(value[b"err"])
+        return value
+
+    def _call_unlogged(
+        self, client: Client, row: CommandSpec, argv: list[bytes], raise_error: bool
+    ) -> Any:
+        """A write after ``redis.set_repl(redis.REPL_NONE)``: its effects are dropped."""
+        effects = self.host.collected_effects()
+        mark = len(effects) if effects is not None else 0
+        reply = self.host.call(client, row, argv)
+        if effects is not None:
+            del effects[mark:]
+        if isinstance(reply, Block):
+            reply = reply.timeout_reply
+        assert self.reader is not None
+        failed, value = reply_to_lua(self.reader, reply, client.resp)
         if failed and raise_error:
             raise LuaRaise(value[b"err"])
         return value
@@ -404,7 +422,9 @@ class Scripting:
 
     def _row_for(self, argv: list[bytes]) -> CommandSpec | None:
         lookup = self.host.lookup
-        row = lookup.get(argv[0]) or lookup.get(argv[0].lower())
+        row = lookup.get(argv[0])
+        if row is None:
+            row = lookup.get(argv[0].lower())
         if row is not None and row.subcommands and len(argv) > 1:
             return row.subcommands.get(argv[1].lower())
         return row
@@ -414,13 +434,15 @@ class Scripting:
             return b"ERR " + _UNKNOWN
         if not row.arity_ok(len(argv)):
             return b"ERR " + _ARITY
-        if "noscript" in row.flags:
+        flags = row.flags
+        if "noscript" in flags:
             return b"ERR " + _NOSCRIPT
-        if run.read_only and (row.is_write or "may_replicate" in row.flags):
+        if run.read_only and (row.is_write or "may_replicate" in flags):
             return b"ERR " + _RO_WRITE
-        refuse = self.host.refuse_writes
-        if row.is_write and refuse is not None and not run.wrote:
-            return refuse.line()
+        if row.is_write and not run.wrote:
+            refuse = self.host.refuse_writes
+            if refuse is not None:
+                return refuse.line()
         return None
 
     # -- busy scripts ------------------------------------------------------------------------

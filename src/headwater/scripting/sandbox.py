@@ -171,7 +171,8 @@ local function error_handler(e)
 end
 api.__redis__err__handler = error_handler
 
--- time checks: every 100000 instructions; once killed, on every line (pcall cannot hold it)
+-- time checks: every 100000 instructions (the hook stays set: no Lua runs but ours); once a
+-- script is killed, on every line until it ends (pcall cannot hold it)
 local killed_error
 local function hook()
   local kill = tick()
@@ -179,9 +180,10 @@ local function hook()
     killed_error = kill
     sethook(hook, 'l')
   end
-  -- (not in our own frames: the line hook also fires between xpcall's return and sethook())
+  -- (not in our own frames: the line hook also fires between xpcall's return and finish())
   if killed_error and getinfo(2, 'S').source ~= INTERNAL then error({err = killed_error}) end
 end
+sethook(hook, '', 100000)
 
 local entry = {}
 function entry.compile(body, chunkname)
@@ -191,33 +193,36 @@ function entry.compile(body, chunkname)
   return f, false
 end
 local function finish(ok, result)
-  sethook()
-  killed_error = nil
+  if killed_error then
+    killed_error = nil
+    sethook(hook, '', 100000)
+  end
   return ok, result
 end
 function entry.run_eval(f, nkeys, ...)
-  local all = {...}
-  local keys, argv = {}, {}
-  for i = 1, nkeys do keys[i] = all[i] end
-  for i = nkeys + 1, #all do argv[i - nkeys] = all[i] end
+  local keys, argv = {...}, {}
+  local n = #keys
+  for i = nkeys + 1, n do
+    argv[i - nkeys] = keys[i]
+    keys[i] = nil
+  end
   rawset(api, 'KEYS', keys)
   rawset(api, 'ARGV', argv)
-  sethook(hook, '', 100000)
   return finish(xpcall(f, error_handler))
 end
 function entry.run_function(f, nkeys, ...)
   rawset(api, 'KEYS', nil)
   rawset(api, 'ARGV', nil)
-  local all = {...}
-  local keys, argv = {}, {}
-  for i = 1, nkeys do keys[i] = all[i] end
-  for i = nkeys + 1, #all do argv[i - nkeys] = all[i] end
-  sethook(hook, '', 100000)
+  local keys, argv = {...}, {}
+  local n = #keys
+  for i = nkeys + 1, n do
+    argv[i - nkeys] = keys[i]
+    keys[i] = nil
+  end
   return finish(xpcall(function() return f(keys, argv) end, error_handler))
 end
 function entry.load_library(f)
   env_meta.__index = library_api
-  sethook(hook, '', 100000)
   local ok, result = xpcall(f, error_handler)
   env_meta.__index = api
   return finish(ok, result)
