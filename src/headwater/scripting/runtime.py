@@ -324,7 +324,8 @@ class Scripting:
     ) -> Reply:
         """Run a compiled script or function for ``caller``; its reply in the caller's
         protocol."""
-        entry = self.entry or self.ensure_started()
+        if self.entry is None:
+            self._start()
         client = self.client
         assert client is not None
         client.db = caller.db
