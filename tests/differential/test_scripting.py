@@ -10,6 +10,8 @@ help and stats texts.
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from tests.differential.harness import assert_same
@@ -473,3 +475,57 @@ def test_function_dump_of_redis_restores_here_and_back(
 def _bulk(reply: bytes) -> bytes:
     header, _, rest = reply.partition(b"\r\n")
     return rest[: int(header[1:])]
+
+
+# -- the conversion table, generated -------------------------------------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from tests.helpers import RawClient  # noqa: E402
+
+_scalar = st.one_of(
+    st.integers(-(2**40), 2**40).map(str),
+    st.sampled_from(["0.5", "-2.75", "3.99", "-0.0", "1e300", "1/0", "0/0"]),
+    st.text("ab \r\n\x00é", max_size=6).map(
+        lambda s: '"' + "".join(f"\\{b}" for b in s.encode()) + '"'  # any byte, quoted
+    ),
+    st.sampled_from(["true", "false", "nil", "redis.call('ping')", "redis.pcall('nosuch')"]),
+)
+
+
+_value = st.recursive(
+    _scalar,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4).map(lambda xs: "{" + ", ".join(xs) + "}"),
+        inner.map(lambda x: "{ok=" + x + "}"),
+        inner.map(lambda x: "{err=" + x + "}"),
+        st.sampled_from(["{double=0.5}", "{double=-3}", "{big_number='123456789012345678901'}"]),
+        inner.map(lambda x: "{map={k=" + x + "}}"),
+        st.sampled_from(["{set={x=true}}", "{set={}}", "{map={}}"]),
+        st.sampled_from(["{verbatim_string={format='txt', string='v'}}"]),
+    ),
+    max_leaves=8,
+)
+
+
+@settings(
+    max_examples=int(os.environ.get("HW_CONVERSION_EXAMPLES", "40")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(value=_value, script_resp=st.sampled_from([2, 3]), resp=st.sampled_from([2, 3]))
+def test_lua_values_convert_as_redis_converts_them(
+    headwater: ServerProcess, redis_server: ServerProcess, value: str, script_resp: int, resp: int
+) -> None:
+    body = f"redis.setresp({script_resp}) return " + value
+    replies = []
+    for server in (headwater, redis_server):
+        client = RawClient(server.port)
+        try:
+            if resp == 3:
+                client.call("HELLO", "3")
+            replies.append(client.call("EVAL", body, "0"))
+        finally:
+            client.close()
+    assert replies[0] == replies[1], body

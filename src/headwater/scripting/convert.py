@@ -142,10 +142,23 @@ def _is_table(value: object) -> bool:
     return bool(lua51.lua_type(value) == "table")
 
 
+class ScriptReplyError(ReplyError):
+    """An error reply whose text is exactly what the script gave (``{err=' '}`` included)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: bytes) -> None:
+        code, _, msg = text.decode("utf-8", "surrogateescape").partition(" ")
+        super().__init__(code, msg)
+        self.text = text
+
+    def line(self) -> bytes:
+        return self.text.replace(b"\r", b" ").replace(b"\n", b" ")
+
+
 def error_from_text(text: bytes) -> ReplyError:
-    """``-text`` as Redis writes it: the code is the first word."""
-    code, _, msg = text.decode("utf-8", "surrogateescape").partition(" ")
-    return ReplyError(code, msg)
+    """``-text`` as Redis writes it: the code (INFO errorstats) is the first word."""
+    return ScriptReplyError(text)
 
 
 def lua_to_reply(value: Any, script_resp: int, client_resp: int) -> Reply:
@@ -166,12 +179,13 @@ def lua_to_reply(value: Any, script_resp: int, client_resp: int) -> Reply:
 
 
 def _table_to_reply(table: Any, script_resp: int, client_resp: int) -> Reply:
+    # (ok and err texts are C strings to Redis: they end at a NUL)
     err = table[b"err"]
-    if type(err) is bytes:
-        return error_from_text(err)
+    if type(err) is bytes:  # (Redis trims the line feeds it ends with, maps the others)
+        return error_from_text(err.split(b"\0", 1)[0].rstrip(b"\r\n"))
     ok = table[b"ok"]
     if type(ok) is bytes:
-        return Status(ok.replace(b"\r", b" ").replace(b"\n", b" "))
+        return Status(ok.split(b"\0", 1)[0].replace(b"\r", b" ").replace(b"\n", b" "))
     double = table[b"double"]
     if type(double) in (int, float):
         return float(double)

@@ -357,6 +357,7 @@ class Scripting:
         text = error[b"err"]
         if type(text) is not bytes:
             text = str(text).encode()
+        text = text.split(b"\0", 1)[0]  # (a C string to Redis)
         source, line = error[b"source"], error[b"line"]
         if type(source) is bytes and line is not None:
             text += b" script: %s, on %s:%d." % (run.name, source, int(line))
