@@ -177,6 +177,12 @@ def test_the_sandbox_reaches_nothing_outside(body: str) -> None:
         "rawset(redis, 'call', print)",
         "setmetatable(_G, nil)",
         "getmetatable(_G).__index = {}",
+        "getmetatable('').__index = {}",
+        "rawset(getmetatable(''), '__index', {})",
+        "getmetatable('').__index.rep = nil",
+        "rawset(_G, 'x', 1)",
+        "setmetatable(_G, {})",
+        "setmetatable(redis, {})",
     ],
 )
 def test_globals_and_libraries_are_read_only(body: str) -> None:
@@ -185,6 +191,14 @@ def test_globals_and_libraries_are_read_only(body: str) -> None:
     reply = _eval(h, c, body)
     assert isinstance(reply, Exception)
     assert _eval(h, c, "return redis.call('ping').ok") == b"PONG"  # nothing was changed
+    assert _eval(h, c, "return ('x'):rep(2) .. string.rep('y', 2)") == b"xxyy"
+    assert isinstance(_eval(h, c, "return x"), Exception)
+
+
+def test_bytecode_cannot_be_loaded() -> None:
+    h = Harness()
+    body = "return {loadstring(string.dump(function() return 1 end))}"
+    assert _eval(h, h.client(), body) == []
 
 
 # -- busy scripts -------------------------------------------------------------------------------

@@ -511,6 +511,33 @@ class Bridge:
     def tick(self) -> bytes | None:
         return self.scripting.tick()
 
+    def _checked(self, name: str, args: tuple[Any, ...]) -> Any:
+        """rawset or setmetatable, refused on the sandbox's read-only tables."""
+        entry = self.scripting.entry
+        kind = lua51.lua_type(args[0]) if args else None
+        if kind != "table":
+            got = "no value" if not args else _lua_type_name(args[0])
+            where = entry.where().decode("utf-8", "surrogateescape")
+            raise LibraryError(
+                f"{where}bad argument #1 to '{name}' (table expected, got {got})", located=True
+            )
+        status, result = entry.checked_call(name.encode(), *args)
+        if status == b"readonly":
+            raise LibraryError("Attempt to modify a readonly table", located=True)
+        if status is not True:  # Lua's own errors in a C function: argument errors say where
+            text = result.decode("utf-8", "surrogateescape") if type(result) is bytes else ""
+            if text.startswith(("bad argument", "cannot change a protected metatable")):
+                where = entry.where().decode("utf-8", "surrogateescape")
+                text = where + text.replace(" to '?' ", f" to '{name}' ")  # (no name via pcall)
+            raise LibraryError(text, located=True)
+        return result
+
+    def rawset(self, *args: Any) -> Any:
+        return self._checked("rawset", args)
+
+    def setmetatable(self, *args: Any) -> Any:
+        return self._checked("setmetatable", args)
+
     def sha1hex(self, *args: Any) -> bytes:
         if len(args) != 1 or type(args[0]) not in (bytes, int, float):
             raise _raise(b"wrong number of arguments")
@@ -568,6 +595,18 @@ class Bridge:
         if registering is None:
             raise _raise(b"redis.register_function can only be called on FUNCTION LOAD command")
         return registering(*args)
+
+
+def _lua_type_name(value: Any) -> str:
+    if value is None:
+        return "nil"
+    if type(value) is bool:
+        return "boolean"
+    if type(value) in (int, float):
+        return "number"
+    if type(value) is bytes:
+        return "string"
+    return str(lua51.lua_type(value) or "userdata")
 
 
 def _format_number(value: float) -> bytes:

@@ -25,16 +25,18 @@ local bridge, version, version_num = ...
 local G = _G
 local type, tostring, select, error, rawget, rawset, setmetatable, xpcall, pcall, unpack =
       type, tostring, select, error, rawget, rawset, setmetatable, xpcall, pcall, unpack
+local next, pairs, ipairs, getmetatable = next, pairs, ipairs, getmetatable
 local loadstring, setfenv = loadstring, setfenv
 local getinfo, sethook = debug.getinfo, debug.sethook
 local unwrap, tick = bridge.unwrap, bridge.tick
 local INTERNAL = '=headwater'
 
+-- read-only proxy -> the table it shows (rawget, next, pairs and ipairs see through it)
 local protected = setmetatable({}, {__mode = 'k'})
 local function readonly_error() error('Attempt to modify a readonly table', 2) end
 local function readonly(t)
   local proxy = setmetatable({}, {__index = t, __newindex = readonly_error, __metatable = false})
-  protected[proxy] = true
+  protected[proxy] = t
   return proxy
 end
 
@@ -54,15 +56,24 @@ end
 -- the full API scripts see
 local api = {}
 for _, name in ipairs({'assert', 'collectgarbage', 'error', 'gcinfo', 'getmetatable', 'ipairs',
-    'next', 'pairs', 'rawequal', 'rawget', 'select', 'setmetatable', 'tonumber',
-    'tostring', 'unpack', '_VERSION'}) do
+    'rawequal', 'select', 'tonumber', 'tostring', 'unpack', '_VERSION'}) do
   api[name] = G[name]
 end
 api.type = lua_type
 for _, name in ipairs({'string', 'math', 'table', 'coroutine'}) do api[name] = readonly(G[name]) end
-api.rawset = function(t, k, v)
-  if protected[t] then error('Attempt to modify a readonly table', 2) end
-  return rawset(t, k, v)
+-- rawset and setmetatable refuse the read-only tables; they are Python functions (as Redis's
+-- are C ones: a tail call to them keeps the script's frame), over checked_call below
+local py_rawset, py_setmetatable = bridge.rawset, bridge.setmetatable
+python_functions[py_rawset], python_functions[py_setmetatable] = true, true
+api.rawset, api.setmetatable = py_rawset, py_setmetatable
+api.rawget = function(t, k) return rawget(protected[t] or t, k) end
+api.next = function(t, k) return next(protected[t] or t, k) end
+api.pairs = function(t) return pairs(protected[t] or t) end
+api.ipairs = function(t) return ipairs(protected[t] or t) end
+-- the strings' metatable: getmetatable('') gives a read-only view of it
+do
+  local string_meta = getmetatable('')
+  string_meta.__metatable = readonly({__index = api.string})
 end
 -- an error raised by the Python side of redis.call & co. reaches Lua as a userdata holding
 -- the exception: scripts see Redis's {err=...} table instead
@@ -85,9 +96,12 @@ end
 -- the environment of every script: reads go to api (or the library API while one loads)
 local env_meta = {__index = api, __newindex = readonly_error, __metatable = false}
 local env = setmetatable({}, env_meta)
-protected[env] = true
+protected[env] = api
 api._G = env
 local function sandboxed_load(chunk, name)
+  if type(chunk) == 'string' and chunk:byte(1) == 27 then  -- no bytecode (it can break Lua)
+    return nil, 'binary chunks are not allowed'
+  end
   local f, e = loadstring(chunk, name)
   if f then setfenv(f, env) end
   return f, e
@@ -228,6 +242,12 @@ function entry.load_library(f)
   return finish(ok, result)
 end
 function entry.is_table(value) return type(value) == 'table' end
+local raw_operations = {rawset = rawset, setmetatable = setmetatable}
+-- 'readonly', or pcall's results
+function entry.checked_call(name, t, ...)
+  if protected[t] then return 'readonly', nil end
+  return pcall(raw_operations[name], t, ...)
+end
 function entry.protect(f, ...) return pcall(f, ...) end
 -- luaL_where(L, 1) for a Python function Lua called: the position of its caller
 function entry.where()
