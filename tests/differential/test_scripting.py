@@ -295,6 +295,51 @@ SCENARIOS: dict[str, list[object]] = {
         ev0("return bit.band('12', 4)"),
         ev0("return bit.lshift(1)"),
     ],
+    "cmsgpack": [
+        ev0("return cmsgpack.pack({1,2,3})"),
+        ev0("return cmsgpack.pack({a=1})"),
+        ev0("return cmsgpack.pack(1.5, -1, 300, 'x', true, nil)"),
+        ev0("return {cmsgpack.unpack(cmsgpack.pack(1, 'a', {1,2}))}"),
+        ev0("return cmsgpack.unpack(cmsgpack.pack({a=5})).a"),
+        ev0("return cmsgpack.pack()"),
+        ev0("return cmsgpack.unpack('\\193')"),
+        ev0("return cmsgpack.unpack('\\205\\1')"),
+        ev0("return {cmsgpack.unpack_one(cmsgpack.pack(1, 2))}"),
+        ev0("return {cmsgpack.unpack_limit(cmsgpack.pack(1, 2, 3), 2)}"),
+        ev0("return {cmsgpack.unpack_one(cmsgpack.pack(7), 0)}"),
+        ev0("return cmsgpack.pack(0.1)"),
+        ev0("return cmsgpack.pack(-0.0, 1e100, 2^63)"),
+        ev0("return cmsgpack.pack({}, {{{{{{{{{{{{{{{{{{1}}}}}}}}}}}}}}}}}})"),
+        ev0("return cmsgpack.pack(string.rep('x', 40), string.rep('y', 300))"),
+        ev0("return cmsgpack.pack(-33, -129, -40000, -3000000000, 70000, 5000000000)"),
+        ev0(
+            "return {cmsgpack.unpack(cmsgpack.pack(-33, -129, -40000, -3000000000, "
+            "70000, 5000000000, 1.5))}"
+        ),
+    ],
+    "struct": [
+        ev0("return struct.pack('>I2', 258)"),
+        ev0("return {struct.unpack('>I2', '\\1\\2')}"),
+        ev0("return struct.size('>i4d')"),
+        ev0("return struct.pack('<i4s', 1, 'ab')"),
+        ev0(
+            "return {struct.unpack('bBhHlLi3c2', "
+            "struct.pack('bBhHlLi3c2', -1, 255, -2, 65535, -3, 4, 5, 'zz'))}"
+        ),
+        ev0("return struct.pack('q', 1)"),
+        ev0("return struct.pack('i17', 1)"),
+        ev0("return struct.pack('>d', 1.5)"),
+        ev0("return {struct.unpack('c0', struct.pack('c0', 'abc'))}"),
+        ev0("return {struct.unpack('!4 b i', struct.pack('!4 b i', 1, 2))}"),
+        ev0("return {struct.unpack('i1c0', struct.pack('i1c0', 3, 'abc'))}"),
+        ev0("return {struct.unpack('>f', struct.pack('>f', 0.5))}"),
+        ev0("return struct.pack('i')"),
+        ev0("return {struct.unpack('>I4', 'ab')}"),
+        ev0("return {struct.unpack('s', 'ab\\0cd')}"),
+        ev0("return struct.size('s')"),
+        ev0("return struct.size('c0')"),
+        ev0("return struct.pack('c2')"),
+    ],
     "in_multi": [
         "MULTI",
         ev0("return redis.call('set', 'm', '1')"),

@@ -1,5 +1,5 @@
-"""The libraries Redis preloads for scripts: ``cjson`` and ``bit`` (``struct`` and
-``cmsgpack`` are not provided).
+"""The libraries Redis preloads for scripts: ``cjson`` and ``bit`` here, ``cmsgpack`` and
+``struct`` in ``msgpack``.
 
 ``cjson`` follows lua-cjson 2.1.0 as Redis ships it: arrays are tables whose keys are all
 positive integers (excessively sparse ones are refused), everything else an object (number
@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+
+from headwater.scripting.msgpack import LibraryError, cmsgpack_functions, struct_functions
 
 if TYPE_CHECKING:
     from headwater.scripting.runtime import Scripting
@@ -263,16 +265,6 @@ def tobit(value: Any) -> int:
     return n - (1 << 32) if n & 0x80000000 else n
 
 
-class LibraryError(Exception):
-    """An error a library function raises: Lua sees the text, like a C library's
-    ``luaL_error``, after the caller's position (``located``)."""
-
-    def __init__(self, text: str, located: bool = False) -> None:
-        super().__init__(text)
-        self.text = text
-        self.located = located
-
-
 def _numbers(name: str, args: tuple[Any, ...], count: int | None = None) -> list[int]:
     if not args:
         raise LibraryError(f"bad argument #1 to '{name}' (number expected, got no value)")
@@ -413,5 +405,9 @@ def install(scripting: Scripting) -> None:
     table = lua.table_from(cjson)
     table[b"new"] = lambda *args: table
     entry.install(b"cjson", table)
-    bit = {name: located(function) for name, function in bit_functions().items()}
-    entry.install(b"bit", lua.table_from(bit))
+    for name, functions in (
+        (b"bit", bit_functions()),
+        (b"cmsgpack", cmsgpack_functions(lua)),
+        (b"struct", struct_functions()),
+    ):
+        entry.install(name, lua.table_from({k: located(f) for k, f in functions.items()}))

@@ -44,7 +44,7 @@ from headwater.scripting.functions import (
     parse_metadata,
     read_registration,
 )
-from headwater.scripting.libraries import LibraryError
+from headwater.scripting.msgpack import LibraryError
 from headwater.scripting.sandbox import PRELUDE
 
 log = logging.getLogger("headwater")
