@@ -17,7 +17,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
-from headwater.errors import err
+from headwater.errors import err, require
 
 FUNCTION_FLAGS = ("no-writes", "allow-oom", "allow-stale", "no-cluster", "allow-cross-slot-keys")
 _NAME = re.compile(rb"[A-Za-z0-9_]+")
@@ -119,6 +119,20 @@ class Registry:
     def flush(self) -> None:
         self.libraries.clear()
         self.functions.clear()
+
+    def check_invariants(self) -> None:
+        """Every function is its library's, every library's function is current, names are
+        valid and each library registered at least one function."""
+        count = 0
+        for name, library in self.libraries.items():
+            require(name == library.name, f"library {name!r} filed as {library.name!r}")
+            require(bool(_NAME.fullmatch(name)), f"bad library name {name!r}")
+            require(bool(library.functions), f"library {name!r} has no function")
+            for fname, function in library.functions.items():
+                require(function.library is library, f"{fname!r} points to another library")
+                require(self.functions.get(fname) is function, f"{fname!r} is not current")
+                count += 1
+        require(count == len(self.functions), "functions without a library")
 
 
 # -- redis.register_function ---------------------------------------------------------------------
