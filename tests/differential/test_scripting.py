@@ -340,6 +340,16 @@ SCENARIOS: dict[str, list[object]] = {
         ev0("return struct.size('c0')"),
         ev0("return struct.pack('c2')"),
     ],
+    "introspection": [
+        "COMMAND INFO eval evalsha eval_ro evalsha_ro fcall fcall_ro",
+        "COMMAND DOCS eval fcall_ro",
+        "COMMAND GETKEYS eval 'return 1' 2 a b c",
+        "COMMAND GETKEYS fcall f 1 a b",
+        "COMMAND GETKEYS eval 'return 1' 0",
+        "COMMAND GETKEYS eval 'return 1' x",
+        "COMMAND GETKEYS eval 'return 1' 5 a",
+        "COMMAND GETKEYS evalsha_ro abc 1 k",
+    ],
     "in_multi": [
         "MULTI",
         ev0("return redis.call('set', 'm', '1')"),

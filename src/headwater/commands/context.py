@@ -40,6 +40,8 @@ class CommandSpec:
     subcommands: dict[bytes, CommandSpec] = field(default_factory=dict)
     #: the spec of the container, for subcommands
     parent: CommandSpec | None = None
+    #: the index of a key count the keys follow (EVAL, FCALL: movable keys); 0 = none
+    numkeys_at: int = 0
 
     def __post_init__(self) -> None:
         self.is_write = "write" in self.flags
@@ -70,6 +72,7 @@ class CommandSpec:
             self.step,
             self.handler,
             parent=parent,
+            numkeys_at=self.numkeys_at,
         )
         row.subcommands = {name: sub.fresh(row) for name, sub in self.subcommands.items()}
         return row
@@ -78,6 +81,13 @@ class CommandSpec:
         return argc == self.arity if self.arity >= 0 else argc >= -self.arity
 
     def key_positions(self, argv: list[bytes]) -> list[int]:
+        """The keys' indexes in ``argv`` (ValueError: a key count that is not one)."""
+        if self.numkeys_at:
+            count = int(argv[self.numkeys_at])
+            start = self.numkeys_at + 1
+            if count < 0 or start + count > len(argv):
+                raise ValueError("bad key count")
+            return list(range(start, start + count))
         if self.first_key <= 0:
             return []
         last = self.last_key if self.last_key >= 0 else len(argv) + self.last_key

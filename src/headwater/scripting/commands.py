@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from typing import cast
 
-from headwater.commands.context import Client, help_handler, reject_subcommand, spec
+from headwater.commands.context import (
+    Client,
+    CommandSpec,
+    help_handler,
+    reject_subcommand,
+    spec,
+)
 from headwater.errors import NOT_INTEGER, ReplyError, err
 from headwater.resp.types import OK, Reply
 from headwater.scripting.runtime import FLAG_NO_WRITES, Script, ScriptHost, Scripting
@@ -118,11 +124,18 @@ _SCRIPT_HELP = [
 _EVAL = "noscript stale skip_monitor no_mandatory_keys movablekeys x_sees_data"
 _SCRIPT = "noscript"
 
+
+def with_numkeys(row: CommandSpec) -> CommandSpec:
+    """Keys counted by the argument after the script (COMMAND GETKEYS)."""
+    row.numkeys_at = 2
+    return row
+
+
 SPECS = (
-    spec("eval", -3, _EVAL, handler=cmd_eval),
-    spec("evalsha", -3, _EVAL, handler=cmd_evalsha),
-    spec("eval_ro", -3, "readonly " + _EVAL, handler=cmd_eval_ro),
-    spec("evalsha_ro", -3, "readonly " + _EVAL, handler=cmd_evalsha_ro),
+    with_numkeys(spec("eval", -3, _EVAL, handler=cmd_eval)),
+    with_numkeys(spec("evalsha", -3, _EVAL, handler=cmd_evalsha)),
+    with_numkeys(spec("eval_ro", -3, "readonly " + _EVAL, handler=cmd_eval_ro)),
+    with_numkeys(spec("evalsha_ro", -3, "readonly " + _EVAL, handler=cmd_evalsha_ro)),
     spec(
         "script",
         -2,
@@ -130,7 +143,7 @@ SPECS = (
         handler=reject_subcommand,
         subcommands=(
             spec("script|load", 3, _SCRIPT + " stale", handler=cmd_script_load),
-            spec("script|exists", -3, _SCRIPT + " stale", handler=cmd_script_exists),
+            spec("script|exists", -3, _SCRIPT, handler=cmd_script_exists),
             spec("script|flush", -2, _SCRIPT, handler=cmd_script_flush),
             spec("script|kill", 2, _SCRIPT + " allow_busy", handler=cmd_script_kill),
             spec("script|help", 2, "loading stale", handler=help_handler(_SCRIPT_HELP)),

@@ -14,7 +14,7 @@ from headwater.errors import err
 from headwater.glob import glob_match
 from headwater.ops.change import Written, as_given, one_line
 from headwater.resp.types import OK, Reply, RSet, Status
-from headwater.scripting.commands import scripting_of
+from headwater.scripting.commands import scripting_of, with_numkeys
 from headwater.scripting.functions import Library, dump_payload, read_payload
 from headwater.scripting.runtime import FLAG_NO_WRITES, Scripting
 
@@ -234,8 +234,8 @@ _FUNCTION_HELP = [
 _FCALL = "noscript stale skip_monitor no_mandatory_keys movablekeys x_sees_data"
 
 SPECS = (
-    spec("fcall", -3, _FCALL, handler=cmd_fcall),
-    spec("fcall_ro", -3, "readonly " + _FCALL, handler=cmd_fcall_ro),
+    with_numkeys(spec("fcall", -3, _FCALL, handler=cmd_fcall)),
+    with_numkeys(spec("fcall_ro", -3, "readonly " + _FCALL, handler=cmd_fcall_ro)),
     spec(
         "function",
         -2,
