@@ -301,8 +301,6 @@ class Client:
         self.close_after_reply = False
         self.closed = False
         self.is_local = laddr.startswith(("127.", "[::1]", "::1")) or laddr.startswith("unix")
-        #: the client ``redis.call`` runs commands on (Redis's CLIENT_SCRIPT)
-        self.is_script = False
 
     def select(self, index: int) -> None:
         self.db = self.server.keyspace.dbs[index]
