@@ -377,3 +377,18 @@ def test_info_shows_scripts_and_functions() -> None:
     assert fields["number_of_libraries"] == "1"
     assert int(fields["used_memory_scripts_eval"]) > 0
     assert int(fields["used_memory_vm_eval"]) > 0
+
+
+def test_an_aof_rewrite_base_keeps_the_libraries(tmp_path: Path) -> None:
+    from headwater.persistence.rewrite import write_base
+
+    h = Harness()
+    c = h.client()
+    h.call(c, "FUNCTION", "LOAD", LIB)
+    h.call(c, "SET", "k", "v")
+    write_base(tmp_path / "base.aof", h.engine.keyspace.dbs, h.engine.scripting.library_codes())
+    replayed = Harness()
+    Replayer(replayed.engine, fast=True).replay(tmp_path / "base.aof", truncate_torn=False)
+    rc = replayed.client()
+    assert replayed.call(rc, "GET", "k") == b"v"
+    assert replayed.call(rc, "FCALL", "add", "1", "n", "4") == 4
