@@ -31,6 +31,7 @@ import contextlib
 import csv
 import datetime
 import functools
+import hashlib
 import os
 import selectors
 import shlex
@@ -646,6 +647,67 @@ def row_idmpauto(h: Harness) -> RatioRow:
         h.args.keyspace = old
 
 
+def row_evalsha(h: Harness) -> RatioRow:
+    """EVALSHA of redis-py's lock-release script (``Lock.release``: the token compared, the
+    key deleted if it matches), 50 clients over random lock keys. 5,000 of them hold the
+    token beforehand, so the DEL branch runs too; most releases find the lock gone (GET and
+    compare only)."""
+    from redis.lock import Lock
+
+    redis_, headwater = h.pair("plain")
+    n = h.n(100_000)
+    sha = hashlib.sha1(Lock.LUA_RELEASE_SCRIPT.encode()).hexdigest()
+    command = ["EVALSHA", sha, "1", "bench:lock:__rand_int__", "token"]
+
+    def side(server: ServerProcess) -> Side:
+        def run() -> float:
+            client = server.client()
+            assert client.script_load(Lock.LUA_RELEASE_SCRIPT) == sha
+            with client.pipeline(transaction=False) as pipe:
+                for i in range(0, 10_000, 2):
+                    pipe.set(f"bench:lock:{i:012d}", "token")
+                pipe.execute()
+            return redis_benchmark(h, server.port, command, clients=50, n=n)
+
+        return Side(server.name, server, run)
+
+    row = RatioRow(
+        "evalsha", "EVALSHA of redis-py's lock release, 50 clients", 0.5,
+        (side(redis_), side(headwater)),
+    )  # fmt: skip
+    return run_pairs(h, row)
+
+
+BENCH_LIBRARY = (
+    "#!lua name=bench\n"
+    "redis.register_function('bench_xadd', function(keys, args) "
+    "return redis.call('XADD', keys[1], '*', 'f', args[1]) end)"
+)
+
+
+def row_fcall(h: Harness) -> RatioRow:
+    """FCALL of a function that does one XADD, 50 clients; the stream's length is checked."""
+    redis_, headwater = h.pair("plain")
+    n = h.n(100_000)
+    command = ["FCALL", "bench_xadd", "1", "bench:fcall", "__rand_int__"]
+
+    def side(server: ServerProcess) -> Side:
+        def run() -> float:
+            client = server.client()
+            client.function_load(BENCH_LIBRARY, replace=True)
+            client.delete("bench:fcall")
+            rps = redis_benchmark(h, server.port, command, clients=50, n=n)
+            expect_len(server, "bench:fcall", n)
+            return rps
+
+        return Side(server.name, server, run)
+
+    row = RatioRow(
+        "fcall", "FCALL of a one-XADD function, 50 clients", 0.5, (side(redis_), side(headwater))
+    )
+    return run_pairs(h, row)
+
+
 RATIO_ROWS: dict[str, Callable[[Harness], RatioRow]] = {
     "xadd-1": row_xadd_1,
     "xadd-50": row_xadd_50,
@@ -655,6 +717,8 @@ RATIO_ROWS: dict[str, Callable[[Harness], RatioRow]] = {
     "xack": row_xack,
     "xadd-always": row_xadd_always,
     "idmpauto": row_idmpauto,
+    "evalsha": row_evalsha,
+    "fcall": row_fcall,
 }
 
 
@@ -1010,6 +1074,8 @@ ROW_INFO = {
     "xack": "XACK of 10 pending IDs, 50 clients (hiredis load client), >= 0.5x",
     "xadd-always": "XADD, appendfsync always, 50 clients (redis-benchmark), >= 0.7x",
     "idmpauto": "XADD IDMPAUTO / plain XADD on Headwater (Redis 7.0 has no IDMP), >= 0.95x",
+    "evalsha": "EVALSHA of redis-py's Lock release script, 50 clients (redis-benchmark), >= 0.5x",
+    "fcall": "FCALL of a function doing one XADD, 50 clients (redis-benchmark), >= 0.5x",
     "memory": "RSS growth per entry after 1M XADDs via redis-cli --pipe, <= 2.0x",
     "idmp": "IDMP/IDMPAUTO overhead table, 1 client, sizes 8/64/512 (Headwater only)",
     "inproc": "us per command with the engine driven in process (no sockets)",

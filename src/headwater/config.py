@@ -242,6 +242,12 @@ PARAMS: tuple[Param, ...] = (
     Param("stream-idmp-maxsize", _int_parser(1, 10000), "100"),
     Param("stream-consumer-idle-reclaim-ms", _int_parser(0, INT64_MAX), "0"),
     Param("notify-keyspace-events", _string, ""),
+    Param(
+        "busy-reply-threshold",
+        _int_parser(0, INT64_MAX),
+        "5000",
+        aliases=("lua-time-limit",),
+    ),
     Param("slowlog-log-slower-than", _int_parser(-1, INT64_MAX), "10000"),
     Param("slowlog-max-len", _int_parser(0, INT64_MAX), "128"),
     Param("latency-monitor-threshold", _int_parser(0, INT64_MAX), "0"),

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from headwater.clock import Clock
 from headwater.commands.gate import ReplyGate
 from headwater.config import Config
-from headwater.errors import unknown_subcommand
+from headwater.errors import ReplyError, unknown_subcommand
 from headwater.keyspace import Database, Keyspace, WatchedKey
 from headwater.resp.types import Reply, Status
 
@@ -40,12 +40,14 @@ class CommandSpec:
     subcommands: dict[bytes, CommandSpec] = field(default_factory=dict)
     #: the spec of the container, for subcommands
     parent: CommandSpec | None = None
+    #: the index of a key count the keys follow (EVAL, FCALL: movable keys); 0 = none
+    numkeys_at: int = 0
 
     def __post_init__(self) -> None:
         self.is_write = "write" in self.flags
         #: its reply may show data (Redis's read-only or write flag): with ``appendfsync
         #: always`` it waits until the effects it could have seen are on disk
-        self.sees_data = self.is_write or "readonly" in self.flags
+        self.sees_data = self.is_write or "readonly" in self.flags or "x_sees_data" in self.flags
         self.no_auth = "no_auth" in self.flags
         self.no_multi = "no_multi" in self.flags
         self.admin = "admin" in self.flags
@@ -70,6 +72,7 @@ class CommandSpec:
             self.step,
             self.handler,
             parent=parent,
+            numkeys_at=self.numkeys_at,
         )
         row.subcommands = {name: sub.fresh(row) for name, sub in self.subcommands.items()}
         return row
@@ -78,6 +81,13 @@ class CommandSpec:
         return argc == self.arity if self.arity >= 0 else argc >= -self.arity
 
     def key_positions(self, argv: list[bytes]) -> list[int]:
+        """The keys' indexes in ``argv`` (ValueError: a key count that is not one)."""
+        if self.numkeys_at:
+            count = int(argv[self.numkeys_at])
+            start = self.numkeys_at + 1
+            if count < 0 or start + count > len(argv):
+                raise ValueError("bad key count")
+            return list(range(start, start + count))
         if self.first_key <= 0:
             return []
         last = self.last_key if self.last_key >= 0 else len(argv) + self.last_key
@@ -208,6 +218,8 @@ class ServerAPI(Protocol):
     dirty_at_last_save: int
     #: snapshots and the AOF, if the layer above provides them
     persistence: Persistence | None
+    #: a script is busy (past busy-reply-threshold): what other commands are answered
+    busy_reply: ReplyError | None
     last_save_time: int
 
     @property
@@ -229,6 +241,10 @@ class ServerAPI(Protocol):
     def request_shutdown(self, save: bool | None, now: bool, force: bool) -> None: ...
     def blocking_keys_count(self) -> int: ...
     def used_memory(self) -> int: ...
+    def scripting_memory(self) -> list[str]:
+        """INFO memory's lines on scripts and functions."""
+        ...
+
     def log(self, level: str, message: str) -> None: ...
 
 

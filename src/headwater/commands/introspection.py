@@ -191,7 +191,12 @@ def cmd_command_getkeys(c: Client, argv: list[bytes]) -> Reply:
         raise err("Invalid command specified")
     if not row.arity_ok(len(args)):
         raise err("Invalid number of arguments specified for command")
-    positions = row.key_positions(args)
+    try:
+        positions = row.key_positions(args)
+    except ValueError:  # a bad key count: no keys, as Redis says (7.0)
+        positions = []
+    if row.numkeys_at:
+        return [args[i] for i in positions]  # (none is an answer here)
     if not positions:
         raise err("The command has no key arguments")
     return [args[i] for i in positions if i < len(args)]

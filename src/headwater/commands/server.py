@@ -102,6 +102,7 @@ def _section_memory(c: Client) -> list[str]:
         f"maxmemory:{maxmemory}",
         f"maxmemory_human:{_human(maxmemory)}",
         f"maxmemory_policy:{c.server.config['maxmemory-policy']}",
+        *c.server.scripting_memory(),
         "mem_allocator:pymalloc",
     ]
 
@@ -364,6 +365,9 @@ def cmd_shutdown(c: Client, argv: list[bytes]) -> Reply:
         if len(argv) > 2:
             raise SYNTAX
         raise err("No shutdown in progress.")
+    busy = c.server.busy_reply
+    if busy is not None and save is not False:  # a busy script: only SHUTDOWN NOSAVE
+        raise busy
     c.server.request_shutdown(save, now, force)
     c.close_after_reply = True
     return _NO_REPLY  # the connection just closes, as in Redis

@@ -55,6 +55,9 @@ from headwater.keyspace import Keyspace
 from headwater.ops.change import Change, Written
 from headwater.resp.encoder import encode_into
 from headwater.resp.types import QUEUED, Reply
+from headwater.scripting.commands import SPECS as SCRIPTING_SPECS
+from headwater.scripting.function_commands import SPECS as FUNCTION_SPECS
+from headwater.scripting.runtime import Scripting
 
 log = logging.getLogger("headwater")
 
@@ -81,7 +84,7 @@ class Engine:
         self.clock: Clock = clock or SystemClock()
         self.scheduler = scheduler
         self.keyspace = Keyspace(self.config["databases"])
-        self.table = build_table(extra_commands)
+        self.table = build_table((*SCRIPTING_SPECS, *FUNCTION_SPECS, *extra_commands))
         # The names clients actually send (SET, set): one dict probe, no upper() per command.
         self.lookup = {**self.table, **{name.lower(): row for name, row in self.table.items()}}
         self.stats = Stats()
@@ -113,6 +116,12 @@ class Engine:
         self.refuse_writes: ReplyError | None = None
         self._in_exec = False
         self._tx_effects: list[tuple[int, list[bytes]]] | None = None
+        #: Lua scripts and functions (their commands run through ``call`` like any other)
+        self.scripting = Scripting(self)
+        #: set while a script runs past busy-reply-threshold: other commands get it
+        self.busy_reply: ReplyError | None = None
+        #: reads and answers other clients while a script is busy (the server layer sets it)
+        self.busy_poller: Callable[[Client], None] = lambda running: None
 
     # -- clients ---------------------------------------------------------------------------
 
@@ -171,6 +180,9 @@ class Engine:
             return
         if not c.authenticated and not row.no_auth:
             self._reject(c, row, NOAUTH)
+            return
+        if self.busy_reply is not None and not _allowed_while_busy(row):
+            self._reject(c, row, self.busy_reply)
             return
         if self.refuse_writes is not None and row.is_write and not c.replaying:
             self._reject(c, row, self.refuse_writes)
@@ -291,12 +303,39 @@ class Engine:
         finally:
             self._in_exec = False
             effects, self._tx_effects = self._tx_effects, None
+        self._emit_transaction(effects)
+        return replies
+
+    def _emit_transaction(self, effects: list[tuple[int, list[bytes]]]) -> None:
         if effects:
             self._emit(effects[0][0], [b"MULTI"])
             for db, argv in effects:
                 self._emit(db, argv)
             self._emit(effects[-1][0], [b"EXEC"])
-        return replies
+
+    def run_collecting(self, body: Callable[[], Reply]) -> Reply:
+        """Run ``body`` (a script) with the effects of the commands it calls collected and
+        sent as one transaction, as EXEC does (one effect alone goes as it is: it is atomic,
+        and Redis does not wrap it either); inside EXEC, EXEC's transaction holds them."""
+        if self._tx_effects is not None or not self.effect_sinks:
+            return body()
+        self._tx_effects = []
+        try:
+            return body()
+        finally:
+            effects, self._tx_effects = self._tx_effects, None
+            if len(effects) == 1:
+                self._emit(*effects[0])
+            else:
+                self._emit_transaction(effects)
+
+    def collected_effects(self) -> list[tuple[int, list[bytes]]] | None:
+        """The effects a transaction or script has made so far (a script may drop its last
+        ones: ``redis.set_repl(redis.REPL_NONE)``)."""
+        return self._tx_effects
+
+    def poll_while_busy(self, running: Client) -> None:
+        self.busy_poller(running)
 
     def apply_change(self, db: int, argv: list[bytes], change: Change) -> None:
         """The one place a change takes effect: the dirty counter, then the effect lines
@@ -448,6 +487,9 @@ class Engine:
         except OSError:
             return sys.getsizeof(self.keyspace)
 
+    def scripting_memory(self) -> list[str]:
+        return self.scripting.memory_lines()
+
     def log(self, level: str, message: str) -> None:
         log.log(logging.getLevelName(level.upper()) if level != "notice" else logging.INFO, message)
 
@@ -479,6 +521,12 @@ class Engine:
         for db in self.keyspace.dbs:
             for change in reclaim_idle_everywhere(db, now, idle_ms):
                 self.apply_change(db.index, [], change)
+
+
+def _allowed_while_busy(row: CommandSpec) -> bool:
+    """What a busy script lets through (Redis: CMD_ALLOW_BUSY), except EXEC, which would run
+    its queue in the middle of the script."""
+    return "allow_busy" in row.flags and row.name != "exec"
 
 
 def _first_error(reply: bytes) -> ReplyError | None:

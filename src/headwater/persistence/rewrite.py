@@ -20,7 +20,7 @@ consumers' seen/active times, and lifetime counters such as iids-added.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from headwater.keyspace import Database
@@ -122,11 +122,14 @@ def _group_commands(key: bytes, stream: Stream, group: Group) -> Iterator[Comman
     yield from nack_commands(key, group.name, zone)
 
 
-def write_base(path: Path, dbs: list[Database]) -> None:
-    """Write the rewrite to path durably (a temporary file renamed into place)."""
+def write_base(path: Path, dbs: list[Database], libraries: Sequence[bytes] = ()) -> None:
+    """Write the rewrite to path durably (a temporary file renamed into place); the
+    FUNCTION ``libraries`` first, as FUNCTION LOAD REPLACE."""
     tmp = path.with_name(f"temp-rewrite-{path.name}")
     with open(tmp, "wb") as f:
         chunk = bytearray()
+        for code in libraries:
+            chunk += encode_command([b"FUNCTION", b"LOAD", b"REPLACE", code])
         for argv in rewrite_commands(dbs):
             chunk += encode_command(argv)
             if len(chunk) >= 1 << 20:

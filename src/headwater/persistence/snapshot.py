@@ -10,6 +10,8 @@ Layout (all integers little-endian)::
     0x02 STRING    bytes key, u8 raw, bytes value, i64 expire (-1: none)
     0x03 HASH      bytes key, u64 n, n * (bytes field, bytes value), i64 expire
     0x04 STREAM    bytes key, i64 expire, the stream (below)
+    0x05 FUNCTIONS u64 n, n * bytes   FUNCTION libraries' code (only when there are some,
+                                      before the first SELECT)
 
 ``bytes`` is a u64 length then the bytes. A stream (version 2 and 3) is::
 
@@ -72,7 +74,7 @@ import threading
 import time
 import zlib
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
@@ -91,7 +93,7 @@ VERSION = 3
 LOADABLE = (1, 2, 3)
 #: the owner index of a nacked (unowned) PEL entry
 NOBODY = 0xFFFFFFFF
-SELECT, STRING, HASH, STREAM, END = 0x01, 0x02, 0x03, 0x04, 0xFF
+SELECT, STRING, HASH, STREAM, FUNCTIONS, END = 0x01, 0x02, 0x03, 0x04, 0x05, 0xFF
 
 _U8 = struct.Struct("<B")
 _U16 = struct.Struct("<H")
@@ -155,12 +157,18 @@ class _Out:
         self.put(_ID.pack(*value))
 
 
-def write_snapshot(path: Path, dbs: list[Database]) -> None:
-    """Write durably: a temporary file, fsync, rename, fsync of the directory."""
+def write_snapshot(path: Path, dbs: list[Database], libraries: Sequence[bytes] = ()) -> None:
+    """Write durably: a temporary file, fsync, rename, fsync of the directory.
+    ``libraries``: the code of the FUNCTION libraries."""
     tmp = path.with_name(f"temp-{os.getpid()}-{path.name}")
     with open(tmp, "wb") as f:
         out = _Out(f)
         out.put(MAGIC + _U16.pack(VERSION))
+        if libraries:
+            out.put(_U8.pack(FUNCTIONS))
+            out.u64(len(libraries))
+            for code in libraries:
+                out.blob(code)
         for db in dbs:
             if db.data:
                 out.put(_U8.pack(SELECT) + _U32.pack(db.index))
@@ -548,13 +556,18 @@ def _take_prefetched(stat: os.stat_result, read_at: ReadAt) -> _PrivateCopy | No
 
 
 def load_snapshot(
-    path: Path, dbs: list[Database], lazy: list[Node] | None = None, read_at: ReadAt = pread_into
+    path: Path,
+    dbs: list[Database],
+    lazy: list[Node] | None = None,
+    read_at: ReadAt = pread_into,
+    libraries: list[bytes] | None = None,
 ) -> int:
     """Load the file into empty databases; returns the number of keys. On any error the
     databases are left as they were (empty) and SnapshotError says why (OSError for a read
     error). Given a ``lazy`` list, stream nodes keep their buffers in the file's private copy
     until they are used or ``materialize_some(lazy, ...)`` copies them; the list gets them
-    (the checksum is verified before this returns all the same)."""
+    (the checksum is verified before this returns all the same). ``libraries`` gets the
+    code of the FUNCTION libraries the file holds."""
     origin = str(path)
     with open(path, "rb", buffering=0) as f:
         stat = os.fstat(f.fileno())
@@ -565,14 +578,18 @@ def load_snapshot(
         if copy is None:
             copy = _PrivateCopy(f.fileno(), size, origin, read_at)
         try:
-            keys = _load_copy(copy, dbs, lazy, origin)
+            keys = _load_copy(copy, dbs, lazy, origin, libraries)
         finally:
             copy.finish()
     return keys
 
 
 def _load_copy(
-    copy: _PrivateCopy, dbs: list[Database], lazy: list[Node] | None, origin: str
+    copy: _PrivateCopy,
+    dbs: list[Database],
+    lazy: list[Node] | None,
+    origin: str,
+    libraries: list[bytes] | None = None,
 ) -> int:
     copy.wait_for(_HEADER)
     version = _version(copy.view, origin)
@@ -584,7 +601,8 @@ def _load_copy(
     gc.disable()  # nodes are acyclic; collections during the load would only walk them
     try:
         inp = _In(copy.view[:-4], origin, _HEADER, copy.wait_for)
-        _load_records(inp, dbs, version, loaded, lazy_nodes)
+        codes: list[bytes] = []
+        _load_records(inp, dbs, version, loaded, lazy_nodes, codes)
         copy.finish()
         intact = copy.intact()
         if intact and collecting and not gc.get_freeze_count():
@@ -610,6 +628,8 @@ def _load_copy(
     if not intact:
         _unload(loaded)
         raise SnapshotError(f"{origin}: checksum mismatch (the file is damaged)")
+    if libraries is not None:
+        libraries.extend(codes)
     if lazy is not None and lazy_nodes:
         lazy.extend(reversed(lazy_nodes))  # materialize_some pops: the file's order
     return len(loaded)
@@ -640,6 +660,7 @@ def _load_records(
     version: int,
     loaded: list[tuple[Database, bytes]],
     lazy: list[Node] | None,
+    libraries: list[bytes],
 ) -> None:
     db: Database | None = None
     inp.version = version
@@ -653,6 +674,9 @@ def _load_records(
             if index >= len(dbs):
                 raise SnapshotError(f"{inp.origin}: database {index} does not exist here")
             db = dbs[index]
+            continue
+        if kind == FUNCTIONS:
+            libraries.extend(inp.blob() for _ in range(inp.u64()))
             continue
         if db is None:
             raise SnapshotError(f"{inp.origin}: a key before any database")

@@ -108,9 +108,10 @@ class AofLog:
         """A new log: one empty incremental file, and the data in memory (if any) as base."""
         name = self.incr_name(1)
         manifest = Manifest([ManifestEntry(name, 1, "i")])
-        if self.engine.keyspace.total_keys():
+        libraries = self.engine.scripting.library_codes()
+        if self.engine.keyspace.total_keys() or libraries:
             base = ManifestEntry(self.base_name(1, snapshot=True), 1, "b")
-            write_snapshot(self.dir / base.name, self.engine.keyspace.dbs)
+            write_snapshot(self.dir / base.name, self.engine.keyspace.dbs, libraries)
             manifest.entries.insert(0, base)
         (self.dir / name).touch()
         fsync_dir(self.dir)

@@ -114,9 +114,9 @@ class AofRewrite:
 
     def _write_base(self, path: Path) -> None:
         if path.suffix == ".hwsnap":
-            write_snapshot(path, self.engine.keyspace.dbs)
+            write_snapshot(path, self.engine.keyspace.dbs, self.engine.scripting.library_codes())
         else:
-            write_base(path, self.engine.keyspace.dbs)
+            write_base(path, self.engine.keyspace.dbs, self.engine.scripting.library_codes())
 
     def kill(self) -> None:
         """Stop the rewrite child and remove what it was writing (Redis: killAppendOnlyChild)."""

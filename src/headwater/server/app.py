@@ -28,6 +28,7 @@ from headwater.commands.context import Client, CommandSpec
 from headwater.config import Config
 from headwater.engine import Engine
 from headwater.persistence.aof import SYSTEM_FILE_OPS, FileOps
+from headwater.server.busy import BusyPoller
 from headwater.server.durability import Durability, StartupError
 from headwater.server.protocol import Connection, send_replies
 
@@ -53,6 +54,7 @@ class Server:
         self.durability = Durability(config, self.engine, data_dir, wake, ops)
         self.durability.on_durable = self._durable
         self.engine.on_kill = self.kill
+        self.engine.busy_poller = BusyPoller(self)
         self.connections: dict[Client, Connection] = {}
         #: connections past the soft output limit: the cron re-checks them (Redis: clientsCron)
         self.soft_limited: set[Connection] = set()

@@ -90,6 +90,9 @@ class Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports implement asyncio.Transport without subclassing it.
         self.transport = transport  # type: ignore[assignment]
+        if self.client is not None:  # accepted while a script was busy: see server/busy.py
+            self.transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)  # type: ignore[union-attr]
+            return
         engine = self.engine
         if len(engine.clients) >= engine.config["maxclients"]:
             engine.stats.rejected_connections += 1

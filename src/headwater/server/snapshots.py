@@ -60,7 +60,11 @@ class Snapshots:
 
     def load(self, path: Path) -> int:
         try:
-            keys = load_snapshot(path, self.engine.keyspace.dbs, self.lazy_nodes)
+            libraries: list[bytes] = []
+            keys = load_snapshot(
+                path, self.engine.keyspace.dbs, self.lazy_nodes, libraries=libraries
+            )
+            self.engine.scripting.load_libraries(libraries)
         except (SnapshotError, OSError) as exc:
             raise StartupError(
                 f"Cannot load snapshot {path}: {exc}. Check it with: headwater check-snapshot "
@@ -102,7 +106,9 @@ class Snapshots:
             raise err("Background save already in progress")
         dirty = self.engine.dirty
         try:
-            write_snapshot(self.path, self.engine.keyspace.dbs)
+            write_snapshot(
+                self.path, self.engine.keyspace.dbs, self.engine.scripting.library_codes()
+            )
         except OSError as exc:
             self._saved(ok=False, dirty=dirty)
             raise err(f"Error saving DB on disk: {exc.strerror or exc}") from None
@@ -116,7 +122,9 @@ class Snapshots:
         if pid == 0:  # the child: write the snapshot and leave without running any cleanup
             code = 1
             try:
-                write_snapshot(self.path, self.engine.keyspace.dbs)
+                write_snapshot(
+                    self.path, self.engine.keyspace.dbs, self.engine.scripting.library_codes()
+                )
                 code = 0
             finally:
                 os._exit(code)
@@ -156,7 +164,9 @@ class Snapshots:
 
     def save_at_shutdown(self) -> None:
         try:
-            write_snapshot(self.path, self.engine.keyspace.dbs)
+            write_snapshot(
+                self.path, self.engine.keyspace.dbs, self.engine.scripting.library_codes()
+            )
             log.warning("DB saved on disk")
         except OSError as exc:
             log.warning("Error saving DB on disk: %s", exc)

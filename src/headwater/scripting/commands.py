@@ -1,0 +1,152 @@
+"""EVAL, EVALSHA, EVAL_RO, EVALSHA_RO and SCRIPT (Redis ``eval.c``)."""
+
+from __future__ import annotations
+
+from typing import cast
+
+from headwater.commands.context import (
+    Client,
+    CommandSpec,
+    help_handler,
+    reject_subcommand,
+    spec,
+)
+from headwater.errors import NOT_INTEGER, ReplyError, err
+from headwater.resp.types import OK, Reply
+from headwater.scripting.runtime import FLAG_NO_WRITES, Script, ScriptHost, Scripting
+
+NOSCRIPT = ReplyError("NOSCRIPT", "No matching script. Please use EVAL.")
+_RO_WITH_WRITE_FLAG = err("Can not execute a script with write flag using *_ro command.")
+
+
+def scripting_of(c: Client) -> Scripting:
+    """The engine's scripting (the engine implements ``ScriptHost``)."""
+    return cast(ScriptHost, c.server).scripting  # type: ignore[attr-defined,no-any-return]
+
+
+def parse_numkeys(argv: list[bytes]) -> int:
+    try:
+        numkeys = int(argv[2])
+    except ValueError:
+        raise NOT_INTEGER from None
+    if numkeys > len(argv) - 3:
+        raise err("Number of keys can't be greater than number of args")
+    if numkeys < 0:
+        raise err("Number of keys can't be negative")
+    return numkeys
+
+
+def _run(
+    c: Client, argv: list[bytes], numkeys: int, script: Script, read_only_command: bool
+) -> Reply:
+    flags = script.flags
+    read_only = read_only_command
+    if flags is not None:  # a shebang: the script declares whether it writes
+        if FLAG_NO_WRITES in flags:
+            read_only = True
+        elif read_only_command:
+            raise _RO_WITH_WRITE_FLAG
+    return scripting_of(c).run_script(
+        c, script.function, script.sha, argv[3:], numkeys, True, read_only
+    )
+
+
+def _eval(c: Client, argv: list[bytes], read_only: bool) -> Reply:
+    numkeys = parse_numkeys(argv)
+    script = scripting_of(c).script_for(argv[1])
+    return _run(c, argv, numkeys, script, read_only)
+
+
+def _evalsha(c: Client, argv: list[bytes], read_only: bool) -> Reply:
+    numkeys = parse_numkeys(argv)
+    scripts = scripting_of(c).scripts
+    script = scripts.get(argv[1]) or scripts.get(argv[1].lower())
+    if script is None:
+        raise NOSCRIPT
+    return _run(c, argv, numkeys, script, read_only)
+
+
+def cmd_eval(c: Client, argv: list[bytes]) -> Reply:
+    return _eval(c, argv, False)
+
+
+def cmd_eval_ro(c: Client, argv: list[bytes]) -> Reply:
+    return _eval(c, argv, True)
+
+
+def cmd_evalsha(c: Client, argv: list[bytes]) -> Reply:
+    return _evalsha(c, argv, False)
+
+
+def cmd_evalsha_ro(c: Client, argv: list[bytes]) -> Reply:
+    return _evalsha(c, argv, True)
+
+
+def cmd_script_load(c: Client, argv: list[bytes]) -> Reply:
+    return scripting_of(c).script_for(argv[2]).sha
+
+
+def cmd_script_exists(c: Client, argv: list[bytes]) -> Reply:
+    scripts = scripting_of(c).scripts
+    return [int(sha.lower() in scripts) for sha in argv[2:]]
+
+
+def cmd_script_flush(c: Client, argv: list[bytes]) -> Reply:
+    if len(argv) > 3 or (len(argv) == 3 and argv[2].upper() not in (b"SYNC", b"ASYNC")):
+        raise err("SCRIPT FLUSH only support SYNC|ASYNC option")
+    scripting_of(c).flush()
+    return OK
+
+
+def cmd_script_kill(c: Client, argv: list[bytes]) -> Reply:
+    scripting_of(c).kill(is_eval=True)
+    return OK
+
+
+_SCRIPT_HELP = [
+    b"SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    b"EXISTS <sha1> [<sha1> ...]",
+    b"    Return information about the existence of the scripts in the script cache.",
+    b"FLUSH [ASYNC|SYNC]",
+    b"    Flush the Lua scripts cache. Very dangerous on replicas.",
+    b"    When called without the optional mode argument, the behavior is determined by the",
+    b"    lazyfree-lazy-user-flush configuration directive. Valid modes are:",
+    b"    * ASYNC: Asynchronously flush the scripts cache.",
+    b"    * SYNC: Synchronously flush the scripts cache.",
+    b"KILL",
+    b"    Kill the currently executing Lua script.",
+    b"LOAD <script>",
+    b"    Load a script into the scripts cache without executing it.",
+    b"HELP",
+    b"    Prints this help.",
+]
+
+_EVAL = "noscript stale skip_monitor no_mandatory_keys movablekeys x_sees_data"
+_SCRIPT = "noscript"
+
+
+def with_numkeys(row: CommandSpec) -> CommandSpec:
+    """Keys counted by the argument after the script (COMMAND GETKEYS)."""
+    row.numkeys_at = 2
+    return row
+
+
+SPECS = (
+    with_numkeys(spec("eval", -3, _EVAL, handler=cmd_eval)),
+    with_numkeys(spec("evalsha", -3, _EVAL, handler=cmd_evalsha)),
+    with_numkeys(spec("eval_ro", -3, "readonly " + _EVAL, handler=cmd_eval_ro)),
+    with_numkeys(spec("evalsha_ro", -3, "readonly " + _EVAL, handler=cmd_evalsha_ro)),
+    spec(
+        "script",
+        -2,
+        "",
+        handler=reject_subcommand,
+        subcommands=(
+            spec("script|load", 3, _SCRIPT + " stale", handler=cmd_script_load),
+            spec("script|exists", -3, _SCRIPT, handler=cmd_script_exists),
+            spec("script|flush", -2, _SCRIPT, handler=cmd_script_flush),
+            spec("script|kill", 2, _SCRIPT + " allow_busy", handler=cmd_script_kill),
+            spec("script|help", 2, "loading stale", handler=help_handler(_SCRIPT_HELP)),
+        ),
+    ),
+)

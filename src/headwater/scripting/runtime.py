@@ -1,0 +1,644 @@
+"""Running scripts: one Lua 5.1 state per engine, the script cache, ``redis.call``'s dispatch,
+and the busy state of a long script.
+
+``redis.call`` goes through the same checks a client command does (unknown command, arity),
+then Redis's script rules (``noscript`` commands, writes from read-only scripts, -MISCONF),
+and runs the handler through the engine's ``call`` on a client of its own (the script client:
+the caller's database, the script's protocol), so its effects reach the engine's one choke
+point. The engine collects a script's effects and sends them as one MULTI … EXEC
+(``ScriptHost.run_collecting``): the script itself is never logged.
+
+A script that runs longer than ``busy-reply-threshold`` makes the server busy: the Lua hook,
+called every 100,000 instructions, asks the host to read and answer the other clients
+(``ScriptHost.poll_while_busy``, Redis's processEventsWhileBlocked); they get ``-BUSY`` except
+for SCRIPT KILL, FUNCTION KILL, FUNCTION STATS and SHUTDOWN NOSAVE, which the next hook call
+acts on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from lupa import lua51
+
+from headwater import REDIS_COMPAT_VERSION
+from headwater.commands.context import Block, Client, CommandSpec, ServerAPI
+from headwater.commands.server import _human
+from headwater.errors import ReplyError, err
+from headwater.resp.types import Reply
+from headwater.scripting import libraries
+from headwater.scripting.convert import ReplyReader, error_from_text, lua_to_reply, reply_to_lua
+from headwater.scripting.functions import (
+    _BAD_LIBRARY_NAME,
+    _NAME,
+    Function,
+    Library,
+    RegisterError,
+    Registry,
+    check_name,
+    parse_metadata,
+    read_registration,
+)
+from headwater.scripting.msgpack import LibraryError
+from headwater.scripting.sandbox import PRELUDE
+
+log = logging.getLogger("headwater")
+
+BUSY_EVAL = ReplyError(
+    "BUSY", "Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE."
+)
+BUSY_FUNCTION = ReplyError(
+    "BUSY", "Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE."
+)
+NOTBUSY = ReplyError("NOTBUSY", "No scripts in execution right now.")
+UNKILLABLE = ReplyError(
+    "UNKILLABLE",
+    "Sorry the script already executed write commands against the dataset. You can either "
+    "wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE "
+    "command.",
+)
+KILLED_TEXT = b"ERR Script killed by user with SCRIPT KILL..."
+KILLED_FUNCTION_TEXT = b"ERR Script killed by user with FUNCTION KILL..."
+SHUTDOWN_TEXT = b"ERR Script killed by a shutdown request"
+
+_UNKNOWN = b"Unknown Redis command called from script"
+_ARITY = b"Wrong number of args calling Redis command from script"
+_NOSCRIPT = b"This Redis command is not allowed from script"
+_RO_WRITE = b"Write commands are not allowed from read-only scripts."
+_BAD_ARG = b"Lua redis lib command arguments must be strings or integers"
+_NO_ARGS = b"Please specify at least one argument for this redis lib call"
+
+#: how long a library's top level may run (Redis: LOAD_TIMEOUT_MS)
+LOAD_TIMEOUT = 0.5
+#: flags of a script (the shebang's) and of a function
+FLAG_NO_WRITES = "no-writes"
+SCRIPT_FLAGS = ("no-writes", "allow-oom", "allow-stale", "no-cluster", "allow-cross-slot-keys")
+
+
+def version_number(version: str) -> int:
+    major, minor, patch = (int(part) for part in version.split("."))
+    return (major << 16) | (minor << 8) | patch
+
+
+class ScriptHost(ServerAPI, Protocol):
+    """What scripting needs from the engine, beyond what every handler may use."""
+
+    lookup: dict[bytes, CommandSpec]
+    refuse_writes: ReplyError | None
+    busy_reply: ReplyError | None
+    shutdown_requested: tuple[bool | None, bool, bool] | None
+
+    def call(self, c: Client, row: CommandSpec, argv: list[bytes]) -> Reply | Block: ...
+    def run_collecting(self, body: Callable[[], Reply]) -> Reply: ...
+    def collected_effects(self) -> list[tuple[int, list[bytes]]] | None: ...
+    def poll_while_busy(self, running: Client) -> None: ...
+
+
+@dataclass
+class Script:
+    """A compiled EVAL script (the cache's entry)."""
+
+    sha: bytes
+    body: bytes
+    function: Any
+    flags: tuple[str, ...] | None  # None: no shebang (Redis's compatibility mode)
+
+
+@dataclass
+class Run:
+    """The script in execution."""
+
+    caller: Client
+    name: bytes  # the sha of an EVAL script, the name of a function
+    is_eval: bool
+    read_only: bool
+    started: float
+    command: list[bytes] | None = None  # FUNCTION STATS shows it
+    resp: int = 2  # redis.setresp
+    repl: int = 3  # redis.set_repl
+    wrote: bool = False
+    busy: bool = False
+    kill: bytes | None = None
+
+
+class ScriptError(Exception):
+    """A reply error a Lua entry point produced (compile or load)."""
+
+
+class LuaRaise(Exception):
+    """Raised by a bridge function: Lua sees the error ``{err=text}``, as when Redis's C
+    functions raise."""
+
+    def __init__(self, text: bytes) -> None:
+        super().__init__(text)
+        self.text = text
+
+
+def _raise(msg: bytes) -> LuaRaise:
+    return LuaRaise(b"ERR " + msg)
+
+
+class Scripting:
+    def __init__(self, host: ScriptHost) -> None:
+        self.host = host
+        self.scripts: dict[bytes, Script] = {}
+        self.run: Run | None = None
+        self.lua: Any = None
+        self.entry: Any = None
+        self.run_eval: Any = None
+        self.run_function: Any = None
+        self.client: Client | None = None
+        self.reader: ReplyReader | None = None
+        #: set while FUNCTION LOAD runs a library (redis.register_function adds to it)
+        self.registering: Callable[..., Any] | None = None
+        #: FUNCTION's libraries
+        self.registry = Registry()
+        #: when the library FUNCTION LOAD runs now started (it may run LOAD_TIMEOUT seconds)
+        self.loading_since: float | None = None
+
+    # -- the Lua state -----------------------------------------------------------------------
+
+    def _start(self) -> None:
+        lua = lua51.LuaRuntime(
+            encoding=None, register_eval=False, register_builtins=False, unpack_returned_tuples=True
+        )
+        lua.execute("python = nil")
+        self.entry = lua.execute(
+            PRELUDE,
+            Bridge(self),
+            REDIS_COMPAT_VERSION.encode(),
+            version_number(REDIS_COMPAT_VERSION),
+            name="=headwater",
+        )
+        self.lua = lua
+        # (each read of a Lua table's field from Python makes a new wrapper: read them once)
+        self.run_eval = self.entry.run_eval
+        self.run_function = self.entry.run_function
+        self.reader = ReplyReader(lua)
+        client = Client(self.host, 0)
+        client.authenticated = True
+        self.client = client
+        libraries.install(self)
+
+    def ensure_started(self) -> Any:
+        if self.entry is None:
+            self._start()
+        return self.entry
+
+    def flush(self) -> None:
+        """SCRIPT FLUSH: the cache is dropped (Lua collects the compiled chunks). The state
+        itself stays: the functions' libraries live in it, and scripts cannot change it."""
+        self.scripts.clear()
+
+    # -- compiling ---------------------------------------------------------------------------
+
+    def compile(self, body: bytes, chunkname: bytes) -> Any:
+        """The compiled chunk, or ScriptError(compiler message)."""
+        entry = self.ensure_started()
+        function, message = entry.compile(body, chunkname)
+        if function is None:
+            raise ScriptError(message)
+        return function
+
+    def script_for(self, body: bytes) -> Script:
+        sha = hashlib.sha1(body).hexdigest().encode()
+        script = self.scripts.get(sha)
+        if script is not None:
+            return script
+        flags, skip = parse_shebang(body)
+        try:
+            function = self.compile(body[skip:], b"@user_script")
+        except ScriptError as exc:
+            message = exc.args[0].decode("utf-8", "surrogateescape")
+            raise err(f"Error compiling script (new function): {message}") from None
+        script = Script(sha, body, function, flags)
+        self.scripts[sha] = script
+        return script
+
+    # -- function libraries ------------------------------------------------------------------
+
+    def create_library(self, code: bytes, replace: bool = True) -> Library:
+        """Compile and run a library's code (FUNCTION LOAD, RESTORE): the library and the
+        functions it registered, not yet current (``registry.check_add``/``add``). Without
+        ``replace``, a library of that name already there is refused before anything runs."""
+        name, skip = parse_metadata(code)
+        check_name(name)
+        if not replace:
+            self.registry.check_absent(name)
+        try:
+            chunk = self.compile(code[skip:], b"@user_function")
+        except ScriptError as exc:
+            message = exc.args[0].decode("utf-8", "surrogateescape")
+            raise err(f"Error compiling function: {message}") from None
+        library = Library(name, code)
+        lua_type = lua51.lua_type
+
+        def items(table: Any) -> Any:
+            if lua_type(table) != "table":
+                raise TypeError
+            return table.items()
+
+        def register(*args: Any) -> None:
+            try:
+                spec = read_registration(args, lambda v: lua_type(v) == "function", items)
+            except RegisterError as exc:
+                raise _raise(str(exc).encode()) from None
+            function_name = spec["name"]
+            if not _NAME.fullmatch(function_name):
+                raise _raise(_BAD_LIBRARY_NAME.encode())
+            if function_name in library.functions:
+                raise _raise(b"Function already exists in the library")
+            library.functions[function_name] = Function(
+                function_name, spec["callback"], spec["description"], spec["flags"], library
+            )
+
+        self.registering = register
+        self.loading_since = time.monotonic()
+        try:
+            ok, result = self.entry.load_library(chunk)
+        finally:
+            self.registering = None
+            self.loading_since = None
+        if not ok:
+            text = result[b"err"] if self.entry.is_table(result) else str(result).encode()
+            message = text.decode("utf-8", "surrogateescape")
+            raise err(f"Error registering functions: {message}")
+        if not library.functions:
+            raise err("No functions registered")
+        return library
+
+    def memory_lines(self) -> list[str]:
+        """INFO memory's scripting fields. Eval scripts and functions share one Lua state
+        here (Redis has one each): its memory is all reported as the eval state's."""
+        vm = int(self.lua.eval("collectgarbage('count')") * 1024) if self.lua is not None else 0
+        scripts = sum(len(script.body) + 96 for script in self.scripts.values())
+        functions = sum(len(lib.code) + 96 for lib in self.registry.libraries.values())
+        return [
+            f"used_memory_lua:{vm}",
+            f"used_memory_vm_eval:{vm}",
+            f"used_memory_lua_human:{_human(vm)}",
+            f"used_memory_scripts_eval:{scripts}",
+            f"number_of_cached_scripts:{len(self.scripts)}",
+            f"number_of_functions:{len(self.registry.functions)}",
+            f"number_of_libraries:{len(self.registry.libraries)}",
+            "used_memory_vm_functions:0",
+            f"used_memory_vm_total:{vm}",
+            f"used_memory_vm_total_human:{_human(vm)}",
+            f"used_memory_functions:{functions}",
+            f"used_memory_scripts:{scripts + functions}",
+            f"used_memory_scripts_human:{_human(scripts + functions)}",
+        ]
+
+    def library_codes(self) -> list[bytes]:
+        """The code of every library, for snapshots and AOF rewrites."""
+        return [library.code for library in self.registry.libraries.values()]
+
+    def load_libraries(self, codes: list[bytes]) -> None:
+        """The libraries a snapshot held, instead of those loaded now (as a Redis RDB load)."""
+        self.registry.flush()
+        if codes:
+            self.ensure_started()
+        for code in codes:
+            library = self.create_library(code)
+            self.registry.check_add(library, True)
+            self.registry.add(library, True)
+
+    # -- running -----------------------------------------------------------------------------
+
+    def run_script(
+        self,
+        caller: Client,
+        function: Any,
+        name: bytes,
+        keys_and_args: list[bytes],
+        nkeys: int,
+        is_eval: bool,
+        read_only: bool,
+        command: list[bytes] | None = None,
+    ) -> Reply:
+        """Run a compiled script or function for ``caller``; its reply in the caller's
+        protocol."""
+        if self.entry is None:
+            self._start()
+        client = self.client
+        assert client is not None
+        client.db = caller.db
+        run = self.run = Run(caller, name, is_eval, read_only, time.monotonic(), command)
+        runner = self.run_eval if is_eval else self.run_function
+
+        def body() -> Reply:
+            ok, result = runner(function, nkeys, *keys_and_args)
+            if ok:
+                return lua_to_reply(result, run.resp, caller.resp)
+            return self._error_reply(result)
+
+        try:
+            return self.host.run_collecting(body)
+        finally:
+            self.run = None
+            if run.busy:
+                self._end_busy()
+
+    def _end_busy(self) -> None:
+        self.host.busy_reply = None
+        self.host.log("warning", "The slow script ended: the server answers all commands again")
+
+    def _error_reply(self, error: Any) -> ReplyError:
+        run = self.run
+        assert run is not None
+        if not self.entry.is_table(error):
+            return err(f"Error running script {run.name.decode()}, {str(error)[:100]}")
+        text = error[b"err"]
+        if type(text) is not bytes:
+            text = str(text).encode()
+        text = text.split(b"\0", 1)[0]  # (a C string to Redis)
+        source, line = error[b"source"], error[b"line"]
+        if type(source) is bytes and line is not None:
+            text += b" script: %s, on %s:%d." % (run.name, source, int(line))
+        return error_from_text(text)
+
+    # -- redis.call ---------------------------------------------------------------------------
+
+    def call_command(self, raise_error: bool, args: tuple[Any, ...]) -> Any:
+        run, client, reader = self.run, self.client, self.reader
+        if run is None or client is None or reader is None:
+            raise _raise(b"redis.call is only available while a script runs")
+        if not args:
+            return self._failed(raise_error, b"ERR " + _NO_ARGS)
+        argv = list(args)
+        for i, arg in enumerate(argv):
+            kind = type(arg)
+            if kind is bytes:
+                continue
+            if kind is int:
+                argv[i] = b"%d" % arg
+            elif kind is float:
+                argv[i] = _format_number(arg)
+            else:
+                return self._failed(raise_error, b"ERR " + _BAD_ARG)
+        row = self._row_for(argv)
+        refused = self._refusal(run, row, argv)
+        if refused is not None:
+            return self._failed(raise_error, refused)
+        assert row is not None
+        client.resp = run.resp
+        if row.is_write:
+            run.wrote = True
+            if run.repl == 0:
+                return self._call_unlogged(client, row, argv, raise_error)
+        reply = self.host.call(client, row, argv)
+        if isinstance(reply, Block):  # a script never blocks (Redis 7.4+)
+            reply = reply.timeout_reply
+        failed, value = reply_to_lua(reader, reply, run.resp)
+        if failed and raise_error:
+            raise LuaRaise(value[b"err"])
+        return value
+
+    def _call_unlogged(
+        self, client: Client, row: CommandSpec, argv: list[bytes], raise_error: bool
+    ) -> Any:
+        """A write after ``redis.set_repl(redis.REPL_NONE)``: its effects are dropped."""
+        effects = self.host.collected_effects()
+        mark = len(effects) if effects is not None else 0
+        reply = self.host.call(client, row, argv)
+        if effects is not None:
+            del effects[mark:]
+        if isinstance(reply, Block):
+            reply = reply.timeout_reply
+        assert self.reader is not None
+        failed, value = reply_to_lua(self.reader, reply, client.resp)
+        if failed and raise_error:
+            raise LuaRaise(value[b"err"])
+        return value
+
+    def _failed(self, raise_error: bool, text: bytes) -> Any:
+        if raise_error:
+            raise LuaRaise(text)
+        return self.lua.table_from({b"err": text})
+
+    def _row_for(self, argv: list[bytes]) -> CommandSpec | None:
+        lookup = self.host.lookup
+        row = lookup.get(argv[0])
+        if row is None:
+            row = lookup.get(argv[0].lower())
+        if row is not None and row.subcommands and len(argv) > 1:
+            return row.subcommands.get(argv[1].lower())
+        return row
+
+    def _refusal(self, run: Run, row: CommandSpec | None, argv: list[bytes]) -> bytes | None:
+        if row is None:
+            return b"ERR " + _UNKNOWN
+        if not row.arity_ok(len(argv)):
+            return b"ERR " + _ARITY
+        flags = row.flags
+        if "noscript" in flags:
+            return b"ERR " + _NOSCRIPT
+        if run.read_only and (row.is_write or "may_replicate" in flags):
+            return b"ERR " + _RO_WRITE
+        if row.is_write and not run.wrote:
+            refuse = self.host.refuse_writes
+            if refuse is not None:
+                return refuse.line()
+        return None
+
+    # -- busy scripts ------------------------------------------------------------------------
+
+    def tick(self) -> bytes | None:
+        """Called by the Lua hook; the error text to stop the script with, if any."""
+        run = self.run
+        if run is None:
+            loading = self.loading_since
+            if loading is not None and time.monotonic() - loading > LOAD_TIMEOUT:
+                return b"ERR FUNCTION LOAD timeout"
+            return None
+        if not run.busy:
+            threshold_ms = self.host.config["busy-reply-threshold"]
+            if (time.monotonic() - run.started) * 1000 < threshold_ms:
+                return None
+            run.busy = True
+            self.host.busy_reply = BUSY_EVAL if run.is_eval else BUSY_FUNCTION
+            self.host.log("warning", "Slow script detected: still in execution after the threshold")
+        self.host.poll_while_busy(run.caller)
+        if self.host.shutdown_requested is not None and run.kill is None:
+            run.kill = SHUTDOWN_TEXT
+            effects = self.host.collected_effects()
+            if effects is not None:
+                effects.clear()  # SHUTDOWN NOSAVE: what the script wrote is not kept
+        return run.kill
+
+    def kill(self, is_eval: bool) -> None:
+        """SCRIPT KILL (``is_eval``) or FUNCTION KILL; raises Redis's refusals."""
+        run = self.run
+        if run is None:
+            raise NOTBUSY
+        if run.wrote:
+            raise UNKILLABLE
+        if is_eval and not run.is_eval:
+            raise BUSY_FUNCTION
+        if not is_eval and run.is_eval:
+            raise BUSY_EVAL
+        run.kill = KILLED_TEXT if is_eval else KILLED_FUNCTION_TEXT
+
+
+class Bridge:
+    """The Python functions Lua calls (``redis.call`` & co.): they raise ``LuaRaise``."""
+
+    def __init__(self, scripting: Scripting) -> None:
+        self.scripting = scripting
+
+    def call(self, *args: Any) -> Any:
+        return self.scripting.call_command(True, args)
+
+    def pcall(self, *args: Any) -> Any:
+        return self.scripting.call_command(False, args)
+
+    def unwrap(self, exc: BaseException) -> Any:
+        """The Lua error a bridge function's exception stands for."""
+        lua = self.scripting.lua
+        if isinstance(exc, LuaRaise):
+            return lua.table_from({b"err": exc.text})
+        if isinstance(exc, LibraryError):
+            return exc.text.encode("utf-8", "surrogateescape")
+        log.error("error in a scripting bridge function: %r", exc)
+        return lua.table_from({b"err": b"ERR " + str(exc).encode()})
+
+    def tick(self) -> bytes | None:
+        return self.scripting.tick()
+
+    def _checked(self, name: str, args: tuple[Any, ...]) -> Any:
+        """rawset or setmetatable, refused on the sandbox's read-only tables."""
+        entry = self.scripting.entry
+        kind = lua51.lua_type(args[0]) if args else None
+        if kind != "table":
+            got = "no value" if not args else _lua_type_name(args[0])
+            where = entry.where().decode("utf-8", "surrogateescape")
+            raise LibraryError(
+                f"{where}bad argument #1 to '{name}' (table expected, got {got})", located=True
+            )
+        status, result = entry.checked_call(name.encode(), *args)
+        if status == b"readonly":
+            raise LibraryError("Attempt to modify a readonly table", located=True)
+        if status is not True:  # Lua's own errors in a C function: argument errors say where
+            text = result.decode("utf-8", "surrogateescape") if type(result) is bytes else ""
+            if text.startswith(("bad argument", "cannot change a protected metatable")):
+                where = entry.where().decode("utf-8", "surrogateescape")
+                text = where + text.replace(" to '?' ", f" to '{name}' ")  # (no name via pcall)
+            raise LibraryError(text, located=True)
+        return result
+
+    def rawset(self, *args: Any) -> Any:
+        return self._checked("rawset", args)
+
+    def setmetatable(self, *args: Any) -> Any:
+        return self._checked("setmetatable", args)
+
+    def sha1hex(self, *args: Any) -> bytes:
+        if len(args) != 1 or type(args[0]) not in (bytes, int, float):
+            raise _raise(b"wrong number of arguments")
+        text = args[0] if type(args[0]) is bytes else _format_number(float(args[0]))
+        return hashlib.sha1(text).hexdigest().encode()
+
+    def log(self, *args: Any) -> None:
+        if len(args) < 2:
+            raise _raise(b"redis.log() requires two arguments or more.")
+        level = args[0]
+        if type(level) not in (int, float):
+            raise _raise(b"First argument must be a number (log level).")
+        if not 0 <= level <= 3:
+            raise _raise(b"Invalid debug level.")
+        parts = [
+            a if type(a) is bytes else _format_number(float(a))
+            for a in args[1:]
+            if type(a) in (bytes, int, float)
+        ]
+        name = ("debug", "debug", "notice", "warning")[int(level)]
+        message = b" ".join(parts).decode("utf-8", "replace")
+        self.scripting.host.log(name, message)
+
+    def setresp(self, *args: Any) -> None:
+        if len(args) != 1:
+            raise _raise(b"redis.setresp() requires one argument.")
+        if args[0] not in (2, 3) or type(args[0]) is bool:
+            raise _raise(b"RESP version must be 2 or 3.")
+        run = self.scripting.run
+        if run is not None:
+            run.resp = int(args[0])
+
+    def set_repl(self, *args: Any) -> None:
+        if len(args) != 1:
+            raise _raise(b"redis.set_repl() requires two arguments.")
+        flags = args[0]
+        if type(flags) not in (int, float) or flags not in (0, 1, 2, 3):
+            raise _raise(
+                b"Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE."
+            )
+        run = self.scripting.run
+        if run is not None:
+            run.repl = int(flags)
+
+    def acl_check_cmd(self, *args: Any) -> bool:
+        if not args:
+            raise _raise(_NO_ARGS)
+        argv = [a if type(a) is bytes else str(a).encode() for a in args]
+        if self.scripting._row_for(argv) is None:
+            raise _raise(b"Invalid command passed to redis.acl_check_cmd()")
+        return True
+
+    def register_function(self, *args: Any) -> Any:
+        registering = self.scripting.registering
+        if registering is None:
+            raise _raise(b"redis.register_function can only be called on FUNCTION LOAD command")
+        return registering(*args)
+
+
+def _lua_type_name(value: Any) -> str:
+    if value is None:
+        return "nil"
+    if type(value) is bool:
+        return "boolean"
+    if type(value) in (int, float):
+        return "number"
+    if type(value) is bytes:
+        return "string"
+    return str(lua51.lua_type(value) or "userdata")
+
+
+def _format_number(value: float) -> bytes:
+    """A Lua number given to redis.call: integral values as integers, others in the shortest
+    form that reads back the same (Redis 7.2+; 7.0 printed %.17g)."""
+    if value != value:
+        return b"nan"
+    if value in (float("inf"), float("-inf")):
+        return b"inf" if value > 0 else b"-inf"
+    if value == int(value) and abs(value) < 1e17:
+        return b"%d" % int(value)
+    return repr(value).encode()
+
+
+def parse_shebang(body: bytes) -> tuple[tuple[str, ...] | None, int]:
+    """``#!lua flags=…`` → (flags, length of the line, kept out of the compiled code but
+    not its line feed); (None, 0) without a shebang. Raises Redis's errors."""
+    if not body.startswith(b"#!"):
+        return None, 0
+    end = body.find(b"\n")
+    if end < 0:
+        raise err("Invalid script shebang")
+    parts = body[:end].decode("utf-8", "surrogateescape").split()
+    if not parts:
+        raise err("Invalid engine in script shebang")
+    if parts[0] != "#!lua":
+        raise err(f"Unexpected engine in script shebang: {parts[0]}")
+    flags: list[str] = []
+    for part in parts[1:]:
+        if not part.startswith("flags="):
+            raise err(f"Unknown lua shebang option: {part}")
+        for flag in part[6:].split(",") if part != "flags=" else ():
+            if flag not in SCRIPT_FLAGS:
+                raise err(f"Unexpected flag in script shebang: {flag}")
+            flags.append(flag)
+    return tuple(flags), end
