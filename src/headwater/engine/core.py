@@ -38,6 +38,7 @@ from headwater.commands.context import (
 from headwater.commands.gate import ReplyGate
 from headwater.commands.groups import reclaim_idle_everywhere
 from headwater.commands.idmp import expire_idmp
+from headwater.commands.pubsub import PubSub, hooked_call
 from headwater.commands.table import build_table
 from headwater.commands.transactions import discard
 from headwater.config import Config
@@ -95,6 +96,7 @@ class Engine:
         self.last_save_time = self.info.start_time_ms // 1000
         self.blocking = BlockingRegistry()
         self.pending: dict[Client, None] = {}  # clients with output to flush, in order
+        self.pubsub = PubSub(self.pending)
         self.effect_sinks: list[EffectSink] = []
         self.shutdown_requested: tuple[bool | None, bool, bool] | None = None
         self.on_kill: Callable[[Client], None] = lambda c: None
@@ -129,6 +131,8 @@ class Engine:
         if waiter is not None:
             self.blocking.remove(waiter)
         discard(c)
+        if c.monitor or c.subscribed():
+            self.pubsub.forget(c)
         c.closed = True
         self.clients.pop(c.id, None)
         self.pending.pop(c, None)
@@ -182,7 +186,8 @@ class Engine:
             c.queued.append((row, argv))
             self._reply(c, QUEUED)
             return
-        reply = self.call(c, row, argv)
+        # (Pub/Sub and MONITOR: the one test a plain command pays for them)
+        reply = hooked_call(self, c, row, argv) if c.hooked else self.call(c, row, argv)
         if isinstance(reply, Block):
             self._block(c, row, argv, reply)
         else:
@@ -286,7 +291,10 @@ class Engine:
         self._tx_effects = []
         try:
             for row, argv in queued:
-                reply = self.call(c, row, argv)
+                if c.hooked:
+                    reply = hooked_call(self, c, row, argv, queued=True)
+                else:
+                    reply = self.call(c, row, argv)
                 replies.append(reply.timeout_reply if isinstance(reply, Block) else reply)
         finally:
             self._in_exec = False
