@@ -251,6 +251,9 @@ class Keyspace:
         self.dbs = [Database(self, i) for i in range(databases)]
         self.expired: list[tuple[int, bytes]] = []  # (db, key) deleted by expiry, to propagate
         self.ready_dbs: list[Database] = []  # databases with keys in their ``ready`` list
+        #: ``notify-keyspace-events`` (headwater.keyevents flags): handlers test it before
+        #: firing an event, so that nothing configured costs nothing more
+        self.notify_flags = 0
 
     def __iter__(self) -> Iterator[Database]:
         return iter(self.dbs)

@@ -181,3 +181,131 @@ def test_same_as_redis(headwater: ServerProcess, redis_server: ServerProcess, na
 def test_pubsub_help_is_redis_text(headwater: ServerProcess, redis_server: ServerProcess) -> None:
     steps = _steps("c: PUBSUB HELP")
     assert transcript(headwater, ["c"], steps) == transcript(redis_server, ["c"], steps)
+
+
+# -- keyspace notifications --------------------------------------------------------------------
+
+_EVENTS = ["sub: PSUBSCRIBE __key*__:*"]
+
+NOTIFICATIONS: dict[str, list[str]] = {
+    "stream": [
+        "cli: CONFIG SET notify-keyspace-events KEt",
+        "cli: XADD s 1-1 f v",
+        "cli: XADD s MAXLEN 1 2-1 f v",
+        "cli: XADD s MAXLEN 5 3-1 f v",
+        "cli: XADD s NOMKSTREAM 4-1 f v",
+        "cli: XADD nope NOMKSTREAM 4-1 f v",
+        "cli: XADD s 1-1 f v",
+        "cli: XTRIM s MAXLEN 0",
+        "cli: XTRIM s MAXLEN 0",
+        "cli: XADD s 5-1 f v",
+        "cli: XDEL s 5-1 9-9",
+        "cli: XDEL s 9-9",
+        "cli: XSETID s 10-0",
+        "cli: XGROUP CREATE s g $",
+        "cli: XGROUP CREATE s g $",
+        "cli: XGROUP CREATE s2 g $ MKSTREAM",
+        "cli: XGROUP CREATECONSUMER s g c1",
+        "cli: XGROUP CREATECONSUMER s g c1",
+        "cli: XADD s 11-1 a b",
+        "cli: XREADGROUP GROUP g c2 STREAMS s >",
+        "cli: XREADGROUP GROUP g c2 STREAMS s >",
+        "cli: XCLAIM s g c3 0 11-1",
+        "cli: XCLAIM s g c3 0 11-1",
+        "cli: XAUTOCLAIM s g c4 0 0",
+        "cli: XACK s g 11-1",
+        "cli: XGROUP SETID s g 0",
+        "cli: XGROUP DELCONSUMER s g c1",
+        "cli: XGROUP DELCONSUMER s g zz",
+        "cli: XGROUP DESTROY s g",
+        "cli: XGROUP DESTROY s g",
+        "cli: DEL s s2 nope",
+    ],
+    "generic_and_string": [
+        "cli: CONFIG SET notify-keyspace-events KEA",
+        "cli: SET k v",
+        "cli: SET k v EX 100",
+        "cli: SET k v NX",
+        "cli: SETNX k2 v",
+        "cli: SETNX k2 v",
+        "cli: SETEX k3 100 v",
+        "cli: GETSET k v2",
+        "cli: MSET a 1 b 2",
+        "cli: MSETNX c 1 d 2",
+        "cli: INCR a",
+        "cli: DECRBY a 5",
+        "cli: INCRBY a 5",
+        "cli: APPEND b x",
+        "cli: APPEND new x",
+        "cli: GETEX a EX 100",
+        "cli: GETEX a PERSIST",
+        "cli: GETDEL a",
+        "cli: EXPIRE k 100",
+        "cli: PERSIST k",
+        "cli: PERSIST k",
+        "cli: PEXPIRE k 0",
+        "cli: EXPIRE nope 100",
+        "cli: RENAME b bb",
+        "cli: RENAMENX bb c",
+        "cli: RENAMENX bb e",
+        "cli: DEL bb c d nope",
+        "cli: UNLINK k2 k3",
+    ],
+    "hash": [
+        "cli: CONFIG SET notify-keyspace-events Eh",
+        "cli: HSET h f v g w",
+        "cli: HMSET h f v",
+        "cli: HSETNX h f v",
+        "cli: HSETNX h z v",
+        "cli: HINCRBY h n 3",
+        "cli: HDEL h f nope",
+        "cli: HDEL h nope",
+        "cli: CONFIG SET notify-keyspace-events Egh",
+        "cli: HDEL h g z n",
+    ],
+    "classes_and_channels": [
+        "cli: CONFIG SET notify-keyspace-events K$",
+        "cli: SET k v",
+        "cli: XADD s 1-1 f v",
+        "cli: CONFIG SET notify-keyspace-events Et",
+        "cli: SET k v",
+        "cli: XADD s 2-1 f v",
+        "cli: CONFIG SET notify-keyspace-events gt",
+        "cli: XADD s 3-1 f v",
+        "cli: SELECT 5",
+        "cli: CONFIG SET notify-keyspace-events AKE",
+        "cli: XADD s 1-1 f v",
+        "cli: SET k v",
+        "cli: CONFIG SET notify-keyspace-events A",
+        "cli: SET k v",
+    ],
+}
+
+
+@pytest.mark.parametrize("name", list(NOTIFICATIONS))
+def test_keyspace_notifications_same_as_redis(
+    headwater: ServerProcess, redis_server: ServerProcess, name: str
+) -> None:
+    steps = [
+        *_steps(*_EVENTS, *NOTIFICATIONS[name]),
+        ("cli", ["CONFIG", "SET", "notify-keyspace-events", ""]),
+    ]
+    ours = transcript(headwater, ["sub", "cli"], steps)
+    theirs = transcript(redis_server, ["sub", "cli"], steps)
+    for got, want in zip(ours, theirs, strict=True):
+        assert got == want
+
+
+CONFIG_VALUES = ["Q", "", "g", "K", "KEA", "AKE", "Ex", "A", "Kn", "KAn", "Em", "EtgK", "$K"]
+CONFIG_VALUES += ["KEg$lshzxetdmn", "KEg$lshzxetd", "KEg$lshzxet", "AKEx!"]
+
+
+def test_notify_keyspace_events_config_same_as_redis(
+    headwater: ServerProcess, redis_server: ServerProcess
+) -> None:
+    lines: list[Step] = []
+    for value in CONFIG_VALUES:
+        lines.append(("cli", ["CONFIG", "SET", "notify-keyspace-events", value]))
+        lines.append(("cli", ["CONFIG", "GET", "notify-keyspace-events"]))
+    lines.append(("cli", ["CONFIG", "SET", "notify-keyspace-events", ""]))
+    assert transcript(headwater, ["cli"], lines) == transcript(redis_server, ["cli"], lines)

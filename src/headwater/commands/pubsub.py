@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from headwater.commands.context import Block, Client, help_handler, reject_subcommand, spec
 from headwater.commands.monitor import feed_monitors, stop_monitor
-from headwater.errors import ReplyError, err, subcommand_syntax
+from headwater.errors import ReplyError, err, require, subcommand_syntax
 from headwater.glob import glob_match
 from headwater.resp.types import Raw, Reply
 
@@ -162,6 +162,28 @@ class PubSub:
         c.channels, c.patterns, c.shard_channels = {}, {}, {}
         stop_monitor(c)
         c.update_hooked()
+
+    def check_invariants(self, clients: Iterable[Client]) -> None:
+        """Each side mirrors the other: a client is in a channel's subscribers exactly when
+        the channel is in the client's own table; no channel is kept without subscribers;
+        only monitors are monitors. ``clients``: every connected client."""
+        everyone = list(clients)
+        for kind, table in (
+            (b"subscribe", self.channels),
+            (b"psubscribe", self.patterns),
+            (b"ssubscribe", self.shard_channels),
+        ):
+            for name, subscribers in table.items():
+                require(bool(subscribers), f"{kind!r} {name!r} kept with no subscriber")
+                for client in subscribers:
+                    require(name in _own(client, kind), f"{name!r} missing on {client.id}")
+            for client in everyone:
+                for name in _own(client, kind):
+                    require(client in table.get(name, {}), f"{client.id} not in {name!r}")
+        for client in everyone:
+            require(client.monitor == (client in self.monitors), f"{client.id}: monitor flag")
+            restricted = client.monitor or (client.resp == 2 and client.subscribed())
+            require(client.hooked == (restricted or bool(self.monitors)), f"{client.id}: hooked")
 
 
 def _own(c: Client, kind: bytes) -> dict[bytes, None]:

@@ -38,6 +38,7 @@ from headwater.commands.context import (
 from headwater.commands.gate import ReplyGate
 from headwater.commands.groups import reclaim_idle_everywhere
 from headwater.commands.idmp import expire_idmp
+from headwater.commands.notify import publish_event
 from headwater.commands.pubsub import PubSub, hooked_call
 from headwater.commands.table import build_table
 from headwater.commands.transactions import discard
@@ -52,6 +53,7 @@ from headwater.errors import (
     unknown_subcommand,
     wrong_arity,
 )
+from headwater.keyevents import EXPIRED
 from headwater.keyspace import Keyspace
 from headwater.ops.change import Change, Written
 from headwater.resp.encoder import encode_into
@@ -97,6 +99,8 @@ class Engine:
         self.blocking = BlockingRegistry()
         self.pending: dict[Client, None] = {}  # clients with output to flush, in order
         self.pubsub = PubSub(self.pending)
+        self.keyspace.notify_flags = self.config["notify-keyspace-events"]
+        self.config.listeners.append(self._config_changed)
         self.effect_sinks: list[EffectSink] = []
         self.shutdown_requested: tuple[bool | None, bool, bool] | None = None
         self.on_kill: Callable[[Client], None] = lambda c: None
@@ -136,6 +140,10 @@ class Engine:
         c.closed = True
         self.clients.pop(c.id, None)
         self.pending.pop(c, None)
+
+    def _config_changed(self, name: str, value: Any) -> None:
+        if name == "notify-keyspace-events":
+            self.keyspace.notify_flags = value
 
     def kill_client(self, client: Client) -> None:
         self.on_kill(client)
@@ -356,6 +364,9 @@ class Engine:
     def _propagate_expired(self) -> None:
         expired, self.keyspace.expired = self.keyspace.expired, []
         self.stats.expired_keys += len(expired)
+        if self.keyspace.notify_flags & EXPIRED:
+            for db, key in expired:
+                publish_event(self.pubsub, self.keyspace.notify_flags, b"expired", key, db)
         for db, key in expired:
             self._emit(db, [b"DEL", key])
 
