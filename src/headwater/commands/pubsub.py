@@ -50,6 +50,10 @@ _ALREADY_SENT = Raw(b"")
 REPLICA_KEYSPACE = err("Replica can't interact with the keyspace")
 
 Subscribers = dict[Client, None]
+#: each message kind's frame starts, RESP2 (array) and RESP3 (push)
+_MESSAGE = (b"*3\r\n$7\r\nmessage\r\n", b">3\r\n$7\r\nmessage\r\n")
+_PMESSAGE = (b"*4\r\n$8\r\npmessage\r\n", b">4\r\n$8\r\npmessage\r\n")
+_SMESSAGE = (b"*3\r\n$8\r\nsmessage\r\n", b">3\r\n$8\r\nsmessage\r\n")
 _SHARD_KINDS = (b"ssubscribe", b"sunsubscribe")
 _PATTERN_KINDS = (b"psubscribe", b"punsubscribe")
 
@@ -88,13 +92,19 @@ class PubSub:
         receivers = 0
         subscribers = self.channels.get(channel)
         if subscribers:
-            body = _bulk(channel) + _bulk(message)
-            self._deliver(subscribers, b"message", body)
-            receivers += len(subscribers)
+            body = b"$%d\r\n%s\r\n$%d\r\n%s\r\n" % (len(channel), channel, len(message), message)
+            self._deliver(subscribers, _MESSAGE, body)
+            receivers = len(subscribers)
+        if self.patterns:
+            receivers += self._publish_to_patterns(channel, message)
+        return receivers
+
+    def _publish_to_patterns(self, channel: bytes, message: bytes) -> int:
+        receivers = 0
         for pattern, clients in self.patterns.items():
             if glob_match(pattern, channel):
                 body = _bulk(pattern) + _bulk(channel) + _bulk(message)
-                self._deliver(clients, b"pmessage", body, 4)
+                self._deliver(clients, _PMESSAGE, body)
                 receivers += len(clients)
         return receivers
 
@@ -102,20 +112,21 @@ class PubSub:
         subscribers = self.shard_channels.get(channel)
         if not subscribers:
             return 0
-        self._deliver(subscribers, b"smessage", _bulk(channel) + _bulk(message))
+        self._deliver(subscribers, _SMESSAGE, _bulk(channel) + _bulk(message))
         return len(subscribers)
 
-    def _deliver(self, clients: Subscribers, kind: bytes, body: bytes, length: int = 3) -> None:
-        """Append the message, encoded once per protocol version, to each client's output."""
-        frames = [b"", b"", b""]
-        pending = self.pending
+    def _deliver(self, clients: Subscribers, heads: tuple[bytes, bytes], body: bytes) -> None:
+        """Append the message to each client's output, encoded once per protocol version
+        (``heads``: the RESP2 and RESP3 starts of the frame)."""
+        resp2 = heads[0] + body
+        resp3 = b""
         for client in clients:
-            resp = client.resp
-            frame = frames[resp - 1]
-            if not frame:
-                frame = frames[resp - 1] = _push_header(resp, length) + _bulk(kind) + body
-            client.out.append(frame)
-            pending[client] = None
+            if client.resp == 2:
+                client.out.append(resp2)
+            else:
+                resp3 = resp3 or heads[1] + body
+                client.out.append(resp3)
+        self.pending.update(clients)
 
     # -- subscriptions -------------------------------------------------------------------
 
