@@ -104,6 +104,27 @@ SCENARIOS: dict[str, tuple[list[str], list[Step]]] = {
             "pub: PUBLISH q m",
         ),
     ),
+    "inside_multi": (
+        ["sub", "pub"],
+        _steps(
+            "sub: MULTI",
+            "sub: SUBSCRIBE a b",
+            "sub: PUBLISH nobody m",
+            "sub: SET k v",
+            "sub: EXEC",
+            "pub: PUBLISH b m2",
+            "sub: GET k",
+            "sub: UNSUBSCRIBE",
+            "pub: MULTI",
+            "pub: PUBLISH a m",
+            "pub: PUBSUB NUMSUB a",
+            "pub: EXEC",
+            "pub: CLIENT KILL TYPE pubsub",
+            "sub: PSUBSCRIBE x*",
+            "pub: CLIENT KILL TYPE pubsub",
+            "pub: PUBSUB NUMPAT",
+        ),
+    ),
     "back_to_resp2_while_subscribed": (
         ["sub", "pub"],
         _steps(
