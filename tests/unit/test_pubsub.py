@@ -106,3 +106,18 @@ def test_notify_flags_normalised(text: str, shown: str) -> None:
 def test_notify_flags_invalid() -> None:
     with pytest.raises(ValueError, match=re.escape(INVALID)):
         parse_flags("KEQ")
+
+
+def test_info_counts_channels_patterns_and_subscribers() -> None:
+    h = Harness()
+    a, b = h.client(), h.client()
+    h.call(a, "SUBSCRIBE", "x", "y")
+    h.call(b, "HELLO", "3")
+    h.call(b, "PSUBSCRIBE", "p*")
+    h.call(b, "SSUBSCRIBE", "s")
+    info = h.call(b, "INFO")
+    fields = dict(line.split(":", 1) for line in info.decode().splitlines() if ":" in line)
+    assert fields["pubsub_clients"] == "2"
+    assert fields["pubsub_channels"] == "2"
+    assert fields["pubsub_patterns"] == "1"
+    assert fields["pubsubshard_channels"] == "1"
