@@ -274,3 +274,24 @@ def test_default_pubsub_limit_disconnects_a_silent_subscriber(fresh_server: Serv
             assert time.monotonic() < deadline, "the hard limit never disconnected it"
             time.sleep(0.05)
         silent.close()
+
+
+def test_redis_py_monitor_parses_our_lines(headwater: ServerProcess) -> None:
+    """redis-py's Monitor parses each line with its own regular expression."""
+    r = redis.Redis(port=headwater.port, socket_timeout=10)
+    other = redis.Redis(port=headwater.port, socket_timeout=10, db=3)
+    try:
+        with r.monitor() as monitor:
+            other.set("k", 'a "quoted"\nvalue')
+            other.xadd("s", {"f": "v"}, id="1-1")
+            commands = []
+            for event in monitor.listen():  # (after the connection's own handshake)
+                commands.append((event["db"], event["command"]))
+                if event["command"].startswith("XADD"):
+                    break
+        # (redis-py undoes only the quotes' escaping: the newline stays "\\n", as with Redis)
+        assert commands[-2:] == [(3, 'SET k a "quoted"\\nvalue'), (3, "XADD s 1-1 f v")]
+        assert (3, "SELECT 3") in commands
+    finally:
+        r.close()
+        other.close()
