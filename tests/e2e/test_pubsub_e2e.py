@@ -7,12 +7,14 @@ import asyncio
 import socket
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
 import redis.asyncio
 
-from tests.helpers import ServerProcess, encode_command, raw_client, start_headwater
+from tests.e2e.test_durability import Node
+from tests.helpers import RawClient, ServerProcess, encode_command, raw_client, start_headwater
 
 pytestmark = pytest.mark.e2e
 
@@ -295,3 +297,50 @@ def test_redis_py_monitor_parses_our_lines(headwater: ServerProcess) -> None:
     finally:
         r.close()
         other.close()
+
+
+# -- appendfsync always: no message shows a write before it is durable -------------------------
+
+
+def test_always_notification_waits_for_the_fsync(tmp_path: Path) -> None:
+    """With appendfsync always, Redis writes every client's output after the AOF's fsync: a
+    keyspace event of an XADD, or a message PUBLISHed by a client that wrote, must not reach
+    a subscriber before the write is on disk (a crash could still undo it)."""
+    node = Node(tmp_path, "--appendfsync", "always", "--notify-keyspace-events", "Et", faulty=True)
+    node.start()
+    try:
+        control = RawClient(node.port, timeout=10.0)
+        sub = RawClient(node.port, timeout=0.5)
+        sub.call("SUBSCRIBE", "__keyevent@0__:xadd", "news")
+        assert sub.read_reply().endswith(b":2\r\n")
+        assert control.call("FAULT", "AOF-FSYNC-HOLD", "ON") == b"+OK\r\n"
+        writer = RawClient(node.port, timeout=0.5)
+        writer.send_raw(encode_command("XADD", "s", "*", "f", "v"))
+        with pytest.raises(TimeoutError):
+            writer.read_reply()  # applied, not durable: no reply
+        with pytest.raises(TimeoutError):
+            sub.read_reply()  # nor an event that shows it
+        # (a later message waits behind the event, in order)
+        assert control.call("PUBLISH", "news", "hello") == b":1\r\n"
+        with pytest.raises(TimeoutError):
+            sub.read_reply()
+        assert control.call("FAULT", "AOF-FSYNC-HOLD", "OFF") == b"+OK\r\n"
+        sub.sock.settimeout(5.0)
+        event = b"*3\r\n$7\r\nmessage\r\n$19\r\n__keyevent@0__:xadd\r\n$1\r\ns\r\n"
+        assert sub.read_reply() == event
+        assert sub.read_reply() == b"*3\r\n$7\r\nmessage\r\n$4\r\nnews\r\n$5\r\nhello\r\n"
+        writer.sock.settimeout(5.0)
+        assert writer.read_reply().startswith(b"$")
+        # a client that wrote publishes: its message waits for its write too
+        assert control.call("FAULT", "AOF-FSYNC-HOLD", "ON") == b"+OK\r\n"
+        writer.sock.settimeout(0.5)
+        writer.send_raw(encode_command("XADD", "s", "*", "f", "v2"))
+        writer.send_raw(encode_command("PUBLISH", "news", "wrote"))
+        with pytest.raises(TimeoutError):
+            sub.read_reply()
+        assert control.call("FAULT", "AOF-FSYNC-HOLD", "OFF") == b"+OK\r\n"
+        sub.sock.settimeout(5.0)
+        assert sub.read_reply() == event
+        assert sub.read_reply().endswith(b"$5\r\nwrote\r\n")
+    finally:
+        node.kill()

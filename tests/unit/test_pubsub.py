@@ -121,3 +121,25 @@ def test_info_counts_channels_patterns_and_subscribers() -> None:
     assert fields["pubsub_channels"] == "2"
     assert fields["pubsub_patterns"] == "1"
     assert fields["pubsubshard_channels"] == "1"
+
+
+def test_always_events_wait_for_the_effect_they_show() -> None:
+    """appendfsync always: a subscriber's output waits for the effect behind each event
+    (its ``seen_seq``, which the durability policy compares with what is on disk)."""
+    h = Harness()
+    h.engine.replies_wait_for_disk = True
+    c, sub = h.client(), h.client()
+    _config(h, c, "Etx")
+    h.call(sub, "PSUBSCRIBE", "__keyevent@0__:*")
+    h.call(c, "XADD", "s", "1-1", "f", "v")
+    assert sub.seen_seq == h.engine.effect_seq > 0
+    assert h.effects[-1][1][0] == b"XADD"
+    h.call(c, "SET", "k", "v", "PX", "5")
+    h.clock.advance(10)
+    h.engine.cron()
+    assert h.effects[-1][1] == [b"DEL", b"k"]
+    assert sub.seen_seq == h.engine.effect_seq
+    reader = h.client()
+    h.call(reader, "XLEN", "s")
+    h.call(reader, "PUBLISH", "__keyevent@0__:x", "m")  # it read: its message waits as well
+    assert sub.seen_seq == reader.seen_seq == h.engine.effect_seq

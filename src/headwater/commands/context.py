@@ -213,6 +213,10 @@ class ServerAPI(Protocol):
     persistence: Persistence | None
     #: channels, patterns and monitors (commands/pubsub.py)
     pubsub: PubSub
+    #: effects handed to the AOF so far, and whether replies wait until those they may
+    #: show are on disk (appendfsync always): Pub/Sub messages wait like replies
+    effect_seq: int
+    replies_wait_for_disk: bool
     last_save_time: int
 
     @property

@@ -19,14 +19,20 @@ from headwater.keyevents import KEYEVENT, KEYSPACE
 
 def notify(c: Client, event_class: int, event: bytes, key: bytes) -> None:
     """Fire ``event`` on ``key`` of the client's database, if its class is configured."""
-    flags = c.server.keyspace.notify_flags
+    server = c.server
+    flags = server.keyspace.notify_flags
     if flags & event_class:
-        publish_event(c.server.pubsub, flags, event, key, c.db.index)
+        hold = server.effect_seq + 1 if server.replies_wait_for_disk else 0
+        publish_event(server.pubsub, flags, event, key, c.db.index, hold)
 
 
-def publish_event(pubsub: PubSub, flags: int, event: bytes, key: bytes, db: int) -> None:
-    """Publish one event (its class is configured) as K and E ask."""
+def publish_event(
+    pubsub: PubSub, flags: int, event: bytes, key: bytes, db: int, hold: int = 0
+) -> None:
+    """Publish one event (its class is configured) as K and E ask. ``hold``: with
+    appendfsync always, the effect of the change (the next one: the command's effect is
+    emitted after its handler fired the event), which the receivers' output waits for."""
     if flags & KEYSPACE:
-        pubsub.publish(b"__keyspace@%d__:%s" % (db, key), event)
+        pubsub.publish(b"__keyspace@%d__:%s" % (db, key), event, hold)
     if flags & KEYEVENT:
-        pubsub.publish(b"__keyevent@%d__:%s" % (db, event), key)
+        pubsub.publish(b"__keyevent@%d__:%s" % (db, event), key, hold)

@@ -86,38 +86,44 @@ class PubSub:
 
     # -- delivery ------------------------------------------------------------------------
 
-    def publish(self, channel: bytes, message: bytes) -> int:
+    def publish(self, channel: bytes, message: bytes, hold: int = 0) -> int:
         """Deliver to the channel's subscribers and to those of every matching pattern;
-        returns how many deliveries were made (a client may count twice, as in Redis)."""
+        returns how many deliveries were made (a client may count twice, as in Redis).
+        ``hold``: the effect the message may reveal (see ``_deliver``), or 0."""
         receivers = 0
         subscribers = self.channels.get(channel)
         if subscribers:
             body = b"$%d\r\n%s\r\n$%d\r\n%s\r\n" % (len(channel), channel, len(message), message)
-            self._deliver(subscribers, _MESSAGE, body)
+            self._deliver(subscribers, _MESSAGE, body, hold)
             receivers = len(subscribers)
         if self.patterns:
-            receivers += self._publish_to_patterns(channel, message)
+            receivers += self._publish_to_patterns(channel, message, hold)
         return receivers
 
-    def _publish_to_patterns(self, channel: bytes, message: bytes) -> int:
+    def _publish_to_patterns(self, channel: bytes, message: bytes, hold: int) -> int:
         receivers = 0
         for pattern, clients in self.patterns.items():
             if glob_match(pattern, channel):
                 body = _bulk(pattern) + _bulk(channel) + _bulk(message)
-                self._deliver(clients, _PMESSAGE, body)
+                self._deliver(clients, _PMESSAGE, body, hold)
                 receivers += len(clients)
         return receivers
 
-    def spublish(self, channel: bytes, message: bytes) -> int:
+    def spublish(self, channel: bytes, message: bytes, hold: int = 0) -> int:
         subscribers = self.shard_channels.get(channel)
         if not subscribers:
             return 0
-        self._deliver(subscribers, _SMESSAGE, _bulk(channel) + _bulk(message))
+        self._deliver(subscribers, _SMESSAGE, _bulk(channel) + _bulk(message), hold)
         return len(subscribers)
 
-    def _deliver(self, clients: Subscribers, heads: tuple[bytes, bytes], body: bytes) -> None:
+    def _deliver(
+        self, clients: Subscribers, heads: tuple[bytes, bytes], body: bytes, hold: int
+    ) -> None:
         """Append the message to each client's output, encoded once per protocol version
-        (``heads``: the RESP2 and RESP3 starts of the frame)."""
+        (``heads``: the RESP2 and RESP3 starts of the frame). With ``hold`` (appendfsync
+        always), the receivers' output waits until that effect is durable, as their reads'
+        would: Redis writes no output before the AOF's fsync, so no message shows a write
+        that a crash could still undo."""
         resp2 = heads[0] + body
         resp3 = b""
         for client in clients:
@@ -127,6 +133,10 @@ class PubSub:
                 resp3 = resp3 or heads[1] + body
                 client.out.append(resp3)
         self.pending.update(clients)
+        if hold:
+            for client in clients:
+                if client.seen_seq < hold:
+                    client.seen_seq = hold
 
     # -- subscriptions -------------------------------------------------------------------
 
@@ -301,12 +311,17 @@ def cmd_sunsubscribe(c: Client, argv: list[bytes]) -> Reply:
     return ps.unsubscribe(c, argv[1:], b"sunsubscribe", ps.shard_channels)
 
 
+def _publisher_hold(c: Client) -> int:
+    """What a message from ``c`` may reveal: whatever it wrote or read (appendfsync always)."""
+    return max(c.effect_seq, c.seen_seq) if c.server.replies_wait_for_disk else 0
+
+
 def cmd_publish(c: Client, argv: list[bytes]) -> Reply:
-    return c.server.pubsub.publish(argv[1], argv[2])
+    return c.server.pubsub.publish(argv[1], argv[2], _publisher_hold(c))
 
 
 def cmd_spublish(c: Client, argv: list[bytes]) -> Reply:
-    return c.server.pubsub.spublish(argv[1], argv[2])
+    return c.server.pubsub.spublish(argv[1], argv[2], _publisher_hold(c))
 
 
 def _active(table: dict[bytes, Subscribers], argv: list[bytes], name: bytes) -> Reply:

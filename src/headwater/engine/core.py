@@ -365,8 +365,12 @@ class Engine:
         expired, self.keyspace.expired = self.keyspace.expired, []
         self.stats.expired_keys += len(expired)
         if self.keyspace.notify_flags & EXPIRED:
+            # (with appendfsync always, each event waits for the DEL emitted just after it)
             for db, key in expired:
-                publish_event(self.pubsub, self.keyspace.notify_flags, b"expired", key, db)
+                hold = self.effect_seq + 1 if self.replies_wait_for_disk else 0
+                publish_event(self.pubsub, self.keyspace.notify_flags, b"expired", key, db, hold)
+                self._emit(db, [b"DEL", key])
+            return
         for db, key in expired:
             self._emit(db, [b"DEL", key])
 
