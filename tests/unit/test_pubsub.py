@@ -143,3 +143,12 @@ def test_always_events_wait_for_the_effect_they_show() -> None:
     h.call(reader, "XLEN", "s")
     h.call(reader, "PUBLISH", "__keyevent@0__:x", "m")  # it read: its message waits as well
     assert sub.seen_seq == reader.seen_seq == h.engine.effect_seq
+
+
+def test_always_monitor_lines_wait_for_the_write_they_show() -> None:
+    h = Harness()
+    h.engine.replies_wait_for_disk = True
+    mon, c = h.client(), h.client()
+    h.call(mon, "MONITOR")
+    h.call(c, "XADD", "s", "1-1", "f", "v")
+    assert mon.seen_seq == c.effect_seq == h.engine.effect_seq > 0

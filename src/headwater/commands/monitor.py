@@ -69,9 +69,14 @@ def feed_monitors(pubsub: PubSub, c: Client, row: CommandSpec, argv: list[bytes]
         return
     line = monitor_line(c, argv, time.time_ns() // 1000)
     pending = pubsub.pending
+    # appendfsync always: a line shows what the command wrote or read; it waits until
+    # that is on disk (Redis writes no output before the fsync)
+    hold = max(c.effect_seq, c.seen_seq) if c.server.replies_wait_for_disk else 0
     for monitor in pubsub.monitors:
         monitor.out.append(line)
         pending[monitor] = None
+        if monitor.seen_seq < hold:
+            monitor.seen_seq = hold
 
 
 def cmd_monitor(c: Client, argv: list[bytes]) -> Reply:
