@@ -344,3 +344,28 @@ def test_always_notification_waits_for_the_fsync(tmp_path: Path) -> None:
         assert sub.read_reply().endswith(b"$5\r\nwrote\r\n")
     finally:
         node.kill()
+
+
+def test_idle_subscribers_and_monitors_are_not_closed_by_timeout(
+    fresh_server: ServerProcess,
+) -> None:
+    """``timeout`` closes idle clients but not subscribers nor monitors, which only listen
+    (Redis: clientsCronHandleTimeout skips Pub/Sub clients and replicas/monitors)."""
+    port = fresh_server.port
+    with raw_client(port) as admin:
+        assert admin.call("CONFIG", "SET", "timeout", "1") == b"+OK\r\n"
+    idle, sub, resp3_sub, mon = (RawClient(port) for _ in range(4))
+    idle.call("PING")
+    sub.call("SUBSCRIBE", "news")
+    assert resp3_sub.call("HELLO", "3").startswith(b"%")
+    resp3_sub.call("PSUBSCRIBE", "n*")
+    assert mon.call("MONITOR") == b"+OK\r\n"
+    time.sleep(2.5)
+    assert idle.read_until_closed(timeout=2) == b""  # the server closed it
+    with raw_client(port) as publisher:
+        assert publisher.call("PUBLISH", "news", "still here") == b":2\r\n"
+    assert sub.read_reply().endswith(b"$10\r\nstill here\r\n")
+    assert resp3_sub.read_reply().endswith(b"$10\r\nstill here\r\n")
+    assert mon.read_reply().endswith(b'"PUBLISH" "news" "still here"\r\n')
+    for client in (idle, sub, resp3_sub, mon):
+        client.close()
