@@ -8,6 +8,7 @@ import re
 import pytest
 
 from headwater.commands.monitor import monitor_line, quote, redacted
+from headwater.glob import compile_glob
 from headwater.keyevents import INVALID, flags_string, parse_flags
 from tests.unit.conftest import Harness
 
@@ -152,3 +153,19 @@ def test_always_monitor_lines_wait_for_the_write_they_show() -> None:
     h.call(mon, "MONITOR")
     h.call(c, "XADD", "s", "1-1", "f", "v")
     assert mon.seen_seq == c.effect_seq == h.engine.effect_seq > 0
+
+
+def test_many_patterns_are_not_compiled_again_on_every_publish() -> None:
+    """More patterns than the glob module's cache holds (256): each PUBLISH compiled every
+    pattern again (1000 patterns: 120 ms a PUBLISH)."""
+    h = Harness()
+    sub, pub = h.client(), h.client()
+    h.call(sub, "PSUBSCRIBE", *[f"p{i}:*" for i in range(300)])
+    assert h.call(pub, "PUBLISH", "p7:x", "m") == 1
+    before = compile_glob.cache_info().misses
+    assert h.call(pub, "PUBLISH", "p299:x", "m") == 1
+    assert compile_glob.cache_info().misses == before
+    h.call(sub, "PUNSUBSCRIBE")
+    h.call(sub, "PSUBSCRIBE", "q*")
+    assert h.call(pub, "PUBLISH", "q", "m") == 1
+    assert set(h.engine.pubsub.matchers) == {b"q*"}  # those of patterns gone are forgotten

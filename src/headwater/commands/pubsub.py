@@ -18,13 +18,13 @@ that one attribute test per command.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Protocol
 
 from headwater.commands.context import Block, Client, help_handler, reject_subcommand, spec
 from headwater.commands.monitor import feed_monitors, stop_monitor
 from headwater.errors import ReplyError, err, require, subcommand_syntax
-from headwater.glob import glob_match
+from headwater.glob import compile_glob, glob_match
 from headwater.resp.types import Raw, Reply
 
 if TYPE_CHECKING:
@@ -79,6 +79,9 @@ class PubSub:
         self.channels: dict[bytes, Subscribers] = {}
         self.patterns: dict[bytes, Subscribers] = {}
         self.shard_channels: dict[bytes, Subscribers] = {}
+        #: each pattern's compiled matcher (glob's own cache holds 256: with more patterns,
+        #: every PUBLISH would compile them all again)
+        self.matchers: dict[bytes, Callable[[bytes], object]] = {}
         #: MONITOR clients, in the order they started
         self.monitors: Subscribers = {}
         #: the engine's clients with output to flush
@@ -102,8 +105,14 @@ class PubSub:
 
     def _publish_to_patterns(self, channel: bytes, message: bytes, hold: int) -> int:
         receivers = 0
+        matchers = self.matchers
+        if len(matchers) > 2 * len(self.patterns) + 64:  # patterns gone since: forget theirs
+            self.matchers = matchers = {p: m for p, m in matchers.items() if p in self.patterns}
         for pattern, clients in self.patterns.items():
-            if glob_match(pattern, channel):
+            match = matchers.get(pattern)
+            if match is None:
+                match = matchers[pattern] = compile_glob(pattern).match
+            if match(channel) is not None:
                 body = _bulk(pattern) + _bulk(channel) + _bulk(message)
                 self._deliver(clients, _PMESSAGE, body, hold)
                 receivers += len(clients)
