@@ -169,3 +169,18 @@ def test_many_patterns_are_not_compiled_again_on_every_publish() -> None:
     h.call(sub, "PSUBSCRIBE", "q*")
     assert h.call(pub, "PUBLISH", "q", "m") == 1
     assert set(h.engine.pubsub.matchers) == {b"q*"}  # those of patterns gone are forgotten
+
+
+def test_new_event_for_a_key_that_had_expired() -> None:
+    h = Harness()
+    c, sub = h.client(), h.client()
+    _config(h, c, "En")
+    h.call(sub, "SUBSCRIBE", "__keyevent@0__:new")
+    h.raw(sub)
+    h.call(c, "SET", "k", "v", "PX", "5")
+    h.call(c, "SET", "k", "v2")  # exists: no event
+    h.call(c, "PEXPIRE", "k", "5")
+    h.clock.advance(10)
+    h.call(c, "SET", "k", "v3")  # had expired (still stored): new again
+    new = b"*3\r\n$7\r\nmessage\r\n$18\r\n__keyevent@0__:new\r\n$1\r\nk\r\n"
+    assert h.raw(sub) == new * 2

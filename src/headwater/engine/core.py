@@ -100,6 +100,7 @@ class Engine:
         self.pending: dict[Client, None] = {}  # clients with output to flush, in order
         self.pubsub = PubSub(self.pending)
         self.keyspace.notify_flags = self.config["notify-keyspace-events"]
+        self.keyspace.on_new_key = self._new_key
         self.config.listeners.append(self._config_changed)
         self.effect_sinks: list[EffectSink] = []
         self.shutdown_requested: tuple[bool | None, bool, bool] | None = None
@@ -144,6 +145,11 @@ class Engine:
     def _config_changed(self, name: str, value: Any) -> None:
         if name == "notify-keyspace-events":
             self.keyspace.notify_flags = value
+
+    def _new_key(self, db: int, key: bytes) -> None:
+        """The ``new`` keyspace event (the keyspace calls it only while class n is on)."""
+        hold = self.effect_seq + 1 if self.replies_wait_for_disk else 0
+        publish_event(self.pubsub, self.keyspace.notify_flags, b"new", key, db, hold)
 
     def kill_client(self, client: Client) -> None:
         self.on_kill(client)
