@@ -14,6 +14,13 @@ anything. ``Client.hooked`` marks the clients whose commands take the slow path 
 (``hooked_call``): the restricted ones and, while a MONITOR is open, everyone (see
 ``commands/monitor.py``). A client with no subscription and no monitor around costs the engine
 that one attribute test per command.
+
+A subscriber's unsent output counts against ``client-output-buffer-limit pubsub`` (the
+transport picks the class from ``Client.output_class``): one that does not read is dropped.
+With ``appendfsync always`` a message may reveal a write not yet on disk (a keyspace event, a
+PUBLISH from a client that wrote or read): its receivers' output then waits for that effect
+(``hold``, compared with what is durable exactly as a reader's ``seen_seq``), since Redis writes
+no output before the AOF's fsync.
 """
 
 from __future__ import annotations
