@@ -116,6 +116,7 @@ SCENARIOS: dict[str, tuple[list[str], list[Step]]] = {
             "sub: MULTI",
             "sub: SUBSCRIBE a b",
             "sub: PUBLISH nobody m",
+            "sub: PUBLISH a to-itself",
             "sub: SET k v",
             "sub: EXEC",
             "pub: PUBLISH b m2",

@@ -57,7 +57,7 @@ from headwater.keyevents import EXPIRED
 from headwater.keyspace import Keyspace
 from headwater.ops.change import Change, Written
 from headwater.resp.encoder import encode_into
-from headwater.resp.types import QUEUED, Reply
+from headwater.resp.types import QUEUED, Raw, Reply
 
 log = logging.getLogger("headwater")
 
@@ -304,12 +304,18 @@ class Engine:
         self._in_exec = True
         self._tx_effects = []
         try:
+            out = c.out
             for row, argv in queued:
+                sent = len(out)
                 if c.hooked:
                     reply = hooked_call(self, c, row, argv, queued=True)
                 else:
                     reply = self.call(c, row, argv)
-                replies.append(reply.timeout_reply if isinstance(reply, Block) else reply)
+                if isinstance(reply, Block):
+                    reply = reply.timeout_reply
+                if len(out) > sent:  # messages to itself: inside EXEC's reply, as in Redis
+                    reply = _after_pushes(out, sent, reply, c.resp)
+                replies.append(reply)
         finally:
             self._in_exec = False
             effects, self._tx_effects = self._tx_effects, None
@@ -508,6 +514,18 @@ class Engine:
         for db in self.keyspace.dbs:
             for change in reclaim_idle_everywhere(db, now, idle_ms):
                 self.apply_change(db.index, [], change)
+
+
+def _after_pushes(out: list[bytes], start: int, reply: Reply, resp: int) -> Reply:
+    """A transaction's command delivered messages to its own client (it published to, or
+    changed a key notified on, a channel it is subscribed to): Redis writes them where they
+    happen, inside EXEC's array before that command's reply; so here they leave ``out`` and
+    go in front of the reply."""
+    pushed = out[start:]
+    del out[start:]
+    encoded: list[bytes] = []
+    encode_into(encoded, reply, resp)
+    return Raw(b"".join(pushed) + b"".join(encoded))
 
 
 def _first_error(reply: bytes) -> ReplyError | None:
