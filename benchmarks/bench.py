@@ -42,6 +42,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -708,6 +709,85 @@ def row_fcall(h: Harness) -> RatioRow:
     return run_pairs(h, row)
 
 
+PUBLISH_CHANNEL = "bench:ch"
+PUBLISH_SUBSCRIBERS = 10
+
+
+class Subscribers:
+    """``count`` connections subscribed to one channel, read by one thread that counts the
+    messages each received (the marker's occurrences, a chunk's tail kept for split ones)."""
+
+    MARKER = b"$7\r\nmessage\r\n"
+
+    def __init__(self, port: int, channel: str, count: int) -> None:
+        self.socks = []
+        for _ in range(count):
+            sock = socket.create_connection((HOST, port))
+            sock.sendall(hiredis.pack_command(("SUBSCRIBE", channel)))
+            reply = b""
+            while not reply.endswith(b":1\r\n"):
+                reply += sock.recv(4096)
+            self.socks.append(sock)
+        self.received = [0] * count
+
+    def wait_for(self, messages: int, timeout: float) -> None:
+        """Read until every subscriber has ``messages`` messages."""
+        selector = selectors.DefaultSelector()
+        tails = [b""] * len(self.socks)
+        for i, sock in enumerate(self.socks):
+            selector.register(sock, selectors.EVENT_READ, i)
+        deadline = time.monotonic() + timeout
+        try:
+            while min(self.received) < messages:
+                if time.monotonic() > deadline:
+                    raise LoadError(f"subscribers got {self.received} of {messages} messages")
+                for key, _ in selector.select(1.0):
+                    i = key.data
+                    data = tails[i] + self.socks[i].recv(1 << 20)
+                    self.received[i] += data.count(self.MARKER)
+                    tails[i] = data[-(len(self.MARKER) - 1) :]
+                    self.received[i] -= tails[i].count(self.MARKER)
+        finally:
+            selector.close()
+
+    def close(self) -> None:
+        for sock in self.socks:
+            sock.close()
+
+
+def row_publish(h: Harness) -> RatioRow:
+    """PUBLISH to 1 channel with 10 subscribers, 50 publishers (redis-benchmark): the figure
+    is messages delivered per second, from the first PUBLISH until every subscriber has
+    received all of them (not the PUBLISH replies alone)."""
+    n = h.n(100_000)
+    command = ["PUBLISH", PUBLISH_CHANNEL, "__rand_int__"]
+    sides = []
+    for server in h.pair("plain"):
+
+        def run(server: ServerProcess = server) -> float:
+            subscribers = Subscribers(server.port, PUBLISH_CHANNEL, PUBLISH_SUBSCRIBERS)
+            try:
+                started = time.perf_counter()
+                load = threading.Thread(
+                    target=redis_benchmark, args=(h, server.port, command),
+                    kwargs={"clients": 50, "n": n}, daemon=True,
+                )  # fmt: skip
+                load.start()
+                subscribers.wait_for(n, 600)
+                elapsed = time.perf_counter() - started
+                load.join()
+                return n * PUBLISH_SUBSCRIBERS / elapsed
+            finally:
+                subscribers.close()
+
+        sides.append(Side(server.name, server, run))
+    row = RatioRow(
+        "publish", "PUBLISH, 1 channel, 10 subscribers, 50 publishers", 0.6, (sides[0], sides[1])
+    )
+    row.note = "figure: messages delivered per second to the 10 subscribers (not PUBLISH replies)"
+    return run_pairs(h, row)
+
+
 RATIO_ROWS: dict[str, Callable[[Harness], RatioRow]] = {
     "xadd-1": row_xadd_1,
     "xadd-50": row_xadd_50,
@@ -719,6 +799,7 @@ RATIO_ROWS: dict[str, Callable[[Harness], RatioRow]] = {
     "idmpauto": row_idmpauto,
     "evalsha": row_evalsha,
     "fcall": row_fcall,
+    "publish": row_publish,
 }
 
 
@@ -1076,6 +1157,7 @@ ROW_INFO = {
     "idmpauto": "XADD IDMPAUTO / plain XADD on Headwater (Redis 7.0 has no IDMP), >= 0.95x",
     "evalsha": "EVALSHA of redis-py's Lock release script, 50 clients (redis-benchmark), >= 0.5x",
     "fcall": "FCALL of a function doing one XADD, 50 clients (redis-benchmark), >= 0.5x",
+    "publish": "PUBLISH, 1 channel, 10 subscribers, 50 publishers: messages delivered/s, >= 0.6x",
     "memory": "RSS growth per entry after 1M XADDs via redis-cli --pipe, <= 2.0x",
     "idmp": "IDMP/IDMPAUTO overhead table, 1 client, sizes 8/64/512 (Headwater only)",
     "inproc": "us per command with the engine driven in process (no sockets)",

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from headwater.glob import glob_match
+from headwater.keyevents import flags_string, parse_flags
 
 Parser = Callable[[str], Any]
 Printer = Callable[[Any], str]
@@ -78,6 +79,13 @@ def _enum(*choices: str) -> Parser:
 
 def _string(text: str) -> str:
     return text
+
+
+def _notify_flags(text: str) -> int:
+    try:
+        return parse_flags(text)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _save(text: str) -> list[tuple[int, int]]:
@@ -241,7 +249,7 @@ PARAMS: tuple[Param, ...] = (
     Param("stream-idmp-duration", _int_parser(1, 86400), "100"),
     Param("stream-idmp-maxsize", _int_parser(1, 10000), "100"),
     Param("stream-consumer-idle-reclaim-ms", _int_parser(0, INT64_MAX), "0"),
-    Param("notify-keyspace-events", _string, ""),
+    Param("notify-keyspace-events", _notify_flags, "", printer=flags_string),
     Param(
         "busy-reply-threshold",
         _int_parser(0, INT64_MAX),

@@ -19,10 +19,11 @@ from __future__ import annotations
 import heapq
 import random
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 from headwater.glob import compile_glob
+from headwater.keyevents import NEW
 
 
 class Watcher(Protocol):
@@ -80,6 +81,8 @@ class Database:
 
     def set(self, key: bytes, value: Any, keep_ttl: bool = False) -> None:
         """Store value at key (overwriting, and clearing the TTL unless keep_ttl)."""
+        if self.keyspace.notify_flags & NEW:
+            self._announce_if_new(key)
         self.data[key] = value
         if not keep_ttl and self.expires:
             self.expires.pop(key, None)
@@ -106,11 +109,19 @@ class Database:
         self.signal_modified(key)
         return True
 
+    def _announce_if_new(self, key: bytes) -> None:
+        """The ``new`` keyspace event (class n), fired as Redis's dbAdd fires it: a key is
+        added that did not exist (or had expired), before the command's own event."""
+        if key not in self.data or self.is_expired(key):
+            self.keyspace.on_new_key(self.index, key)
+
     def rename(self, src: bytes, dst: bytes) -> None:
         value = self.data[src]
         when = self.expires.get(src)
         self._remove(src)
         self.expires.pop(dst, None)
+        if self.keyspace.notify_flags & NEW:
+            self._announce_if_new(dst)
         self.data[dst] = value
         if when is not None:
             self.set_expire(dst, when)
@@ -215,6 +226,10 @@ class Database:
         return deleted
 
 
+def _no_new_key_listener(db: int, key: bytes) -> None:
+    """A keyspace without an engine (tools, tests) publishes nothing."""
+
+
 class Keyspace:
     def __init__(self, databases: int = 16) -> None:
         self.now_ms = 0
@@ -224,6 +239,11 @@ class Keyspace:
         self.dbs = [Database(self, i) for i in range(databases)]
         self.expired: list[tuple[int, bytes]] = []  # (db, key) deleted by expiry, to propagate
         self.ready_dbs: list[Database] = []  # databases with keys in their ``ready`` list
+        #: ``notify-keyspace-events`` (headwater.keyevents flags): handlers test it before
+        #: firing an event, so that nothing configured costs nothing more
+        self.notify_flags = 0
+        #: fires the ``new`` event (the engine publishes it); called only with class n on
+        self.on_new_key: Callable[[int, bytes], None] = _no_new_key_listener
 
     def __iter__(self) -> Iterator[Database]:
         return iter(self.dbs)

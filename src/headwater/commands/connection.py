@@ -36,6 +36,8 @@ BAD_CLIENT_NAME = err("Client names cannot contain spaces, newlines or special c
 def cmd_ping(c: Client, argv: list[bytes]) -> Reply:
     if len(argv) > 2:
         raise wrong_arity("ping")
+    if c.hooked and c.resp == 2 and c.subscribed():  # subscribed mode's own answer
+        return [b"pong", argv[1] if len(argv) == 2 else b""]
     return PONG if len(argv) == 1 else argv[1]
 
 
@@ -104,6 +106,7 @@ def cmd_hello(c: Client, argv: list[bytes]) -> Reply:
         c.name = name
     if version:
         c.resp = version
+        c.update_hooked()  # a subscriber back in RESP2 is in subscribed mode
     return {
         b"server": b"redis",
         b"version": REDIS_COMPAT_VERSION.encode(),
@@ -133,8 +136,10 @@ def cmd_quit(c: Client, argv: list[bytes]) -> Reply:
 def cmd_reset(c: Client, argv: list[bytes]) -> Reply:
     """Back to a fresh connection's state: no transaction, no watches, db 0, RESP2."""
     discard(c)
+    c.server.pubsub.forget(c)  # subscriptions and MONITOR end, silently
     c.select(0)
     c.resp = 2
+    c.update_hooked()
     c.name = b""
     c.reply_on = True
     c.skip_next_reply = False
@@ -154,7 +159,8 @@ def client_info_line(c: Client) -> str:
         f"id={c.id} addr={c.addr} laddr={c.laddr} fd={c.fd} name={_text(c.name)} "
         f"age={int((now - c.created_ms) // 1000)} "
         f"idle={int((now - c.last_interaction_ms) // 1000)} "
-        f"flags={c.flags_string()} db={c.db.index} sub=0 psub=0 ssub=0 "
+        f"flags={c.flags_string()} db={c.db.index} sub={len(c.channels)} "
+        f"psub={len(c.patterns)} ssub={len(c.shard_channels)} "
         f"multi={len(c.queued) if c.in_multi else -1} watch={len(c.watched)} "
         f"qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll={len(c.out)} "
         f"omem={c.out_bytes} tot-mem={c.out_bytes + 16384} events=r cmd={cmd} user=default "
@@ -188,6 +194,11 @@ def cmd_client_info(c: Client, argv: list[bytes]) -> Reply:
 _CLIENT_TYPES = (b"normal", b"master", b"replica", b"slave", b"pubsub")
 
 
+def _client_type(c: Client) -> bytes:
+    """Its type for CLIENT LIST/KILL TYPE (a monitor is a normal client there, as in Redis)."""
+    return b"pubsub" if c.subscribed() else b"normal"
+
+
 def cmd_client_list(c: Client, argv: list[bytes]) -> Reply:
     """CLIENT LIST [TYPE normal|master|replica|pubsub] [ID id [id ...]]"""
     clients = list(c.server.clients.values())
@@ -197,8 +208,7 @@ def cmd_client_list(c: Client, argv: list[bytes]) -> Reply:
             kind = argv[3].lower()
             if kind not in _CLIENT_TYPES:
                 raise err(f"Unknown client type '{_text(argv[3])}'")
-            if kind != b"normal":
-                clients = []
+            clients = [x for x in clients if _client_type(x) == kind]
         elif option == b"ID" and len(argv) >= 4:
             wanted = []
             for raw in argv[3:]:
@@ -234,8 +244,7 @@ def _kill_filters(c: Client, argv: list[bytes]) -> list[Client]:
         elif option == b"TYPE":
             if value.lower() not in _CLIENT_TYPES:
                 raise err(f"Unknown client type '{_text(value)}'")
-            if value.lower() != b"normal":
-                candidates = []
+            candidates = [x for x in candidates if _client_type(x) == value.lower()]
         elif option == b"USER":
             if value != b"default":
                 raise err(f"No such user '{_text(value)}'")

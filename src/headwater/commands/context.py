@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from headwater.clock import Clock
 from headwater.commands.gate import ReplyGate
@@ -22,6 +22,9 @@ from headwater.config import Config
 from headwater.errors import ReplyError, unknown_subcommand
 from headwater.keyspace import Database, Keyspace, WatchedKey
 from headwater.resp.types import Reply, Status
+
+if TYPE_CHECKING:
+    from headwater.commands.pubsub import PubSub
 
 Handler = Callable[["Client", list[bytes]], Any]
 
@@ -220,6 +223,12 @@ class ServerAPI(Protocol):
     persistence: Persistence | None
     #: a script is busy (past busy-reply-threshold): what other commands are answered
     busy_reply: ReplyError | None
+    #: channels, patterns and monitors (commands/pubsub.py)
+    pubsub: PubSub
+    #: effects handed to the AOF so far, and whether replies wait until those they may
+    #: show are on disk (appendfsync always): Pub/Sub messages wait like replies
+    effect_seq: int
+    replies_wait_for_disk: bool
     last_save_time: int
 
     @property
@@ -300,13 +309,38 @@ class Client:
         self.out_bytes = 0
         self.close_after_reply = False
         self.closed = False
+        # Pub/Sub and MONITOR (commands/pubsub.py, commands/monitor.py)
+        self.channels: dict[bytes, None] = {}
+        self.patterns: dict[bytes, None] = {}
+        self.shard_channels: dict[bytes, None] = {}
+        self.monitor = False
+        #: its commands take the engine's slow path (``pubsub.hooked_call``): it is a RESP2
+        #: subscriber or a monitor (which may run only some commands), or a monitor is open
+        #: (which sees every command)
+        self.hooked = bool(server.pubsub.monitors)
         self.is_local = laddr.startswith(("127.", "[::1]", "::1")) or laddr.startswith("unix")
 
     def select(self, index: int) -> None:
         self.db = self.server.keyspace.dbs[index]
 
+    def subscribed(self) -> bool:
+        """Whether it has a channel, pattern or shard channel (Redis's CLIENT_PUBSUB)."""
+        return bool(self.channels or self.patterns or self.shard_channels)
+
+    def update_hooked(self) -> None:
+        """After its subscriptions, its protocol or the set of monitors changed."""
+        restricted = self.monitor or (self.resp == 2 and self.subscribed())
+        self.hooked = restricted or bool(self.server.pubsub.monitors)
+
+    def output_class(self) -> str:
+        """Its class in ``client-output-buffer-limit`` (Redis: getClientType; a monitor is
+        a normal client there)."""
+        return "pubsub" if self.subscribed() else "normal"
+
     def flags_string(self) -> str:
-        flags = ""
+        flags = "O" if self.monitor else ""
+        if self.subscribed():
+            flags += "P"
         if self.in_multi:
             flags += "x"
         if self.gate.blocked is not None:

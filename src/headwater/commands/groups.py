@@ -19,6 +19,7 @@ from itertools import islice
 from headwater.commands.args import parse_int
 from headwater.commands.context import Block, Client, help_handler, reject_subcommand, spec
 from headwater.commands.entries import array_of, entry_reply
+from headwater.commands.notify import notify
 from headwater.commands.streams import (
     ReplyCaps,
     XReadOpts,
@@ -29,6 +30,7 @@ from headwater.commands.streams import (
     read_entries,
 )
 from headwater.errors import SYNTAX, ReplyError, c_text, err, subcommand_syntax
+from headwater.keyevents import STREAM
 from headwater.keyspace import Database
 from headwater.ops.change import ONE, Change, Effects, Written, as_given, one_line
 from headwater.ops.groups import claim_entry, forget_entry, move_last_id
@@ -137,6 +139,7 @@ def touch_consumer(c: Client, key: bytes, group: Group, name: bytes, fx: Effects
     consumer, created = touch_consumer_op(group, name, c.server.keyspace.now_ms)
     if created:
         fx.add(created, createconsumer_effect(key, group, name))
+        notify(c, STREAM, b"xgroup-createconsumer", key)
     return consumer
 
 
@@ -224,6 +227,7 @@ def cmd_xgroup_create(c: Client, argv: list[bytes]) -> Reply | Written:
         raise BUSYGROUP
     stream.groups[argv[3]] = Group(argv[3], last, _capped(opts.entries_read, stream))
     c.db.signal_modified(argv[2])
+    notify(c, STREAM, b"xgroup-create", argv[2])
     return Written(OK, ONE)
 
 
@@ -239,6 +243,7 @@ def cmd_xgroup_setid(c: Client, argv: list[bytes]) -> Reply | Written:
     group.last_id = last
     group.entries_read = _capped(opts.entries_read, stream)
     c.db.signal_modified(argv[2])
+    notify(c, STREAM, b"xgroup-setid", argv[2])
     return Written(OK, ONE)
 
 
@@ -250,6 +255,7 @@ def cmd_xgroup_destroy(c: Client, argv: list[bytes]) -> Reply | Written:
         return 0
     del stream.groups[argv[3]]
     c.db.signal_modified(argv[2])
+    notify(c, STREAM, b"xgroup-destroy", argv[2])
     c.db.signal_ready(argv[2])  # blocked XREADGROUP clients of the group get NOGROUP
     return Written(1, ONE)
 
@@ -262,6 +268,7 @@ def cmd_xgroup_createconsumer(c: Client, argv: list[bytes]) -> Reply | Written:
     if not created:
         return 0
     c.db.signal_modified(argv[2])
+    notify(c, STREAM, b"xgroup-createconsumer", argv[2])
     return Written(1, ONE)
 
 
@@ -273,6 +280,7 @@ def cmd_xgroup_delconsumer(c: Client, argv: list[bytes]) -> Reply | Written:
     if pending is None:
         return 0
     c.db.signal_modified(argv[2])
+    notify(c, STREAM, b"xgroup-delconsumer", argv[2])
     return Written(pending, ONE)
 
 

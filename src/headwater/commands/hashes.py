@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from headwater.commands.args import INT64_MAX, INT64_MIN, parse_int, strict_int
 from headwater.commands.context import Client, spec
+from headwater.commands.notify import notify
 from headwater.errors import OVERFLOW, WRONGTYPE, err, wrong_arity
+from headwater.keyevents import GENERIC, HASH
 from headwater.ops.change import ONE, Written, as_given
 from headwater.resp.types import OK, Reply
 from headwater.values import Hash
@@ -60,6 +62,7 @@ def cmd_hset(c: Client, argv: list[bytes]) -> Reply | Written:
         raise wrong_arity(argv[0].decode("utf-8", "replace").lower())
     h = _lookup_or_create(c, argv[1])
     added = _store(c, argv[1], h, argv[2:])
+    notify(c, HASH, b"hset", argv[1])
     return Written(OK if argv[0].upper() == b"HMSET" else added, ONE)
 
 
@@ -68,6 +71,7 @@ def cmd_hsetnx(c: Client, argv: list[bytes]) -> Reply | Written:
     if h is not None and argv[2] in h:
         return 0
     _store(c, argv[1], h if h is not None else _lookup_or_create(c, argv[1]), argv[2:4])
+    notify(c, HASH, b"hset", argv[1])
     return Written(1, ONE)
 
 
@@ -107,8 +111,10 @@ def cmd_hdel(c: Client, argv: list[bytes]) -> Reply | Written:
         if h.pop(field, None) is not None:
             removed += 1
     if removed:
+        notify(c, HASH, b"hdel", argv[1])
         if not h:
             c.db.delete(argv[1])
+            notify(c, GENERIC, b"del", argv[1])
         else:
             c.db.signal_modified(argv[1])
         return Written(removed, as_given(removed))
@@ -146,6 +152,7 @@ def cmd_hincrby(c: Client, argv: list[bytes]) -> Reply | Written:
     _store(
         c, argv[1], h if h is not None else _lookup_or_create(c, argv[1]), [argv[2], b"%d" % result]
     )
+    notify(c, HASH, b"hincrby", argv[1])
     return Written(result, ONE)
 
 

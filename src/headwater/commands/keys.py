@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from headwater.commands.args import INT64_MAX, INT64_MIN, parse_int
 from headwater.commands.context import Client, help_handler, reject_subcommand, spec
+from headwater.commands.notify import notify
 from headwater.errors import NO_SUCH_KEY, SYNTAX, err
 from headwater.glob import compile_glob
+from headwater.keyevents import GENERIC
 from headwater.ops.change import ONE, Written, as_given, one_line
 from headwater.resp.types import OK, Reply, Status
 from headwater.values import Hash, string_encoding, type_name
@@ -19,6 +21,7 @@ def cmd_del(c: Client, argv: list[bytes]) -> Reply | Written:
     for key in argv[1:]:
         if c.db.delete(key):
             deleted += 1
+            notify(c, GENERIC, b"del", key)
     return Written(deleted, as_given(deleted)) if deleted else 0
 
 
@@ -47,6 +50,8 @@ def _rename(c: Client, argv: list[bytes], nx: bool) -> Reply | Written:
         c.db.delete(dst)
     c.db.rename(src, dst)
     c.db.signal_ready(dst)
+    notify(c, GENERIC, b"rename_from", src)
+    notify(c, GENERIC, b"rename_to", dst)
     return Written(1 if nx else OK, ONE)
 
 
@@ -180,8 +185,10 @@ def _expire_generic(c: Client, argv: list[bytes], unit_ms: int, relative: bool) 
             return 0
     if when <= c.server.keyspace.now_ms and not c.server.keyspace.loading:
         db.delete(key)
+        notify(c, GENERIC, b"del", key)
         return Written(1, one_line(1, [b"DEL", key]))
     db.set_expire(key, when)
+    notify(c, GENERIC, b"expire", key)
     return Written(1, one_line(1, [b"PEXPIREAT", key, b"%d" % when]))
 
 
@@ -232,6 +239,7 @@ def cmd_pexpiretime(c: Client, argv: list[bytes]) -> Reply:
 def cmd_persist(c: Client, argv: list[bytes]) -> Reply | Written:
     if c.db.get(argv[1]) is None or not c.db.persist(argv[1]):
         return 0
+    notify(c, GENERIC, b"persist", argv[1])
     return Written(1, ONE)
 
 

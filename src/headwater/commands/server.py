@@ -79,6 +79,7 @@ def _section_clients(c: Client) -> list[str]:
         f"blocked_clients:{c.server.blocked_count}",
         f"total_blocking_keys:{c.server.blocking_keys_count()}",
         f"watching_clients:{sum(1 for x in c.server.clients.values() if x.watched)}",
+        f"pubsub_clients:{sum(1 for x in c.server.clients.values() if x.subscribed())}",
     ]
 
 
@@ -144,6 +145,9 @@ def _section_stats(c: Client) -> list[str]:
         "evicted_keys:0",
         f"keyspace_hits:{s.keyspace_hits}",
         f"keyspace_misses:{s.keyspace_misses}",
+        f"pubsub_channels:{len(c.server.pubsub.channels)}",
+        f"pubsub_patterns:{len(c.server.pubsub.patterns)}",
+        f"pubsubshard_channels:{len(c.server.pubsub.shard_channels)}",
         f"total_error_replies:{s.total_error_replies}",
         f"unexpected_error_replies:{s.unexpected_error_replies}",
         f"total_blocking_timeouts:{s.total_blocking_timeouts}",

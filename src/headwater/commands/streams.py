@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from headwater.commands.args import INT64_MAX, parse_int, strict_int
 from headwater.commands.context import Block, Client, spec
 from headwater.commands.entries import array_of, encode_entries, encode_range, entry_reply
+from headwater.commands.notify import notify
 from headwater.errors import (
     NO_SUCH_KEY,
     SYNTAX,
@@ -21,6 +22,7 @@ from headwater.errors import (
     err,
     wrong_arity,
 )
+from headwater.keyevents import STREAM
 from headwater.ops.change import ONE, Change, Written, as_given, one_line
 from headwater.ops.streams import append_entry, idmp_original, idmp_retry, record_idmp
 from headwater.resp.types import NULL_ARRAY, OK, PairMap, Raw, Reply
@@ -319,8 +321,11 @@ def cmd_xadd(c: Client, argv: list[bytes]) -> Reply | Written:
         record_idmp(c.db, key, stream, idmp_key, sid, c.server.stats)
     reply = format_id(sid)
     trim = opts.trim
-    if trim.given:
-        apply_trim(stream, trim)
+    trimmed = apply_trim(stream, trim) if trim.given else 0
+    if c.server.keyspace.notify_flags & STREAM:
+        notify(c, STREAM, b"xadd", key)
+        if trimmed:
+            notify(c, STREAM, b"xtrim", key)
     if not c.server.propagating:
         return Written(reply, ONE)  # (nobody reads the effect: not built)
     effect = list(argv)
@@ -402,6 +407,7 @@ def cmd_xdel(c: Client, argv: list[bytes]) -> Reply | Written:
     if not deleted:
         return 0
     c.db.signal_modified(argv[1])
+    notify(c, STREAM, b"xdel", argv[1])
     return Written(deleted, as_given(deleted))
 
 
@@ -446,6 +452,7 @@ def cmd_xdelex(c: Client, argv: list[bytes]) -> Reply | Written:
     if not deleted:
         return results
     c.db.signal_modified(argv[1])
+    notify(c, STREAM, b"xdel", argv[1])
     return Written(results, as_given(deleted))
 
 
@@ -487,6 +494,7 @@ def cmd_xtrim(c: Client, argv: list[bytes]) -> Reply | Written:
     if not removed:
         return 0
     c.db.signal_modified(argv[1])
+    notify(c, STREAM, b"xtrim", argv[1])
     effect = list(argv)
     if trim.approx:
         _rewrite_trim(effect, stream, trim)
@@ -536,6 +544,7 @@ def cmd_xsetid(c: Client, argv: list[bytes]) -> Reply | Written:
     if max_deleted is not None and max_deleted != MIN_ID:
         stream.max_deleted_id = max_deleted
     c.db.signal_modified(argv[1])
+    notify(c, STREAM, b"xsetid", argv[1])
     return Written(OK, ONE)
 
 

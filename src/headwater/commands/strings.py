@@ -10,7 +10,9 @@ from dataclasses import dataclass
 
 from headwater.commands.args import INT64_MAX, INT64_MIN, parse_int, strict_int
 from headwater.commands.context import Client, spec
+from headwater.commands.notify import notify
 from headwater.errors import NOT_INTEGER, OVERFLOW, SYNTAX, WRONGTYPE, err, wrong_arity
+from headwater.keyevents import GENERIC, STRING
 from headwater.ops.change import ONE, Written, as_given, one_line
 from headwater.resp.types import OK, Reply
 from headwater.values import RawString
@@ -96,6 +98,8 @@ def cmd_set(c: Client, argv: list[bytes]) -> Reply | Written:
     db = c.db
     if len(argv) == 3:  # the hot path: plain SET key value
         db.set(key, value)
+        if c.server.keyspace.notify_flags & STRING:
+            notify(c, STRING, b"set", key)
         return _SET_OK
     opts = parse_set(c, argv)
     old = _get_string(c, key) if opts.get else db.get(key)
@@ -103,9 +107,11 @@ def cmd_set(c: Client, argv: list[bytes]) -> Reply | Written:
     if (opts.nx and exists) or (opts.xx and not exists):
         return old if opts.get else None
     db.set(key, value, keep_ttl=opts.keep_ttl)
+    notify(c, STRING, b"set", key)
     change = ONE
     if opts.expire_at_ms is not None:
         db.set_expire(key, opts.expire_at_ms)
+        notify(c, GENERIC, b"expire", key)
         change = one_line(1, [b"SET", key, value, b"PXAT", b"%d" % opts.expire_at_ms])
     return Written(old if opts.get else OK, change)
 
@@ -114,6 +120,7 @@ def cmd_setnx(c: Client, argv: list[bytes]) -> Reply | Written:
     if c.db.get(argv[1]) is not None:
         return 0
     c.db.set(argv[1], argv[2])
+    notify(c, STRING, b"set", argv[1])
     return Written(1, ONE)
 
 
@@ -122,6 +129,8 @@ def _setex(c: Client, argv: list[bytes], unit_ms: int) -> Reply | Written:
     deadline = expire_deadline(c, argv[2], unit_ms, False, name)
     c.db.set(argv[1], argv[3])
     c.db.set_expire(argv[1], deadline)
+    notify(c, STRING, b"set", argv[1])
+    notify(c, GENERIC, b"expire", argv[1])
     return Written(OK, one_line(1, [b"SET", argv[1], argv[3], b"PXAT", b"%d" % deadline]))
 
 
@@ -140,6 +149,7 @@ def cmd_get(c: Client, argv: list[bytes]) -> Reply:
 def cmd_getset(c: Client, argv: list[bytes]) -> Reply | Written:
     old = _get_string(c, argv[1])
     c.db.set(argv[1], argv[2])
+    notify(c, STRING, b"set", argv[1])
     return Written(old, ONE)
 
 
@@ -148,6 +158,7 @@ def cmd_getdel(c: Client, argv: list[bytes]) -> Reply | Written:
     if old is None:
         return None
     c.db.delete(argv[1])
+    notify(c, GENERIC, b"del", argv[1])
     return Written(old, ONE)
 
 
@@ -170,8 +181,10 @@ def cmd_getex(c: Client, argv: list[bytes]) -> Reply | Written:
         return None
     if deadline is not None:
         c.db.set_expire(key, deadline)
+        notify(c, GENERIC, b"expire", key)
         return Written(value, one_line(1, [b"PEXPIREAT", key, b"%d" % deadline]))
     if persist and c.db.persist(key):
+        notify(c, GENERIC, b"persist", key)
         return Written(value, one_line(1, [b"PERSIST", key]))
     return value
 
@@ -190,6 +203,7 @@ def cmd_mset(c: Client, argv: list[bytes]) -> Reply | Written:
         raise wrong_arity(argv[0].decode("utf-8", "replace").lower())
     for i in range(1, len(argv), 2):
         c.db.set(argv[i], argv[i + 1])
+        notify(c, STRING, b"set", argv[i])
     return Written(OK, as_given((len(argv) - 1) // 2))
 
 
@@ -200,6 +214,7 @@ def cmd_msetnx(c: Client, argv: list[bytes]) -> Reply | Written:
         return 0
     for i in range(1, len(argv), 2):
         c.db.set(argv[i], argv[i + 1])
+        notify(c, STRING, b"set", argv[i])
     return Written(1, as_given((len(argv) - 1) // 2))
 
 
@@ -215,6 +230,7 @@ def _incr(c: Client, key: bytes, delta: int) -> Reply | Written:
     if not INT64_MIN <= result <= INT64_MAX:
         raise OVERFLOW
     c.db.set(key, b"%d" % result, keep_ttl=True)
+    notify(c, STRING, b"incrby", key)
     return Written(result, ONE)
 
 
@@ -246,6 +262,7 @@ def cmd_append(c: Client, argv: list[bytes]) -> Reply | Written:
         joined = RawString(old + argv[2])
         c.db.set(argv[1], joined, keep_ttl=True)
         new_len = len(joined)
+    notify(c, STRING, b"append", argv[1])
     return Written(new_len, ONE)
 
 

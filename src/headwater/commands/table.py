@@ -11,6 +11,8 @@ from headwater.commands import (
     idmp,
     introspection,
     keys,
+    monitor,
+    pubsub,
     server,
     streams,
     strings,
@@ -31,6 +33,8 @@ FAMILIES = (
     server,
     transactions,
     introspection,
+    pubsub,
+    monitor,
 )
 
 

@@ -38,6 +38,8 @@ from headwater.commands.context import (
 from headwater.commands.gate import ReplyGate
 from headwater.commands.groups import reclaim_idle_everywhere
 from headwater.commands.idmp import expire_idmp
+from headwater.commands.notify import publish_event
+from headwater.commands.pubsub import PubSub, hooked_call
 from headwater.commands.table import build_table
 from headwater.commands.transactions import discard
 from headwater.config import Config
@@ -51,10 +53,11 @@ from headwater.errors import (
     unknown_subcommand,
     wrong_arity,
 )
+from headwater.keyevents import EXPIRED
 from headwater.keyspace import Keyspace
 from headwater.ops.change import Change, Written
 from headwater.resp.encoder import encode_into
-from headwater.resp.types import QUEUED, Reply
+from headwater.resp.types import QUEUED, Raw, Reply
 from headwater.scripting.commands import SPECS as SCRIPTING_SPECS
 from headwater.scripting.function_commands import SPECS as FUNCTION_SPECS
 from headwater.scripting.runtime import Scripting
@@ -98,6 +101,10 @@ class Engine:
         self.last_save_time = self.info.start_time_ms // 1000
         self.blocking = BlockingRegistry()
         self.pending: dict[Client, None] = {}  # clients with output to flush, in order
+        self.pubsub = PubSub(self.pending)
+        self.keyspace.notify_flags = self.config["notify-keyspace-events"]
+        self.keyspace.on_new_key = self._new_key
+        self.config.listeners.append(self._config_changed)
         self.effect_sinks: list[EffectSink] = []
         self.shutdown_requested: tuple[bool | None, bool, bool] | None = None
         self.on_kill: Callable[[Client], None] = lambda c: None
@@ -138,9 +145,20 @@ class Engine:
         if waiter is not None:
             self.blocking.remove(waiter)
         discard(c)
+        if c.monitor or c.subscribed():
+            self.pubsub.forget(c)
         c.closed = True
         self.clients.pop(c.id, None)
         self.pending.pop(c, None)
+
+    def _config_changed(self, name: str, value: Any) -> None:
+        if name == "notify-keyspace-events":
+            self.keyspace.notify_flags = value
+
+    def _new_key(self, db: int, key: bytes) -> None:
+        """The ``new`` keyspace event (the keyspace calls it only while class n is on)."""
+        hold = self.effect_seq + 1 if self.replies_wait_for_disk else 0
+        publish_event(self.pubsub, self.keyspace.notify_flags, b"new", key, db, hold)
 
     def kill_client(self, client: Client) -> None:
         self.on_kill(client)
@@ -194,7 +212,8 @@ class Engine:
             c.queued.append((row, argv))
             self._reply(c, QUEUED)
             return
-        reply = self.call(c, row, argv)
+        # (Pub/Sub and MONITOR: the one test a plain command pays for them)
+        reply = hooked_call(self, c, row, argv) if c.hooked else self.call(c, row, argv)
         if isinstance(reply, Block):
             self._block(c, row, argv, reply)
         else:
@@ -297,9 +316,18 @@ class Engine:
         self._in_exec = True
         self._tx_effects = []
         try:
+            out = c.out
             for row, argv in queued:
-                reply = self.call(c, row, argv)
-                replies.append(reply.timeout_reply if isinstance(reply, Block) else reply)
+                sent = len(out)
+                if c.hooked:
+                    reply = hooked_call(self, c, row, argv, queued=True)
+                else:
+                    reply = self.call(c, row, argv)
+                if isinstance(reply, Block):
+                    reply = reply.timeout_reply
+                if len(out) > sent:  # messages to itself: inside EXEC's reply, as in Redis
+                    reply = _after_pushes(out, sent, reply, c.resp)
+                replies.append(reply)
         finally:
             self._in_exec = False
             effects, self._tx_effects = self._tx_effects, None
@@ -387,6 +415,13 @@ class Engine:
     def _propagate_expired(self) -> None:
         expired, self.keyspace.expired = self.keyspace.expired, []
         self.stats.expired_keys += len(expired)
+        if self.keyspace.notify_flags & EXPIRED:
+            # (with appendfsync always, each event waits for the DEL emitted just after it)
+            for db, key in expired:
+                hold = self.effect_seq + 1 if self.replies_wait_for_disk else 0
+                publish_event(self.pubsub, self.keyspace.notify_flags, b"expired", key, db, hold)
+                self._emit(db, [b"DEL", key])
+            return
         for db, key in expired:
             self._emit(db, [b"DEL", key])
 
@@ -527,6 +562,18 @@ def _allowed_while_busy(row: CommandSpec) -> bool:
     """What a busy script lets through (Redis: CMD_ALLOW_BUSY), except EXEC, which would run
     its queue in the middle of the script."""
     return "allow_busy" in row.flags and row.name != "exec"
+
+
+def _after_pushes(out: list[bytes], start: int, reply: Reply, resp: int) -> Reply:
+    """A transaction's command delivered messages to its own client (it published to, or
+    changed a key notified on, a channel it is subscribed to): Redis writes them where they
+    happen, inside EXEC's array before that command's reply; so here they leave ``out`` and
+    go in front of the reply."""
+    pushed = out[start:]
+    del out[start:]
+    encoded: list[bytes] = []
+    encode_into(encoded, reply, resp)
+    return Raw(b"".join(pushed) + b"".join(encoded))
 
 
 def _first_error(reply: bytes) -> ReplyError | None:

@@ -177,14 +177,15 @@ class Server:
 
     def _close_idle_clients(self) -> None:
         """``timeout`` seconds without a command closes a client (Redis: clientsCronHandleTimeout);
-        blocked clients are exempt, their wait has its own deadline."""
+        blocked clients are exempt, their wait has its own deadline, and so are subscribers
+        and monitors, which only listen."""
         timeout_s = self.config["timeout"]
         if not timeout_s:
             return
         now = self.engine.clock.monotonic_ms()
         for client, conn in list(self.connections.items()):
             idle = now - client.last_interaction_ms
-            waiting = client.gate.blocked is not None
+            waiting = client.gate.blocked is not None or client.subscribed() or client.monitor
             if not waiting and idle > timeout_s * 1000 and conn.transport is not None:
                 log.info("Closing idle client id=%d", client.id)
                 conn.transport.close()

@@ -300,7 +300,8 @@ class Connection(asyncio.Protocol):
 
     def _over_output_limit(self, size: int) -> bool:
         limits: dict[str, tuple[int, int, int]] = self.engine.config["client-output-buffer-limit"]
-        hard, soft, seconds = limits["normal"]
+        c = self.client
+        hard, soft, seconds = limits[c.output_class() if c is not None else "normal"]
         if hard and size >= hard:
             return True
         if soft and size >= soft:

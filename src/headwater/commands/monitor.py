@@ -1,0 +1,110 @@
+"""MONITOR: every command run, shown to the monitors as Redis shows it.
+
+A line is a status reply ``+<unix seconds>.<micros> [<db> <addr>] "arg" ...`` with each
+argument quoted as Redis's ``sdscatrepr`` quotes it. Commands are shown after they ran (as in
+Redis 7: a transaction's commands before its EXEC, rejected commands never), except admin
+commands and what an AOF replays; passwords are redacted as Redis redacts them (AUTH, HELLO
+... AUTH). While a monitor is open every client is ``hooked`` (commands/pubsub.py), so a
+server without one pays nothing for this.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from headwater.commands.context import Client, spec
+from headwater.resp.types import Raw, Reply
+
+if TYPE_CHECKING:
+    from headwater.commands.context import CommandSpec
+    from headwater.commands.pubsub import PubSub
+
+_REDACTED = b"(redacted)"
+_ESCAPES = {
+    ord("\\"): b"\\\\",
+    ord('"'): b'\\"',
+    ord("\n"): b"\\n",
+    ord("\r"): b"\\r",
+    ord("\t"): b"\\t",
+    ord("\a"): b"\\a",
+    ord("\b"): b"\\b",
+}
+#: each byte as sdscatrepr prints it
+_REPR = [_ESCAPES.get(b, bytes([b]) if 32 <= b < 127 else b"\\x%02x" % b) for b in range(256)]
+_PLAIN = frozenset(b for b in range(32, 127) if b not in _ESCAPES)
+
+
+def quote(arg: bytes) -> bytes:
+    if all(b in _PLAIN for b in arg):
+        return b'"%s"' % arg
+    return b'"%s"' % b"".join(_REPR[b] for b in arg)
+
+
+def redacted(argv: list[bytes]) -> list[bytes]:
+    """The arguments a monitor may see (Redis: redactClientCommandArgument)."""
+    name = argv[0].lower()
+    if name == b"auth":
+        return [argv[0]] + [_REDACTED] * (len(argv) - 1)
+    if name == b"hello":
+        shown = list(argv)
+        for i in range(2, len(argv) - 2):
+            if argv[i].upper() == b"AUTH":
+                shown[i + 1] = shown[i + 2] = _REDACTED
+                break
+        return shown
+    return argv
+
+
+def monitor_line(c: Client, argv: list[bytes], now_us: int) -> bytes:
+    seconds, micros = divmod(now_us, 1_000_000)
+    args = b" ".join(quote(arg) for arg in redacted(argv))
+    head = b"+%d.%06d [%d %s] " % (seconds, micros, c.db.index, c.addr.encode())
+    return head + args + b"\r\n"
+
+
+def feed_monitors(pubsub: PubSub, c: Client, row: CommandSpec, argv: list[bytes]) -> None:
+    """Show a command that ran to every monitor (not admin ones, as in Redis)."""
+    if row.admin or "skip_monitor" in row.flags:
+        return
+    line = monitor_line(c, argv, time.time_ns() // 1000)
+    pending = pubsub.pending
+    # appendfsync always: a line shows what the command wrote or read; it waits until
+    # that is on disk (Redis writes no output before the fsync)
+    hold = max(c.effect_seq, c.seen_seq) if c.server.replies_wait_for_disk else 0
+    for monitor in pubsub.monitors:
+        monitor.out.append(line)
+        pending[monitor] = None
+        if monitor.seen_seq < hold:
+            monitor.seen_seq = hold
+
+
+def cmd_monitor(c: Client, argv: list[bytes]) -> Reply:
+    pubsub = c.server.pubsub
+    if c.monitor:
+        return Raw(b"")  # Redis ignores a second MONITOR, with no reply
+    first = not pubsub.monitors
+    pubsub.monitors[c] = None
+    c.monitor = True
+    if first:
+        for client in c.server.clients.values():
+            client.update_hooked()
+    c.update_hooked()
+    return Raw(b"+OK\r\n")
+
+
+def stop_monitor(c: Client) -> None:
+    """``c`` is no monitor any more (RESET, closed): with the last one gone, no client
+    takes the slow path for them."""
+    pubsub = c.server.pubsub
+    if c not in pubsub.monitors:
+        return
+    del pubsub.monitors[c]
+    c.monitor = False
+    if not pubsub.monitors:
+        for client in c.server.clients.values():
+            client.update_hooked()
+    c.update_hooked()
+
+
+SPECS = (spec("monitor", 1, "admin noscript loading stale", handler=cmd_monitor),)

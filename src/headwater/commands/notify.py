@@ -1,0 +1,38 @@
+"""Keyspace notifications: the events commands fire, published on ``__keyspace@<db>__:<key>``
+(the event as message) and ``__keyevent@<db>__:<event>`` (the key) as Redis publishes them.
+
+Why handlers fire them (and not the engine from a command's ``Change``): only the handler
+knows what happened (an XADD that also trimmed fires ``xadd`` then ``xtrim``, a DEL fires
+``del`` for each key it found, XREADGROUP fires ``xgroup-createconsumer`` for a new consumer),
+and it knows it at the moment Redis fires the event, before the command's reply. The engine
+would have to rebuild that from the effect lines, which are not built at all when nothing
+propagates. With nothing configured an event costs the handler one flag test
+(``keyspace.notify_flags``); commands that change nothing never get that far.
+"""
+
+from __future__ import annotations
+
+from headwater.commands.context import Client
+from headwater.commands.pubsub import PubSub
+from headwater.keyevents import KEYEVENT, KEYSPACE
+
+
+def notify(c: Client, event_class: int, event: bytes, key: bytes) -> None:
+    """Fire ``event`` on ``key`` of the client's database, if its class is configured."""
+    server = c.server
+    flags = server.keyspace.notify_flags
+    if flags & event_class:
+        hold = server.effect_seq + 1 if server.replies_wait_for_disk else 0
+        publish_event(server.pubsub, flags, event, key, c.db.index, hold)
+
+
+def publish_event(
+    pubsub: PubSub, flags: int, event: bytes, key: bytes, db: int, hold: int = 0
+) -> None:
+    """Publish one event (its class is configured) as K and E ask. ``hold``: with
+    appendfsync always, the effect of the change (the next one: the command's effect is
+    emitted after its handler fired the event), which the receivers' output waits for."""
+    if flags & KEYSPACE:
+        pubsub.publish(b"__keyspace@%d__:%s" % (db, key), event, hold)
+    if flags & KEYEVENT:
+        pubsub.publish(b"__keyevent@%d__:%s" % (db, event), key, hold)
