@@ -15,7 +15,9 @@ from tests.helpers import ServerProcess, encode_command
 SETTLE_S = 0.03
 
 #: a MONITOR line's time and address differ from one server to another
-_MONITOR_HEAD = re.compile(rb"\+\d+\.\d{6} \[(\d+) [^\]]+\]")
+_LUA_HEAD = re.compile(rb"\+\d+\.\d{6} \[(\d+) lua\]")
+#: a monitor line's time and client address (``lua``, a script's command, is kept)
+_MONITOR_HEAD = re.compile(rb"\+\d+\.\d{6} \[(\d+) (?!lua\])[^\]]+\]")
 
 Step = tuple[str, Sequence[bytes | str]]
 
@@ -47,7 +49,8 @@ class Session:
                 if not data:
                     del by_sock[sock]
         return sorted(
-            (name, _MONITOR_HEAD.sub(rb"+TIME [\1 ADDR]", data)) for name, data in got.items()
+            (name, _LUA_HEAD.sub(rb"+TIME [\1 lua]", _MONITOR_HEAD.sub(rb"+TIME [\1 ADDR]", data)))
+            for name, data in got.items()
         )
 
 

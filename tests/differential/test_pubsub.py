@@ -9,6 +9,11 @@ import pytest
 from tests.differential.pubsub_session import Step, transcript, words
 from tests.helpers import ServerProcess
 
+_LIBRARY = (
+    "#!lua name=m\n"
+    "redis.register_function('f', function(keys, args) return redis.call('GET', keys[1]) end)"
+)
+
 
 def _steps(*lines: str) -> list[Step]:
     """``"sub: SUBSCRIBE a b"`` → the step on connection ``sub``."""
@@ -173,6 +178,21 @@ SCENARIOS: dict[str, tuple[list[str], list[Step]]] = {
             "cli: SET k v2",
             "mon: GET k",
         ),
+    ),
+    "monitor_script": (
+        ["mon", "cli"],
+        [
+            *_steps(
+                "mon: MONITOR",
+                "cli: EVAL redis.call('SET',KEYS[1],ARGV[1]) 1 k v",
+                "cli: EVAL return(redis.pcall('GET',KEYS[1])) 1 k",
+                "cli: SELECT 2",
+                "cli: EVAL return(redis.pcall('NOPE')) 0",
+                "cli: EVALSHA 0000000000000000000000000000000000000000 0",
+            ),
+            ("cli", ["FUNCTION", "LOAD", "REPLACE", _LIBRARY]),
+            *_steps("cli: FCALL f 1 k", "cli: FUNCTION DELETE m"),
+        ],
     ),
 }
 

@@ -56,18 +56,29 @@ def redacted(argv: list[bytes]) -> list[bytes]:
     return argv
 
 
-def monitor_line(c: Client, argv: list[bytes], now_us: int) -> bytes:
+def monitor_line(c: Client, argv: list[bytes], now_us: int, source: str | None = None) -> bytes:
+    """``source``: what the line names instead of the client's address (``lua`` for the
+    commands a script runs, as Redis shows them)."""
     seconds, micros = divmod(now_us, 1_000_000)
     args = b" ".join(quote(arg) for arg in redacted(argv))
-    head = b"+%d.%06d [%d %s] " % (seconds, micros, c.db.index, c.addr.encode())
+    shown = c.addr if source is None else source
+    head = b"+%d.%06d [%d %s] " % (seconds, micros, c.db.index, shown.encode())
     return head + args + b"\r\n"
 
 
-def feed_monitors(pubsub: PubSub, c: Client, row: CommandSpec, argv: list[bytes]) -> None:
+def feed_monitors(
+    pubsub: PubSub, c: Client, row: CommandSpec, argv: list[bytes], source: str | None = None
+) -> None:
     """Show a command that ran to every monitor (not admin ones, as in Redis)."""
     if row.admin or "skip_monitor" in row.flags:
         return
-    line = monitor_line(c, argv, time.time_ns() // 1000)
+    show_command(pubsub, c, argv, source)
+
+
+def show_command(pubsub: PubSub, c: Client, argv: list[bytes], source: str | None = None) -> None:
+    """One line to every monitor, whatever the command's flags (EVAL and FCALL, flagged
+    ``skip_monitor``, show themselves before their script runs, as Redis does)."""
+    line = monitor_line(c, argv, time.time_ns() // 1000, source)
     pending = pubsub.pending
     # appendfsync always: a line shows what the command wrote or read; it waits until
     # that is on disk (Redis writes no output before the fsync)

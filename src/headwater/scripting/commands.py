@@ -11,6 +11,7 @@ from headwater.commands.context import (
     reject_subcommand,
     spec,
 )
+from headwater.commands.monitor import show_command
 from headwater.errors import NOT_INTEGER, ReplyError, err
 from headwater.resp.types import OK, Reply
 from headwater.scripting.runtime import FLAG_NO_WRITES, Script, ScriptHost, Scripting
@@ -52,18 +53,29 @@ def _run(
 
 
 def _eval(c: Client, argv: list[bytes], read_only: bool) -> Reply:
+    _show(c, argv)
     numkeys = parse_numkeys(argv)
     script = scripting_of(c).script_for(argv[1])
     return _run(c, argv, numkeys, script, read_only)
 
 
 def _evalsha(c: Client, argv: list[bytes], read_only: bool) -> Reply:
+    _show(c, argv)
     numkeys = parse_numkeys(argv)
     scripts = scripting_of(c).scripts
     script = scripts.get(argv[1]) or scripts.get(argv[1].lower())
     if script is None:
         raise NOSCRIPT
     return _run(c, argv, numkeys, script, read_only)
+
+
+def _show(c: Client, argv: list[bytes]) -> None:
+    """EVAL and EVALSHA (flagged ``skip_monitor``) show themselves to the monitors first,
+    whatever happens next, so that the script's commands come after them (Redis's
+    evalCommand)."""
+    pubsub = c.server.pubsub
+    if pubsub.monitors and not c.replaying:
+        show_command(pubsub, c, argv)
 
 
 def cmd_eval(c: Client, argv: list[bytes]) -> Reply:

@@ -38,7 +38,7 @@ def _fcall(c: Client, argv: list[bytes], read_only_command: bool) -> Reply:
     if read_only_command and not read_only:
         raise _RO_WITH_WRITE_FLAG
     return scripting.run_script(
-        c, function.callback, function.name, argv[3:], numkeys, False, read_only, argv
+        c, function.callback, function.name, argv[3:], numkeys, False, read_only, argv, argv
     )
 
 

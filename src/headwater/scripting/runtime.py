@@ -28,6 +28,7 @@ from lupa import lua51
 
 from headwater import REDIS_COMPAT_VERSION
 from headwater.commands.context import Block, Client, CommandSpec, ServerAPI
+from headwater.commands.monitor import feed_monitors, show_command
 from headwater.commands.server import _human
 from headwater.errors import ReplyError, err
 from headwater.resp.types import Reply
@@ -320,11 +321,15 @@ class Scripting:
         is_eval: bool,
         read_only: bool,
         command: list[bytes] | None = None,
+        shown: list[bytes] | None = None,
     ) -> Reply:
         """Run a compiled script or function for ``caller``; its reply in the caller's
-        protocol."""
+        protocol. ``shown``: the command that runs it, for the monitors."""
         if self.entry is None:
             self._start()
+        pubsub = self.host.pubsub
+        if pubsub.monitors and not caller.replaying and shown is not None:
+            show_command(pubsub, caller, shown)  # the script's line comes before its commands
         client = self.client
         assert client is not None
         client.db = caller.db
@@ -392,12 +397,20 @@ class Scripting:
             if run.repl == 0:
                 return self._call_unlogged(client, row, argv, raise_error)
         reply = self.host.call(client, row, argv)
+        self._show_monitors(client, row, argv)
         if isinstance(reply, Block):  # a script never blocks (Redis 7.4+)
             reply = reply.timeout_reply
         failed, value = reply_to_lua(reader, reply, run.resp)
         if failed and raise_error:
             raise LuaRaise(value[b"err"])
         return value
+
+    def _show_monitors(self, client: Client, row: CommandSpec, argv: list[bytes]) -> None:
+        """A command the script ran, shown to the monitors as ``[<db> lua]`` (before the
+        script's own line, which the monitors get once it has ended)."""
+        pubsub = self.host.pubsub
+        if pubsub.monitors and not client.replaying:
+            feed_monitors(pubsub, client, row, argv, source="lua")
 
     def _call_unlogged(
         self, client: Client, row: CommandSpec, argv: list[bytes], raise_error: bool
@@ -406,6 +419,7 @@ class Scripting:
         effects = self.host.collected_effects()
         mark = len(effects) if effects is not None else 0
         reply = self.host.call(client, row, argv)
+        self._show_monitors(client, row, argv)
         if effects is not None:
             del effects[mark:]
         if isinstance(reply, Block):
