@@ -77,17 +77,25 @@ def feed_monitors(
 
 def show_command(pubsub: PubSub, c: Client, argv: list[bytes], source: str | None = None) -> None:
     """One line to every monitor, whatever the command's flags (EVAL and FCALL, flagged
-    ``skip_monitor``, show themselves before their script runs, as Redis does)."""
+    ``skip_monitor``, show themselves before their script runs, as Redis does). Commands
+    replayed from the AOF are not shown."""
+    if not pubsub.monitors or c.replaying:
+        return
     line = monitor_line(c, argv, time.time_ns() // 1000, source)
     pending = pubsub.pending
-    # appendfsync always: a line shows what the command wrote or read; it waits until
-    # that is on disk (Redis writes no output before the fsync)
-    hold = max(c.effect_seq, c.seen_seq) if c.server.replies_wait_for_disk else 0
+    hold = output_hold(c)
     for monitor in pubsub.monitors:
         monitor.out.append(line)
         pending[monitor] = None
         if monitor.seen_seq < hold:
             monitor.seen_seq = hold
+
+
+def output_hold(c: Client) -> int:
+    """With appendfsync always, output that ``c``'s command causes (a monitor line, a
+    message it publishes) may show what it wrote or read: it waits until that is on disk,
+    as Redis writes no output before the fsync. 0 otherwise: nothing to wait for."""
+    return max(c.effect_seq, c.seen_seq) if c.server.replies_wait_for_disk else 0
 
 
 def cmd_monitor(c: Client, argv: list[bytes]) -> Reply:

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Protocol
 
 from headwater.commands.context import Block, Client, help_handler, reject_subcommand, spec
-from headwater.commands.monitor import feed_monitors, stop_monitor
+from headwater.commands.monitor import feed_monitors, output_hold, stop_monitor
 from headwater.errors import ReplyError, err, require, subcommand_syntax
 from headwater.glob import compile_glob, glob_match
 from headwater.resp.types import Raw, Reply
@@ -327,17 +327,12 @@ def cmd_sunsubscribe(c: Client, argv: list[bytes]) -> Reply:
     return ps.unsubscribe(c, argv[1:], b"sunsubscribe", ps.shard_channels)
 
 
-def _publisher_hold(c: Client) -> int:
-    """What a message from ``c`` may reveal: whatever it wrote or read (appendfsync always)."""
-    return max(c.effect_seq, c.seen_seq) if c.server.replies_wait_for_disk else 0
-
-
 def cmd_publish(c: Client, argv: list[bytes]) -> Reply:
-    return c.server.pubsub.publish(argv[1], argv[2], _publisher_hold(c))
+    return c.server.pubsub.publish(argv[1], argv[2], output_hold(c))
 
 
 def cmd_spublish(c: Client, argv: list[bytes]) -> Reply:
-    return c.server.pubsub.spublish(argv[1], argv[2], _publisher_hold(c))
+    return c.server.pubsub.spublish(argv[1], argv[2], output_hold(c))
 
 
 def _active(table: dict[bytes, Subscribers], argv: list[bytes], name: bytes) -> Reply:

@@ -53,29 +53,20 @@ def _run(
 
 
 def _eval(c: Client, argv: list[bytes], read_only: bool) -> Reply:
-    _show(c, argv)
+    show_command(c.server.pubsub, c, argv)  # first, whatever follows (Redis's evalCommand)
     numkeys = parse_numkeys(argv)
     script = scripting_of(c).script_for(argv[1])
     return _run(c, argv, numkeys, script, read_only)
 
 
 def _evalsha(c: Client, argv: list[bytes], read_only: bool) -> Reply:
-    _show(c, argv)
+    show_command(c.server.pubsub, c, argv)  # first, whatever follows (Redis's evalCommand)
     numkeys = parse_numkeys(argv)
     scripts = scripting_of(c).scripts
     script = scripts.get(argv[1]) or scripts.get(argv[1].lower())
     if script is None:
         raise NOSCRIPT
     return _run(c, argv, numkeys, script, read_only)
-
-
-def _show(c: Client, argv: list[bytes]) -> None:
-    """EVAL and EVALSHA (flagged ``skip_monitor``) show themselves to the monitors first,
-    whatever happens next, so that the script's commands come after them (Redis's
-    evalCommand)."""
-    pubsub = c.server.pubsub
-    if pubsub.monitors and not c.replaying:
-        show_command(pubsub, c, argv)
 
 
 def cmd_eval(c: Client, argv: list[bytes]) -> Reply:

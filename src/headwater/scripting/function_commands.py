@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 
 from headwater.commands.context import Client, help_handler, reject_subcommand, spec
+from headwater.commands.monitor import show_command
 from headwater.errors import err
 from headwater.glob import glob_match
 from headwater.ops.change import Written, as_given, one_line
@@ -37,8 +38,9 @@ def _fcall(c: Client, argv: list[bytes], read_only_command: bool) -> Reply:
     read_only = FLAG_NO_WRITES in function.flags
     if read_only_command and not read_only:
         raise _RO_WITH_WRITE_FLAG
+    show_command(c.server.pubsub, c, argv)  # before the commands its function runs
     return scripting.run_script(
-        c, function.callback, function.name, argv[3:], numkeys, False, read_only, argv, argv
+        c, function.callback, function.name, argv[3:], numkeys, False, read_only, argv
     )
 
 

@@ -28,9 +28,10 @@ from lupa import lua51
 
 from headwater import REDIS_COMPAT_VERSION
 from headwater.commands.context import Block, Client, CommandSpec, ServerAPI
-from headwater.commands.monitor import feed_monitors, show_command
+from headwater.commands.monitor import feed_monitors
 from headwater.commands.server import _human
 from headwater.errors import ReplyError, err
+from headwater.resp.encoder import format_double
 from headwater.resp.types import Reply
 from headwater.scripting import libraries
 from headwater.scripting.convert import ReplyReader, error_from_text, lua_to_reply, reply_to_lua
@@ -321,15 +322,11 @@ class Scripting:
         is_eval: bool,
         read_only: bool,
         command: list[bytes] | None = None,
-        shown: list[bytes] | None = None,
     ) -> Reply:
         """Run a compiled script or function for ``caller``; its reply in the caller's
-        protocol. ``shown``: the command that runs it, for the monitors."""
+        protocol."""
         if self.entry is None:
             self._start()
-        pubsub = self.host.pubsub
-        if pubsub.monitors and not caller.replaying and shown is not None:
-            show_command(pubsub, caller, shown)  # the script's line comes before its commands
         client = self.client
         assert client is not None
         client.db = caller.db
@@ -383,7 +380,7 @@ class Scripting:
             if kind is int:
                 argv[i] = b"%d" % arg
             elif kind is float:
-                argv[i] = _format_number(arg)
+                argv[i] = format_double(arg)  # (Redis 7.2+; 7.0 printed %.17g)
             else:
                 return self._failed(raise_error, b"ERR " + _BAD_ARG)
         row = self._row_for(argv)
@@ -406,10 +403,10 @@ class Scripting:
         return value
 
     def _show_monitors(self, client: Client, row: CommandSpec, argv: list[bytes]) -> None:
-        """A command the script ran, shown to the monitors as ``[<db> lua]`` (before the
-        script's own line, which the monitors get once it has ended)."""
+        """A command the script ran, shown to the monitors as ``[<db> lua]`` (after the
+        line of the EVAL or FCALL that runs the script)."""
         pubsub = self.host.pubsub
-        if pubsub.monitors and not client.replaying:
+        if pubsub.monitors:
             feed_monitors(pubsub, client, row, argv, source="lua")
 
     def _call_unlogged(
@@ -554,7 +551,7 @@ class Bridge:
     def sha1hex(self, *args: Any) -> bytes:
         if len(args) != 1 or type(args[0]) not in (bytes, int, float):
             raise _raise(b"wrong number of arguments")
-        text = args[0] if type(args[0]) is bytes else _format_number(float(args[0]))
+        text = args[0] if type(args[0]) is bytes else format_double(float(args[0]))
         return hashlib.sha1(text).hexdigest().encode()
 
     def log(self, *args: Any) -> None:
@@ -566,7 +563,7 @@ class Bridge:
         if not 0 <= level <= 3:
             raise _raise(b"Invalid debug level.")
         parts = [
-            a if type(a) is bytes else _format_number(float(a))
+            a if type(a) is bytes else format_double(float(a))
             for a in args[1:]
             if type(a) in (bytes, int, float)
         ]
@@ -620,18 +617,6 @@ def _lua_type_name(value: Any) -> str:
     if type(value) is bytes:
         return "string"
     return str(lua51.lua_type(value) or "userdata")
-
-
-def _format_number(value: float) -> bytes:
-    """A Lua number given to redis.call: integral values as integers, others in the shortest
-    form that reads back the same (Redis 7.2+; 7.0 printed %.17g)."""
-    if value != value:
-        return b"nan"
-    if value in (float("inf"), float("-inf")):
-        return b"inf" if value > 0 else b"-inf"
-    if value == int(value) and abs(value) < 1e17:
-        return b"%d" % int(value)
-    return repr(value).encode()
 
 
 def parse_shebang(body: bytes) -> tuple[tuple[str, ...] | None, int]:

@@ -9,8 +9,6 @@ trailing junk, negatives and overflow are not).
 
 from __future__ import annotations
 
-from typing import Final
-
 from headwater.errors import err
 
 StreamID = tuple[int, int]
@@ -23,21 +21,6 @@ INVALID_ID = err("Invalid stream ID specified as stream command argument")
 
 #: Marker for ``<ms>-*`` (XADD only): the sequence is chosen by the stream.
 AUTO_SEQ = -1
-
-
-class _MsMemo:
-    """The last milliseconds text parsed and its value: consecutive IDs (an AOF of XADDs, a
-    batch of XACKs) mostly share their milliseconds, and ``int()`` of bytes is most of the
-    cost of parsing an ID."""
-
-    def __init__(self) -> None:
-        self.text = b"0"
-        self.value = 0
-
-
-_LAST_MS: Final = _MsMemo()
-#: canonical texts of small sequence numbers, parsed once
-_SMALL_INTS: Final = {b"%d" % n: n for n in range(1024)}
 
 
 def format_id(sid: StreamID) -> bytes:
@@ -95,16 +78,6 @@ def parse_id(
     plain = _plain_id(raw)
     if plain is not None:
         return plain
-    ms_part, dash, seq_part = raw.partition(b"-")
-    if dash and len(ms_part) < 20 and ms_part.isdigit():  # plain decimal
-        seq = _SMALL_INTS.get(seq_part)
-        if seq is None and len(seq_part) < 20 and seq_part.isdigit():
-            seq = int(seq_part)  # (19 digits always fit)
-        if seq is not None:
-            memo = _LAST_MS
-            if ms_part != memo.text:
-                memo.text, memo.value = ms_part, int(ms_part)
-            return (memo.value, seq)
     if len(raw) > 127:
         raise INVALID_ID
     if not strict and len(raw) == 1:
@@ -112,6 +85,7 @@ def parse_id(
             return MIN_ID
         if raw == b"+":
             return MAX_ID
+    ms_part, dash, seq_part = raw.partition(b"-")
     ms = _uint64(ms_part)
     if ms is None:
         raise INVALID_ID
