@@ -43,6 +43,7 @@ from hypothesis.stateful import (
     rule,
 )
 
+from headwater.stream.groups import key_id
 from tests.unit.conftest import Harness
 
 StreamID = tuple[int, int]
@@ -864,7 +865,7 @@ class GroupCommands(RuleBasedStateMachine):
         assert sorted(groups) == sorted(self.m.groups)
         for name, g in groups.items():
             g.check_invariants()
-            zone = [(key >> 64, key & (2**64 - 1)) for key in getattr(g, "nacked", {})]
+            zone = [key_id(key) for key in getattr(g, "nacked", {})]
             assert zone == self.m.groups[name].zone, "NACK zone differs from the model"
 
     @precondition(lambda self: self.has("XPENDING"))

@@ -37,6 +37,7 @@ from headwater.ops.groups import claim_entry, forget_entry, move_last_id
 from headwater.ops.groups import touch_consumer as touch_consumer_op
 from headwater.resp.types import NULL_ARRAY, OK, PairMap, Raw, Reply
 from headwater.stream.groups import (
+    KEY_BASE,
     MAX_COUNT,
     UNKNOWN,
     Consumer,
@@ -403,7 +404,7 @@ def _serve_new(
     advance(stream, group, ids)
     now = d.c.server.keyspace.now_ms
     if not noack:
-        group.deliver(consumer, [ms << 64 | seq for ms, seq in ids], now)
+        group.deliver(consumer, [ms * KEY_BASE + seq for ms, seq in ids], now)
         consumer.active_time = now  # Redis: only deliveries that create a NACK count
         if d.c.server.propagating:
             nack = (now, 1, consumer.name)
