@@ -43,6 +43,10 @@ HOT_MODULES = (
     "headwater.ops.streams",
     "headwater.ops.groups",
     "headwater.persistence.effect_log",
+    "headwater.scripting.convert",
+    "headwater.scripting.runtime",
+    "headwater.scripting.commands",
+    "headwater.scripting.function_commands",
 )
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))

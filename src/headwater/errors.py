@@ -24,6 +24,20 @@ class ReplyError(Exception):
         return text.encode("utf-8", "surrogateescape")
 
 
+class ScriptReplyError(ReplyError):
+    """An error reply whose text is exactly what the script gave (``{err=' '}`` included)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: bytes) -> None:
+        code, _, msg = text.decode("utf-8", "surrogateescape").partition(" ")
+        super().__init__(code, msg)
+        self.text = text
+
+    def line(self) -> bytes:
+        return self.text.replace(b"\r", b" ").replace(b"\n", b" ")
+
+
 class InvariantViolation(Exception):
     """A data structure's ``check_invariants()`` found it broken. A plain ``Exception``: raised
     explicitly, so the checks run under ``python -O`` too (an ``assert`` would vanish), and not

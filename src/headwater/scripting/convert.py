@@ -32,7 +32,7 @@ from typing import Any
 
 from lupa import lua51
 
-from headwater.errors import ReplyError
+from headwater.errors import ReplyError, ScriptReplyError
 from headwater.resp.encoder import encode_into
 from headwater.resp.types import PairMap, Raw, Reply, RSet, Status
 
@@ -140,20 +140,6 @@ def reply_to_lua(reader: ReplyReader, reply: Reply, resp: int) -> tuple[bool, An
 
 def _is_table(value: object) -> bool:
     return bool(lua51.lua_type(value) == "table")
-
-
-class ScriptReplyError(ReplyError):
-    """An error reply whose text is exactly what the script gave (``{err=' '}`` included)."""
-
-    __slots__ = ("text",)
-
-    def __init__(self, text: bytes) -> None:
-        code, _, msg = text.decode("utf-8", "surrogateescape").partition(" ")
-        super().__init__(code, msg)
-        self.text = text
-
-    def line(self) -> bytes:
-        return self.text.replace(b"\r", b" ").replace(b"\n", b" ")
 
 
 def error_from_text(text: bytes) -> ReplyError:
