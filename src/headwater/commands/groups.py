@@ -150,11 +150,38 @@ def _claim_effect(
     delivery_ms, count, owner = nack
     if owner is None:  # a nacked entry whose stream entry is gone: dropping it is an XACK
         return [b"XACK", key, group.name, sid_raw]
+    last_raw = format_id(last_id or group.last_id)
+    return _xclaim_line(
+        key, group.name, owner, sid_raw, b"%d" % delivery_ms, b"%d" % count, last_raw
+    )
+
+
+def _xclaim_line(
+    key: bytes, group: bytes, owner: bytes, sid_raw: bytes, time_raw: bytes, count_raw: bytes,
+    last_raw: bytes,
+) -> list[bytes]:  # fmt: skip
+    """The effect that gives an entry's NACK to ``owner`` and moves the group to LASTID."""
     return [
-        b"XCLAIM", key, group.name, owner, b"0", sid_raw,
-        b"TIME", b"%d" % delivery_ms, b"RETRYCOUNT", b"%d" % count,
-        b"FORCE", b"JUSTID", b"LASTID", format_id(last_id or group.last_id),
+        b"XCLAIM", key, group, owner, b"0", sid_raw, b"TIME", time_raw,
+        b"RETRYCOUNT", count_raw, b"FORCE", b"JUSTID", b"LASTID", last_raw,
     ]  # fmt: skip
+
+
+def _new_claim_effects(
+    effects: list[list[bytes]],
+    key: bytes,
+    group: bytes,
+    consumer: bytes,
+    now: int,
+    ids: list[StreamID],
+) -> None:
+    """``_claim_effect`` of each newly delivered entry (delivered now, once, to consumer),
+    built in one loop: LASTID is the group's position right after the entry, the entry's
+    own ID, as Redis sends it."""
+    time_raw = b"%d" % now
+    for sid in ids:
+        sid_raw = format_id(sid)
+        effects.append(_xclaim_line(key, group, consumer, sid_raw, time_raw, b"1", sid_raw))
 
 
 def _setid_effect(key: bytes, group: Group) -> list[bytes]:
@@ -407,11 +434,7 @@ def _serve_new(
         group.deliver(consumer, [ms * KEY_BASE + seq for ms, seq in ids], now)
         consumer.active_time = now  # Redis: only deliveries that create a NACK count
         if d.c.server.propagating:
-            nack = (now, 1, consumer.name)
-            effects = d.effects
-            for sid in ids:
-                # LASTID is the group's position right after this entry, as Redis sends it
-                effects.append(_claim_effect(d.key, group, format_id(sid), nack, sid))
+            _new_claim_effects(d.effects, d.key, group.name, consumer.name, now, ids)
     if d.c.server.propagating:
         d.effects.append(_setid_effect(d.key, group))
     return parts

@@ -12,13 +12,18 @@ from headwater.resp.types import PairMap, Raw, Reply, RSet, Status, Verbatim, _N
 _INT_CACHE = [b":%d\r\n" % i for i in range(1024)]
 _NULL2 = b"$-1\r\n"
 _NULL3 = b"_\r\n"
+#: bulk headers of the short lengths most arguments have: a list lookup costs less than a
+#: ``%d`` format, and a logged XREADGROUP encodes ~150 arguments (its XCLAIM effects)
+_BULK_HEADERS = [b"$%d\r\n" % i for i in range(256)]
 
 
 def encode_command(argv: list[bytes]) -> bytes:
     """A command as clients send it (and the AOF stores it): an array of bulk strings."""
     parts = [b"*%d\r\n" % len(argv)]
+    headers = _BULK_HEADERS
     for arg in argv:
-        parts.append(b"$%d\r\n" % len(arg))
+        size = len(arg)
+        parts.append(headers[size] if size < 256 else b"$%d\r\n" % size)
         parts.append(arg)
         parts.append(b"\r\n")
     return b"".join(parts)
