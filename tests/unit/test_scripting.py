@@ -4,6 +4,7 @@ sandbox, busy scripts and their kill, and bad input."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from headwater.engine.replay import Replayer
-from tests.unit.conftest import Harness
+from tests.unit.conftest import Harness, error_text
 from tests.unit.test_replay_roundtrip import _without_consumer_times
 from tests.unit.test_rewrite import exact_state
 
@@ -392,3 +393,38 @@ def test_an_aof_rewrite_base_keeps_the_libraries(tmp_path: Path) -> None:
     rc = replayed.client()
     assert replayed.call(rc, "GET", "k") == b"v"
     assert replayed.call(rc, "FCALL", "add", "1", "n", "4") == 4
+
+
+def _info_field(h: Harness, c: Any, name: str) -> str:
+    info = h.call(c, "INFO", "stats")
+    text = info.decode() if isinstance(info, bytes) else str(info)
+    for line in text.splitlines():
+        if line.startswith(name + ":"):
+            return line.split(":", 1)[1]
+    raise KeyError(name)
+
+
+def test_eval_keeps_500_scripts_and_evicts_the_least_recently_run() -> None:
+    """Redis 7.4+: EVAL's scripts live in an LRU of 500; SCRIPT LOAD's are never evicted,
+    and SCRIPT LOAD of an EVAL-added script makes it permanent."""
+    h = Harness()
+    c = h.client()
+    shas = [h.call(c, "SCRIPT", "LOAD", f"return {i}") for i in range(3)]  # loaded: permanent
+    evaled = [f"return 'e{i}'" for i in range(500)]
+    for body in evaled:
+        _eval(h, c, body)
+    first, second, third = (hashlib.sha1(body.encode()).hexdigest() for body in evaled[:3])
+    assert _info_field(h, c, "evicted_scripts") == "0"
+    h.call(c, "SCRIPT", "LOAD", evaled[1])  # promoted: out of the LRU
+    assert h.call(c, "EVALSHA", first, "0") == b"e0"  # run again: the most recent now
+    _eval(h, c, "return 'new'")  # the LRU holds 499 + this one: nothing evicted yet
+    assert _info_field(h, c, "evicted_scripts") == "0"
+    _eval(h, c, "return 'newer'")
+    _eval(h, c, "return 'newest'")  # evicts e2 then e3 (e0 was run, e1 promoted)
+    assert _info_field(h, c, "evicted_scripts") == "2"
+    assert h.call(c, "SCRIPT", "EXISTS", first, second, third, *shas) == [1, 1, 0, 1, 1, 1]
+    assert error_text(h.call(c, "EVALSHA", third, "0")).startswith("NOSCRIPT")
+    h.call(c, "SCRIPT", "FLUSH")
+    for body in evaled:
+        _eval(h, c, body)
+    assert _info_field(h, c, "evicted_scripts") == "2"  # an emptied cache evicts nothing

@@ -194,6 +194,7 @@ class Stats:
         self.total_blocking_timeouts = 0
         self.stream_idmp_iids_added = 0
         self.stream_idmp_iids_duplicates = 0
+        self.evicted_scripts = 0
 
 
 class Persistence(Protocol):

@@ -143,6 +143,8 @@ def _section_stats(c: Client) -> list[str]:
         f"rejected_connections:{s.rejected_connections}",
         f"expired_keys:{s.expired_keys}",
         "evicted_keys:0",
+        "evicted_clients:0",
+        f"evicted_scripts:{s.evicted_scripts}",
         f"keyspace_hits:{s.keyspace_hits}",
         f"keyspace_misses:{s.keyspace_misses}",
         f"pubsub_channels:{len(c.server.pubsub.channels)}",

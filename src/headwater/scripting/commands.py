@@ -47,15 +47,16 @@ def _run(
             read_only = True
         elif read_only_command:
             raise _RO_WITH_WRITE_FLAG
-    return scripting_of(c).run_script(
-        c, script.function, script.sha, argv[3:], numkeys, True, read_only
-    )
+    scripting = scripting_of(c)
+    reply = scripting.run_script(c, script.function, script.sha, argv[3:], numkeys, True, read_only)
+    scripting.ran(script)
+    return reply
 
 
 def _eval(c: Client, argv: list[bytes], read_only: bool) -> Reply:
     show_command(c.server.pubsub, c, argv)  # first, whatever follows (Redis's evalCommand)
     numkeys = parse_numkeys(argv)
-    script = scripting_of(c).script_for(argv[1])
+    script = scripting_of(c).script_for(argv[1], from_eval=True)
     return _run(c, argv, numkeys, script, read_only)
 
 

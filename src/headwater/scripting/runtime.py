@@ -77,6 +77,8 @@ _NO_ARGS = b"Please specify at least one argument for this redis lib call"
 
 #: how long a library's top level may run (Redis: LOAD_TIMEOUT_MS)
 LOAD_TIMEOUT = 0.5
+#: the scripts EVAL keeps before it evicts the least recently run (Redis: LRU_LIST_LENGTH)
+EVAL_CACHE_SIZE = 500
 #: flags of a script (the shebang's) and of a function
 FLAG_NO_WRITES = "no-writes"
 SCRIPT_FLAGS = ("no-writes", "allow-oom", "allow-stale", "no-cluster", "allow-cross-slot-keys")
@@ -149,6 +151,9 @@ class Scripting:
     def __init__(self, host: ScriptHost) -> None:
         self.host = host
         self.scripts: dict[bytes, Script] = {}
+        #: the shas of the scripts EVAL added, least recently run first (an insertion-ordered
+        #: dict); SCRIPT LOAD's are never evicted (Redis 7.4+)
+        self.eval_lru: dict[bytes, None] = {}
         self.run: Run | None = None
         self.lua: Any = None
         self.entry: Any = None
@@ -196,6 +201,7 @@ class Scripting:
         """SCRIPT FLUSH: the cache is dropped (Lua collects the compiled chunks). The state
         itself stays: the functions' libraries live in it, and scripts cannot change it."""
         self.scripts.clear()
+        self.eval_lru.clear()
 
     # -- compiling ---------------------------------------------------------------------------
 
@@ -207,10 +213,15 @@ class Scripting:
             raise ScriptError(message)
         return function
 
-    def script_for(self, body: bytes) -> Script:
+    def script_for(self, body: bytes, from_eval: bool = False) -> Script:
+        """The cached script of this body, compiled and cached if new. A script EVAL adds
+        may be evicted (the least recently run, past EVAL_CACHE_SIZE of them); SCRIPT LOAD
+        makes a script permanent, an EVAL-added one included."""
         sha = hashlib.sha1(body).hexdigest().encode()
         script = self.scripts.get(sha)
         if script is not None:
+            if not from_eval:
+                self.eval_lru.pop(sha, None)
             return script
         flags, skip = parse_shebang(body)
         try:
@@ -219,8 +230,26 @@ class Scripting:
             message = exc.args[0].decode("utf-8", "surrogateescape")
             raise err(f"Error compiling script (new function): {message}") from None
         script = Script(sha, body, function, flags)
+        if from_eval:
+            self._evict_for_one()
+            self.eval_lru[sha] = None
         self.scripts[sha] = script
         return script
+
+    def _evict_for_one(self) -> None:
+        lru = self.eval_lru
+        while len(lru) >= EVAL_CACHE_SIZE:
+            oldest = next(iter(lru))
+            del lru[oldest]
+            del self.scripts[oldest]
+            self.host.stats.evicted_scripts += 1
+
+    def ran(self, script: Script) -> None:
+        """An EVAL-added script has run: it is now the most recently used."""
+        lru = self.eval_lru
+        if script.sha in lru:
+            del lru[script.sha]
+            lru[script.sha] = None
 
     # -- function libraries ------------------------------------------------------------------
 
