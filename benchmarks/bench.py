@@ -1136,6 +1136,219 @@ def table_spark(h: Harness) -> list[str]:
     return ["Spark connector (`benchmarks/bench_spark.py`):", "", "```", done.stdout.strip(), "```"]
 
 
+# -- replication (issue 17): Redis replicating to Redis, Headwater to Headwater ------------
+
+REPL_BACKLOG = "64mb"  # holds a 5 s cut at the psync row's rate on both servers
+
+
+@dataclass
+class ReplPair:
+    """A primary and its replica of one kind (redis or headwater), in fresh directories."""
+
+    kind: str
+    primary: ServerProcess
+    replica: ServerProcess
+
+    def attach(self, port: int | None = None) -> None:
+        """REPLICAOF the primary (or ``port``: a proxy in front of it); returns once the
+        link is up and the replica holds everything the primary wrote."""
+        self.replica.client().execute_command("REPLICAOF", HOST, port or self.primary.port)
+        self.wait_synced()
+
+    def detach(self) -> None:
+        self.replica.client().execute_command("REPLICAOF", "NO", "ONE")
+        deadline = time.monotonic() + 30
+        while info_field(self.primary, "replication", "connected_slaves") != "0":
+            if time.monotonic() > deadline:
+                raise CheckError(f"{self.kind}: the primary still lists its replica")
+            time.sleep(0.05)
+
+    def wait_synced(self, timeout: float = 600.0) -> float:
+        """Seconds until the replica's link is up and its offset is the primary's."""
+        started = time.monotonic()
+        while True:
+            replica = info_section(self.replica, "replication")
+            primary_offset = info_field(self.primary, "replication", "master_repl_offset")
+            if (
+                replica.get("master_link_status") == "up"
+                and replica.get("master_sync_in_progress", "0") == "0"
+                and replica.get("slave_repl_offset") == primary_offset
+            ):
+                return time.monotonic() - started
+            if time.monotonic() - started > timeout:
+                raise CheckError(f"{self.kind}: the replica did not catch up: {replica}")
+            time.sleep(0.02)
+
+
+def info_section(server: ServerProcess, section: str) -> dict[str, str]:
+    return {name: str(value) for name, value in server.client().info(section).items()}
+
+
+def info_field(server: ServerProcess, section: str, name: str) -> str:
+    return info_section(server, section).get(name, "")
+
+
+def repl_pairs(h: Harness, label: str) -> list[ReplPair]:
+    """(redis, headwater) primary/replica pairs, started, the replicas not attached yet."""
+    pairs = []
+    for kind in ("redis", "headwater"):
+        servers = []
+        for role in ("primary", "replica"):
+            data = h.tmp / f"{label}-{kind}-{role}"
+            data.mkdir(parents=True, exist_ok=True)
+            port = free_port()
+            extra = ("--repl-backlog-size", REPL_BACKLOG)
+            if kind == "redis":
+                argv, env = redis_argv(h.args.redis_server, port, data, *extra), None
+            else:
+                argv = headwater_argv(h.args.python, port, data, *extra)
+                env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "131072"}
+            name = f"{kind}-{role}"
+            servers.append(ServerProcess(name, argv, port, h.tmp / f"{label}-{name}.log", env))
+        for server in servers:
+            server.start()
+        pairs.append(ReplPair(kind, servers[0], servers[1]))
+    return pairs
+
+
+def stop_pairs(pairs: Sequence[ReplPair]) -> None:
+    for pair in pairs:
+        pair.replica.stop()
+        pair.primary.stop()
+
+
+def table_repl_cost(h: Harness) -> list[str]:
+    """XADD c=50 on a primary alone, then with one replica attached (turns alternate)."""
+    pairs = repl_pairs(h, "repl-cost")
+    n = h.n(100_000)
+    command = ["XADD", "bench:repl", "*", "f", "__rand_int__"]
+    lines = [
+        "Replication's cost on XADD, 50 clients (redis-benchmark; median of "
+        f"{h.args.repeat} runs each way; target: Headwater's cost <= 15%, Redis's is the anchor):",
+        "",
+        "| server | alone rps | with a replica rps | cost | target |",
+        "|---|---:|---:|---:|---|",
+    ]
+    try:
+        for pair in pairs:
+            alone, attached = [], []
+            for _ in range(h.args.repeat):
+                for with_replica in (False, True):
+                    if with_replica:
+                        pair.attach()
+                    pair.primary.client().delete("bench:repl")
+                    rps = redis_benchmark(h, pair.primary.port, command, clients=50, n=n)
+                    if with_replica:
+                        pair.wait_synced()
+                        expect_len(pair.replica, "bench:repl", n)
+                        pair.detach()
+                    (attached if with_replica else alone).append(rps)
+                    print(f"  {pair.kind} {'with replica' if with_replica else 'alone'}: "
+                          f"{rps:,.0f} rps", flush=True)  # fmt: skip
+            a, r = statistics.median(alone), statistics.median(attached)
+            cost = 1 - r / a
+            target = "<= 15%" + (" (met)" if cost <= 0.15 else " (**not met**)")
+            lines.append(
+                f"| {pair.kind} | {a:,.0f} | {r:,.0f} | {cost:.0%} | "
+                f"{target if pair.kind == 'headwater' else 'anchor'} |"
+            )
+    finally:
+        stop_pairs(pairs)
+    return lines
+
+
+def table_repl_lag(h: Harness) -> list[str]:
+    """Replication lag under sustained XADD at half of Headwater's top rate with a replica:
+    a probe entry every 20 ms, timed from the primary's reply to the replica's XREAD."""
+    from repl_load import LagProbe, paced_xadd
+
+    pairs = repl_pairs(h, "repl-lag")
+    seconds = 3.0 if h.args.quick else 10.0
+    try:
+        for pair in pairs:
+            pair.attach()
+        top = redis_benchmark(
+            h, pairs[1].primary.port, ["XADD", "bench:top", "*", "f", "__rand_int__"],
+            clients=50, n=h.n(50_000),
+        )  # fmt: skip
+        rate = top / 2
+        lines = [
+            f"Replication lag under XADD at {rate:,.0f}/s for {seconds:.0f} s (half of "
+            f"Headwater's {top:,.0f} rps with a replica, 50 clients), probe every 20 ms "
+            "(target: Headwater's p99 < 100 ms):",
+            "",
+            "| server | probes | p50 ms | p99 ms | max ms | target |",
+            "|---|---:|---:|---:|---:|---|",
+        ]
+        for pair in pairs:
+            with LagProbe(pair.primary.port, pair.replica.port) as probe:
+                sent = paced_xadd(pair.primary.port, "bench:lag", rate, seconds)
+                pair.wait_synced()
+            stats = probe.summary()
+            expect_len(pair.replica, "bench:lag", sent)
+            met = stats["p99"] < 100
+            target = "anchor" if pair.kind == "redis" else ("met" if met else "**not met**")
+            lines.append(
+                f"| {pair.kind} | {stats['probes']:.0f} | {stats['p50']:.1f} | "
+                f"{stats['p99']:.1f} | {stats['max']:.1f} | {target} |"
+            )
+            print(f"  {pair.kind}: {stats}", flush=True)
+    finally:
+        stop_pairs(pairs)
+    return lines
+
+
+def table_repl_psync(h: Harness) -> list[str]:
+    """A replica cut off its primary for 5 s while XADDs go on, then let back: it must come
+    back with a partial resync that moves what the backlog gained, not the data set."""
+    from repl_load import LinkProxy, paced_xadd
+
+    pairs = repl_pairs(h, "repl-psync")
+    preload, rate, cut = h.n(200_000), 5_000, 5.0
+    lines = [
+        f"Partial resync after a {cut:.0f} s cut ({preload:,} entries before, XADD at "
+        f"{rate:,}/s during the cut; the link goes through a proxy that counts the bytes the "
+        "primary sends after the cut):",
+        "",
+        "| server | full syncs | partial syncs | backlog gained (bytes) | bytes sent after the cut "
+        "| catch-up s | only the backlog |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
+    proxies: list[LinkProxy] = []
+    try:
+        for pair in pairs:
+            fill_numbered(pair.primary, "bench:psync", preload)
+            proxy = LinkProxy(pair.primary.port)
+            proxies.append(proxy)
+            pair.attach(proxy.port)
+            before = info_section(pair.primary, "stats")
+            offset0 = int(info_field(pair.primary, "replication", "master_repl_offset"))
+            proxy.cut(cut)
+            paced_xadd(pair.primary.port, "bench:psync", rate, cut - 1.0)
+            gained = int(info_field(pair.primary, "replication", "master_repl_offset")) - offset0
+            sent0 = proxy.downstream_bytes
+            time.sleep(max(proxy.refusing_until - time.monotonic(), 0))
+            started = time.monotonic()
+            pair.wait_synced()
+            catch_up = time.monotonic() - started
+            moved = proxy.downstream_bytes - sent0
+            after = info_section(pair.primary, "stats")
+            full = int(after["sync_full"]) - int(before["sync_full"])
+            partial = int(after["sync_partial_ok"]) - int(before["sync_partial_ok"])
+            only = full == 0 and partial == 1 and moved < gained + 64 * 1024
+            lines.append(
+                f"| {pair.kind} | {full} | {partial} | {gained:,} | {moved:,} | {catch_up:.2f} "
+                f"| {'yes' if only else '**no**'} |"
+            )
+            print(f"  {pair.kind}: full {full}, partial {partial}, gained {gained:,}, "
+                  f"moved {moved:,}", flush=True)  # fmt: skip
+    finally:
+        for proxy in proxies:
+            proxy.close()
+        stop_pairs(pairs)
+    return lines
+
+
 TABLES: dict[str, Callable[[Harness], list[str]]] = {
     "memory": table_memory,
     "idmp": table_idmp,
@@ -1143,6 +1356,9 @@ TABLES: dict[str, Callable[[Harness], list[str]]] = {
     "snapshot": table_snapshot,
     "aof-replay": table_aof_replay,
     "spark": table_spark,
+    "repl-cost": table_repl_cost,
+    "repl-lag": table_repl_lag,
+    "repl-psync": table_repl_psync,
 }
 DEFAULT_ROWS = (*RATIO_ROWS, "memory", "idmp", "inproc")
 #: One line per row for ``--list``.
@@ -1164,6 +1380,9 @@ ROW_INFO = {
     "snapshot": "slow: restart from a SAVEd snapshot at 5M entries, <= 1.0x",
     "aof-replay": "slow: restart replaying a 5M-entry AOF, <= 2.5x",
     "spark": "slow: runs bench_spark.py (pyspark, JVM) and records its output",
+    "repl-cost": "XADD c=50 alone and with one replica attached, cost (Headwater <= 15%)",
+    "repl-lag": "replication lag p99 under XADD at half the top rate (Headwater < 100 ms)",
+    "repl-psync": "a 5 s cut of the link: a partial resync that moves only the backlog",
 }
 SLOW_ROWS = ("snapshot", "aof-replay", "spark")
 
