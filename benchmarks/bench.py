@@ -803,6 +803,31 @@ RATIO_ROWS: dict[str, Callable[[Harness], RatioRow]] = {
 }
 
 
+#: Why a row misses its target, where the profile says so (benchmarks/PROFILE-transport.md)
+GAP_NOTES = {
+    "xadd-1": "latency-bound; see xadd-50",
+    "xadd-50": "the transport floor: a do-nothing uvloop + hiredis server costs 11-12 us of CPU "
+    "a request, Redis 9-11 us for a whole XADD, so 0.8x leaves ~1.5 us for parsing, dispatch, "
+    "the handler and the reply (PROFILE-transport.md, 'What the targets need')",
+    "xadd-50-p16": "per-command dispatch and bookkeeping; a batch path for runs of XADD to one "
+    "key is the lever (PROFILE-transport.md, 'What the targets need', item 2)",
+    "xrange": "entry encoding, ~0.8 us an entry plus a fixed ~6-10 us (node bisect, index_of, "
+    "parsing) in process (PROFILE-transport.md, 'Session of 26 Nov')",
+    "xreadgroup": "XRANGE's entry encoding plus Group.deliver (PROFILE-transport.md, "
+    "'Profiles after' and 'Session of 26 Nov')",
+    "xack": "SortedKeys.remove on two PELs and parse_id (PROFILE-transport.md, 'Profiles after')",
+    "xadd-always": "bound by the fsync's latency (a background sync, then the loop's wake-up); "
+    "43 us of CPU a request against 22 without the AOF (PROFILE-transport.md, 'Profiles after')",
+    "idmpauto": "IDMPAUTO's extra 4.8 us in process (auto_iid, IdmpState.record, "
+    "idmp_original) on a ~24 us request (PROFILE-transport.md, 'Profiles after')",
+    "evalsha": "lupa's call into Python and back and the run's bookkeeping, ~7 us in process "
+    "(PROFILE-transport.md, 'Session of 26 Nov')",
+    "fcall": "a whole XADD plus the Lua bridge: FCALL at 0.5x needs plain XADD above 0.5x first "
+    "(PROFILE-transport.md, 'Session of 26 Nov')",
+    "publish": "the fan-out's per-subscriber writes (PROFILE-transport.md)",
+}
+
+
 def ratio_table(rows: Sequence[RatioRow]) -> list[str]:
     lines = [
         "| row | redis rps | headwater rps | ratio | target | met | others' CPU |",
@@ -818,6 +843,11 @@ def ratio_table(rows: Sequence[RatioRow]) -> list[str]:
             f"| {met} | {r.background:.0%}{' (noisy)' if r.background > NOISY else ''} |"
         )
     notes = [f"- {r.title}: {r.note}" for r in rows if r.note]
+    notes += [
+        f"- {r.title}: target not met: {GAP_NOTES[r.key]}"
+        for r in rows
+        if r.ratio < r.target and r.key in GAP_NOTES
+    ]
     return [*lines, "", *notes] if notes else lines
 
 
