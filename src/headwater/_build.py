@@ -39,6 +39,7 @@ HOT_MODULES = (
     "headwater.commands.context",
     "headwater.commands.gate",
     "headwater.commands.strings",
+    "headwater.commands.notify",
     "headwater.ops.change",
     "headwater.ops.streams",
     "headwater.ops.groups",

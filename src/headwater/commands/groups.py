@@ -19,7 +19,7 @@ from itertools import islice
 from headwater.commands.args import parse_int
 from headwater.commands.context import Block, Client, help_handler, reject_subcommand, spec
 from headwater.commands.entries import array_of, entry_reply
-from headwater.commands.notify import notify
+from headwater.commands.notify import lookup_read, notify
 from headwater.commands.streams import (
     ReplyCaps,
     XReadOpts,
@@ -28,6 +28,7 @@ from headwater.commands.streams import (
     parse_ref_and_ids,
     parse_xread,
     read_entries,
+    read_stream,
 )
 from headwater.errors import SYNTAX, ReplyError, c_text, err, subcommand_syntax
 from headwater.keyevents import STREAM
@@ -84,8 +85,10 @@ def nogroup_for_key(key: bytes, group: bytes) -> ReplyError:
 
 
 def lookup_group(c: Client, key: bytes, name: bytes) -> tuple[Stream, Group] | None:
-    """The stream and its group, None if either is missing; WRONGTYPE for another type."""
-    stream = lookup_stream(c, key)
+    """The stream and its group, None if either is missing; WRONGTYPE for another type. A
+    read's lookup (counted in INFO stats), as XREADGROUP, XACK, XCLAIM and XPENDING look
+    their key up in Redis."""
+    stream = read_stream(c, key)
     if stream is None:
         return None
     group = stream.groups.get(name)
@@ -502,6 +505,7 @@ def cmd_xreadgroup(c: Client, argv: list[bytes]) -> Reply | Block | Written:
     for key, (stream, group, sid) in zip(opts.keys, targets, strict=True):
         if caps.full():
             break  # MAXCOUNT / MAXSIZE reached: later streams are not served
+        lookup_read(c, key)  # (Redis looks each stream up again to serve it: counted twice)
         d = _Delivery(c, key, stream, group)
         reclaim_idle(c, key, group, fx, keep=opts.consumer)
         consumer = touch_consumer(c, key, group, opts.consumer, fx)

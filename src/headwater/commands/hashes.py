@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from headwater.commands.args import INT64_MAX, INT64_MIN, parse_int, strict_int
 from headwater.commands.context import Client, spec
-from headwater.commands.notify import notify
+from headwater.commands.notify import lookup_read, notify
 from headwater.errors import OVERFLOW, WRONGTYPE, err, wrong_arity
 from headwater.keyevents import GENERIC, HASH
 from headwater.ops.change import ONE, Written, as_given
@@ -21,18 +21,23 @@ HASH_NOT_INTEGER = err("hash value is not an integer")
 
 
 def _lookup(c: Client, key: bytes) -> Hash | None:
-    value = c.db.get(key)
-    if value is None:
-        c.server.stats.keyspace_misses += 1
-        return None
-    if not isinstance(value, Hash):
-        raise WRONGTYPE
-    c.server.stats.keyspace_hits += 1
-    return value
+    """A read's lookup of a hash (counted in INFO stats)."""
+    return _as_hash(lookup_read(c, key))
+
+
+def _hash_to_write(c: Client, key: bytes) -> Hash | None:
+    """A write's lookup of a hash (not counted)."""
+    return _as_hash(c.db.get(key))
+
+
+def _as_hash(value: object) -> Hash | None:
+    if value is None or isinstance(value, Hash):
+        return value
+    raise WRONGTYPE
 
 
 def _lookup_or_create(c: Client, key: bytes) -> Hash:
-    value = _lookup(c, key)
+    value = _hash_to_write(c, key)
     if value is None:
         value = Hash()
         c.db.set(key, value)
@@ -67,7 +72,7 @@ def cmd_hset(c: Client, argv: list[bytes]) -> Reply | Written:
 
 
 def cmd_hsetnx(c: Client, argv: list[bytes]) -> Reply | Written:
-    h = _lookup(c, argv[1])
+    h = _hash_to_write(c, argv[1])
     if h is not None and argv[2] in h:
         return 0
     _store(c, argv[1], h if h is not None else _lookup_or_create(c, argv[1]), argv[2:4])
@@ -103,7 +108,7 @@ def cmd_hvals(c: Client, argv: list[bytes]) -> Reply:
 
 
 def cmd_hdel(c: Client, argv: list[bytes]) -> Reply | Written:
-    h = _lookup(c, argv[1])
+    h = _hash_to_write(c, argv[1])
     if h is None:
         return 0
     removed = 0
@@ -139,7 +144,7 @@ def cmd_hexists(c: Client, argv: list[bytes]) -> Reply:
 
 def cmd_hincrby(c: Client, argv: list[bytes]) -> Reply | Written:
     delta = parse_int(argv[3])
-    h = _lookup(c, argv[1])
+    h = _hash_to_write(c, argv[1])
     current = 0
     if h is not None and argv[2] in h:
         parsed = strict_int(h[argv[2]])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from headwater.commands.args import INT64_MAX, INT64_MIN, parse_int
 from headwater.commands.context import Client, help_handler, reject_subcommand, spec
-from headwater.commands.notify import notify
+from headwater.commands.notify import lookup_read, notify
 from headwater.errors import NO_SUCH_KEY, SYNTAX, err
 from headwater.glob import compile_glob
 from headwater.keyevents import GENERIC
@@ -26,7 +26,7 @@ def cmd_del(c: Client, argv: list[bytes]) -> Reply | Written:
 
 
 def cmd_exists(c: Client, argv: list[bytes]) -> Reply:
-    return sum(1 for key in argv[1:] if c.db.get(key) is not None)
+    return sum(1 for key in argv[1:] if lookup_read(c, key) is not None)
 
 
 def cmd_touch(c: Client, argv: list[bytes]) -> Reply:
@@ -34,7 +34,7 @@ def cmd_touch(c: Client, argv: list[bytes]) -> Reply:
 
 
 def cmd_type(c: Client, argv: list[bytes]) -> Reply:
-    value = c.db.get(argv[1])
+    value = lookup_read(c, argv[1])
     return Status(b"none" if value is None else type_name(value))
 
 
@@ -209,7 +209,7 @@ def cmd_pexpireat(c: Client, argv: list[bytes]) -> Reply | Written:
 
 
 def _ttl(c: Client, key: bytes, in_ms: bool, absolute: bool) -> Reply:
-    if c.db.get(key) is None:
+    if lookup_read(c, key) is None:
         return -2
     when = c.db.expires.get(key)
     if when is None:
@@ -259,12 +259,12 @@ def object_encoding(value: object) -> bytes:
 
 
 def cmd_object_encoding(c: Client, argv: list[bytes]) -> Reply:
-    value = c.db.get(argv[2])
+    value = lookup_read(c, argv[2], notify_miss=False)
     return None if value is None else object_encoding(value)
 
 
 def cmd_object_refcount(c: Client, argv: list[bytes]) -> Reply:
-    value = c.db.get(argv[2])
+    value = lookup_read(c, argv[2], notify_miss=False)
     if value is None:
         return None
     shared = isinstance(value, bytes) and string_encoding(value) == b"int"

@@ -12,9 +12,11 @@ propagates. With nothing configured an event costs the handler one flag test
 
 from __future__ import annotations
 
+from typing import Any
+
 from headwater.commands.context import Client
 from headwater.commands.pubsub import PubSub
-from headwater.keyevents import KEYEVENT, KEYSPACE
+from headwater.keyevents import KEY_MISS, KEYEVENT, KEYSPACE
 
 
 def notify(c: Client, event_class: int, event: bytes, key: bytes) -> None:
@@ -36,3 +38,18 @@ def publish_event(
         pubsub.publish(b"__keyspace@%d__:%s" % (db, key), event, hold)
     if flags & KEYEVENT:
         pubsub.publish(b"__keyevent@%d__:%s" % (db, event), key, hold)
+
+
+def lookup_read(c: Client, key: bytes, notify_miss: bool = True) -> Any:
+    """A read command's lookup (Redis's ``lookupKeyRead``): the value, or None; a hit or a
+    miss in INFO stats, and a miss fires ``keymiss`` (not for OBJECT: ``notify_miss``). A key
+    of the wrong type is a hit. Writes look their keys up with ``c.db.get`` and count
+    nothing, as in Redis."""
+    value = c.db.get(key)
+    if value is None:
+        c.server.stats.keyspace_misses += 1
+        if notify_miss:
+            notify(c, KEY_MISS, b"keymiss", key)
+    else:
+        c.server.stats.keyspace_hits += 1
+    return value

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from headwater.commands.args import INT64_MAX, parse_int, strict_int
 from headwater.commands.context import Block, Client, spec
 from headwater.commands.entries import array_of, encode_entries, encode_range, entry_reply
-from headwater.commands.notify import notify
+from headwater.commands.notify import lookup_read, notify
 from headwater.errors import (
     NO_SUCH_KEY,
     SYNTAX,
@@ -60,7 +60,16 @@ _REF_STRATEGIES = (b"KEEPREF", b"DELREF", b"ACKED")
 
 
 def lookup_stream(c: Client, key: bytes) -> Stream | None:
-    value = c.db.get(key)
+    """A write's lookup of a stream (not counted in INFO stats)."""
+    return _as_stream(c.db.get(key))
+
+
+def read_stream(c: Client, key: bytes) -> Stream | None:
+    """A read's lookup of a stream: a keyspace hit or miss (``lookup_read``)."""
+    return _as_stream(lookup_read(c, key))
+
+
+def _as_stream(value: object) -> Stream | None:
     if value is None or isinstance(value, Stream):
         return value
     raise WRONGTYPE
@@ -372,7 +381,7 @@ def _range(c: Client, argv: list[bytes], reverse: bool) -> Reply:
             i += 2
         else:
             raise SYNTAX
-    stream = lookup_stream(c, argv[1])
+    stream = read_stream(c, argv[1])
     if stream is None:
         return []
     if count == 0:
@@ -389,7 +398,7 @@ def cmd_xrevrange(c: Client, argv: list[bytes]) -> Reply:
 
 
 def cmd_xlen(c: Client, argv: list[bytes]) -> Reply:
-    stream = lookup_stream(c, argv[1])
+    stream = read_stream(c, argv[1])
     return 0 if stream is None else stream.length
 
 
@@ -675,7 +684,7 @@ def _resolve_read_ids(
     resolved: list[tuple[Stream | None, StreamID | None]] = []
     for n, key in enumerate(opts.keys):
         raw = argv[opts.id_index + n]
-        stream = lookup_stream(c, key)
+        stream = read_stream(c, key)
         if raw == b"$":
             after: StreamID | None = stream.last_id if stream is not None else MIN_ID
         elif raw == b"+":
@@ -797,6 +806,7 @@ def cmd_xread(c: Client, argv: list[bytes]) -> Reply | Block:
     for key, (stream, after) in zip(opts.keys, resolved, strict=True):
         if caps.full():
             break  # MAXCOUNT / MAXSIZE reached: later streams are not served
+        lookup_read(c, key)  # (Redis looks each stream up again to serve it: counted twice)
         if stream is None or not stream.length:
             continue
         if after is None:

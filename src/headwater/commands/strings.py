@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from headwater.commands.args import INT64_MAX, INT64_MIN, parse_int, strict_int
 from headwater.commands.context import Client, spec
-from headwater.commands.notify import notify
+from headwater.commands.notify import lookup_read, notify
 from headwater.errors import NOT_INTEGER, OVERFLOW, SYNTAX, WRONGTYPE, err, wrong_arity
 from headwater.keyevents import GENERIC, STRING
 from headwater.ops.change import ONE, Written, as_given, one_line
@@ -25,14 +25,19 @@ _SET_OK = Written(OK, ONE)
 
 
 def _get_string(c: Client, key: bytes) -> bytes | None:
-    value = c.db.get(key)
-    if value is None:
-        c.server.stats.keyspace_misses += 1
-        return None
-    if not isinstance(value, bytes):
-        raise WRONGTYPE
-    c.server.stats.keyspace_hits += 1
-    return value
+    """A read's lookup of a string (counted in INFO stats)."""
+    return _as_string(lookup_read(c, key))
+
+
+def _string_to_write(c: Client, key: bytes) -> bytes | None:
+    """A write's lookup of a string (not counted)."""
+    return _as_string(c.db.get(key))
+
+
+def _as_string(value: object) -> bytes | None:
+    if value is None or isinstance(value, bytes):
+        return value
+    raise WRONGTYPE
 
 
 # ---------------------------------------------------------------------------------------------
@@ -190,10 +195,9 @@ def cmd_getex(c: Client, argv: list[bytes]) -> Reply | Written:
 
 
 def cmd_mget(c: Client, argv: list[bytes]) -> Reply:
-    db = c.db
     out: list[Reply] = []
     for key in argv[1:]:
-        value = db.get(key)
+        value = lookup_read(c, key)
         out.append(value if isinstance(value, bytes) else None)
     return out
 
@@ -219,7 +223,7 @@ def cmd_msetnx(c: Client, argv: list[bytes]) -> Reply | Written:
 
 
 def _incr(c: Client, key: bytes, delta: int) -> Reply | Written:
-    old = _get_string(c, key)
+    old = _string_to_write(c, key)
     current = 0
     if old is not None:
         parsed = strict_int(old)
@@ -254,7 +258,7 @@ def cmd_decrby(c: Client, argv: list[bytes]) -> Reply | Written:
 
 
 def cmd_append(c: Client, argv: list[bytes]) -> Reply | Written:
-    old = _get_string(c, argv[1])
+    old = _string_to_write(c, argv[1])
     if old is None:
         c.db.set(argv[1], argv[2])
         new_len = len(argv[2])

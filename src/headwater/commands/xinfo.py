@@ -12,6 +12,7 @@ from headwater.commands.args import parse_int
 from headwater.commands.context import Client, help_handler, reject_subcommand, spec
 from headwater.commands.entries import encode_range, entry_reply
 from headwater.commands.groups import nogroup_for_key
+from headwater.commands.notify import lookup_read
 from headwater.errors import NO_SUCH_KEY, WRONGTYPE, subcommand_syntax
 from headwater.resp.types import Reply
 from headwater.stream.groups import UNKNOWN, Consumer, Group, key_id, lag
@@ -20,7 +21,7 @@ from headwater.stream.stream import Stream
 
 
 def _existing_stream(c: Client, key: bytes) -> Stream:
-    stream = c.db.get(key)
+    stream = lookup_read(c, key)
     if stream is None:
         raise NO_SUCH_KEY
     if not isinstance(stream, Stream):
