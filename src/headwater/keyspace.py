@@ -141,6 +141,22 @@ class Database:
         self._deadlines.clear()
         return removed
 
+    def take_contents(self, other: Database) -> None:
+        """Replace every key with those of ``other`` (a replica's full sync, loaded into a
+        fresh keyspace beside this one); WATCHers of any key and waiters on keys that now
+        exist hear of it."""
+        before = set(self.data)
+        self.data = other.data
+        self.expires = other.expires
+        self._deadlines = other._deadlines
+        self.idmp_keys = other.idmp_keys
+        for key in list(self.watched):
+            if key in before or key in self.data:
+                self.signal_modified(key)
+        for key in list(self.blocking):
+            if key in self.data:
+                self.signal_ready(key)
+
     def _remove(self, key: bytes) -> None:
         del self.data[key]
         if self.expires:

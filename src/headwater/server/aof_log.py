@@ -71,6 +71,8 @@ class AofLog:
         self.dir = Path(data_dir) / config["appenddirname"]
         self.manifest_path = self.dir / f"{config['appendfilename']}.manifest"
         self.writer: AofWriter | None = None
+        #: the writer's sink in ``engine.effect_sinks`` (None: not logging)
+        self.sink: Callable[[int, list[bytes]], None] | None = None
         #: the manifest that names the writer's file (None while ``enabling``)
         self.manifest: Manifest | None = None
         self.base_size = 0
@@ -168,7 +170,16 @@ class AofLog:
         if self.carried_error is not None:  # reloading after a roll-back: still failing
             writer.error = self.carried_error
             writer.probe()
-        self.engine.effect_sinks[:] = [writer.log.append]  # (compiled: no frame per effect)
+        self.detach_sink()
+        self.sink = writer.log.append  # (compiled: no frame per effect)
+        self.engine.effect_sinks.insert(0, self.sink)  # first: the AOF, then replication
+
+    def detach_sink(self) -> None:
+        """Stop logging effects (other sinks, the replication stream's, stay)."""
+        sinks = self.engine.effect_sinks
+        if self.sink is not None and self.sink in sinks:
+            sinks.remove(self.sink)
+        self.sink = None
 
     def close_writer(self, wake: bool = True) -> None:
         """Write and sync what is left, close the file; the replies waiting for it may go."""

@@ -128,7 +128,7 @@ class Durability:
     def _reload(self) -> None:
         """Empty every database and load the AOF again (DEBUG LOADAOF, a roll-back)."""
         self.aof.close_writer(wake=False)
-        self.engine.effect_sinks.clear()
+        self.aof.detach_sink()
         self.snapshots.flush_all()
         self.open(reset_stats=False)
 
@@ -278,7 +278,7 @@ class Durability:
         aof.reload_pending, aof.carried_error = False, None  # (no reload without AOF)
         writer = aof.writer
         aof.close_writer()
-        self.engine.effect_sinks.clear()
+        self.aof.detach_sink()
         if aof.enabling and writer is not None:  # no manifest names its file
             writer.path.unlink(missing_ok=True)
         aof.enabling = False

@@ -1,0 +1,619 @@
+"""Replication in a server: the primary's side (replicas attached by SYNC/PSYNC, the full sync,
+the stream, ACKs, WAIT, min-replicas) and the switch between roles (REPLICAOF). The replica's
+side, the link to a primary, is ``ReplicaLink`` (replica_link.py).
+
+Theory of operation
+-------------------
+The replication stream is the effects the AOF gets: a sink in ``engine.effect_sinks`` (an
+``EffectLog``, the AOF's encoder, with its ``SELECT`` before each change of database) gathers
+them while this server is a primary with a backlog (from the first replica on, as Redis
+creates its backlog). Once per loop turn ``flush`` moves what gathered into the backlog and
+writes it to every replica that is online; a replica waiting for its snapshot collects it in
+its own buffer meanwhile. A replica does not make a stream of its own: the bytes its primary
+sends are applied and then proxied, as they are, into its backlog and to its own replicas,
+so that every server names the same byte by the same (replication ID, offset) and a promoted
+replica can continue the others' streams (PSYNC2).
+
+Full sync: ``PSYNC`` with an unknown history or an offset the backlog no longer holds gets
+``+FULLRESYNC <replid> <offset>``; a forked child writes the snapshot of that moment (as
+BGSAVE does) to a temporary file, and when it has finished the primary sends
+``$<size>\\r\\n`` and the file, then what the stream added since. Replicas that ask while a
+child runs share its snapshot. Partial resync: ``+CONTINUE <replid>`` and the backlog from the
+replica's offset on.
+
+ACKs: every replica sends ``REPLCONF ACK <offset>`` each second (and when asked by ``REPLCONF
+GETACK *``, which WAIT puts in the stream); its offset and the time of its last ACK (its lag)
+decide WAIT and ``min-replicas-to-write``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from headwater.commands.context import Block, Client
+from headwater.errors import NOT_INTEGER, ReplyError, err
+from headwater.persistence.effect_log import EffectLog
+from headwater.persistence.snapshot import write_snapshot
+from headwater.replication.state import ReplicationState
+from headwater.resp.encoder import encode_command
+from headwater.resp.types import Raw, Reply, Status
+
+if TYPE_CHECKING:
+    from headwater.server.app import Server
+    from headwater.server.protocol import Connection
+    from headwater.server.replica_link import ReplicaLink
+
+log = logging.getLogger("headwater")
+
+READONLY = ReplyError("READONLY", "You can't write against a read only replica.")
+NOREPLICAS = ReplyError("NOREPLICAS", "Not enough good replicas to write.")
+NOMASTERLINK = ReplyError("NOMASTERLINK", "Can't SYNC while not connected with my master")
+NO_REPLY = Raw(b"")
+GETACK = encode_command([b"REPLCONF", b"GETACK", b"*"])
+PING = encode_command([b"PING"])
+#: how often the primary checks a full sync's child (seconds)
+CHILD_POLL_S = 0.01
+
+
+@dataclass
+class Peer:
+    """A replica attached to this server."""
+
+    conn: Connection
+    client: Client
+    ip: str
+    port: int
+    #: wait_bgsave (its snapshot is being made), online (it gets the stream)
+    state: str
+    #: the offset it last acknowledged, and its AOF's (``REPLCONF ACK <off> FACK <aofoff>``)
+    ack_offset: int = 0
+    aof_offset: int = 0
+    #: when it last acknowledged (monotonic seconds)
+    ack_time: float = field(default_factory=time.monotonic)
+    #: the stream since its snapshot's moment, while it waits for the snapshot
+    pending: bytearray = field(default_factory=bytearray)
+    #: it asked with SYNC (no +FULLRESYNC line before the payload)
+    old_sync: bool = False
+
+
+@dataclass
+class SyncChild:
+    """A forked child writing a snapshot for replicas."""
+
+    pid: int
+    path: Path
+    offset: int
+    peers: list[Peer]
+
+
+@dataclass
+class WaitRequest:
+    """A client in WAIT."""
+
+    client: Client
+    replicas: int
+    offset: int
+    timer: object = None
+
+
+class Replication:
+    def __init__(self, server: Server, data_dir: str) -> None:
+        self.server = server
+        self.engine = engine = server.engine
+        self.config = engine.config
+        self.data_dir = Path(data_dir)
+        self.state = ReplicationState(self.config["repl-backlog-size"])
+        #: the effects of this turn, encoded for the stream (while ``feeding``)
+        self.feed = EffectLog()
+        self.feeding = False
+        #: the backlog exists (Redis creates it with the first replica)
+        self.backlog_active = False
+        self.peers: list[Peer] = []
+        #: what replicas said with REPLCONF before their PSYNC, by client id
+        self.handshakes: dict[int, dict[str, str]] = {}
+        self.child: SyncChild | None = None
+        self._temp_seq = 0
+        #: the primary this server replicates (None: it is a primary) and its link
+        self.master: tuple[str, int] | None = None
+        self.link: ReplicaLink | None = None
+        self.waiting: list[WaitRequest] = []
+        self._getack_due = False
+        self._last_ping = time.monotonic()
+        engine.replication = self
+        self.config.listeners.append(self._config_changed)
+
+    def start(self) -> None:
+        """At startup: the ``replicaof`` directive."""
+        target = self.config["replicaof"]
+        if target is not None:
+            self._become_replica(target)
+        self._update_refusal()
+
+    def close(self) -> None:
+        if self.link is not None:
+            self.link.stop()
+        self._kill_child()
+
+    # -- the stream ------------------------------------------------------------------------
+
+    def _start_feeding(self) -> None:
+        if not self.feeding:
+            self.feed.db = None  # the stream's next effect says its database
+            self.engine.effect_sinks.append(self.feed.append)
+            self.feeding = True
+
+    def _stop_feeding(self) -> None:
+        if self.feeding:
+            self.flush()
+            self.engine.effect_sinks.remove(self.feed.append)
+            self.feeding = False
+
+    def _activate_backlog(self) -> None:
+        if not self.backlog_active:
+            self.backlog_active = True
+            if self.master is None:
+                self._start_feeding()
+
+    def flush(self) -> None:
+        """Once per loop turn: the effects gathered go to the backlog and the replicas."""
+        buf = self.feed.buf
+        if buf:
+            data = bytes(buf)
+            buf.clear()
+            self.broadcast(data)
+        if self._getack_due:
+            self._getack_due = False
+            if self.peers and self.master is None:
+                self.broadcast(GETACK)
+
+    def broadcast(self, data: bytes) -> None:
+        """Bytes of the stream: into the backlog, to the replicas online, into the buffers
+        of those waiting for their snapshot."""
+        self.state.backlog.feed(data)
+        for peer in self.peers:
+            if peer.state == "online":
+                transport = peer.conn.transport
+                if transport is not None and not transport.is_closing():
+                    transport.write(data)
+            else:
+                peer.pending += data
+
+    @property
+    def due(self) -> bool:
+        """Stream bytes wait for ``flush``."""
+        return bool(self.feed.buf) or self._getack_due
+
+    @property
+    def offset(self) -> int:
+        """master_repl_offset, with what this turn gathered."""
+        return self.state.offset + len(self.feed.buf)
+
+    # -- the primary's commands ------------------------------------------------------------
+
+    def replconf(self, c: Client, args: list[bytes]) -> Reply:
+        conf = self.handshakes.setdefault(c.id, {})
+        for i in range(0, len(args), 2):
+            option, value = args[i].lower(), args[i + 1]
+            if option == b"listening-port":
+                port = _int(value)
+                if port is None:
+                    raise NOT_INTEGER
+                conf["port"] = str(port)
+            elif option == b"ip-address":
+                conf["ip"] = value.decode("utf-8", "replace")
+            elif option == b"capa":
+                conf["capa"] = conf.get("capa", "") + " " + value.decode("utf-8", "replace")
+            elif option == b"ack":
+                self._ack(c, args[i + 1 :])
+                return NO_REPLY
+            elif option == b"getack":
+                if self.link is not None:
+                    self.link.send_ack()
+                return NO_REPLY
+            elif option in (b"rdb-only", b"rdb-filter-only"):
+                pass
+            else:
+                raise err(f"Unrecognized REPLCONF option: {args[i].decode('utf-8', 'replace')}")
+        return Status(b"OK")
+
+    def _ack(self, c: Client, args: list[bytes]) -> None:
+        """``REPLCONF ACK <offset> [FACK <aofoffset>]`` from an attached replica."""
+        peer = self._peer_of(c)
+        offset = _int(args[0]) if args else None
+        if peer is None or offset is None:
+            return
+        if offset > peer.ack_offset:
+            peer.ack_offset = offset
+        if len(args) >= 3 and args[1].lower() == b"fack":
+            fack = _int(args[2])
+            if fack is not None and fack > peer.aof_offset:
+                peer.aof_offset = fack
+        peer.ack_time = time.monotonic()
+        self._check_waiting()
+        self._update_refusal()
+
+    def psync(self, c: Client, replid: str, offset: int | None) -> Reply:
+        """PSYNC (``offset`` given) or SYNC (None)."""
+        if c.is_replica:
+            return NO_REPLY
+        if self.master is not None and (self.link is None or not self.link.connected):
+            raise NOMASTERLINK
+        conn = self.server.connections.get(c)
+        if conn is None or conn.transport is None:
+            raise err("PSYNC needs a network client")
+        self._activate_backlog()
+        self.flush()
+        conn.send()  # replies queued before this one leave first
+        stats = self.engine.stats
+        if offset is not None and self.state.can_continue(replid, offset):
+            peer = self._attach(conn, c, "online")
+            backlog = self.state.backlog.read_from(offset)
+            conn.transport.write(b"+CONTINUE %s\r\n" % self.state.replid.encode() + backlog)
+            stats.sync_partial_ok += 1
+            log.warning(
+                "Partial resynchronization request from %s:%d accepted. Sending %d bytes of "
+                "backlog starting from offset %d.",
+                peer.ip,
+                peer.port,
+                len(backlog),
+                offset,
+            )
+            return NO_REPLY
+        if offset is not None and replid != "?":
+            stats.sync_partial_err += 1
+            log.warning(
+                "Partial resynchronization not accepted: replid %s offset %d (ours: %s %d, "
+                "backlog from %d)",
+                replid,
+                offset,
+                self.state.replid,
+                self.state.offset,
+                self.state.backlog.first_byte_offset,
+            )
+        stats.sync_full += 1
+        peer = self._attach(conn, c, "wait_bgsave")
+        peer.old_sync = offset is None
+        self._full_sync(peer)
+        return NO_REPLY
+
+    def _attach(self, conn: Connection, c: Client, state: str) -> Peer:
+        conf = self.handshakes.pop(c.id, {})
+        host = c.addr.rsplit(":", 1)[0].strip("[]")
+        peer = Peer(conn, c, conf.get("ip", host), int(conf.get("port", "0")), state)
+        c.is_replica = True
+        self.peers.append(peer)
+        self._update_refusal()
+        return peer
+
+    def _peer_of(self, c: Client) -> Peer | None:
+        for peer in self.peers:
+            if peer.client is c:
+                return peer
+        return None
+
+    # -- full sync -------------------------------------------------------------------------
+
+    def _full_sync(self, peer: Peer) -> None:
+        child = self.child
+        if child is not None:  # share the snapshot being made, and what came since
+            others = [p for p in child.peers if not p.client.closed]
+            peer.pending = bytearray(others[0].pending) if others else bytearray()
+            if not others:
+                child = None
+        if child is None:
+            child = self._fork()
+        child.peers.append(peer)
+        if not peer.old_sync:
+            transport = peer.conn.transport
+            if transport is not None:
+                line = b"+FULLRESYNC %s %d\r\n" % (self.state.replid.encode(), child.offset)
+                transport.write(line)
+        log.warning(
+            "Replica %s:%d asks for synchronization: full resync, snapshot at offset %d",
+            peer.ip,
+            peer.port,
+            child.offset,
+        )
+
+    def _fork(self) -> SyncChild:
+        self._temp_seq += 1
+        path = self.data_dir / f"temp-repl-{os.getpid()}-{self._temp_seq}.hwsnap"
+        engine = self.engine
+        pid = os.fork()
+        if pid == 0:  # the child: write the snapshot and leave without running any cleanup
+            code = 1
+            try:
+                write_snapshot(path, engine.keyspace.dbs, engine.scripting.library_codes())
+                code = 0
+            finally:
+                os._exit(code)
+        self.child = SyncChild(pid, path, self.state.offset, [])
+        self.server.loop.call_later(CHILD_POLL_S, self._poll_child)
+        return self.child
+
+    def _poll_child(self) -> None:
+        child = self.child
+        if child is None:
+            return
+        try:
+            done, status = os.waitpid(child.pid, os.WNOHANG)
+        except ChildProcessError:
+            done, status = child.pid, 1 << 8
+        if not done:
+            self.server.loop.call_later(CHILD_POLL_S, self._poll_child)
+            return
+        self.child = None
+        ok = os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+        try:
+            payload = child.path.read_bytes() if ok else b""
+        except OSError as exc:
+            log.warning("Cannot read the snapshot for replicas: %s", exc)
+            ok = False
+        with contextlib.suppress(OSError):
+            child.path.unlink()
+        for peer in child.peers:
+            transport = peer.conn.transport
+            if peer.client.closed or transport is None or transport.is_closing():
+                continue
+            if not ok:
+                log.warning("Snapshot for replica %s:%d failed: closing it", peer.ip, peer.port)
+                transport.close()
+                continue
+            transport.write(b"$%d\r\n" % len(payload))
+            transport.write(payload)
+            if peer.pending:
+                transport.write(bytes(peer.pending))
+            peer.pending = bytearray()
+            peer.state = "online"
+            peer.ack_time = time.monotonic()
+            log.warning(
+                "Synchronization with replica %s:%d succeeded (%d bytes of snapshot)",
+                peer.ip,
+                peer.port,
+                len(payload),
+            )
+        self._update_refusal()
+
+    def _kill_child(self) -> None:
+        child = self.child
+        if child is None:
+            return
+        with contextlib.suppress(OSError):
+            os.kill(child.pid, signal.SIGKILL)
+            os.waitpid(child.pid, 0)
+        with contextlib.suppress(OSError):
+            child.path.unlink()
+        self.child = None
+
+    def disconnect_peers(self) -> None:
+        """Close every attached replica (our history changed: they reconnect and resync)."""
+        for peer in self.peers:
+            transport = peer.conn.transport
+            if transport is not None:
+                transport.close()
+        self.peers.clear()
+        self._update_refusal()
+
+    # -- WAIT ------------------------------------------------------------------------------
+
+    def wait(self, c: Client, replicas: int, timeout_ms: int) -> Reply | Block:
+        target = self.offset if c.effect_seq else 0
+        acked = self._acked(target)
+        if acked >= replicas or c.in_multi:
+            return acked
+        request = WaitRequest(c, replicas, target)
+        if timeout_ms:
+            request.timer = self.server.loop.call_later(
+                timeout_ms / 1000, lambda: self._end_wait(request)
+            )
+        self.waiting.append(request)
+        self._getack_due = True
+        self.server.schedule_flush()
+        return Block([], 0, timeout_reply=acked)
+
+    def _acked(self, offset: int) -> int:
+        peers = self.peers
+        return sum(
+            1
+            for p in peers
+            if p.state == "online" and p.ack_offset >= offset and not p.client.closed
+        )
+
+    def _check_waiting(self) -> None:
+        for request in list(self.waiting):
+            if request.client.closed:
+                self.waiting.remove(request)
+            elif self._acked(request.offset) >= request.replicas:
+                self._end_wait(request)
+
+    def _end_wait(self, request: WaitRequest) -> None:
+        if request not in self.waiting:
+            return
+        self.waiting.remove(request)
+        if request.timer is not None:
+            request.timer.cancel()  # type: ignore[attr-defined]
+        if not request.client.closed:
+            self.engine.end_wait(request.client, self._acked(request.offset))
+            self.server.schedule_flush()
+
+    # -- roles -----------------------------------------------------------------------------
+
+    def is_replica(self) -> bool:
+        return self.master is not None
+
+    def replicaof(self, c: Client, target: tuple[str, int] | None) -> Reply:
+        who = f"id={c.id} addr={c.addr} laddr={c.laddr}"
+        if target is None:
+            if self.master is not None:
+                self._become_primary()
+                log.warning("MASTER MODE enabled (user request from '%s')", who)
+            return Status(b"OK")
+        if self.master == target:
+            log.warning(
+                "REPLICAOF would result into synchronization with the master we are already "
+                "connected with. No operation performed."
+            )
+            return Status(b"OK Already connected to specified master")
+        self._become_replica(target)
+        log.warning("REPLICAOF %s:%d enabled (user request from '%s')", *target, who)
+        return Status(b"OK")
+
+    def _become_replica(self, target: tuple[str, int]) -> None:
+        from headwater.server.replica_link import ReplicaLink
+
+        if self.link is not None:
+            self.link.stop()
+        self._stop_feeding()
+        self.disconnect_peers()
+        self._kill_child()
+        self.master = target
+        self.config.values["replicaof"] = target
+        self.link = ReplicaLink(self.server, self, *target)
+        self.link.start()
+        self._update_refusal()
+
+    def _become_primary(self) -> None:
+        if self.link is not None:
+            self.link.stop()
+            self.link = None
+        self.master = None
+        self.config.values["replicaof"] = None
+        self.state.shift_replid()
+        self.disconnect_peers()
+        self._kill_child()
+        if self.backlog_active:
+            self._start_feeding()
+        self._update_refusal()
+
+    def role(self) -> Reply:
+        if self.master is None:
+            online = [p for p in self.peers if p.state == "online"]
+            replicas = [[p.ip.encode(), b"%d" % p.port, b"%d" % p.ack_offset] for p in online]
+            return [b"master", self.offset, replicas]
+        link = self.link
+        state = link.role_state if link is not None else "connect"
+        offset = self.state.offset if link is not None and link.connected else -1
+        host, port = self.master
+        return [b"slave", host.encode(), port, state.encode(), offset]
+
+    # -- what INFO shows, and whether writes are refused -----------------------------------
+
+    def info_lines(self) -> list[str]:
+        lines: list[str] = []
+        now = time.monotonic()
+        if self.master is None:
+            lines.append("role:master")
+        else:
+            lines.append("role:slave")
+            lines.extend(self._replica_info(now))
+        lines.append(f"connected_slaves:{len(self.peers)}")
+        for n, peer in enumerate(self.peers):
+            lag = int(now - peer.ack_time)
+            lines.append(
+                f"slave{n}:ip={peer.ip},port={peer.port},state={peer.state},"
+                f"offset={peer.ack_offset},lag={lag}"
+            )
+        backlog = self.state.backlog
+        lines += [
+            "master_failover_state:no-failover",
+            f"master_replid:{self.state.replid}",
+            f"master_replid2:{self.state.replid2}",
+            f"master_repl_offset:{self.offset}",
+            f"second_repl_offset:{self.state.second_repl_offset}",
+            f"repl_backlog_active:{int(self.backlog_active)}",
+            f"repl_backlog_size:{backlog.size}",
+            f"repl_backlog_first_byte_offset:{backlog.first_byte_offset}",
+            f"repl_backlog_histlen:{backlog.histlen}",
+        ]
+        return lines
+
+    def _replica_info(self, now: float) -> list[str]:
+        assert self.master is not None
+        link = self.link
+        up = link is not None and link.connected
+        last_io = int(now - link.last_io) if link is not None and link.last_io else -1
+        lines = [
+            f"master_host:{self.master[0]}",
+            f"master_port:{self.master[1]}",
+            f"master_link_status:{'up' if up else 'down'}",
+            f"master_last_io_seconds_ago:{last_io if up else -1}",
+            f"master_sync_in_progress:{int(link is not None and link.syncing)}",
+            f"slave_read_repl_offset:{self.state.offset}",
+            f"slave_repl_offset:{self.state.offset}",
+        ]
+        if link is not None and link.syncing:
+            total, read = link.transfer_size, link.transfer_read
+            lines += [
+                f"master_sync_total_bytes:{total}",
+                f"master_sync_read_bytes:{read}",
+                f"master_sync_left_bytes:{total - read}",
+                f"master_sync_perc:{read * 100 / total if total else 0:.2f}",
+                f"master_sync_last_io_seconds_ago:{last_io}",
+            ]
+        if not up:
+            down = int(now - link.down_since) if link is not None and link.down_since else -1
+            lines.append(f"master_link_down_since_seconds:{down}")
+        lines += [
+            f"slave_priority:{self.config['replica-priority']}",
+            f"slave_read_only:{int(self.config['replica-read-only'])}",
+            "replica_announced:1",
+        ]
+        return lines
+
+    def _update_refusal(self) -> None:
+        """READONLY on a read-only replica; NOREPLICAS on a primary with fewer good replicas
+        than ``min-replicas-to-write`` (good: online, lag at most ``min-replicas-max-lag``)."""
+        refusal: ReplyError | None = None
+        config = self.config
+        if self.master is not None:
+            if config["replica-read-only"]:
+                refusal = READONLY
+        elif config["min-replicas-to-write"] and config["min-replicas-max-lag"]:
+            max_lag = config["min-replicas-max-lag"]
+            now = time.monotonic()
+            good = sum(1 for p in self.peers if p.state == "online" and now - p.ack_time <= max_lag)
+            if good < config["min-replicas-to-write"]:
+                refusal = NOREPLICAS
+        self.engine.replication_refusal = refusal
+
+    def _config_changed(self, name: str, value: object) -> None:
+        if name == "repl-backlog-size":
+            self.state.backlog.resize(int(value))  # type: ignore[call-overload]
+        elif name in ("replica-read-only", "min-replicas-to-write", "min-replicas-max-lag"):
+            self._update_refusal()
+
+    # -- the cron --------------------------------------------------------------------------
+
+    def cron(self) -> None:
+        now = time.monotonic()
+        self.peers = [p for p in self.peers if not p.client.closed]
+        for client_id in [i for i in self.handshakes if i not in self.engine.clients]:
+            del self.handshakes[client_id]
+        if self.master is None and self.peers:
+            if now - self._last_ping >= self.config["repl-ping-replica-period"]:
+                self._last_ping = now
+                self.flush()
+                self.broadcast(PING)
+            timeout = self.config["repl-timeout"]
+            for peer in self.peers:
+                if peer.state == "online" and now - peer.ack_time > timeout:
+                    log.warning("Disconnecting timedout replica %s:%d", peer.ip, peer.port)
+                    if peer.conn.transport is not None:
+                        peer.conn.transport.close()
+        self._check_waiting()
+        self._update_refusal()
+        self.flush()
+
+
+def _int(raw: bytes) -> int | None:
+    try:
+        return int(raw)
+    except ValueError:
+        return None
