@@ -116,6 +116,9 @@ class Server:
             self._stopped.set_result(None)
 
     def kill(self, client: Client) -> None:
+        if client.is_master:  # CLIENT KILL TYPE master: the link reconnects and resyncs
+            self.replication.cut_link()
+            return
         conn = self.connections.get(client)
         if conn is not None and conn.transport is not None:
             client.out.clear()

@@ -92,6 +92,11 @@ class ReplicaLink:
             self._task.cancel()
         self._close()
 
+    def cut(self) -> None:
+        """Close the connection (CLIENT KILL TYPE master); the task reconnects."""
+        if self._writer is not None:
+            self._writer.close()
+
     # -- the task --------------------------------------------------------------------------
 
     async def _run(self) -> None:

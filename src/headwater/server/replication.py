@@ -445,6 +445,10 @@ class Replication:
 
     # -- roles -----------------------------------------------------------------------------
 
+    def cut_link(self) -> None:
+        if self.link is not None:
+            self.link.cut()
+
     def is_replica(self) -> bool:
         return self.master is not None
 

@@ -1,0 +1,437 @@
+"""Primary/replica replication over TCP between real Headwater processes (issue 17): full
+sync, the live stream, partial resync after a cut, consumer-group state, WAIT, READONLY, and
+bad input (garbage on the link, a bogus PSYNC offset, a primary that is not Redis, one that
+vanishes mid-snapshot, REPLICAOF to itself)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from headwater.keyspace import Keyspace
+from headwater.persistence.snapshot import write_snapshot
+from tests.helpers import ServerProcess, encode_command, free_port, raw_client, start_headwater
+
+pytestmark = pytest.mark.e2e
+
+
+def wait_until(check: Callable[[], Any], timeout: float = 10.0, what: str = "") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what or check}")
+        time.sleep(0.05)
+
+
+def info(r: redis.Redis, section: str = "replication") -> dict[str, Any]:
+    return r.info(section)  # type: ignore[no-any-return]
+
+
+def link_up(r: redis.Redis) -> bool:
+    return info(r).get("master_link_status") == "up"
+
+
+def in_step(primary: redis.Redis, replica: redis.Redis) -> bool:
+    """The replica applied everything the primary has sent."""
+    offset = info(primary)["master_repl_offset"]
+    return bool(info(replica).get("slave_repl_offset") == offset and link_up(replica))
+
+
+def log_of(server: ServerProcess) -> str:
+    """What the server logged so far (its stdout, read without blocking)."""
+    assert server.proc.stdout is not None
+    chunks = []
+    fd = server.proc.stdout.fileno()
+    os.set_blocking(fd, False)
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except BlockingIOError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    text = b"".join(chunks).decode(errors="replace")
+    server.__dict__.setdefault("_log", []).append(text)
+    return "".join(server.__dict__["_log"])
+
+
+@pytest.fixture
+def pair() -> Iterator[tuple[ServerProcess, ServerProcess]]:
+    primary = start_headwater()
+    replica = start_headwater("--repl-timeout", "5")
+    yield primary, replica
+    replica.stop()
+    primary.stop()
+
+
+def connect(server: ServerProcess) -> redis.Redis:
+    return redis.Redis(port=server.port, socket_timeout=10)
+
+
+def group_state(r: redis.Redis, key: str) -> list[Any]:
+    """Consumer-group state that must replicate exactly (idle times are each server's own)."""
+    state: list[Any] = [r.xrange(key)]
+    for group in r.xinfo_groups(key):
+        name = group["name"]
+        state.append((name, group["last-delivered-id"], group["entries-read"], group["pending"]))
+        pending = r.xpending_range(key, name, "-", "+", 1000)
+        state.append([(p["message_id"], p["consumer"], p["times_delivered"]) for p in pending])
+        consumers = r.xinfo_consumers(key, name)
+        state.append(sorted((c["name"], c["pending"]) for c in consumers))
+    return state
+
+
+def test_full_sync_then_live_stream(pair: tuple[ServerProcess, ServerProcess]) -> None:
+    primary_p, replica_p = pair
+    primary, replica = connect(primary_p), connect(replica_p)
+    for i in range(200):
+        primary.xadd("rides", {"n": str(i)}, id=f"{i + 1}-0")
+    primary.set("plain", "v")
+    primary_db3 = redis.Redis(port=primary_p.port, db=3)
+    primary_db3.xadd("other", {"a": "b"}, id="5-5")
+    assert replica.execute_command("REPLICAOF", "127.0.0.1", primary_p.port) == b"OK"
+    wait_until(lambda: in_step(primary, replica), what="full sync")
+    assert replica.xlen("rides") == 200
+    assert replica.get("plain") == b"v"
+    assert redis.Redis(port=replica_p.port, db=3).xrange("other") == [(b"5-5", {b"a": b"b"})]
+    # the live stream, across databases
+    primary.xadd("rides", {"n": "live"}, id="1000-0")
+    primary_db3.xadd("other", {"c": "d"}, id="6-0")
+    primary.delete("plain")
+    wait_until(lambda: in_step(primary, replica), what="stream")
+    assert replica.xrange("rides", "1000-0", "+") == [(b"1000-0", {b"n": b"live"})]
+    assert redis.Redis(port=replica_p.port, db=3).xlen("other") == 2
+    assert replica.exists("plain") == 0
+    # INFO and ROLE, as Sentinel and redis-py read them
+    p_info, r_info = info(primary), info(replica)
+    assert p_info["role"] == "master" and p_info["connected_slaves"] == 1
+    assert p_info["slave0"]["state"] == "online"
+    assert p_info["slave0"]["port"] == replica_p.port
+    assert r_info["role"] == "slave" and r_info["master_port"] == primary_p.port
+    assert r_info["slave_priority"] == 100 and r_info["slave_read_only"] == 1
+    assert r_info["master_replid"] == p_info["master_replid"]
+    assert info(primary, "stats")["sync_full"] == 1
+    role = replica.execute_command("ROLE")
+    assert role[:4] == [b"slave", b"127.0.0.1", primary_p.port, b"connected"]
+    assert primary.execute_command("ROLE")[0] == b"master"
+
+
+def test_consumer_groups_replicate_exactly(pair: tuple[ServerProcess, ServerProcess]) -> None:
+    primary_p, replica_p = pair
+    primary, replica = connect(primary_p), connect(replica_p)
+    for i in range(20):
+        primary.xadd("jobs", {"i": str(i)}, id=f"{i + 1}-0")
+    primary.xgroup_create("jobs", "workers", id="0")
+    primary.xreadgroup("workers", "alice", {"jobs": ">"}, count=5)  # before the sync
+    replica.execute_command("REPLICAOF", "127.0.0.1", primary_p.port)
+    wait_until(lambda: in_step(primary, replica), what="full sync")
+    assert group_state(replica, "jobs") == group_state(primary, "jobs")
+    # after the sync, through the stream: reads, acks, claims, a second delivery
+    primary.xreadgroup("workers", "bob", {"jobs": ">"}, count=5)
+    primary.xack("jobs", "workers", "1-0", "7-0")
+    primary.xclaim("jobs", "workers", "carol", 0, ["2-0", "8-0"])
+    primary.xreadgroup("workers", "alice", {"jobs": "0"})  # history: counts go up
+    primary.xgroup_create("jobs", "audit", id="$")
+    wait_until(lambda: in_step(primary, replica), what="stream")
+    assert group_state(replica, "jobs") == group_state(primary, "jobs")
+    # after a failover, a consumer resumes from its PEL on the replica's data
+    replica.execute_command("REPLICAOF", "NO", "ONE")
+    pending = replica.xreadgroup("workers", "carol", {"jobs": "0"})
+    assert [entry[0] for entry in pending[0][1]] == [b"2-0", b"8-0"]
+
+
+def test_readonly_replica(pair: tuple[ServerProcess, ServerProcess]) -> None:
+    primary_p, replica_p = pair
+    primary, replica = connect(primary_p), connect(replica_p)
+    primary.xadd("s", {"a": "1"}, id="1-0")
+    primary.xgroup_create("s", "g", id="0")
+    replica.execute_command("REPLICAOF", "127.0.0.1", primary_p.port)
+    wait_until(lambda: in_step(primary, replica), what="sync")
+    with raw_client(replica_p.port) as raw:
+        readonly = b"-READONLY You can't write against a read only replica.\r\n"
+        assert raw.call("XADD", "s", "*", "a", "2") == readonly
+        assert raw.call("XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", ">") == readonly
+        assert raw.call("SET", "k", "v") == readonly
+        assert raw.call("XRANGE", "s", "-", "+").startswith(b"*1\r\n")
+        assert raw.call("XREAD", "STREAMS", "s", "0").startswith(b"*1\r\n")
+        assert raw.call("WAIT", "0", "0").startswith(b"-ERR WAIT cannot be used with replica")
+    # REPLICAOF NO ONE: writable again, with the old history as replid2
+    old = info(replica)["master_replid"]
+    assert replica.execute_command("REPLICAOF", "NO", "ONE") == b"OK"
+    promoted = info(replica)
+    assert promoted["role"] == "master" and promoted["master_replid2"] == old
+    assert replica.xadd("s", {"a": "3"}, id="9-0") == b"9-0"
+
+
+def test_partial_resync_after_a_cut(pair: tuple[ServerProcess, ServerProcess]) -> None:
+    primary_p, replica_p = pair
+    primary, replica = connect(primary_p), connect(replica_p)
+    for i in range(1000):  # a snapshot far bigger than what the cut misses
+        primary.xadd("big", {"payload": "x" * 100}, id=f"{i + 1}-0")
+    replica.execute_command("REPLICAOF", "127.0.0.1", primary_p.port)
+    wait_until(lambda: in_step(primary, replica), what="full sync")
+    before = info(primary, "stats")
+    offset_before = info(primary)["master_repl_offset"]
+    assert replica.execute_command("CLIENT", "KILL", "TYPE", "master") == 1
+    primary.xadd("big", {"payload": "during the cut"}, id="5000-0")
+    wait_until(lambda: in_step(primary, replica), what="partial resync")
+    after = info(primary, "stats")
+    assert after["sync_partial_ok"] == before["sync_partial_ok"] + 1
+    assert after["sync_full"] == before["sync_full"]
+    assert replica.xrange("big", "5000-0", "+") == [(b"5000-0", {b"payload": b"during the cut"})]
+    missed = info(primary)["master_repl_offset"] - offset_before
+    log = wait_until(lambda: "accepted. Sending" in log_of(primary_p) and log_of(primary_p))
+    # only the backlog: the bytes written during the cut (and maybe a PING), not the data
+    sent = int(log.split("accepted. Sending ")[1].split(" bytes")[0])
+    assert 0 < sent <= missed < 1000
+
+
+def test_wait(pair: tuple[ServerProcess, ServerProcess]) -> None:
+    primary_p, replica_p = pair
+    primary, replica = connect(primary_p), connect(replica_p)
+    assert primary.execute_command("WAIT", 0, 0) == 0
+    replica.execute_command("REPLICAOF", "127.0.0.1", primary_p.port)
+    wait_until(lambda: in_step(primary, replica), what="sync")
+    primary.xadd("s", {"a": "1"}, id="1-0")
+    started = time.monotonic()
+    assert primary.execute_command("WAIT", 1, 5000) == 1
+    assert time.monotonic() - started < 2
+    started = time.monotonic()
+    primary.xadd("s", {"a": "2"}, id="2-0")
+    assert primary.execute_command("WAIT", 2, 300) == 1  # only one replica: the timeout
+    assert 0.25 < time.monotonic() - started < 3
+    # a pipelined command after WAIT waits for it
+    pipe = primary.pipeline(transaction=False)
+    pipe.xadd("s", {"a": "3"}, id="3-0")
+    pipe.execute_command("WAIT", 1, 5000)
+    pipe.xlen("s")
+    assert pipe.execute() == [b"3-0", 1, 3]
+
+
+def test_min_replicas_to_write(pair: tuple[ServerProcess, ServerProcess]) -> None:
+    primary_p, replica_p = pair
+    primary, replica = connect(primary_p), connect(replica_p)
+    primary.config_set("min-replicas-to-write", 1)
+    with raw_client(primary_p.port) as raw:
+        assert raw.call("SET", "k", "v") == b"-NOREPLICAS Not enough good replicas to write.\r\n"
+        replica.execute_command("REPLICAOF", "127.0.0.1", primary_p.port)
+        wait_until(lambda: in_step(primary, replica), what="sync")
+        wait_until(lambda: raw.call("SET", "k", "v") == b"+OK\r\n", what="writes accepted")
+
+
+def test_psync_with_a_bogus_offset_gets_a_full_resync(
+    pair: tuple[ServerProcess, ServerProcess],
+) -> None:
+    primary_p, _ = pair
+    primary = connect(primary_p)
+    primary.xadd("s", {"a": "1"}, id="1-0")
+    replid = info(primary)["master_replid"]
+    with socket.create_connection(("127.0.0.1", primary_p.port), 5) as sock:
+        sock.sendall(encode_command("REPLCONF", "listening-port", "1"))
+        assert sock.recv(100) == b"+OK\r\n"
+        sock.sendall(encode_command("PSYNC", replid, "999999"))  # a replica that lies
+        data = b""
+        while b"\r\n" not in data:
+            data += sock.recv(4096)
+        assert data.startswith(b"+FULLRESYNC " + replid.encode() + b" ")
+    assert info(primary, "stats")["sync_partial_err"] == 1
+    with raw_client(primary_p.port) as raw:
+        assert raw.call("PSYNC", "x", "notanumber") == (
+            b"-ERR value is not an integer or out of range\r\n"
+        )
+        assert raw.call("REPLCONF", "nonsense", "1") == (
+            b"-ERR Unrecognized REPLCONF option: nonsense\r\n"
+        )
+
+
+class FakePrimary:
+    """A TCP server that answers the handshake, then does what the test says."""
+
+    def __init__(self, after_psync: Callable[[socket.socket, int], None]) -> None:
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(4)
+        self.port = self.sock.getsockname()[1]
+        self.after_psync = after_psync
+        self.psyncs: list[bytes] = []
+        self.sessions = 0
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                conn.settimeout(5)
+                try:
+                    self._session(conn)
+                except OSError:
+                    pass
+
+    def _session(self, conn: socket.socket) -> None:
+        buf = b""
+        while b"PSYNC" not in buf:
+            chunk = conn.recv(4096)
+            if not chunk:
+                return
+            buf += chunk
+            for word in (b"PING", b"listening-port", b"capa"):
+                if word in chunk:
+                    conn.sendall(b"+PONG\r\n" if word == b"PING" else b"+OK\r\n")
+        while buf[buf.index(b"PSYNC") :].count(b"\r\n") < 5:  # PSYNC, $n, id, $n, offset
+            buf += conn.recv(4096)
+        self.psyncs.append(buf[buf.index(b"PSYNC") :])
+        self.sessions += 1
+        self.after_psync(conn, self.sessions)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def empty_snapshot() -> bytes:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "s.hwsnap"
+        write_snapshot(path, Keyspace(16).dbs)
+        return path.read_bytes()
+
+
+REPLID = "a" * 40
+
+
+def test_garbage_on_the_link_closes_it_and_resyncs_partially() -> None:
+    snapshot = empty_snapshot()
+
+    def session(conn: socket.socket, n: int) -> None:
+        if n == 1:
+            conn.sendall(b"+FULLRESYNC %s 100\r\n$%d\r\n" % (REPLID.encode(), len(snapshot)))
+            conn.sendall(snapshot)
+            good = encode_command("SET", "k", "v")
+            conn.sendall(good + b"this is not RESP\r\n")
+            time.sleep(0.5)
+        else:
+            conn.sendall(b"+CONTINUE\r\n")
+            time.sleep(3)
+
+    fake = FakePrimary(session)
+    replica_p = start_headwater("--repl-timeout", "5")
+    try:
+        replica = connect(replica_p)
+        replica.execute_command("REPLICAOF", "127.0.0.1", fake.port)
+        wait_until(lambda: fake.sessions >= 2, what="reconnect")
+        good_len = len(encode_command("SET", "k", "v"))
+        # the command before the garbage was applied; the reconnect asks for what follows it
+        psync = fake.psyncs[1].split(b"\r\n")
+        assert psync[2] == REPLID.encode()
+        assert int(psync[4]) == 100 + good_len + 1
+        assert replica.get("k") == b"v"
+        assert "Protocol error from master" in log_of(replica_p)
+        assert replica.ping()
+    finally:
+        replica_p.stop()
+        fake.close()
+
+
+def test_primary_vanishing_mid_snapshot_applies_nothing() -> None:
+    def session(conn: socket.socket, n: int) -> None:
+        conn.sendall(b"+FULLRESYNC %s 0\r\n$100000\r\nHWSNAP" % REPLID.encode())
+        time.sleep(0.1)  # then the connection closes, 99,994 bytes short
+
+    fake = FakePrimary(session)
+    replica_p = start_headwater("--repl-timeout", "5")
+    try:
+        replica = connect(replica_p)
+        replica.set("mine", "kept")
+        replica.execute_command("REPLICAOF", "127.0.0.1", fake.port)
+        wait_until(lambda: "connection lost after 6 of 100000 bytes" in log_of(replica_p))
+        assert replica.get("mine") == b"kept"
+        assert info(replica)["master_link_status"] == "down"
+    finally:
+        replica_p.stop()
+        fake.close()
+
+
+def test_a_corrupt_snapshot_is_not_applied() -> None:
+    snapshot = bytearray(empty_snapshot())
+    snapshot[-1] ^= 0xFF  # the checksum no longer matches
+
+    def session(conn: socket.socket, n: int) -> None:
+        conn.sendall(b"+FULLRESYNC %s 0\r\n$%d\r\n" % (REPLID.encode(), len(snapshot)))
+        conn.sendall(bytes(snapshot))
+        time.sleep(0.5)
+
+    fake = FakePrimary(session)
+    replica_p = start_headwater("--repl-timeout", "5")
+    try:
+        replica = connect(replica_p)
+        replica.set("mine", "kept")
+        replica.execute_command("REPLICAOF", "127.0.0.1", fake.port)
+        wait_until(lambda: "Failed trying to load the MASTER synchronization" in log_of(replica_p))
+        assert replica.get("mine") == b"kept"
+    finally:
+        replica_p.stop()
+        fake.close()
+
+
+def test_replicaof_a_port_that_is_not_redis() -> None:
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    port = listener.getsockname()[1]
+
+    def http() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            with conn:
+                conn.recv(100)
+                conn.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+
+    threading.Thread(target=http, daemon=True).start()
+    replica_p = start_headwater("--repl-timeout", "5")
+    try:
+        replica = connect(replica_p)
+        assert replica.execute_command("REPLICAOF", "127.0.0.1", port) == b"OK"
+        wait_until(lambda: "Error reply to PING from master: 'HTTP/1.1 400" in log_of(replica_p))
+        assert info(replica)["master_link_status"] == "down"
+        assert replica.ping()
+        # and a port nobody listens on
+        replica.execute_command("REPLICAOF", "127.0.0.1", free_port())
+        wait_until(lambda: "Connection refused" in log_of(replica_p))
+        assert replica.execute_command("ROLE")[3] in (b"connect", b"connecting")
+    finally:
+        replica_p.stop()
+        listener.close()
+
+
+def test_replicaof_itself() -> None:
+    server = start_headwater("--repl-timeout", "5")
+    try:
+        r = connect(server)
+        r.set("k", "v")
+        assert r.execute_command("REPLICAOF", "127.0.0.1", server.port) == b"OK"
+        wait_until(lambda: "NOMASTERLINK" in log_of(server), what="the loop refused")
+        assert info(r)["master_link_status"] == "down"
+        assert r.get("k") == b"v"
+        assert r.execute_command("REPLICAOF", "NO", "ONE") == b"OK"
+        assert r.set("k", "w")
+    finally:
+        server.stop()
