@@ -435,3 +435,72 @@ def test_replicaof_itself() -> None:
         assert r.set("k", "w")
     finally:
         server.stop()
+
+
+def test_promotion_psync2_and_the_stream_database() -> None:
+    """kill -9 the primary, promote one replica (REPLICAOF NO ONE): the other partially
+    resyncs to it with the old history (replid2), and a partial resync goes on in the
+    database the stream was in."""
+    primary_p = start_headwater()
+    r1_p = start_headwater("--repl-timeout", "5", "--replicaof", "127.0.0.1", str(primary_p.port))
+    r2_p = start_headwater("--repl-timeout", "5", "--replicaof", "127.0.0.1", str(primary_p.port))
+    try:
+        primary, r1, r2 = connect(primary_p), connect(r1_p), connect(r2_p)
+        db2 = redis.Redis(port=primary_p.port, db=2)
+        db2.xadd("s", {"a": "1"}, id="1-0")
+        wait_until(lambda: in_step(primary, r1) and in_step(primary, r2), what="sync")
+        # a cut while the stream is in database 2: the resync goes on there
+        r2.execute_command("CLIENT", "KILL", "TYPE", "master")
+        db2.xadd("s", {"a": "2"}, id="2-0")
+        wait_until(lambda: in_step(primary, r2), what="partial resync")
+        assert redis.Redis(port=r2_p.port, db=2).xlen("s") == 2
+        assert redis.Redis(port=r2_p.port, db=0).exists("s") == 0
+        assert info(primary, "stats")["sync_partial_ok"] == 1
+        old_replid = info(primary)["master_replid"]
+        primary_p.proc.kill()  # kill -9
+        primary_p.proc.wait()
+        assert r1.execute_command("REPLICAOF", "NO", "ONE") == b"OK"
+        assert info(r1)["master_replid2"] == old_replid
+        r2.execute_command("REPLICAOF", "127.0.0.1", r1_p.port)
+        wait_until(lambda: in_step(r1, r2), what="r2 follows r1")
+        stats = info(r1, "stats")
+        assert (stats["sync_partial_ok"], stats["sync_full"]) == (1, 0)
+        assert info(r2)["master_replid"] == info(r1)["master_replid"]
+        assert info(r2)["master_replid2"] == old_replid
+        redis.Redis(port=r1_p.port, db=2).xadd("s", {"a": "3"}, id="3-0")
+        r1.xadd("zero", {"b": "1"}, id="1-1")
+        wait_until(lambda: in_step(r1, r2), what="stream from the promoted replica")
+        assert redis.Redis(port=r2_p.port, db=2).xlen("s") == 3
+        assert r2.xlen("zero") == 1
+    finally:
+        for server in (r2_p, r1_p, primary_p):
+            server.stop()
+
+
+def test_replica_keeps_its_own_aof() -> None:
+    """The effects a replica applies go to its own AOF: after kill -9 it restarts with them."""
+    primary_p = start_headwater()
+    replica_p = start_headwater("--replicaof", "127.0.0.1", str(primary_p.port))
+    try:
+        primary, replica = connect(primary_p), connect(replica_p)
+        primary.xadd("s", {"a": "before"}, id="1-0")
+        wait_until(lambda: in_step(primary, replica), what="sync")
+        primary.xgroup_create("s", "g", id="0")
+        primary.xreadgroup("g", "alice", {"s": ">"})
+        primary.xadd("s", {"a": "after"}, id="2-0")
+        wait_until(lambda: in_step(primary, replica), what="stream")
+        expected = group_state(replica, "s")
+        wait_until(lambda: info(replica, "persistence")["aof_rewrite_in_progress"] == 0)
+        time.sleep(1.2)  # everysec
+        replica_p.proc.kill()
+        replica_p.proc.wait()
+        restarted = start_headwater(
+            "--dir", replica_p.workdir, "--appendonly", "yes", port=replica_p.port
+        )
+        try:
+            assert group_state(connect(restarted), "s") == expected
+        finally:
+            restarted.stop()  # (removes its own unused directory, not the replica's)
+    finally:
+        replica_p.stop()
+        primary_p.stop()

@@ -134,6 +134,7 @@ class ReplicaLink:
             self._writer.close()
             self._writer = None
         if self._replayer is not None:
+            self.repl.stream_db = self._replayer.client.db.index
             self._replayer.client.is_master = False
             self._replayer.close()
             self._replayer = None
@@ -273,6 +274,7 @@ class ReplicaLink:
         engine.info.snapshot_lazy_nodes = len(lazy)
         engine.scripting.load_libraries(libraries)
         self.repl.state.adopt(replid, offset)
+        self.repl.stream_db = 0
         self.repl.backlog_active = True
         self.repl.disconnect_peers()
         if aof_on:
@@ -302,6 +304,7 @@ class ReplicaLink:
     ) -> None:
         replayer = self._replayer = Replayer(self.engine, fast=False)
         master = replayer.client
+        master.select(self.repl.stream_db)
         master.is_master = True
         master.addr = f"{self.host}:{self.port}"
         self.role_state = "connected"

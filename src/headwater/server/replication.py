@@ -123,6 +123,9 @@ class Replication:
         #: the primary this server replicates (None: it is a primary) and its link
         self.master: tuple[str, int] | None = None
         self.link: ReplicaLink | None = None
+        #: the database the primary's stream is in (kept across a cut: a partial resync
+        #: goes on where the stream was, without a SELECT)
+        self.stream_db = 0
         self.waiting: list[WaitRequest] = []
         self._getack_due = False
         self._last_ping = time.monotonic()
@@ -326,6 +329,8 @@ class Replication:
         self._temp_seq += 1
         path = self.data_dir / f"temp-repl-{os.getpid()}-{self._temp_seq}.hwsnap"
         engine = self.engine
+        # the stream after the snapshot starts with a SELECT (Redis: slaveseldb = -1)
+        self.feed.db = None
         pid = os.fork()
         if pid == 0:  # the child: write the snapshot and leave without running any cleanup
             code = 1
