@@ -504,3 +504,55 @@ def test_replica_keeps_its_own_aof() -> None:
     finally:
         replica_p.stop()
         primary_p.stop()
+
+
+def test_waitaof() -> None:
+    """WAITAOF (Redis 7.2): the local AOF's fsync, and replicas' FACKs."""
+    primary_p = start_headwater("--appendfsync", "everysec")
+    with_aof = start_headwater("--replicaof", "127.0.0.1", str(primary_p.port))
+    without_aof = start_headwater(
+        "--appendonly", "no", "--replicaof", "127.0.0.1", str(primary_p.port)
+    )
+    try:
+        primary = connect(primary_p)
+        wait_until(lambda: info(primary)["connected_slaves"] == 2, what="replicas")
+        wait_until(
+            lambda: in_step(primary, connect(with_aof)) and in_step(primary, connect(without_aof))
+        )
+        primary.xadd("s", {"a": "1"}, id="1-0")
+        started = time.monotonic()
+        assert primary.execute_command("WAITAOF", 1, 1, 5000) == [1, 1]
+        assert time.monotonic() - started < 3  # everysec: within about a second
+        # only one of the two replicas has an AOF: the timeout, then [1, 1]
+        primary.xadd("s", {"a": "2"}, id="2-0")
+        assert primary.execute_command("WAITAOF", 1, 2, 1500) == [1, 1]
+        with raw_client(primary_p.port) as raw:
+            assert raw.call("WAITAOF", "2", "0", "0") == (
+                b"-ERR value is out of range, value must between 0 and 1\r\n"
+            )
+            assert raw.call("WAITAOF", "0", "-1", "0") == (
+                b"-ERR value is out of range, must be positive\r\n"
+            )
+            assert raw.call("WAITAOF", "0", "0", "-1") == b"-ERR timeout is negative\r\n"
+        with raw_client(without_aof.port) as raw:
+            assert raw.call("WAITAOF", "0", "0", "0").startswith(
+                b"-ERR WAITAOF cannot be used with replica instances."
+            )
+            raw.call("REPLICAOF", "NO", "ONE")
+            assert raw.call("WAITAOF", "1", "0", "0") == (
+                b"-ERR WAITAOF cannot be used when numlocal is set but appendonly is disabled.\r\n"
+            )
+            assert raw.call("WAITAOF", "0", "0", "0") == b"*2\r\n:0\r\n:0\r\n"
+    finally:
+        for server in (without_aof, with_aof, primary_p):
+            server.stop()
+
+
+def test_waitaof_with_appendfsync_always() -> None:
+    server = start_headwater("--appendfsync", "always")
+    try:
+        r = connect(server)
+        r.xadd("s", {"a": "1"}, id="1-0")
+        assert r.execute_command("WAITAOF", 1, 0, 0) == [1, 0]
+    finally:
+        server.stop()

@@ -79,6 +79,35 @@ def cmd_wait(c: Client, argv: list[bytes]) -> Reply | Block:
     return repl.wait(c, replicas, timeout_ms)
 
 
+WAITAOF_ON_REPLICA = err(
+    "WAITAOF cannot be used with replica instances. Please also note that writes to replicas "
+    "are just local and are not propagated."
+)
+WAITAOF_NO_AOF = err("WAITAOF cannot be used when numlocal is set but appendonly is disabled.")
+
+
+def cmd_waitaof(c: Client, argv: list[bytes]) -> Reply | Block:
+    """WAITAOF <numlocal> <numreplicas> <timeout ms> (Redis 7.2): how many AOFs (this
+    server's, 0 or 1, and replicas') have fsynced the client's writes."""
+    repl = _replication(c)
+    local = strict_int(argv[1])
+    if local is None:
+        raise NOT_INTEGER
+    if not 0 <= local <= 1:
+        raise err("value is out of range, value must between 0 and 1")
+    replicas = strict_int(argv[2])
+    if replicas is None:
+        raise NOT_INTEGER
+    if replicas < 0:
+        raise err("value is out of range, must be positive")
+    timeout_ms = parse_block_timeout(c, argv[3])
+    if repl.is_replica():
+        raise WAITAOF_ON_REPLICA
+    if local and not c.server.info.aof_enabled:
+        raise WAITAOF_NO_AOF
+    return repl.waitaof(c, local, replicas, timeout_ms)
+
+
 SPECS = (
     spec("replicaof", 3, "admin noscript stale no_async_loading", (0, 0, 0), cmd_replicaof),
     spec("slaveof", 3, "admin noscript stale no_async_loading", (0, 0, 0), cmd_replicaof),
@@ -87,4 +116,5 @@ SPECS = (
     spec("sync", 1, "admin noscript no_async_loading no_multi", (0, 0, 0), cmd_sync),
     spec("role", 1, "noscript loading stale fast", (0, 0, 0), cmd_role),
     spec("wait", 3, "noscript", (0, 0, 0), cmd_wait),
+    spec("waitaof", 4, "noscript", (0, 0, 0), cmd_waitaof),
 )

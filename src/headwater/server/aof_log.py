@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
@@ -94,6 +95,10 @@ class AofLog:
         self.carried_error: OSError | None = None
         #: a roll-back cut the file and answered its clients; the reload comes next turn
         self.reload_pending = False
+        #: (file size, effect_seq) after each write not yet known fsynced, oldest first, and
+        #: the last effect known fsynced (WAITAOF: ``fsynced_seq``)
+        self._written: deque[tuple[int, int]] = deque()
+        self._fsynced_seq = 0
 
     # -- files -----------------------------------------------------------------------------
 
@@ -166,6 +171,9 @@ class AofLog:
     def start_writer(self, path: Path) -> None:
         notify = None if self.wake is None else functools.partial(self.wake, self._synced)
         self.writer = writer = AofWriter(path, self.config["appendfsync"], notify, self.ops)
+        self._written.clear()
+        # what came before is in files closed (and synced) already, or in the base to come
+        self._fsynced_seq = max(self._fsynced_seq, self.engine.effect_seq)
         self.durable_size = writer.size
         if self.carried_error is not None:  # reloading after a roll-back: still failing
             writer.error = self.carried_error
@@ -217,6 +225,20 @@ class AofLog:
             self._group_commit(writer, upto, waiting)
         elif writer.flush():
             self.mark_durable(upto, writer.size)
+        written = self._written
+        if not written or written[-1][1] != upto:
+            written.append((writer.size + len(writer.buf), upto))
+
+    def fsynced_seq(self) -> int:
+        """The last effect whose bytes an fdatasync has covered (WAITAOF's local count; while
+        ``enabling``, or after a roll-back's cut, nothing new is)."""
+        writer = self.writer
+        if writer is None or self.enabling or self.reload_pending:
+            return self._fsynced_seq
+        written, synced = self._written, writer.synced_size
+        while written and written[0][0] <= synced:
+            self._fsynced_seq = max(self._fsynced_seq, written.popleft()[1])
+        return self._fsynced_seq
 
     def mark_durable(self, upto: int, size: int) -> None:
         """Effects up to ``upto`` are safe, and the file ends with them at ``size``; while

@@ -33,6 +33,7 @@ import contextlib
 import logging
 import os
 import time
+from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
@@ -82,6 +83,10 @@ class ReplicaLink:
         self._writer: asyncio.StreamWriter | None = None
         self._replayer: Replayer | None = None
         self._stopped = False
+        #: (engine.effect_seq, stream offset) after each batch applied, not known fsynced
+        #: yet, and the stream offset known fsynced (FACK)
+        self._applied: deque[tuple[int, int]] = deque()
+        self._fsynced = 0
 
     def start(self) -> None:
         self._task = self.server.loop.create_task(self._run())
@@ -380,12 +385,28 @@ class ReplicaLink:
         if applied:
             self.repl.broadcast(bytes(applied))
             applied.clear()
+            self._applied.append((self.engine.effect_seq, self.repl.state.offset))
 
     def send_ack(self) -> None:
+        """``REPLCONF ACK <offset> FACK <aofoffset>``: the stream applied, and how much of it
+        this server's AOF has fsynced (-1 without the AOF, as Redis 7.2)."""
         writer = self._writer
         if writer is not None and self.connected and not writer.is_closing():
             offset = b"%d" % self.repl.state.offset
-            writer.write(encode_command([b"REPLCONF", b"ACK", offset]))
+            fack = b"%d" % self._fsynced_offset()
+            writer.write(encode_command([b"REPLCONF", b"ACK", offset, b"FACK", fack]))
+
+    def _fsynced_offset(self) -> int:
+        aof = self.server.durability.aof
+        if aof.writer is None:
+            return -1
+        fsynced = aof.fsynced_seq()
+        applied = self._applied
+        while applied and applied[0][0] <= fsynced:
+            self._fsynced = applied.popleft()[1]
+        if not applied and self.engine.effect_seq <= fsynced:
+            self._fsynced = self.repl.state.offset  # (commands that made no effects)
+        return self._fsynced
 
 
 def _open_temp(path: Path) -> BinaryIO:

@@ -74,7 +74,7 @@ class Peer:
     state: str
     #: the offset it last acknowledged, and its AOF's (``REPLCONF ACK <off> FACK <aofoff>``)
     ack_offset: int = 0
-    aof_offset: int = 0
+    aof_offset: int = -1
     #: when it last acknowledged (monotonic seconds)
     ack_time: float = field(default_factory=time.monotonic)
     #: the stream since its snapshot's moment, while it waits for the snapshot
@@ -101,6 +101,9 @@ class WaitRequest:
     replicas: int
     offset: int
     timer: object = None
+    #: WAITAOF: replicas count by their AOF's offset, and ``local`` local fsyncs are wanted
+    aof: bool = False
+    local: int = 0
 
 
 class Replication:
@@ -175,6 +178,8 @@ class Replication:
             self._getack_due = False
             if self.peers and self.master is None:
                 self.broadcast(GETACK)
+        if self.waiting:  # (WAITAOF: the local fsync may have moved)
+            self._check_waiting()
 
     def broadcast(self, data: bytes) -> None:
         """Bytes of the stream: into the backlog, to the replicas online, into the buffers
@@ -423,6 +428,46 @@ class Replication:
         self.server.schedule_flush()
         return Block([], 0, timeout_reply=acked)
 
+    def waitaof(self, c: Client, local: int, replicas: int, timeout_ms: int) -> Reply | Block:
+        """WAITAOF: the client's writes fsynced by this server's AOF and by replicas'."""
+        self.flush()
+        request = WaitRequest(c, replicas, self.offset if c.effect_seq else 0, aof=True)
+        request.local = local
+        reply = self._wait_reply(request)
+        if self._satisfied(request) or c.in_multi:
+            return reply
+        if timeout_ms:
+            request.timer = self.server.loop.call_later(
+                timeout_ms / 1000, lambda: self._end_wait(request)
+            )
+        self.waiting.append(request)
+        self._getack_due = True
+        self.server.schedule_flush()
+        return Block([], 0, timeout_reply=reply)
+
+    def _local_fsynced(self, c: Client) -> int:
+        aof = self.server.durability.aof
+        return int(aof.writer is not None and c.effect_seq <= aof.fsynced_seq())
+
+    def _aof_acked(self, offset: int) -> int:
+        return sum(
+            1
+            for p in self.peers
+            if p.state == "online" and p.aof_offset >= offset and not p.client.closed
+        )
+
+    def _wait_reply(self, request: WaitRequest) -> Reply:
+        if request.aof:
+            return [self._local_fsynced(request.client), self._aof_acked(request.offset)]
+        return self._acked(request.offset)
+
+    def _satisfied(self, request: WaitRequest) -> bool:
+        if request.aof:
+            local = self._local_fsynced(request.client)
+            acked = self._aof_acked(request.offset)
+            return acked >= request.replicas and local >= request.local
+        return self._acked(request.offset) >= request.replicas
+
     def _acked(self, offset: int) -> int:
         peers = self.peers
         return sum(
@@ -435,7 +480,7 @@ class Replication:
         for request in list(self.waiting):
             if request.client.closed:
                 self.waiting.remove(request)
-            elif self._acked(request.offset) >= request.replicas:
+            elif self._satisfied(request):
                 self._end_wait(request)
 
     def _end_wait(self, request: WaitRequest) -> None:
@@ -445,7 +490,7 @@ class Replication:
         if request.timer is not None:
             request.timer.cancel()  # type: ignore[attr-defined]
         if not request.client.closed:
-            self.engine.end_wait(request.client, self._acked(request.offset))
+            self.engine.end_wait(request.client, self._wait_reply(request))
             self.server.schedule_flush()
 
     # -- roles -----------------------------------------------------------------------------
