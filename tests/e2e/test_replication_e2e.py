@@ -556,3 +556,49 @@ def test_waitaof_with_appendfsync_always() -> None:
         assert r.execute_command("WAITAOF", 1, 0, 0) == [1, 0]
     finally:
         server.stop()
+
+
+def test_masterauth_blocked_readers_and_publish() -> None:
+    """A primary with requirepass (the replica authenticates with masterauth); an XREAD BLOCK
+    on the replica is served by the stream; PUBLISH reaches the replica's subscribers."""
+    primary_p = start_headwater("--requirepass", "s3cret")
+    replica_p = start_headwater(
+        "--masterauth", "s3cret", "--replicaof", "127.0.0.1", str(primary_p.port)
+    )
+    try:
+        primary = redis.Redis(port=primary_p.port, password="s3cret", socket_timeout=10)
+        replica = connect(replica_p)
+        primary.xadd("s", {"a": "1"}, id="1-0")
+        wait_until(lambda: in_step(primary, replica), what="sync with AUTH")
+        result: list[Any] = []
+        reader = threading.Thread(
+            target=lambda: result.append(connect(replica_p).xread({"s": "$"}, block=5000, count=10))
+        )
+        reader.start()
+        pubsub = connect(replica_p).pubsub()
+        pubsub.subscribe("news")
+        assert pubsub.get_message(timeout=2)["type"] == "subscribe"
+        time.sleep(0.3)  # the reader is blocked
+        primary.xadd("s", {"a": "2"}, id="2-0")
+        primary.publish("news", "hello")
+        reader.join(5)
+        assert result == [[[b"s", [(b"2-0", {b"a": b"2"})]]]]
+        message = pubsub.get_message(timeout=3)
+        assert message is not None and message["data"] == b"hello"
+        pubsub.close()
+    finally:
+        replica_p.stop()
+        primary_p.stop()
+
+
+def test_wrong_masterauth_is_logged_and_retried() -> None:
+    primary_p = start_headwater("--requirepass", "s3cret")
+    replica_p = start_headwater(
+        "--masterauth", "wrong", "--replicaof", "127.0.0.1", str(primary_p.port)
+    )
+    try:
+        wait_until(lambda: "Unable to AUTH to MASTER" in log_of(replica_p))
+        assert info(connect(replica_p))["master_link_status"] == "down"
+    finally:
+        replica_p.stop()
+        primary_p.stop()

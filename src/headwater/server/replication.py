@@ -193,6 +193,11 @@ class Replication:
             else:
                 peer.pending += data
 
+    def propagate(self, db: int, argv: list[bytes]) -> None:
+        """A command for the replicas only (PUBLISH), in order with the effects."""
+        if self.feeding and self.peers:
+            self.feed.append(db, argv)
+
     @property
     def due(self) -> bool:
         """Stream bytes wait for ``flush``."""
@@ -296,6 +301,7 @@ class Replication:
         host = c.addr.rsplit(":", 1)[0].strip("[]")
         peer = Peer(conn, c, conf.get("ip", host), int(conf.get("port", "0")), state)
         c.is_replica = True
+        c.reply_on = False  # nothing but the stream goes to a replica (Redis: no replies)
         self.peers.append(peer)
         self._update_refusal()
         return peer
