@@ -602,3 +602,27 @@ def test_wrong_masterauth_is_logged_and_retried() -> None:
     finally:
         replica_p.stop()
         primary_p.stop()
+
+
+def test_backlog_overrun_falls_back_to_a_full_sync() -> None:
+    """More was written during the cut than the backlog holds: PSYNC is refused (counted in
+    sync_partial_err) and a full sync brings the replica up to date."""
+    primary_p = start_headwater("--repl-backlog-size", "16kb")
+    replica_p = start_headwater("--replicaof", "127.0.0.1", str(primary_p.port))
+    try:
+        primary, replica = connect(primary_p), connect(replica_p)
+        primary.xadd("s", {"a": "0"}, id="1-0")
+        wait_until(lambda: in_step(primary, replica), what="sync")
+        replica.execute_command("CLIENT", "KILL", "TYPE", "master")
+        pipe = primary.pipeline(transaction=False)
+        for i in range(200):  # ~40 KB, more than the 16 KB backlog
+            pipe.xadd("s", {"payload": "y" * 200}, id=f"{i + 2}-0")
+        pipe.execute()
+        wait_until(lambda: in_step(primary, replica), what="full resync")
+        stats = info(primary, "stats")
+        assert (stats["sync_full"], stats["sync_partial_err"]) == (2, 1)
+        assert replica.xlen("s") == 201
+        assert info(primary)["repl_backlog_histlen"] == 16 * 1024
+    finally:
+        replica_p.stop()
+        primary_p.stop()
