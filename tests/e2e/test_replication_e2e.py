@@ -626,3 +626,25 @@ def test_backlog_overrun_falls_back_to_a_full_sync() -> None:
     finally:
         replica_p.stop()
         primary_p.stop()
+
+
+def test_a_replica_that_does_not_read_is_dropped_at_its_output_limit() -> None:
+    primary_p = start_headwater("--client-output-buffer-limit", "replica 1mb 256kb 1")
+    try:
+        primary = connect(primary_p)
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.connect(("127.0.0.1", primary_p.port))
+            sock.sendall(encode_command("PSYNC", "?", "-1"))
+            time.sleep(0.3)  # +FULLRESYNC and the snapshot; then it reads no more
+            wait_until(lambda: info(primary)["connected_slaves"] == 1)
+            pipe = primary.pipeline(transaction=False)
+            for i in range(400):
+                pipe.xadd("s", {"payload": "z" * 10_000}, id=f"{i + 1}-0")
+            pipe.execute()
+            wait_until(lambda: info(primary)["connected_slaves"] == 0, what="dropped")
+            assert "overcoming of output buffer limits" in log_of(primary_p)
+            assert info(primary, "stats")["client_output_buffer_limit_disconnections"] == 1
+        assert primary.xlen("s") == 400
+    finally:
+        primary_p.stop()

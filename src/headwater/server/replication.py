@@ -70,7 +70,8 @@ class Peer:
     client: Client
     ip: str
     port: int
-    #: wait_bgsave (its snapshot is being made), online (it gets the stream)
+    #: wait_bgsave (its snapshot is being made), online (it gets the stream), dropped (closed
+    #: for its output-buffer limit)
     state: str
     #: the offset it last acknowledged, and its AOF's (``REPLCONF ACK <off> FACK <aofoff>``)
     ack_offset: int = 0
@@ -81,6 +82,11 @@ class Peer:
     pending: bytearray = field(default_factory=bytearray)
     #: it asked with SYNC (no +FULLRESYNC line before the payload)
     old_sync: bool = False
+    #: stream bytes written to it since its snapshot (the transport's buffer is the snapshot's
+    #: unsent part, then these: what the output-buffer limit judges is the stream's share)
+    since_snapshot: int = 0
+    #: when its stream output first passed the soft limit (monotonic seconds)
+    soft_since: float | None = None
 
 
 @dataclass
@@ -190,8 +196,49 @@ class Replication:
                 transport = peer.conn.transport
                 if transport is not None and not transport.is_closing():
                     transport.write(data)
-            else:
+                    peer.since_snapshot += len(data)
+                    self._check_output_limit(peer)
+            elif peer.state == "wait_bgsave":
                 peer.pending += data
+                if len(peer.pending) > self._limits()[0] > 0:
+                    self._drop(peer, len(peer.pending))
+
+    def _limits(self) -> tuple[int, int, int]:
+        limits: dict[str, tuple[int, int, int]] = self.config["client-output-buffer-limit"]
+        return limits["slave"]
+
+    def _check_output_limit(self, peer: Peer) -> None:
+        """``client-output-buffer-limit replica`` (Redis: 256mb hard, 64mb for 60 s soft) on
+        what of the stream the replica has not read; the snapshot's transfer does not count."""
+        transport = peer.conn.transport
+        if transport is None or transport.is_closing():
+            return
+        size = min(transport.get_write_buffer_size(), peer.since_snapshot)
+        hard, soft, seconds = self._limits()
+        if hard and size >= hard:
+            self._drop(peer, size)
+        elif soft and size >= soft:
+            now = time.monotonic()
+            if peer.soft_since is None:
+                peer.soft_since = now
+            elif now - peer.soft_since >= seconds:
+                self._drop(peer, size)
+        else:
+            peer.soft_since = None
+
+    def _drop(self, peer: Peer, size: int) -> None:
+        log.warning(
+            "Client id=%d (replica %s:%d) scheduled to be closed ASAP for overcoming of output "
+            "buffer limits (%d bytes of the stream unread).",
+            peer.client.id,
+            peer.ip,
+            peer.port,
+            size,
+        )
+        self.engine.stats.client_output_buffer_limit_disconnections += 1
+        if peer.conn.transport is not None:
+            peer.conn.transport.abort()
+        peer.state = "dropped"  # (counted out at once; the cron forgets it)
 
     def propagate(self, db: int, argv: list[bytes]) -> None:
         """A command for the replicas only (PUBLISH), in order with the effects."""
@@ -386,6 +433,7 @@ class Replication:
             transport.write(payload)
             if peer.pending:
                 transport.write(bytes(peer.pending))
+            peer.since_snapshot = len(peer.pending)
             peer.pending = bytearray()
             peer.state = "online"
             peer.ack_time = time.monotonic()
@@ -653,7 +701,7 @@ class Replication:
 
     def cron(self) -> None:
         now = time.monotonic()
-        self.peers = [p for p in self.peers if not p.client.closed]
+        self.peers = [p for p in self.peers if not p.client.closed and p.state != "dropped"]
         for client_id in [i for i in self.handshakes if i not in self.engine.clients]:
             del self.handshakes[client_id]
         if self.master is None and self.peers:
@@ -663,6 +711,8 @@ class Replication:
                 self.broadcast(PING)
             timeout = self.config["repl-timeout"]
             for peer in self.peers:
+                if peer.state == "online":
+                    self._check_output_limit(peer)
                 if peer.state == "online" and now - peer.ack_time > timeout:
                     log.warning("Disconnecting timedout replica %s:%d", peer.ip, peer.port)
                     if peer.conn.transport is not None:
