@@ -648,3 +648,42 @@ def test_a_replica_that_does_not_read_is_dropped_at_its_output_limit() -> None:
         assert primary.xlen("s") == 400
     finally:
         primary_p.stop()
+
+
+def test_clean_restart_keeps_the_history_for_a_partial_resync() -> None:
+    """Stop the primary cleanly, promote its replica, restart the old primary as a replica of
+    it: the old primary continues its history (replication.state, as Redis's RDB keeps the
+    replication ID) and resyncs partially; after kill -9 it would need a full sync."""
+    primary_p = start_headwater()
+    replica_p = start_headwater("--replicaof", "127.0.0.1", str(primary_p.port))
+    try:
+        primary, replica = connect(primary_p), connect(replica_p)
+        redis.Redis(port=primary_p.port, db=1).xadd("s", {"a": "1"}, id="1-0")
+        wait_until(lambda: in_step(primary, replica), what="sync")
+        offset = info(primary)["master_repl_offset"]
+        primary_p.proc.terminate()  # a clean shutdown
+        primary_p.proc.wait(10)
+        state = (Path(primary_p.workdir) / "replication.state").read_text().split()
+        assert int(state[1]) == offset and state[2] == "1"
+        replica.execute_command("REPLICAOF", "NO", "ONE")
+        redis.Redis(port=replica_p.port, db=1).xadd("s", {"a": "2"}, id="2-0")
+        restarted = start_headwater(
+            "--dir",
+            primary_p.workdir,
+            "--replicaof",
+            "127.0.0.1",
+            str(replica_p.port),
+            port=primary_p.port,
+        )
+        try:
+            old = connect(restarted)
+            wait_until(lambda: in_step(replica, old), what="resync to the promoted replica")
+            stats = info(replica, "stats")
+            assert (stats["sync_partial_ok"], stats["sync_full"]) == (1, 0)
+            assert redis.Redis(port=restarted.port, db=1).xlen("s") == 2
+            assert not (Path(primary_p.workdir) / "replication.state").exists()
+        finally:
+            restarted.stop()
+    finally:
+        replica_p.stop()
+        primary_p.stop()

@@ -99,6 +99,8 @@ class AofLog:
         #: the last effect known fsynced (WAITAOF: ``fsynced_seq``)
         self._written: deque[tuple[int, int]] = deque()
         self._fsynced_seq = 0
+        #: the last writer closed had everything on disk, its manifest naming it (shutdown)
+        self.clean_close = False
 
     # -- files -----------------------------------------------------------------------------
 
@@ -171,6 +173,7 @@ class AofLog:
     def start_writer(self, path: Path) -> None:
         notify = None if self.wake is None else functools.partial(self.wake, self._synced)
         self.writer = writer = AofWriter(path, self.config["appendfsync"], notify, self.ops)
+        self.clean_close = False
         self._written.clear()
         # what came before is in files closed (and synced) already, or in the base to come
         self._fsynced_seq = max(self._fsynced_seq, self.engine.effect_seq)
@@ -195,7 +198,8 @@ class AofLog:
         if writer is None:
             return
         upto = self.engine.effect_seq
-        if writer.close():
+        self.clean_close = writer.close() and not self.enabling
+        if self.clean_close:
             self.durable_seq = max(self.durable_seq, upto)
         self.sync_covers = None
         self.writer = None

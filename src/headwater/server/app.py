@@ -106,6 +106,8 @@ class Server:
         requested = self.engine.shutdown_requested
         self.replication.close()
         self.durability.shutdown(requested[0] if requested is not None else None)
+        if self.durability.aof.clean_close:
+            self.replication.save_state()
         for conn in list(self.connections.values()):
             if conn.transport is not None:
                 conn.transport.close()

@@ -97,6 +97,11 @@ class ReplicaLink:
             self._task.cancel()
         self._close()
 
+    def stream_db(self) -> int:
+        """The database the primary's stream is in now."""
+        replayer = self._replayer
+        return replayer.client.db.index if replayer is not None else self.repl.stream_db
+
     def cut(self) -> None:
         """Close the connection (CLIENT KILL TYPE master); the task reconnects."""
         if self._writer is not None:

@@ -41,7 +41,7 @@ from headwater.commands.context import Block, Client
 from headwater.errors import NOT_INTEGER, ReplyError, err
 from headwater.persistence.effect_log import EffectLog
 from headwater.persistence.snapshot import write_snapshot
-from headwater.replication.state import ReplicationState
+from headwater.replication.state import ReplicationState, valid_replid
 from headwater.resp.encoder import encode_command
 from headwater.resp.types import Raw, Reply, Status
 
@@ -58,6 +58,8 @@ NOMASTERLINK = ReplyError("NOMASTERLINK", "Can't SYNC while not connected with m
 NO_REPLY = Raw(b"")
 GETACK = encode_command([b"REPLCONF", b"GETACK", b"*"])
 PING = encode_command([b"PING"])
+#: the replication ID and offset a clean shutdown leaves in the data directory
+STATE_FILE = "replication.state"
 #: how often the primary checks a full sync's child (seconds)
 CHILD_POLL_S = 0.01
 
@@ -141,8 +143,14 @@ class Replication:
         engine.replication = self
         self.config.listeners.append(self._config_changed)
 
+    @property
+    def state_path(self) -> Path:
+        return self.data_dir / STATE_FILE
+
     def start(self) -> None:
-        """At startup: the ``replicaof`` directive."""
+        """At startup: the history a clean shutdown left (as Redis's RDB keeps its
+        replication ID and offset), then the ``replicaof`` directive."""
+        self._load_state()
         target = self.config["replicaof"]
         if target is not None:
             self._become_replica(target)
@@ -152,6 +160,52 @@ class Replication:
         if self.link is not None:
             self.link.stop()
         self._kill_child()
+        self.flush()
+
+    def save_state(self) -> None:
+        """At a clean shutdown whose data is on disk (the AOF, closed): our replication ID,
+        offset and stream database, so that the restarted server continues its history (its
+        replicas, or its new primary, resync partially). A crash leaves no such file: the
+        data on disk may then be behind or ahead of any offset we could name."""
+        if self.link is not None and not self.link.connected and self.master is not None:
+            return  # a replica between syncs: its data is not at a known offset
+        text = f"{self.state.replid} {self.offset} {self._stream_db_now()}\n"
+        try:
+            tmp = self.state_path.with_suffix(".tmp")
+            tmp.write_text(text)
+            os.replace(tmp, self.state_path)
+        except OSError as exc:
+            log.warning("Cannot save the replication state: %s", exc)
+
+    def _stream_db_now(self) -> int:
+        if self.master is None:
+            return self.feed.db or 0  # (None: the next effect says its database anyway)
+        if self.link is not None and self.link.connected:
+            return self.link.stream_db()
+        return self.stream_db
+
+    def _load_state(self) -> None:
+        path = self.state_path
+        try:
+            text = path.read_text()
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            log.warning("Cannot read the replication state %s: %s", path, exc)
+            return
+        finally:
+            with contextlib.suppress(OSError):
+                path.unlink()  # used once: a later crash must not find it
+        parts = text.split()
+        if len(parts) != 3 or not valid_replid(parts[0]) or not all(map(str.isdigit, parts[1:])):
+            log.warning("Ignoring the unreadable replication state %s", path)
+            return
+        self.state.adopt(parts[0], int(parts[1]))
+        self.stream_db = int(parts[2])
+        self.backlog_active = True
+        if self.master is None and self.config["replicaof"] is None:
+            self._start_feeding()
+        log.warning("Replication history restored: %s at offset %s", parts[0], parts[1])
 
     # -- the stream ------------------------------------------------------------------------
 
