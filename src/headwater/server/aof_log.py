@@ -229,9 +229,11 @@ class AofLog:
             self._group_commit(writer, upto, waiting)
         elif writer.flush():
             self.mark_durable(upto, writer.size)
-        written = self._written
-        if not written or written[-1][1] != upto:
-            written.append((writer.size + len(writer.buf), upto))
+        if policy != "no":  # (with ``no`` nothing is ever known fsynced: nothing to track)
+            written = self._written
+            if not written or written[-1][1] != upto:
+                written.append((writer.size + len(writer.buf), upto))
+            self.fsynced_seq()  # (drops what a sync covered: the list stays short)
 
     def fsynced_seq(self) -> int:
         """The last effect whose bytes an fdatasync has covered (WAITAOF's local count; while

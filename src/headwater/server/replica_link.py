@@ -390,7 +390,9 @@ class ReplicaLink:
         if applied:
             self.repl.broadcast(bytes(applied))
             applied.clear()
-            self._applied.append((self.engine.effect_seq, self.repl.state.offset))
+            if self.server.durability.aof.writer is not None:  # (FACK: what to map)
+                self._applied.append((self.engine.effect_seq, self.repl.state.offset))
+                self._fsynced_offset()  # (drops what a sync covered: the list stays short)
 
     def send_ack(self) -> None:
         """``REPLCONF ACK <offset> FACK <aofoffset>``: the stream applied, and how much of it
