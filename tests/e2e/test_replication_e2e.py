@@ -687,3 +687,25 @@ def test_clean_restart_keeps_the_history_for_a_partial_resync() -> None:
     finally:
         replica_p.stop()
         primary_p.stop()
+
+
+def test_wait_counts_acks_of_the_clients_own_writes() -> None:
+    """WAIT judges the offset of the client's last write (Redis: c->woff), not the newest:
+    a replica that acknowledged A's write but not B's counts for A only."""
+    primary_p = start_headwater()
+    try:
+        primary = connect(primary_p)
+        with socket.create_connection(("127.0.0.1", primary_p.port), 5) as replica:
+            replica.sendall(encode_command("PSYNC", "?", "-1"))
+            wait_until(lambda: info(primary)["connected_slaves"] == 1)
+            a, b = connect(primary_p), connect(primary_p)
+            a.xadd("s", {"who": "a"}, id="1-0")
+            after_a = info(primary)["master_repl_offset"]
+            b.xadd("s", {"who": "b"}, id="2-0")
+            assert info(primary)["master_repl_offset"] > after_a
+            replica.sendall(encode_command("REPLCONF", "ACK", str(after_a)))
+            wait_until(lambda: info(primary)["slave0"]["offset"] == after_a)
+            assert a.execute_command("WAIT", 1, 100) == 1
+            assert b.execute_command("WAIT", 1, 100) == 0
+    finally:
+        primary_p.stop()

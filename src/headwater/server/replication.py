@@ -28,11 +28,13 @@ decide WAIT and ``min-replicas-to-write``.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import logging
 import os
 import signal
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -60,6 +62,8 @@ GETACK = encode_command([b"REPLCONF", b"GETACK", b"*"])
 PING = encode_command([b"PING"])
 #: the replication ID and offset a clean shutdown leaves in the data directory
 STATE_FILE = "replication.state"
+#: turns remembered for clients' write offsets (an older write waits for the oldest's end)
+TURNS_KEPT = 4096
 #: how often the primary checks a full sync's child (seconds)
 CHILD_POLL_S = 0.01
 
@@ -138,6 +142,9 @@ class Replication:
         #: goes on where the stream was, without a SELECT)
         self.stream_db = 0
         self.waiting: list[WaitRequest] = []
+        #: (engine.effect_seq, stream offset) at the end of each turn that fed the stream,
+        #: newest last: a client's write offset (Redis: c->woff) for WAIT and WAITAOF
+        self._turns: deque[tuple[int, int]] = deque(maxlen=TURNS_KEPT)
         self._getack_due = False
         self._last_ping = time.monotonic()
         engine.replication = self
@@ -234,6 +241,7 @@ class Replication:
             data = bytes(buf)
             buf.clear()
             self.broadcast(data)
+            self._turns.append((self.engine.effect_seq, self.state.offset))
         if self._getack_due:
             self._getack_due = False
             if self.peers and self.master is None:
@@ -522,7 +530,8 @@ class Replication:
     # -- WAIT ------------------------------------------------------------------------------
 
     def wait(self, c: Client, replicas: int, timeout_ms: int) -> Reply | Block:
-        target = self.offset if c.effect_seq else 0
+        self.flush()
+        target = self._write_offset(c)
         acked = self._acked(target)
         if acked >= replicas or c.in_multi:
             return acked
@@ -539,7 +548,7 @@ class Replication:
     def waitaof(self, c: Client, local: int, replicas: int, timeout_ms: int) -> Reply | Block:
         """WAITAOF: the client's writes fsynced by this server's AOF and by replicas'."""
         self.flush()
-        request = WaitRequest(c, replicas, self.offset if c.effect_seq else 0, aof=True)
+        request = WaitRequest(c, replicas, self._write_offset(c), aof=True)
         request.local = local
         reply = self._wait_reply(request)
         if self._satisfied(request) or c.in_multi:
@@ -575,6 +584,18 @@ class Replication:
             acked = self._aof_acked(request.offset)
             return acked >= request.replicas and local >= request.local
         return self._acked(request.offset) >= request.replicas
+
+    def _write_offset(self, c: Client) -> int:
+        """The stream offset after the client's last write, to a turn's precision (its
+        writes of this turn: the current offset; before the turns remembered: the oldest's
+        end, which is past it)."""
+        seq = c.effect_seq
+        if not seq:
+            return 0
+        turns = self._turns
+        if not turns or seq > turns[-1][0]:
+            return self.offset
+        return turns[bisect.bisect_left(turns, (seq, -1))][1]
 
     def _acked(self, offset: int) -> int:
         peers = self.peers
