@@ -709,3 +709,25 @@ def test_wait_counts_acks_of_the_clients_own_writes() -> None:
             assert b.execute_command("WAIT", 1, 100) == 0
     finally:
         primary_p.stop()
+
+
+def test_data_reloaded_from_disk_starts_a_new_history() -> None:
+    """After the primary loads its data again (DEBUG LOADAOF here; a roll-back after a lasting
+    AOF write error the same way), replicas may hold effects it dropped: they are
+    disconnected and come back with a full sync, not a partial one."""
+    primary_p = start_headwater()
+    replica_p = start_headwater("--replicaof", "127.0.0.1", str(primary_p.port))
+    try:
+        primary, replica = connect(primary_p), connect(replica_p)
+        primary.xadd("s", {"a": "1"}, id="1-0")
+        wait_until(lambda: in_step(primary, replica), what="sync")
+        old = info(primary)["master_replid"]
+        assert primary.execute_command("DEBUG", "LOADAOF") == b"OK"
+        assert info(primary)["master_replid"] != old
+        wait_until(lambda: info(primary, "stats")["sync_full"] == 2, what="full resync")
+        wait_until(lambda: in_step(primary, replica), what="in step again")
+        assert info(primary, "stats")["sync_partial_ok"] == 0
+        assert replica.xrange("s") == [(b"1-0", {b"a": b"1"})]
+    finally:
+        replica_p.stop()
+        primary_p.stop()

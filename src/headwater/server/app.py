@@ -56,6 +56,7 @@ class Server:
         self.durability.on_durable = self._durable
         self.engine.on_kill = self.kill
         self.replication = Replication(self, data_dir)
+        self.durability.on_reload = self.replication.history_lost
         self.engine.busy_poller = BusyPoller(self)
         self.connections: dict[Client, Connection] = {}
         #: connections past the soft output limit: the cron re-checks them (Redis: clientsCron)

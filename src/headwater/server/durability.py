@@ -82,6 +82,9 @@ class Durability:
         )
         engine.persistence = self
         config.listeners.append(self._config_changed)
+        #: called after the data was loaded again from disk (replicas may hold effects a
+        #: roll-back dropped: replication starts a new history)
+        self.on_reload: Callable[[], None] = lambda: None
 
     @property
     def on_durable(self) -> Callable[[], None]:
@@ -131,6 +134,7 @@ class Durability:
         self.aof.detach_sink()
         self.snapshots.flush_all()
         self.open(reset_stats=False)
+        self.on_reload()
 
     # -- every loop turn, and the cron -----------------------------------------------------
 

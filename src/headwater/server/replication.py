@@ -43,7 +43,7 @@ from headwater.commands.context import Block, Client
 from headwater.errors import NOT_INTEGER, ReplyError, err
 from headwater.persistence.effect_log import EffectLog
 from headwater.persistence.snapshot import write_snapshot
-from headwater.replication.state import ReplicationState, valid_replid
+from headwater.replication.state import ReplicationState, new_replid, valid_replid
 from headwater.resp.encoder import encode_command
 from headwater.resp.types import Raw, Reply, Status
 
@@ -623,6 +623,20 @@ class Replication:
             self.server.schedule_flush()
 
     # -- roles -----------------------------------------------------------------------------
+
+    def history_lost(self) -> None:
+        """The data was loaded again from disk (a roll-back after a lasting AOF write error
+        dropped effects the replicas may have): a new history, no second ID, the replicas
+        disconnected, so that they come back with a full sync (Redis: changeReplicationId
+        and clearReplicationId2)."""
+        if self.master is not None:
+            return  # a replica's data follows its primary's stream: the link resyncs
+        self.feed.buf.clear()
+        self.state.replid = new_replid()
+        self.state.clear_replid2()
+        self.feed.db = None
+        self.disconnect_peers()
+        log.warning("Data reloaded from disk: new replication ID %s", self.state.replid)
 
     def cut_link(self) -> None:
         if self.link is not None:
