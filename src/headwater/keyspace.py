@@ -58,7 +58,8 @@ class Database:
     def get(self, key: bytes) -> Any:
         """The live value at key, or None (deleting it first if it has expired)."""
         if self.expires and key in self.expires and self.is_expired(key):
-            self._expire(key)
+            if not self.keyspace.replica:
+                self._expire(key)
             return None
         return self.data.get(key)
 
@@ -252,6 +253,9 @@ class Keyspace:
         #: replaying a log: nothing expires (a command logged while its key was alive must
         #: find it alive, as Redis's loader does); the cron expires such keys afterwards
         self.loading = False
+        #: a replica: an expired key reads as absent but stays until its primary's DEL
+        #: (Redis: expireIfNeeded on a replica), and the cron expires nothing
+        self.replica = False
         self.dbs = [Database(self, i) for i in range(databases)]
         self.expired: list[tuple[int, bytes]] = []  # (db, key) deleted by expiry, to propagate
         self.ready_dbs: list[Database] = []  # databases with keys in their ``ready`` list

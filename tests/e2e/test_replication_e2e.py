@@ -731,3 +731,23 @@ def test_data_reloaded_from_disk_starts_a_new_history() -> None:
     finally:
         replica_p.stop()
         primary_p.stop()
+
+
+def test_expiry_follows_the_primary() -> None:
+    """A key with a TTL expires on the replica by the primary's DEL; it reads as absent there
+    from its deadline on."""
+    primary_p = start_headwater()
+    replica_p = start_headwater("--replicaof", "127.0.0.1", str(primary_p.port))
+    try:
+        primary, replica = connect(primary_p), connect(replica_p)
+        primary.set("k", "v", px=300)
+        primary.xadd("s", {"a": "1"}, id="1-0")
+        primary.pexpire("s", 300)
+        wait_until(lambda: in_step(primary, replica), what="sync")
+        assert replica.get("k") == b"v" and replica.xlen("s") == 1
+        time.sleep(0.4)
+        assert replica.get("k") is None and replica.xlen("s") == 0
+        wait_until(lambda: info(replica, "keyspace") == {}, what="the primary's DELs")
+    finally:
+        replica_p.stop()
+        primary_p.stop()

@@ -67,3 +67,25 @@ def test_promotion_keeps_the_old_history_as_replid2() -> None:
     # one that got past where the old history ended here cannot
     assert not state.can_continue("a" * 40, 112)
     assert state.can_continue(state.replid, 116)
+
+
+def test_a_replica_keeps_expired_keys_for_its_primary() -> None:
+    """On a replica an expired key reads as absent but stays until the primary's DEL, the
+    cron expires nothing, and the primary's commands (applied while ``loading``) still find
+    it (Redis: expireIfNeeded on a replica)."""
+    from tests.unit.conftest import Harness
+
+    h = Harness()
+    c = h.client()
+    h.call(c, "SET", "k", "v", "PX", "100")
+    h.engine.keyspace.replica = True
+    h.clock.advance(1000)
+    assert h.call(c, "GET", "k") is None
+    h.engine.cron()
+    assert b"k" in c.db.data  # still there: the primary decides
+    h.engine.keyspace.loading = True  # the link applying the primary's stream
+    assert h.call(c, "GET", "k") == b"v"
+    h.engine.keyspace.loading = False
+    h.engine.keyspace.replica = False  # promoted: it expires keys itself again
+    assert h.call(c, "GET", "k") is None
+    assert b"k" not in c.db.data

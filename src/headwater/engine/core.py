@@ -558,7 +558,7 @@ class Engine:
         self.keyspace.now_ms = self.clock.now_ms()
         budget = 200
         for db in self.keyspace.dbs:
-            if db.expires:
+            if db.expires and not self.keyspace.replica:
                 db.active_expire(budget)
         if self.keyspace.expired:
             self._propagate_expired()
@@ -575,6 +575,8 @@ class Engine:
         that turning it on takes effect at the next cron)."""
         idle_ms = self.config["stream-consumer-idle-reclaim-ms"]
         now = self.keyspace.now_ms
+        if self.keyspace.replica:
+            return  # its primary reclaims, and the stream brings the effects
         if not idle_ms or now - self._last_reclaim_ms < 1000:
             return
         self._last_reclaim_ms = now

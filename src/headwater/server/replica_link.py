@@ -346,7 +346,10 @@ class ReplicaLink:
         """Apply every whole command read; the bytes applied go on to the backlog."""
         applied = bytearray()
         replayer = self._replayer
-        assert replayer is not None
+        if replayer is None:
+            return
+        keyspace = self.engine.keyspace
+        keyspace.loading = True  # the primary's commands find alive what it had alive
         try:
             while True:
                 try:
@@ -382,6 +385,7 @@ class ReplicaLink:
                     )
                 applied += encoded
         finally:
+            keyspace.loading = False
             self._flush_applied(applied)
             self.engine.serve_ready()
             self.server.schedule_flush()

@@ -709,7 +709,7 @@ class Replication:
             lines.append("role:master")
         else:
             lines.append("role:slave")
-            lines.extend(self._replica_info(now))
+            lines.extend(self._replica_info(now, self.master))
         lines.append(f"connected_slaves:{len(self.peers)}")
         for n, peer in enumerate(self.peers):
             lag = int(now - peer.ack_time)
@@ -731,14 +731,13 @@ class Replication:
         ]
         return lines
 
-    def _replica_info(self, now: float) -> list[str]:
-        assert self.master is not None
+    def _replica_info(self, now: float, master: tuple[str, int]) -> list[str]:
         link = self.link
         up = link is not None and link.connected
         last_io = int(now - link.last_io) if link is not None and link.last_io else -1
         lines = [
-            f"master_host:{self.master[0]}",
-            f"master_port:{self.master[1]}",
+            f"master_host:{master[0]}",
+            f"master_port:{master[1]}",
             f"master_link_status:{'up' if up else 'down'}",
             f"master_last_io_seconds_ago:{last_io if up else -1}",
             f"master_sync_in_progress:{int(link is not None and link.syncing)}",
@@ -769,6 +768,7 @@ class Replication:
         than ``min-replicas-to-write`` (good: online, lag at most ``min-replicas-max-lag``)."""
         refusal: ReplyError | None = None
         config = self.config
+        self.engine.keyspace.replica = self.master is not None
         if self.master is not None:
             if config["replica-read-only"]:
                 refusal = READONLY
