@@ -751,3 +751,28 @@ def test_expiry_follows_the_primary() -> None:
     finally:
         replica_p.stop()
         primary_p.stop()
+
+
+def test_chained_replica_full_sync_in_the_streams_database() -> None:
+    """A replica of a replica: its full sync comes from the middle one, whose stream is in
+    database 2 at that moment; what follows (no SELECT in it) lands in database 2."""
+    primary_p = start_headwater()
+    middle_p = start_headwater("--replicaof", "127.0.0.1", str(primary_p.port))
+    leaf_p: ServerProcess | None = None
+    try:
+        primary, middle = connect(primary_p), connect(middle_p)
+        db2 = redis.Redis(port=primary_p.port, db=2)
+        db2.xadd("s", {"a": "1"}, id="1-0")
+        wait_until(lambda: in_step(primary, middle), what="middle")
+        leaf_p = start_headwater("--replicaof", "127.0.0.1", str(middle_p.port))
+        leaf = connect(leaf_p)
+        wait_until(lambda: in_step(primary, leaf), what="leaf")
+        db2.xadd("s", {"a": "2"}, id="2-0")  # the stream stays in database 2: no SELECT
+        wait_until(lambda: in_step(primary, leaf), what="leaf stream")
+        assert redis.Redis(port=leaf_p.port, db=2).xlen("s") == 2
+        assert leaf.exists("s") == 0
+        assert info(middle)["connected_slaves"] == 1
+    finally:
+        for server in (leaf_p, middle_p, primary_p):
+            if server is not None:
+                server.stop()

@@ -219,9 +219,14 @@ class ReplicaLink:
 
     async def _full_sync(self, reader: asyncio.StreamReader, reply: bytes, limit_s: float) -> None:
         parts = reply.split()
-        replid = parts[1].decode("ascii", "replace") if len(parts) == 3 else ""
-        offset = _int(parts[2]) if len(parts) == 3 else None
-        if not valid_replid(replid) or offset is None or offset < 0:
+        shape = len(parts) in (3, 4)
+        replid = parts[1].decode("ascii", "replace") if shape else ""
+        offset = _int(parts[2]) if shape else None
+        # (a Headwater replica serving a full sync says which database its stream is in)
+        token = parts[3] if len(parts) == 4 else b"db=0"
+        db = _int(token[3:]) if token.startswith(b"db=") else None
+        in_range = db is not None and 0 <= db < len(self.engine.keyspace.dbs)
+        if not valid_replid(replid) or offset is None or offset < 0 or db is None or not in_range:
             raise LinkError(f"Bad +FULLRESYNC reply from master: {_show(reply)}")
         log.warning("Full resync from master: %s:%d", replid, offset)
         self.role_state = "sync"
@@ -237,7 +242,7 @@ class ReplicaLink:
         path = Path(self.repl.data_dir) / f"temp-{int(time.time())}.{os.getpid()}.hwsnap"
         try:
             await self._receive(reader, path, size, limit_s)
-            self._load(path, replid, offset)
+            self._load(path, replid, offset, db)
         finally:
             with contextlib.suppress(OSError):
                 path.unlink()
@@ -261,7 +266,7 @@ class ReplicaLink:
                 self.transfer_read += len(chunk)
                 self.last_io = time.monotonic()
 
-    def _load(self, path: Path, replid: str, offset: int) -> None:
+    def _load(self, path: Path, replid: str, offset: int, stream_db: int) -> None:
         """The whole snapshot is here: load it beside the data, then swap."""
         engine = self.engine
         durability = self.server.durability
@@ -284,7 +289,7 @@ class ReplicaLink:
         engine.info.snapshot_lazy_nodes = len(lazy)
         engine.scripting.load_libraries(libraries)
         self.repl.state.adopt(replid, offset)
-        self.repl.stream_db = 0
+        self.repl.stream_db = stream_db
         self.repl.backlog_active = True
         self.repl.disconnect_peers()
         if aof_on:

@@ -103,6 +103,10 @@ class SyncChild:
     path: Path
     offset: int
     peers: list[Peer]
+    #: the database the stream is in at ``offset`` when this server is itself a replica (it
+    #: proxies its primary's stream, which need not say it again): sent as ``db=<n>`` after
+    #: +FULLRESYNC, where Redis puts it in the RDB (``repl-stream-db``)
+    stream_db: int = 0
 
 
 @dataclass
@@ -436,8 +440,10 @@ class Replication:
         if not peer.old_sync:
             transport = peer.conn.transport
             if transport is not None:
-                line = b"+FULLRESYNC %s %d\r\n" % (self.state.replid.encode(), child.offset)
-                transport.write(line)
+                line = b"+FULLRESYNC %s %d" % (self.state.replid.encode(), child.offset)
+                if child.stream_db:
+                    line += b" db=%d" % child.stream_db
+                transport.write(line + b"\r\n")
         log.warning(
             "Replica %s:%d asks for synchronization: full resync, snapshot at offset %d",
             peer.ip,
@@ -459,7 +465,8 @@ class Replication:
                 code = 0
             finally:
                 os._exit(code)
-        self.child = SyncChild(pid, path, self.state.offset, [])
+        stream_db = self._stream_db_now() if self.master is not None else 0
+        self.child = SyncChild(pid, path, self.state.offset, [], stream_db)
         self.server.loop.call_later(CHILD_POLL_S, self._poll_child)
         return self.child
 
