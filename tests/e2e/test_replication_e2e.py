@@ -776,3 +776,29 @@ def test_chained_replica_full_sync_in_the_streams_database() -> None:
         for server in (leaf_p, middle_p, primary_p):
             if server is not None:
                 server.stop()
+
+
+def test_a_big_snapshot_is_sent_in_chunks_with_writes_meanwhile() -> None:
+    """A snapshot of several chunks (sent as the replica's transport drains), and writes made
+    while it is in flight, which follow it."""
+    primary_p = start_headwater()
+    replica_p = start_headwater()
+    try:
+        primary, replica = connect(primary_p), connect(replica_p)
+        pipe = primary.pipeline(transaction=False)
+        for i in range(40_000):
+            pipe.xadd("big", {"v": f"{i:0200d}"}, id=f"{i + 1}-0")
+        pipe.execute()
+        replica.execute_command("REPLICAOF", "127.0.0.1", primary_p.port)
+        for i in range(200):  # during the fork and the transfer
+            primary.xadd("big", {"v": "late"}, id=f"{50_000 + i}-0")
+        wait_until(lambda: in_step(primary, replica), timeout=60, what="big sync")
+        assert replica.xlen("big") == 40_200
+        assert replica.xrange("big", "-", "+", count=1) == primary.xrange("big", "-", "+", count=1)
+        assert replica.xrevrange("big", count=3) == primary.xrevrange("big", count=3)
+        assert "bytes of snapshot" in log_of(primary_p)
+        size = int(log_of(primary_p).split("succeeded (")[1].split(" bytes")[0])
+        assert size > 4 * 1024 * 1024  # more than the high-water mark: chunks and retries
+    finally:
+        replica_p.stop()
+        primary_p.stop()

@@ -37,7 +37,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 from headwater.commands.context import Block, Client
 from headwater.errors import NOT_INTEGER, ReplyError, err
@@ -64,6 +64,11 @@ PING = encode_command([b"PING"])
 STATE_FILE = "replication.state"
 #: turns remembered for clients' write offsets (an older write waits for the oldest's end)
 TURNS_KEPT = 4096
+#: the snapshot goes to a replica in chunks of this size while its transport holds less than
+#: the high-water mark (else it is tried again after BULK_RETRY_S seconds)
+BULK_CHUNK = 1024 * 1024
+BULK_HIGH_WATER = 4 * 1024 * 1024
+BULK_RETRY_S = 0.005
 #: how often the primary checks a full sync's child (seconds)
 CHILD_POLL_S = 0.01
 
@@ -76,8 +81,8 @@ class Peer:
     client: Client
     ip: str
     port: int
-    #: wait_bgsave (its snapshot is being made), online (it gets the stream), dropped (closed
-    #: for its output-buffer limit)
+    #: wait_bgsave (its snapshot is being made), send_bulk (being sent), online (it gets the
+    #: stream), dropped (closed for its output-buffer limit)
     state: str
     #: the offset it last acknowledged, and its AOF's (``REPLCONF ACK <off> FACK <aofoff>``)
     ack_offset: int = 0
@@ -264,7 +269,7 @@ class Replication:
                     transport.write(data)
                     peer.since_snapshot += len(data)
                     self._check_output_limit(peer)
-            elif peer.state == "wait_bgsave":
+            elif peer.state in ("wait_bgsave", "send_bulk"):
                 peer.pending += data
                 if len(peer.pending) > self._limits()[0] > 0:
                     self._drop(peer, len(peer.pending))
@@ -483,13 +488,6 @@ class Replication:
             return
         self.child = None
         ok = os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
-        try:
-            payload = child.path.read_bytes() if ok else b""
-        except OSError as exc:
-            log.warning("Cannot read the snapshot for replicas: %s", exc)
-            ok = False
-        with contextlib.suppress(OSError):
-            child.path.unlink()
         for peer in child.peers:
             transport = peer.conn.transport
             if peer.client.closed or transport is None or transport.is_closing():
@@ -498,20 +496,56 @@ class Replication:
                 log.warning("Snapshot for replica %s:%d failed: closing it", peer.ip, peer.port)
                 transport.close()
                 continue
-            transport.write(b"$%d\r\n" % len(payload))
-            transport.write(payload)
-            if peer.pending:
-                transport.write(bytes(peer.pending))
-            peer.since_snapshot = len(peer.pending)
-            peer.pending = bytearray()
-            peer.state = "online"
-            peer.ack_time = time.monotonic()
-            log.warning(
-                "Synchronization with replica %s:%d succeeded (%d bytes of snapshot)",
-                peer.ip,
-                peer.port,
-                len(payload),
-            )
+            try:  # each replica reads its own handle (the file is unlinked below)
+                f = open(child.path, "rb")  # noqa: SIM115 (closed by _send_bulk)
+                size = os.fstat(f.fileno()).st_size
+            except OSError as exc:
+                log.warning("Cannot read the snapshot for replicas: %s", exc)
+                transport.close()
+                continue
+            peer.state = "send_bulk"
+            transport.write(b"$%d\r\n" % size)
+            self._send_bulk(peer, f, size, 0)
+        with contextlib.suppress(OSError):
+            child.path.unlink()
+        self._update_refusal()
+
+    def _send_bulk(self, peer: Peer, f: BinaryIO, size: int, sent: int) -> None:
+        """Send the snapshot a chunk at a time while the replica's transport takes it (its
+        buffer below ``BULK_HIGH_WATER``), then what the stream added since: the primary's
+        memory holds a few chunks, not the whole snapshot."""
+        transport = peer.conn.transport
+        if peer.client.closed or transport is None or transport.is_closing():
+            f.close()
+            return
+        try:
+            while sent < size and transport.get_write_buffer_size() < BULK_HIGH_WATER:
+                chunk = f.read(min(BULK_CHUNK, size - sent))
+                if not chunk:
+                    raise OSError(f"the snapshot file ended after {sent} of {size} bytes")
+                transport.write(chunk)
+                sent += len(chunk)
+        except OSError as exc:
+            log.warning("Cannot send the snapshot to replica %s:%d: %s", peer.ip, peer.port, exc)
+            f.close()
+            transport.close()
+            return
+        if sent < size:
+            self.server.loop.call_later(BULK_RETRY_S, self._send_bulk, peer, f, size, sent)
+            return
+        f.close()
+        if peer.pending:
+            transport.write(bytes(peer.pending))
+        peer.since_snapshot = len(peer.pending)
+        peer.pending = bytearray()
+        peer.state = "online"
+        peer.ack_time = time.monotonic()
+        log.warning(
+            "Synchronization with replica %s:%d succeeded (%d bytes of snapshot)",
+            peer.ip,
+            peer.port,
+            size,
+        )
         self._update_refusal()
 
     def _kill_child(self) -> None:
