@@ -324,7 +324,7 @@ class ReplicaLink:
         master.addr = f"{self.host}:{self.port}"
         self.role_state = "connected"
         self.connected = True
-        self.repl._update_refusal()
+        self.repl.update_refusal()
         log.warning("MASTER <-> REPLICA link is up")
         parser = hiredis.Reader()
         self.send_ack()

@@ -28,24 +28,21 @@ decide WAIT and ``min-replicas-to-write``.
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import logging
 import os
-import signal
 import time
-from collections import deque
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING
 
 from headwater.commands.context import Block, Client
 from headwater.errors import NOT_INTEGER, ReplyError, err
 from headwater.persistence.effect_log import EffectLog
-from headwater.persistence.snapshot import write_snapshot
 from headwater.replication.state import ReplicationState, new_replid, valid_replid
 from headwater.resp.encoder import encode_command
 from headwater.resp.types import Raw, Reply, Status
+from headwater.server.repl_sync import FullSync, Peer
+from headwater.server.repl_wait import Waits
 
 if TYPE_CHECKING:
     from headwater.server.app import Server
@@ -62,69 +59,6 @@ GETACK = encode_command([b"REPLCONF", b"GETACK", b"*"])
 PING = encode_command([b"PING"])
 #: the replication ID and offset a clean shutdown leaves in the data directory
 STATE_FILE = "replication.state"
-#: turns remembered for clients' write offsets (an older write waits for the oldest's end)
-TURNS_KEPT = 4096
-#: the snapshot goes to a replica in chunks of this size while its transport holds less than
-#: the high-water mark (else it is tried again after BULK_RETRY_S seconds)
-BULK_CHUNK = 1024 * 1024
-BULK_HIGH_WATER = 4 * 1024 * 1024
-BULK_RETRY_S = 0.005
-#: how often the primary checks a full sync's child (seconds)
-CHILD_POLL_S = 0.01
-
-
-@dataclass
-class Peer:
-    """A replica attached to this server."""
-
-    conn: Connection
-    client: Client
-    ip: str
-    port: int
-    #: wait_bgsave (its snapshot is being made), send_bulk (being sent), online (it gets the
-    #: stream), dropped (closed for its output-buffer limit)
-    state: str
-    #: the offset it last acknowledged, and its AOF's (``REPLCONF ACK <off> FACK <aofoff>``)
-    ack_offset: int = 0
-    aof_offset: int = -1
-    #: when it last acknowledged (monotonic seconds)
-    ack_time: float = field(default_factory=time.monotonic)
-    #: the stream since its snapshot's moment, while it waits for the snapshot
-    pending: bytearray = field(default_factory=bytearray)
-    #: it asked with SYNC (no +FULLRESYNC line before the payload)
-    old_sync: bool = False
-    #: stream bytes written to it since its snapshot (the transport's buffer is the snapshot's
-    #: unsent part, then these: what the output-buffer limit judges is the stream's share)
-    since_snapshot: int = 0
-    #: when its stream output first passed the soft limit (monotonic seconds)
-    soft_since: float | None = None
-
-
-@dataclass
-class SyncChild:
-    """A forked child writing a snapshot for replicas."""
-
-    pid: int
-    path: Path
-    offset: int
-    peers: list[Peer]
-    #: the database the stream is in at ``offset`` when this server is itself a replica (it
-    #: proxies its primary's stream, which need not say it again): sent as ``db=<n>`` after
-    #: +FULLRESYNC, where Redis puts it in the RDB (``repl-stream-db``)
-    stream_db: int = 0
-
-
-@dataclass
-class WaitRequest:
-    """A client in WAIT."""
-
-    client: Client
-    replicas: int
-    offset: int
-    timer: object = None
-    #: WAITAOF: replicas count by their AOF's offset, and ``local`` local fsyncs are wanted
-    aof: bool = False
-    local: int = 0
 
 
 class Replication:
@@ -142,18 +76,16 @@ class Replication:
         self.peers: list[Peer] = []
         #: what replicas said with REPLCONF before their PSYNC, by client id
         self.handshakes: dict[int, dict[str, str]] = {}
-        self.child: SyncChild | None = None
-        self._temp_seq = 0
+        #: full syncs: the snapshot child and the transfers
+        self.full_sync = FullSync(self)
         #: the primary this server replicates (None: it is a primary) and its link
         self.master: tuple[str, int] | None = None
         self.link: ReplicaLink | None = None
         #: the database the primary's stream is in (kept across a cut: a partial resync
         #: goes on where the stream was, without a SELECT)
         self.stream_db = 0
-        self.waiting: list[WaitRequest] = []
-        #: (engine.effect_seq, stream offset) at the end of each turn that fed the stream,
-        #: newest last: a client's write offset (Redis: c->woff) for WAIT and WAITAOF
-        self._turns: deque[tuple[int, int]] = deque(maxlen=TURNS_KEPT)
+        #: clients in WAIT and WAITAOF
+        self.waits = Waits(self)
         self._getack_due = False
         self._last_ping = time.monotonic()
         engine.replication = self
@@ -170,12 +102,12 @@ class Replication:
         target = self.config["replicaof"]
         if target is not None:
             self._become_replica(target)
-        self._update_refusal()
+        self.update_refusal()
 
     def close(self) -> None:
         if self.link is not None:
             self.link.stop()
-        self._kill_child()
+        self.full_sync.kill()
         self.flush()
 
     def save_state(self) -> None:
@@ -185,7 +117,7 @@ class Replication:
         data on disk may then be behind or ahead of any offset we could name."""
         if self.link is not None and not self.link.connected and self.master is not None:
             return  # a replica between syncs: its data is not at a known offset
-        text = f"{self.state.replid} {self.offset} {self._stream_db_now()}\n"
+        text = f"{self.state.replid} {self.offset} {self.stream_db_now()}\n"
         try:
             tmp = self.state_path.with_suffix(".tmp")
             tmp.write_text(text)
@@ -193,7 +125,7 @@ class Replication:
         except OSError as exc:
             log.warning("Cannot save the replication state: %s", exc)
 
-    def _stream_db_now(self) -> int:
+    def stream_db_now(self) -> int:
         if self.master is None:
             return self.feed.db or 0  # (None: the next effect says its database anyway)
         if self.link is not None and self.link.connected:
@@ -250,13 +182,13 @@ class Replication:
             data = bytes(buf)
             buf.clear()
             self.broadcast(data)
-            self._turns.append((self.engine.effect_seq, self.state.offset))
+            self.waits.turn_fed(self.engine.effect_seq, self.state.offset)
         if self._getack_due:
             self._getack_due = False
             if self.peers and self.master is None:
                 self.broadcast(GETACK)
-        if self.waiting:  # (WAITAOF: the local fsync may have moved)
-            self._check_waiting()
+        if self.waits.waiting:  # (WAITAOF: the local fsync may have moved)
+            self.waits.check()
 
     def broadcast(self, data: bytes) -> None:
         """Bytes of the stream: into the backlog, to the replicas online, into the buffers
@@ -316,6 +248,11 @@ class Replication:
         if self.feeding and self.peers:
             self.feed.append(db, argv)
 
+    def request_acks(self) -> None:
+        """Ask every replica for an ACK now (``REPLCONF GETACK *`` at the end of the turn)."""
+        self._getack_due = True
+        self.server.schedule_flush()
+
     @property
     def due(self) -> bool:
         """Stream bytes wait for ``flush``."""
@@ -367,8 +304,8 @@ class Replication:
             if fack is not None and fack > peer.aof_offset:
                 peer.aof_offset = fack
         peer.ack_time = time.monotonic()
-        self._check_waiting()
-        self._update_refusal()
+        self.waits.check()
+        self.update_refusal()
 
     def psync(self, c: Client, replid: str, offset: int | None) -> Reply:
         """PSYNC (``offset`` given) or SYNC (None)."""
@@ -411,7 +348,7 @@ class Replication:
         stats.sync_full += 1
         peer = self._attach(conn, c, "wait_bgsave")
         peer.old_sync = offset is None
-        self._full_sync(peer)
+        self.full_sync.start(peer)
         return NO_REPLY
 
     def _attach(self, conn: Connection, c: Client, state: str) -> Peer:
@@ -421,7 +358,7 @@ class Replication:
         c.is_replica = True
         c.reply_on = False  # nothing but the stream goes to a replica (Redis: no replies)
         self.peers.append(peer)
-        self._update_refusal()
+        self.update_refusal()
         return peer
 
     def _peer_of(self, c: Client) -> Peer | None:
@@ -430,135 +367,6 @@ class Replication:
                 return peer
         return None
 
-    # -- full sync -------------------------------------------------------------------------
-
-    def _full_sync(self, peer: Peer) -> None:
-        child = self.child
-        if child is not None:  # share the snapshot being made, and what came since
-            others = [p for p in child.peers if not p.client.closed]
-            peer.pending = bytearray(others[0].pending) if others else bytearray()
-            if not others:
-                child = None
-        if child is None:
-            child = self._fork()
-        child.peers.append(peer)
-        if not peer.old_sync:
-            transport = peer.conn.transport
-            if transport is not None:
-                line = b"+FULLRESYNC %s %d" % (self.state.replid.encode(), child.offset)
-                if child.stream_db:
-                    line += b" db=%d" % child.stream_db
-                transport.write(line + b"\r\n")
-        log.warning(
-            "Replica %s:%d asks for synchronization: full resync, snapshot at offset %d",
-            peer.ip,
-            peer.port,
-            child.offset,
-        )
-
-    def _fork(self) -> SyncChild:
-        self._temp_seq += 1
-        path = self.data_dir / f"temp-repl-{os.getpid()}-{self._temp_seq}.hwsnap"
-        engine = self.engine
-        # the stream after the snapshot starts with a SELECT (Redis: slaveseldb = -1)
-        self.feed.db = None
-        pid = os.fork()
-        if pid == 0:  # the child: write the snapshot and leave without running any cleanup
-            code = 1
-            try:
-                write_snapshot(path, engine.keyspace.dbs, engine.scripting.library_codes())
-                code = 0
-            finally:
-                os._exit(code)
-        stream_db = self._stream_db_now() if self.master is not None else 0
-        self.child = SyncChild(pid, path, self.state.offset, [], stream_db)
-        self.server.loop.call_later(CHILD_POLL_S, self._poll_child)
-        return self.child
-
-    def _poll_child(self) -> None:
-        child = self.child
-        if child is None:
-            return
-        try:
-            done, status = os.waitpid(child.pid, os.WNOHANG)
-        except ChildProcessError:
-            done, status = child.pid, 1 << 8
-        if not done:
-            self.server.loop.call_later(CHILD_POLL_S, self._poll_child)
-            return
-        self.child = None
-        ok = os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
-        for peer in child.peers:
-            transport = peer.conn.transport
-            if peer.client.closed or transport is None or transport.is_closing():
-                continue
-            if not ok:
-                log.warning("Snapshot for replica %s:%d failed: closing it", peer.ip, peer.port)
-                transport.close()
-                continue
-            try:  # each replica reads its own handle (the file is unlinked below)
-                f = open(child.path, "rb")  # noqa: SIM115 (closed by _send_bulk)
-                size = os.fstat(f.fileno()).st_size
-            except OSError as exc:
-                log.warning("Cannot read the snapshot for replicas: %s", exc)
-                transport.close()
-                continue
-            peer.state = "send_bulk"
-            transport.write(b"$%d\r\n" % size)
-            self._send_bulk(peer, f, size, 0)
-        with contextlib.suppress(OSError):
-            child.path.unlink()
-        self._update_refusal()
-
-    def _send_bulk(self, peer: Peer, f: BinaryIO, size: int, sent: int) -> None:
-        """Send the snapshot a chunk at a time while the replica's transport takes it (its
-        buffer below ``BULK_HIGH_WATER``), then what the stream added since: the primary's
-        memory holds a few chunks, not the whole snapshot."""
-        transport = peer.conn.transport
-        if peer.client.closed or transport is None or transport.is_closing():
-            f.close()
-            return
-        try:
-            while sent < size and transport.get_write_buffer_size() < BULK_HIGH_WATER:
-                chunk = f.read(min(BULK_CHUNK, size - sent))
-                if not chunk:
-                    raise OSError(f"the snapshot file ended after {sent} of {size} bytes")
-                transport.write(chunk)
-                sent += len(chunk)
-        except OSError as exc:
-            log.warning("Cannot send the snapshot to replica %s:%d: %s", peer.ip, peer.port, exc)
-            f.close()
-            transport.close()
-            return
-        if sent < size:
-            self.server.loop.call_later(BULK_RETRY_S, self._send_bulk, peer, f, size, sent)
-            return
-        f.close()
-        if peer.pending:
-            transport.write(bytes(peer.pending))
-        peer.since_snapshot = len(peer.pending)
-        peer.pending = bytearray()
-        peer.state = "online"
-        peer.ack_time = time.monotonic()
-        log.warning(
-            "Synchronization with replica %s:%d succeeded (%d bytes of snapshot)",
-            peer.ip,
-            peer.port,
-            size,
-        )
-        self._update_refusal()
-
-    def _kill_child(self) -> None:
-        child = self.child
-        if child is None:
-            return
-        with contextlib.suppress(OSError):
-            os.kill(child.pid, signal.SIGKILL)
-            os.waitpid(child.pid, 0)
-        with contextlib.suppress(OSError):
-            child.path.unlink()
-        self.child = None
-
     def disconnect_peers(self) -> None:
         """Close every attached replica (our history changed: they reconnect and resync)."""
         for peer in self.peers:
@@ -566,102 +374,15 @@ class Replication:
             if transport is not None:
                 transport.close()
         self.peers.clear()
-        self._update_refusal()
+        self.update_refusal()
 
-    # -- WAIT ------------------------------------------------------------------------------
+    # -- WAIT and WAITAOF (repl_wait.py) --------------------------------------------------
 
     def wait(self, c: Client, replicas: int, timeout_ms: int) -> Reply | Block:
-        self.flush()
-        target = self._write_offset(c)
-        acked = self._acked(target)
-        if acked >= replicas or c.in_multi:
-            return acked
-        request = WaitRequest(c, replicas, target)
-        if timeout_ms:
-            request.timer = self.server.loop.call_later(
-                timeout_ms / 1000, lambda: self._end_wait(request)
-            )
-        self.waiting.append(request)
-        self._getack_due = True
-        self.server.schedule_flush()
-        return Block([], 0, timeout_reply=acked)
+        return self.waits.wait(c, replicas, timeout_ms)
 
     def waitaof(self, c: Client, local: int, replicas: int, timeout_ms: int) -> Reply | Block:
-        """WAITAOF: the client's writes fsynced by this server's AOF and by replicas'."""
-        self.flush()
-        request = WaitRequest(c, replicas, self._write_offset(c), aof=True)
-        request.local = local
-        reply = self._wait_reply(request)
-        if self._satisfied(request) or c.in_multi:
-            return reply
-        if timeout_ms:
-            request.timer = self.server.loop.call_later(
-                timeout_ms / 1000, lambda: self._end_wait(request)
-            )
-        self.waiting.append(request)
-        self._getack_due = True
-        self.server.schedule_flush()
-        return Block([], 0, timeout_reply=reply)
-
-    def _local_fsynced(self, c: Client) -> int:
-        aof = self.server.durability.aof
-        return int(aof.writer is not None and c.effect_seq <= aof.fsynced_seq())
-
-    def _aof_acked(self, offset: int) -> int:
-        return sum(
-            1
-            for p in self.peers
-            if p.state == "online" and p.aof_offset >= offset and not p.client.closed
-        )
-
-    def _wait_reply(self, request: WaitRequest) -> Reply:
-        if request.aof:
-            return [self._local_fsynced(request.client), self._aof_acked(request.offset)]
-        return self._acked(request.offset)
-
-    def _satisfied(self, request: WaitRequest) -> bool:
-        if request.aof:
-            local = self._local_fsynced(request.client)
-            acked = self._aof_acked(request.offset)
-            return acked >= request.replicas and local >= request.local
-        return self._acked(request.offset) >= request.replicas
-
-    def _write_offset(self, c: Client) -> int:
-        """The stream offset after the client's last write, to a turn's precision (its
-        writes of this turn: the current offset; before the turns remembered: the oldest's
-        end, which is past it)."""
-        seq = c.effect_seq
-        if not seq:
-            return 0
-        turns = self._turns
-        if not turns or seq > turns[-1][0]:
-            return self.offset
-        return turns[bisect.bisect_left(turns, (seq, -1))][1]
-
-    def _acked(self, offset: int) -> int:
-        peers = self.peers
-        return sum(
-            1
-            for p in peers
-            if p.state == "online" and p.ack_offset >= offset and not p.client.closed
-        )
-
-    def _check_waiting(self) -> None:
-        for request in list(self.waiting):
-            if request.client.closed:
-                self.waiting.remove(request)
-            elif self._satisfied(request):
-                self._end_wait(request)
-
-    def _end_wait(self, request: WaitRequest) -> None:
-        if request not in self.waiting:
-            return
-        self.waiting.remove(request)
-        if request.timer is not None:
-            request.timer.cancel()  # type: ignore[attr-defined]
-        if not request.client.closed:
-            self.engine.end_wait(request.client, self._wait_reply(request))
-            self.server.schedule_flush()
+        return self.waits.waitaof(c, local, replicas, timeout_ms)
 
     # -- roles -----------------------------------------------------------------------------
 
@@ -710,12 +431,12 @@ class Replication:
             self.link.stop()
         self._stop_feeding()
         self.disconnect_peers()
-        self._kill_child()
+        self.full_sync.kill()
         self.master = target
         self.config.values["replicaof"] = target
         self.link = ReplicaLink(self.server, self, *target)
         self.link.start()
-        self._update_refusal()
+        self.update_refusal()
 
     def _become_primary(self) -> None:
         if self.link is not None:
@@ -725,10 +446,10 @@ class Replication:
         self.config.values["replicaof"] = None
         self.state.shift_replid()
         self.disconnect_peers()
-        self._kill_child()
+        self.full_sync.kill()
         if self.backlog_active:
             self._start_feeding()
-        self._update_refusal()
+        self.update_refusal()
 
     def role(self) -> Reply:
         if self.master is None:
@@ -804,7 +525,7 @@ class Replication:
         ]
         return lines
 
-    def _update_refusal(self) -> None:
+    def update_refusal(self) -> None:
         """READONLY on a read-only replica; NOREPLICAS on a primary with fewer good replicas
         than ``min-replicas-to-write`` (good: online, lag at most ``min-replicas-max-lag``)."""
         refusal: ReplyError | None = None
@@ -825,7 +546,7 @@ class Replication:
         if name == "repl-backlog-size":
             self.state.backlog.resize(int(value))  # type: ignore[call-overload]
         elif name in ("replica-read-only", "min-replicas-to-write", "min-replicas-max-lag"):
-            self._update_refusal()
+            self.update_refusal()
 
     # -- the cron --------------------------------------------------------------------------
 
@@ -847,8 +568,8 @@ class Replication:
                     log.warning("Disconnecting timedout replica %s:%d", peer.ip, peer.port)
                     if peer.conn.transport is not None:
                         peer.conn.transport.close()
-        self._check_waiting()
-        self._update_refusal()
+        self.waits.check()
+        self.update_refusal()
         self.flush()
 
 
