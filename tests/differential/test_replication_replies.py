@@ -12,7 +12,14 @@ from collections.abc import Iterator
 import hiredis
 import pytest
 
-from tests.helpers import RawClient, ServerProcess, free_port, start_headwater, start_redis
+from tests.helpers import (
+    RawClient,
+    ServerProcess,
+    encode_command,
+    free_port,
+    start_headwater,
+    start_redis,
+)
 
 PRIMARY_CASES: list[tuple[str, ...]] = [
     ("ROLE",),
@@ -98,6 +105,13 @@ REPLICA_CASES: list[tuple[str, ...]] = [
     ("SET", "k", "v"),
     ("EXEC",),
     ("PING",),
+    ("EVAL", "return redis.call('SET','k','v')", "0"),
+    ("EVAL", "return redis.pcall('XADD','s','*','a','1')", "0"),
+    ("EVAL", "#!lua\nreturn 1", "0"),
+    ("EVAL", "#!lua flags=no-writes\nreturn redis.call('GET','k')", "0"),
+    ("EVAL_RO", "#!lua\nreturn 1", "0"),
+    ("EVAL_RO", "return redis.call('GET','k')", "0"),
+    ("FUNCTION", "LOAD", "#!lua name=lib\nredis.register_function('f', function() return 1 end)"),
 ]
 
 
@@ -138,3 +152,65 @@ def test_replica_replies_match_redis() -> None:
     finally:
         hw.stop()
         rd.stop()
+
+
+@pytest.mark.parametrize(
+    "blocking",
+    [
+        ("XREAD", "BLOCK", "0", "STREAMS", "s", "$"),
+        ("XREADGROUP", "GROUP", "g", "c", "BLOCK", "0", "STREAMS", "s", ">"),
+        ("WAIT", "1", "0"),
+    ],
+    ids=lambda argv: argv[0],
+)
+def test_becoming_a_replica_unblocks_waiting_clients(blocking: tuple[str, ...]) -> None:
+    """REPLICAOF ends every wait with -UNBLOCKED (an XREADGROUP run later would change the
+    group on a replica)."""
+    down = free_port()
+    replies = []
+    for start in (
+        lambda: start_headwater("--appendonly", "no", "--save", ""),
+        start_redis,
+    ):
+        server = start()
+        try:
+            admin, waiter = RawClient(server.port), RawClient(server.port)
+            admin.call("XGROUP", "CREATE", "s", "g", "$", "MKSTREAM")
+            waiter.send_raw(encode_command(*blocking))
+            time.sleep(0.2)
+            assert admin.call("REPLICAOF", "127.0.0.1", str(down)) == b"+OK\r\n"
+            replies.append(waiter.read_reply())
+            admin.close()
+            waiter.close()
+        finally:
+            server.stop()
+    assert replies[0] == replies[1]
+    assert replies[0].startswith(b"-UNBLOCKED")
+
+
+NOREPLICAS_CASES: list[tuple[str, ...]] = [
+    ("CONFIG", "SET", "min-replicas-to-write", "1"),
+    ("SET", "k", "v"),
+    ("XADD", "s", "*", "a", "1"),
+    ("GET", "k"),
+    ("EVAL", "return redis.call('SET','k','v')", "0"),
+    ("EVAL", "#!lua\nreturn 1", "0"),
+    ("EVAL_RO", "#!lua\nreturn 1", "0"),
+    ("EVAL", "#!lua flags=no-writes\nreturn 1", "0"),
+    ("MULTI",),
+    ("SET", "k", "v"),
+    ("EXEC",),
+    ("CONFIG", "SET", "min-replicas-to-write", "0"),
+    ("SET", "k", "v"),
+]
+
+
+def test_min_replicas_refusals_match_redis(servers: tuple[ServerProcess, ServerProcess]) -> None:
+    hw, rd = servers
+    hc, rc = RawClient(hw.port), RawClient(rd.port)
+    try:
+        for argv in NOREPLICAS_CASES:
+            assert hc.call(*argv) == rc.call(*argv), argv
+    finally:
+        hc.close()
+        rc.close()

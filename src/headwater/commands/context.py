@@ -245,6 +245,8 @@ class ServerAPI(Protocol):
     persistence: Persistence | None
     #: primary/replica replication, if the layer above provides it
     replication: Replication | None
+    #: set by replication: writes refused (-READONLY on a replica, -NOREPLICAS)
+    replication_refusal: ReplyError | None
     #: a script is busy (past busy-reply-threshold): what other commands are answered
     busy_reply: ReplyError | None
     #: channels, patterns and monitors (commands/pubsub.py)

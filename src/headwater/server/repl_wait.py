@@ -64,7 +64,7 @@ class Waits:
             return reply
         loop = self.repl.server.loop
         if timeout_ms:
-            request.timer = loop.call_later(timeout_ms / 1000, lambda: self._end(request))
+            request.timer = loop.call_later(timeout_ms / 1000, lambda: self.end(request))
         self.waiting.append(request)
         self.repl.request_acks()
         return Block([], 0, timeout_reply=reply)
@@ -110,9 +110,10 @@ class Waits:
             if request.client.closed:
                 self.waiting.remove(request)
             elif self._satisfied(request):
-                self._end(request)
+                self.end(request)
 
-    def _end(self, request: WaitRequest) -> None:
+    def end(self, request: WaitRequest) -> None:
+        """Answer the request with what is acknowledged now (also its timeout)."""
         if request not in self.waiting:
             return
         self.waiting.remove(request)

@@ -55,6 +55,10 @@ READONLY = ReplyError("READONLY", "You can't write against a read only replica."
 NOREPLICAS = ReplyError("NOREPLICAS", "Not enough good replicas to write.")
 NOMASTERLINK = ReplyError("NOMASTERLINK", "Can't SYNC while not connected with my master")
 NO_REPLY = Raw(b"")
+UNBLOCKED_ROLE = ReplyError(
+    "UNBLOCKED",
+    "force unblock from blocking operation, instance state changed (master -> replica?)",
+)
 GETACK = encode_command([b"REPLCONF", b"GETACK", b"*"])
 PING = encode_command([b"PING"])
 #: the replication ID and offset a clean shutdown leaves in the data directory
@@ -434,9 +438,20 @@ class Replication:
         self.full_sync.kill()
         self.master = target
         self.config.values["replicaof"] = target
+        self._unblock_all()
         self.link = ReplicaLink(self.server, self, *target)
         self.link.start()
         self.update_refusal()
+
+    def _unblock_all(self) -> None:
+        """Becoming a replica ends every wait (Redis: disconnectAllBlockedClients): an
+        XREADGROUP that ran later would change the group here, not on the primary."""
+        for client in list(self.engine.clients.values()):
+            if client.gate.blocked is not None:
+                self.engine.end_wait(client, UNBLOCKED_ROLE)
+        for request in list(self.waits.waiting):
+            self.waits.end(request)
+        self.server.schedule_flush()
 
     def _become_primary(self) -> None:
         if self.link is not None:
