@@ -728,6 +728,13 @@ def test_data_reloaded_from_disk_starts_a_new_history() -> None:
         wait_until(lambda: in_step(primary, replica), what="in step again")
         assert info(primary, "stats")["sync_partial_ok"] == 0
         assert replica.xrange("s") == [(b"1-0", {b"a": b"1"})]
+        # the same on the replica: it starts over with a full sync (once the AOF it restarted
+        # after its sync has its base: DEBUG LOADAOF does nothing before)
+        wait_until(lambda: info(replica, "persistence")["aof_rewrite_in_progress"] == 0)
+        assert replica.execute_command("DEBUG", "LOADAOF") == b"OK"
+        wait_until(lambda: info(primary, "stats")["sync_full"] == 3, what="replica starts over")
+        wait_until(lambda: in_step(primary, replica), what="in step after the replica's reload")
+        assert info(primary, "stats")["sync_partial_ok"] == 0
     finally:
         replica_p.stop()
         primary_p.stop()

@@ -396,7 +396,13 @@ class Replication:
         disconnected, so that they come back with a full sync (Redis: changeReplicationId
         and clearReplicationId2)."""
         if self.master is not None:
-            return  # a replica's data follows its primary's stream: the link resyncs
+            # a replica no longer has what its offset claims: a full sync, from scratch
+            self.state.adopt(new_replid(), 0)
+            self.backlog_active = False
+            self.disconnect_peers()
+            self.cut_link()
+            log.warning("Data reloaded from disk: the link to the primary starts over")
+            return
         self.feed.buf.clear()
         self.state.replid = new_replid()
         self.state.clear_replid2()
