@@ -119,6 +119,8 @@ class Replication:
         offset and stream database, so that the restarted server continues its history (its
         replicas, or its new primary, resync partially). A crash leaves no such file: the
         data on disk may then be behind or ahead of any offset we could name."""
+        if not self.backlog_active:
+            return  # no replication history (no replica ever attached, no primary)
         if self.link is not None and not self.link.connected and self.master is not None:
             return  # a replica between syncs: its data is not at a known offset
         text = f"{self.state.replid} {self.offset} {self.stream_db_now()}\n"
