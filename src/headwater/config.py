@@ -156,6 +156,22 @@ def _merge(old: Any, new: Any) -> Any:
     return old + new
 
 
+def _replicaof(text: str) -> tuple[str, int] | None:
+    """``replicaof <host> <port>`` (``no one``: a primary)."""
+    parts = text.split()
+    if len(parts) != 2:
+        raise ConfigError("wrong number of arguments")
+    if parts[0].lower() == "no" and parts[1].lower() == "one":
+        return None
+    if not parts[1].isdigit() or not 0 < int(parts[1]) < 65536:
+        raise ConfigError("Invalid master port")
+    return parts[0], int(parts[1])
+
+
+def _print_replicaof(value: tuple[str, int] | None) -> str:
+    return "" if value is None else f"{value[0]} {value[1]}"
+
+
 def _yn(value: Any) -> str:
     return "yes" if value else "no"
 
@@ -262,6 +278,27 @@ PARAMS: tuple[Param, ...] = (
     Param("lazyfree-lazy-user-del", _bool, "no", printer=_yn),
     Param("io-threads", _int_parser(1, 128), "1", mutable=False),
     Param("appendfsync-group-commit", _bool, "yes", printer=_yn),
+    # replication (server/replication.py, server/replica_link.py)
+    Param(
+        "replicaof",
+        _replicaof,
+        "no one",
+        mutable=False,
+        printer=_print_replicaof,
+        aliases=("slaveof",),
+        variadic=True,
+    ),
+    Param("masterauth", _string, ""),
+    Param("masteruser", _string, ""),
+    Param("replica-read-only", _bool, "yes", printer=_yn, aliases=("slave-read-only",)),
+    Param("replica-priority", _int_parser(0, 2**31 - 1), "100", aliases=("slave-priority",)),
+    Param("repl-backlog-size", _int_parser(1, INT64_MAX, memory=True), "1048576"),
+    Param("repl-ping-replica-period", _int_parser(1, 2**31 - 1), "10"),
+    Param("repl-timeout", _int_parser(1, 2**31 - 1), "60"),
+    Param(
+        "min-replicas-to-write", _int_parser(0, 2**31 - 1), "0", aliases=("min-slaves-to-write",)
+    ),
+    Param("min-replicas-max-lag", _int_parser(0, 2**31 - 1), "10", aliases=("min-slaves-max-lag",)),
 )
 
 

@@ -58,7 +58,8 @@ class Database:
     def get(self, key: bytes) -> Any:
         """The live value at key, or None (deleting it first if it has expired)."""
         if self.expires and key in self.expires and self.is_expired(key):
-            self._expire(key)
+            if not self.keyspace.replica:
+                self._expire(key)
             return None
         return self.data.get(key)
 
@@ -140,6 +141,22 @@ class Database:
         self.expires.clear()
         self._deadlines.clear()
         return removed
+
+    def take_contents(self, other: Database) -> None:
+        """Replace every key with those of ``other`` (a replica's full sync, loaded into a
+        fresh keyspace beside this one); WATCHers of any key and waiters on keys that now
+        exist hear of it."""
+        before = set(self.data)
+        self.data = other.data
+        self.expires = other.expires
+        self._deadlines = other._deadlines
+        self.idmp_keys = other.idmp_keys
+        for key in list(self.watched):
+            if key in before or key in self.data:
+                self.signal_modified(key)
+        for key in list(self.blocking):
+            if key in self.data:
+                self.signal_ready(key)
 
     def _remove(self, key: bytes) -> None:
         del self.data[key]
@@ -236,6 +253,9 @@ class Keyspace:
         #: replaying a log: nothing expires (a command logged while its key was alive must
         #: find it alive, as Redis's loader does); the cron expires such keys afterwards
         self.loading = False
+        #: a replica: an expired key reads as absent but stays until its primary's DEL
+        #: (Redis: expireIfNeeded on a replica), and the cron expires nothing
+        self.replica = False
         self.dbs = [Database(self, i) for i in range(databases)]
         self.expired: list[tuple[int, bytes]] = []  # (db, key) deleted by expiry, to propagate
         self.ready_dbs: list[Database] = []  # databases with keys in their ``ready`` list

@@ -196,6 +196,10 @@ _CLIENT_TYPES = (b"normal", b"master", b"replica", b"slave", b"pubsub")
 
 def _client_type(c: Client) -> bytes:
     """Its type for CLIENT LIST/KILL TYPE (a monitor is a normal client there, as in Redis)."""
+    if c.is_master:
+        return b"master"
+    if c.is_replica:
+        return b"slave"
     return b"pubsub" if c.subscribed() else b"normal"
 
 
@@ -208,6 +212,7 @@ def cmd_client_list(c: Client, argv: list[bytes]) -> Reply:
             kind = argv[3].lower()
             if kind not in _CLIENT_TYPES:
                 raise err(f"Unknown client type '{_text(argv[3])}'")
+            kind = b"slave" if kind == b"replica" else kind
             clients = [x for x in clients if _client_type(x) == kind]
         elif option == b"ID" and len(argv) >= 4:
             wanted = []
@@ -244,7 +249,8 @@ def _kill_filters(c: Client, argv: list[bytes]) -> list[Client]:
         elif option == b"TYPE":
             if value.lower() not in _CLIENT_TYPES:
                 raise err(f"Unknown client type '{_text(value)}'")
-            candidates = [x for x in candidates if _client_type(x) == value.lower()]
+            kind = b"slave" if value.lower() == b"replica" else value.lower()
+            candidates = [x for x in candidates if _client_type(x) == kind]
         elif option == b"USER":
             if value != b"default":
                 raise err(f"No such user '{_text(value)}'")

@@ -195,6 +195,10 @@ class Stats:
         self.stream_idmp_iids_added = 0
         self.stream_idmp_iids_duplicates = 0
         self.evicted_scripts = 0
+        #: full syncs served, partial resyncs accepted and refused (a primary's)
+        self.sync_full = 0
+        self.sync_partial_ok = 0
+        self.sync_partial_err = 0
 
 
 class Persistence(Protocol):
@@ -207,6 +211,24 @@ class Persistence(Protocol):
     def bgrewriteaof(self) -> Reply: ...
     def debug_reload(self) -> None: ...
     def debug_loadaof(self) -> None: ...
+
+
+class Replication(Protocol):
+    """What REPLICAOF, REPLCONF, PSYNC, ROLE, WAIT and INFO replication call: the server
+    layer's replication (``engine.replication``; None in an engine without one). Each raises
+    ``ReplyError`` to refuse."""
+
+    def replicaof(self, c: Client, target: tuple[str, int] | None) -> Reply: ...
+    def replconf(self, c: Client, args: list[bytes]) -> Reply: ...
+    def psync(self, c: Client, replid: str, offset: int | None) -> Reply: ...
+    def role(self) -> Reply: ...
+    def wait(self, c: Client, replicas: int, timeout_ms: int) -> Reply | Block: ...
+    def waitaof(self, c: Client, local: int, replicas: int, timeout_ms: int) -> Reply | Block: ...
+    def info_lines(self) -> list[str]: ...
+    def is_replica(self) -> bool: ...
+    def propagate(self, db: int, argv: list[bytes]) -> None:
+        """Send a command to the replicas only (PUBLISH), not to the AOF."""
+        ...
 
 
 class ServerAPI(Protocol):
@@ -222,6 +244,10 @@ class ServerAPI(Protocol):
     dirty_at_last_save: int
     #: snapshots and the AOF, if the layer above provides them
     persistence: Persistence | None
+    #: primary/replica replication, if the layer above provides it
+    replication: Replication | None
+    #: set by replication: writes refused (-READONLY on a replica, -NOREPLICAS)
+    replication_refusal: ReplyError | None
     #: a script is busy (past busy-reply-threshold): what other commands are answered
     busy_reply: ReplyError | None
     #: channels, patterns and monitors (commands/pubsub.py)
@@ -300,6 +326,9 @@ class Client:
         #: replaying an AOF or obeying a primary: commands carry concrete values (XADD IDMP
         #: with an explicit ID) and are applied, not judged
         self.replaying = False
+        #: a replica attached to this server (after SYNC/PSYNC), or this server's primary
+        self.is_replica = False
+        self.is_master = False
         #: the engine's effect counter after this client's last write (see Engine.effect_seq)
         self.effect_seq = 0
         #: the engine's effect counter when this client last ran a command that shows data
@@ -336,10 +365,16 @@ class Client:
     def output_class(self) -> str:
         """Its class in ``client-output-buffer-limit`` (Redis: getClientType; a monitor is
         a normal client there)."""
+        if self.is_replica:
+            return "slave"
         return "pubsub" if self.subscribed() else "normal"
 
     def flags_string(self) -> str:
         flags = "O" if self.monitor else ""
+        if self.is_replica:
+            flags += "S"
+        if self.is_master:
+            flags += "M"
         if self.subscribed():
             flags += "P"
         if self.in_multi:

@@ -328,10 +328,16 @@ def cmd_sunsubscribe(c: Client, argv: list[bytes]) -> Reply:
 
 
 def cmd_publish(c: Client, argv: list[bytes]) -> Reply:
+    repl = c.server.replication
+    if repl is not None:  # replicas' subscribers get it too (not the AOF: as Redis)
+        repl.propagate(c.db.index, argv)
     return c.server.pubsub.publish(argv[1], argv[2], output_hold(c))
 
 
 def cmd_spublish(c: Client, argv: list[bytes]) -> Reply:
+    repl = c.server.replication
+    if repl is not None:
+        repl.propagate(c.db.index, argv)
     return c.server.pubsub.spublish(argv[1], argv[2], output_hold(c))
 
 

@@ -141,6 +141,9 @@ def _section_stats(c: Client) -> list[str]:
         f"total_net_input_bytes:{s.net_input_bytes}",
         f"total_net_output_bytes:{s.net_output_bytes}",
         f"rejected_connections:{s.rejected_connections}",
+        f"sync_full:{s.sync_full}",
+        f"sync_partial_ok:{s.sync_partial_ok}",
+        f"sync_partial_err:{s.sync_partial_err}",
         f"expired_keys:{s.expired_keys}",
         "evicted_keys:0",
         "evicted_clients:0",
@@ -161,6 +164,8 @@ def _section_stats(c: Client) -> list[str]:
 
 
 def _section_replication(c: Client) -> list[str]:
+    if c.server.replication is not None:
+        return c.server.replication.info_lines()
     return [
         "role:master",
         "connected_slaves:0",

@@ -13,6 +13,7 @@ from headwater.commands import (
     keys,
     monitor,
     pubsub,
+    replication,
     server,
     streams,
     strings,
@@ -35,6 +36,7 @@ FAMILIES = (
     introspection,
     pubsub,
     monitor,
+    replication,
 )
 
 

@@ -32,6 +32,7 @@ from headwater.commands.context import (
     Client,
     CommandSpec,
     Persistence,
+    Replication,
     ServerInfo,
     Stats,
 )
@@ -121,6 +122,11 @@ class Engine:
         self.replies_wait_for_disk = False
         #: set while writes cannot be made durable (-MISCONF): write commands are refused
         self.refuse_writes: ReplyError | None = None
+        #: set by replication: a read-only replica (-READONLY), too few good replicas
+        #: (-NOREPLICAS); the primary's own link is exempt
+        self.replication_refusal: ReplyError | None = None
+        #: primary/replica replication (the server layer sets it)
+        self.replication: Replication | None = None
         self._in_exec = False
         self._tx_effects: list[tuple[int, list[bytes]]] | None = None
         #: Lua scripts and functions (their commands run through ``call`` like any other)
@@ -204,6 +210,9 @@ class Engine:
             return
         if self.refuse_writes is not None and row.is_write and not c.replaying:
             self._reject(c, row, self.refuse_writes)
+            return
+        if self.replication_refusal is not None and row.is_write and not c.replaying:
+            self._reject(c, row, self.replication_refusal)
             return
         if c.in_multi and not row.immediate:
             if row.no_multi:
@@ -468,6 +477,22 @@ class Engine:
         self._count_unblocked(waiter.row, failed=False)
         self._finish_wait(waiter, waiter.timeout_reply)
 
+    def end_wait(self, client: Client, reply: Reply) -> bool:
+        """End a wait that is not on keys (WAIT: the replication layer decides when) with
+        ``reply``; False if the client is not waiting."""
+        waiter = client.gate.blocked
+        if waiter is None:
+            return False
+        self._count_unblocked(waiter.row, failed=False)
+        self._finish_wait(waiter, reply)
+        return True
+
+    def serve_ready(self) -> None:
+        """Wake the clients whose keys commands applied outside ``execute`` made ready (a
+        replica's link applies its primary's stream with ``apply``)."""
+        if self.keyspace.ready_dbs:
+            self._serve_ready()
+
     def unblock_client(self, client: Client, error: bool) -> bool:
         waiter = client.gate.blocked
         if waiter is None:
@@ -533,7 +558,7 @@ class Engine:
         self.keyspace.now_ms = self.clock.now_ms()
         budget = 200
         for db in self.keyspace.dbs:
-            if db.expires:
+            if db.expires and not self.keyspace.replica:
                 db.active_expire(budget)
         if self.keyspace.expired:
             self._propagate_expired()
@@ -550,6 +575,8 @@ class Engine:
         that turning it on takes effect at the next cron)."""
         idle_ms = self.config["stream-consumer-idle-reclaim-ms"]
         now = self.keyspace.now_ms
+        if self.keyspace.replica:
+            return  # its primary reclaims, and the stream brings the effects
         if not idle_ms or now - self._last_reclaim_ms < 1000:
             return
         self._last_reclaim_ms = now

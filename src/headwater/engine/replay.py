@@ -69,7 +69,7 @@ from headwater.commands.args import strict_int
 from headwater.commands.context import Client, CommandSpec
 from headwater.commands.streams import LISTPACK_MAX
 from headwater.engine.core import Engine
-from headwater.errors import ReplyError
+from headwater.errors import ReplyError, err
 from headwater.ops.change import Change, as_given
 from headwater.ops.groups import claim_entry, forget_entry, move_last_id, touch_consumer
 from headwater.ops.streams import (
@@ -215,6 +215,18 @@ class Replayer:
     def _fast_now(self) -> bool:
         """Whether the fast paths may run: nothing observes single commands."""
         return self.fast and not self.client.in_multi and not self.engine.propagating
+
+    def apply_command(self, argv: object) -> ReplyError | None:
+        """Apply one command of a replication stream (a replica's link: the same path as a
+        file's commands, without the XADD and XCLAIM fast paths, which effect sinks would not
+        see). ``argv`` is what hiredis read: anything but an array of bulk strings naming a
+        known command is refused with an error, not applied."""
+        if type(argv) is not list or not argv or not all(type(a) is bytes for a in argv):
+            return err(_NOT_A_COMMAND)
+        name = argv[0].upper()
+        if name not in self.engine.table:
+            return err(f"unknown command {argv[0][:64]!r}")
+        return self._apply(name, argv)
 
     def _apply(self, name: bytes, argv: list[bytes]) -> ReplyError | None:
         """Run one command; its error, if it failed (in a transaction: at EXEC, which fails

@@ -158,6 +158,10 @@ class AofWriter:
         self.log = EffectLog()
         self.error: OSError | None = None
         self.unsynced = False  # written but not yet fdatasync'ed
+        #: the file's size that the last successful fdatasync covers (WAITAOF), and that of
+        #: the background sync in flight
+        self.synced_size = self.size
+        self._sync_size = self.size
         self.last_fsync = time.monotonic()
         self.postponed_since: float | None = None
         self.fsyncs = 0
@@ -248,6 +252,7 @@ class AofWriter:
     def sync(self) -> bool:
         """``fdatasync`` now, on this thread; False (and ``error`` set) if it failed."""
         self.last_fsync = time.monotonic()
+        size = self.size
         try:
             self.ops.fdatasync(self.fd)
         except OSError as exc:
@@ -255,6 +260,7 @@ class AofWriter:
             self.unsynced = True
             return False
         self.unsynced = False
+        self.synced_size = size
         self.fsyncs += 1
         self._synced()
         return True
@@ -269,6 +275,7 @@ class AofWriter:
             self._worker.start()
         self.syncing = True
         self.unsynced = False
+        self._sync_size = self.size
         self.last_fsync = time.monotonic()
         self._busy.acquire()
         self._go.release()
@@ -285,6 +292,7 @@ class AofWriter:
             self.error = error
             self.unsynced = True
             return False
+        self.synced_size = self._sync_size
         self.fsyncs += 1
         self._synced()
         return True
@@ -329,6 +337,7 @@ class AofWriter:
         self.postponed_since = None
         self.ops.ftruncate(self.fd, size)
         self.size = size
+        self.synced_size = min(self.synced_size, size)
         self.db = None  # the command now last in the file may be in any database
         try:
             self.ops.fdatasync(self.fd)  # the cut too must survive a crash

@@ -37,6 +37,17 @@ def parse_numkeys(argv: list[bytes]) -> int:
     return numkeys
 
 
+def check_may_write(c: Client, read_only_command: bool) -> None:
+    """A script or function that declares it may write, refused before it runs as Redis's
+    scriptPrepareForRun does: on a read-only replica or without enough good replicas, then
+    by a *_RO command."""
+    refusal = c.server.replication_refusal
+    if refusal is not None:
+        raise refusal
+    if read_only_command:
+        raise _RO_WITH_WRITE_FLAG
+
+
 def _run(
     c: Client, argv: list[bytes], numkeys: int, script: Script, read_only_command: bool
 ) -> Reply:
@@ -45,8 +56,8 @@ def _run(
     if flags is not None:  # a shebang: the script declares whether it writes
         if FLAG_NO_WRITES in flags:
             read_only = True
-        elif read_only_command:
-            raise _RO_WITH_WRITE_FLAG
+        else:
+            check_may_write(c, read_only_command)
     scripting = scripting_of(c)
     reply = scripting.run_script(c, script.function, script.sha, argv[3:], numkeys, True, read_only)
     scripting.ran(script)

@@ -15,7 +15,7 @@ from headwater.errors import err
 from headwater.glob import glob_match
 from headwater.ops.change import Written, as_given, one_line
 from headwater.resp.types import OK, Reply, RSet, Status
-from headwater.scripting.commands import scripting_of, with_numkeys
+from headwater.scripting.commands import check_may_write, scripting_of, with_numkeys
 from headwater.scripting.functions import Library, dump_payload, read_payload
 from headwater.scripting.runtime import FLAG_NO_WRITES, Scripting
 
@@ -36,8 +36,8 @@ def _fcall(c: Client, argv: list[bytes], read_only_command: bool) -> Reply:
     if numkeys < 0:
         raise err("Number of keys can't be negative")
     read_only = FLAG_NO_WRITES in function.flags
-    if read_only_command and not read_only:
-        raise _RO_WITH_WRITE_FLAG
+    if not read_only:
+        check_may_write(c, read_only_command)
     show_command(c.server.pubsub, c, argv)  # before the commands its function runs
     return scripting.run_script(
         c, function.callback, function.name, argv[3:], numkeys, False, read_only, argv

@@ -94,6 +94,7 @@ class ScriptHost(ServerAPI, Protocol):
 
     lookup: dict[bytes, CommandSpec]
     refuse_writes: ReplyError | None
+    replication_refusal: ReplyError | None
     busy_reply: ReplyError | None
     shutdown_requested: tuple[bool | None, bool, bool] | None
 
@@ -480,10 +481,17 @@ class Scripting:
             return b"ERR " + _NOSCRIPT
         if run.read_only and (row.is_write or "may_replicate" in flags):
             return b"ERR " + _RO_WRITE
-        if row.is_write and not run.wrote:
+        if row.is_write:
+            # as Redis's scriptVerifyWriteCommandAllow: a read-only replica always, a disk
+            # error before the script's first write, too few good replicas always
+            replication = self.host.replication_refusal
+            if replication is not None and replication.code == "READONLY":
+                return replication.line()
             refuse = self.host.refuse_writes
-            if refuse is not None:
+            if refuse is not None and not run.wrote:
                 return refuse.line()
+            if replication is not None:
+                return replication.line()
         return None
 
     # -- busy scripts ------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
@@ -71,6 +72,8 @@ class AofLog:
         self.dir = Path(data_dir) / config["appenddirname"]
         self.manifest_path = self.dir / f"{config['appendfilename']}.manifest"
         self.writer: AofWriter | None = None
+        #: the writer's sink in ``engine.effect_sinks`` (None: not logging)
+        self.sink: Callable[[int, list[bytes]], None] | None = None
         #: the manifest that names the writer's file (None while ``enabling``)
         self.manifest: Manifest | None = None
         self.base_size = 0
@@ -92,6 +95,12 @@ class AofLog:
         self.carried_error: OSError | None = None
         #: a roll-back cut the file and answered its clients; the reload comes next turn
         self.reload_pending = False
+        #: (file size, effect_seq) after each write not yet known fsynced, oldest first, and
+        #: the last effect known fsynced (WAITAOF: ``fsynced_seq``)
+        self._written: deque[tuple[int, int]] = deque()
+        self._fsynced_seq = 0
+        #: the last writer closed had everything on disk, its manifest naming it (shutdown)
+        self.clean_close = False
 
     # -- files -----------------------------------------------------------------------------
 
@@ -164,11 +173,24 @@ class AofLog:
     def start_writer(self, path: Path) -> None:
         notify = None if self.wake is None else functools.partial(self.wake, self._synced)
         self.writer = writer = AofWriter(path, self.config["appendfsync"], notify, self.ops)
+        self.clean_close = False
+        self._written.clear()
+        # what came before is in files closed (and synced) already, or in the base to come
+        self._fsynced_seq = max(self._fsynced_seq, self.engine.effect_seq)
         self.durable_size = writer.size
         if self.carried_error is not None:  # reloading after a roll-back: still failing
             writer.error = self.carried_error
             writer.probe()
-        self.engine.effect_sinks[:] = [writer.log.append]  # (compiled: no frame per effect)
+        self.detach_sink()
+        self.sink = writer.log.append  # (compiled: no frame per effect)
+        self.engine.effect_sinks.insert(0, self.sink)  # first: the AOF, then replication
+
+    def detach_sink(self) -> None:
+        """Stop logging effects (other sinks, the replication stream's, stay)."""
+        sinks = self.engine.effect_sinks
+        if self.sink is not None and self.sink in sinks:
+            sinks.remove(self.sink)
+        self.sink = None
 
     def close_writer(self, wake: bool = True) -> None:
         """Write and sync what is left, close the file; the replies waiting for it may go."""
@@ -176,7 +198,8 @@ class AofLog:
         if writer is None:
             return
         upto = self.engine.effect_seq
-        if writer.close():
+        self.clean_close = writer.close() and not self.enabling
+        if self.clean_close:
             self.durable_seq = max(self.durable_seq, upto)
         self.sync_covers = None
         self.writer = None
@@ -206,6 +229,22 @@ class AofLog:
             self._group_commit(writer, upto, waiting)
         elif writer.flush():
             self.mark_durable(upto, writer.size)
+        if policy != "no":  # (with ``no`` nothing is ever known fsynced: nothing to track)
+            written = self._written
+            if not written or written[-1][1] != upto:
+                written.append((writer.size + len(writer.buf), upto))
+            self.fsynced_seq()  # (drops what a sync covered: the list stays short)
+
+    def fsynced_seq(self) -> int:
+        """The last effect whose bytes an fdatasync has covered (WAITAOF's local count; while
+        ``enabling``, or after a roll-back's cut, nothing new is)."""
+        writer = self.writer
+        if writer is None or self.enabling or self.reload_pending:
+            return self._fsynced_seq
+        written, synced = self._written, writer.synced_size
+        while written and written[0][0] <= synced:
+            self._fsynced_seq = max(self._fsynced_seq, written.popleft()[1])
+        return self._fsynced_seq
 
     def mark_durable(self, upto: int, size: int) -> None:
         """Effects up to ``upto`` are safe, and the file ends with them at ``size``; while

@@ -31,6 +31,7 @@ from headwater.persistence.aof import SYSTEM_FILE_OPS, FileOps
 from headwater.server.busy import BusyPoller
 from headwater.server.durability import Durability, StartupError
 from headwater.server.protocol import Connection, send_replies
+from headwater.server.replication import Replication
 
 log = logging.getLogger("headwater")
 
@@ -54,6 +55,8 @@ class Server:
         self.durability = Durability(config, self.engine, data_dir, wake, ops)
         self.durability.on_durable = self._durable
         self.engine.on_kill = self.kill
+        self.replication = Replication(self, data_dir)
+        self.durability.on_reload = self.replication.history_lost
         self.engine.busy_poller = BusyPoller(self)
         self.connections: dict[Client, Connection] = {}
         #: connections past the soft output limit: the cron re-checks them (Redis: clientsCron)
@@ -85,6 +88,7 @@ class Server:
         # walked again (the first full collection after 5M replayed entries took ~50 ms),
         # and a BGSAVE child does not dirty its pages (copy-on-write).
         gc.freeze()
+        self.replication.start()
         for host in self.config["bind"]:
             server = await self.loop.create_server(
                 lambda: Connection(self),
@@ -101,7 +105,10 @@ class Server:
         for server in self.servers:
             server.close()
         requested = self.engine.shutdown_requested
+        self.replication.close()
         self.durability.shutdown(requested[0] if requested is not None else None)
+        if self.durability.aof.clean_close:
+            self.replication.save_state()
         for conn in list(self.connections.values()):
             if conn.transport is not None:
                 conn.transport.close()
@@ -112,6 +119,9 @@ class Server:
             self._stopped.set_result(None)
 
     def kill(self, client: Client) -> None:
+        if client.is_master:  # CLIENT KILL TYPE master: the link reconnects and resyncs
+            self.replication.cut_link()
+            return
         conn = self.connections.get(client)
         if conn is not None and conn.transport is not None:
             client.out.clear()
@@ -120,7 +130,8 @@ class Server:
     # -- per-iteration flush ---------------------------------------------------------------
 
     def schedule_flush(self) -> None:
-        if not self.flush_scheduled and (self.engine.pending or self.durability.pending):
+        due = self.engine.pending or self.durability.pending or self.replication.due
+        if not self.flush_scheduled and due:
             self.flush_scheduled = True
             self.loop.call_soon(self.flush)
 
@@ -129,6 +140,7 @@ class Server:
         durability = self.durability
         pending, held = self.engine.pending, self.held
         durability.persist(waiting=len(pending) + len(held))
+        self.replication.flush()  # (after the AOF write, as Redis's beforeSleep)
         send_replies(pending, held, self.connections, durability.holds_nobody())
         durability.finish_roll_back()
         if held and not durability.syncing and not self._retry_scheduled:
@@ -169,6 +181,7 @@ class Server:
         except Exception:
             log.exception("cron failed")
         self.durability.cron()  # retries a failed write, starts everysec's fsync, children…
+        self.replication.cron()
         for conn in list(self.soft_limited):
             conn.check_output_limit()
         self._close_idle_clients()
@@ -186,6 +199,7 @@ class Server:
         for client, conn in list(self.connections.items()):
             idle = now - client.last_interaction_ms
             waiting = client.gate.blocked is not None or client.subscribed() or client.monitor
+            waiting = waiting or client.is_replica
             if not waiting and idle > timeout_s * 1000 and conn.transport is not None:
                 log.info("Closing idle client id=%d", client.id)
                 conn.transport.close()

@@ -82,6 +82,9 @@ class Durability:
         )
         engine.persistence = self
         config.listeners.append(self._config_changed)
+        #: called after the data was loaded again from disk (replicas may hold effects a
+        #: roll-back dropped: replication starts a new history)
+        self.on_reload: Callable[[], None] = lambda: None
 
     @property
     def on_durable(self) -> Callable[[], None]:
@@ -128,9 +131,10 @@ class Durability:
     def _reload(self) -> None:
         """Empty every database and load the AOF again (DEBUG LOADAOF, a roll-back)."""
         self.aof.close_writer(wake=False)
-        self.engine.effect_sinks.clear()
+        self.aof.detach_sink()
         self.snapshots.flush_all()
         self.open(reset_stats=False)
+        self.on_reload()
 
     # -- every loop turn, and the cron -----------------------------------------------------
 
@@ -278,7 +282,7 @@ class Durability:
         aof.reload_pending, aof.carried_error = False, None  # (no reload without AOF)
         writer = aof.writer
         aof.close_writer()
-        self.engine.effect_sinks.clear()
+        self.aof.detach_sink()
         if aof.enabling and writer is not None:  # no manifest names its file
             writer.path.unlink(missing_ok=True)
         aof.enabling = False

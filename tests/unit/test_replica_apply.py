@@ -1,0 +1,71 @@
+"""A replica's link applies its primary's stream through the AOF replay's own path
+(``Replayer.apply_command``, issue 17): random command sequences on a primary engine, their
+effects as the stream's bytes (fed to the reader in random pieces, as a socket delivers them),
+applied on a replica engine whose keyspace is in replica mode (it expires nothing itself;
+the primary's commands are applied with ``loading``, as the link does): the same keyspace,
+down to node layout, PELs, delivery times and counts, IDMP maps; and the replica logs the
+same effects to its own AOF."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import hiredis
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from headwater.engine.replay import Replayer
+from tests.unit.conftest import Harness
+from tests.unit.test_replay_roundtrip import (
+    _check_invariants,
+    _run,
+    _without_consumer_times,
+    step,
+)
+from tests.unit.test_rewrite import exact_state
+
+
+@settings(
+    max_examples=int(os.environ.get("HW_REPLICA_EXAMPLES", "100")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(
+    steps=st.lists(step, min_size=8, max_size=40),
+    cuts=st.lists(st.integers(1, 200), min_size=1, max_size=20),
+)
+def test_replica_state_is_the_primary_state(
+    steps: list[tuple[str, Any]], cuts: list[int], tmp_path_factory: Any
+) -> None:
+    primary = Harness()
+    _run(primary, steps)
+    path = Path(tmp_path_factory.mktemp("stream")) / "stream.aof"
+    primary.write_aof(path)
+    data = path.read_bytes()
+    replica = Harness()
+    replica.clock.now = primary.clock.now
+    keyspace = replica.engine.keyspace
+    keyspace.replica = True
+    link = Replayer(replica.engine, fast=False)
+    reader = hiredis.Reader()
+    pos, n = 0, 0
+    while pos < len(data):
+        size = cuts[n % len(cuts)]
+        n += 1
+        reader.feed(data[pos : pos + size])
+        pos += size
+        keyspace.loading = True
+        try:
+            while (argv := reader.gets()) is not False:
+                error = link.apply_command(argv)
+                assert error is None, (argv, error)
+        finally:
+            keyspace.loading = False
+    link.close()
+    assert _without_consumer_times(exact_state(keyspace.dbs)) == _without_consumer_times(
+        exact_state(primary.engine.keyspace.dbs)
+    )
+    _check_invariants(replica.engine)
+    assert replica.effects == primary.effects  # its own AOF gets the same lines
