@@ -1434,7 +1434,7 @@ TABLES: dict[str, Callable[[Harness], list[str]]] = {
     "repl-psync": table_repl_psync,
     "repl-fullsync": table_repl_fullsync,
 }
-DEFAULT_ROWS = (*RATIO_ROWS, "memory", "idmp", "inproc")
+DEFAULT_ROWS = (*RATIO_ROWS, "memory", "idmp", "inproc", "repl-cost", "repl-lag", "repl-psync")
 #: One line per row for ``--list``.
 ROW_INFO = {
     "xadd-1": "XADD s * f <rand>, 1 client (redis-benchmark), target >= 0.8x",
