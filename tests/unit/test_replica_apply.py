@@ -35,10 +35,13 @@ from tests.unit.test_rewrite import exact_state
 @given(
     steps=st.lists(step, min_size=8, max_size=40),
     cuts=st.lists(st.integers(1, 200), min_size=1, max_size=20),
+    batched=st.booleans(),
 )
 def test_replica_state_is_the_primary_state(
-    steps: list[tuple[str, Any]], cuts: list[int], tmp_path_factory: Any
+    steps: list[tuple[str, Any]], cuts: list[int], batched: bool, tmp_path_factory: Any
 ) -> None:
+    """``batched``: the link's path (``apply_streamed``: runs of XADD appended at once,
+    ``end_of_chunk`` after each piece), else every command through ``apply_command``."""
     primary = Harness()
     _run(primary, steps)
     path = Path(tmp_path_factory.mktemp("stream")) / "stream.aof"
@@ -48,7 +51,8 @@ def test_replica_state_is_the_primary_state(
     replica.clock.now = primary.clock.now
     keyspace = replica.engine.keyspace
     keyspace.replica = True
-    link = Replayer(replica.engine, fast=False)
+    link = Replayer(replica.engine, fast=batched)
+    apply = link.apply_streamed if batched else link.apply_command
     reader = hiredis.Reader()
     pos, n = 0, 0
     while pos < len(data):
@@ -59,8 +63,9 @@ def test_replica_state_is_the_primary_state(
         keyspace.loading = True
         try:
             while (argv := reader.gets()) is not False:
-                error = link.apply_command(argv)
+                error = apply(argv)
                 assert error is None, (argv, error)
+            link.end_of_chunk()
         finally:
             keyspace.loading = False
     link.close()
@@ -69,3 +74,35 @@ def test_replica_state_is_the_primary_state(
     )
     _check_invariants(replica.engine)
     assert replica.effects == primary.effects  # its own AOF gets the same lines
+
+
+def test_the_link_appends_runs_of_plain_xadd_at_once_and_logs_each_one(tmp_path: Path) -> None:
+    """Plain XADDs go through the batch path (IDMP ones, and those on a stream someone
+    blocks on or with notifications on, through the handler); the effects and the state are
+    the handler's."""
+    primary = Harness()
+    c = primary.client()
+    for argv in (
+        ["XADD", "s", "*", "f", "1"],
+        ["XADD", "s", "*", "f", "2"],
+        ["SET", "k", "v"],
+        ["XADD", "s", "*", "f", "3"],
+        ["XADD", "s", "IDMP", "p", "i1", "*", "f", "4"],
+        ["XADD", "t", "*", "f", "5"],
+        ["XADD", "t", "*", "f", "6"],
+    ):
+        primary.call(c, *argv)
+    path = tmp_path / "stream.aof"
+    primary.write_aof(path)
+    replica = Harness()
+    replica.engine.keyspace.replica = True
+    link = Replayer(replica.engine)
+    reader = hiredis.Reader()
+    reader.feed(path.read_bytes())
+    while (argv := reader.gets()) is not False:
+        assert link.apply_streamed(argv) is None
+    link.end_of_chunk()
+    # the first XADD of each stream creates it (the handler); after it, runs are batched
+    assert link.batched == 3  # s: 2-… and 3-…; t: the second one
+    assert replica.effects == primary.effects
+    assert exact_state(replica.engine.keyspace.dbs) == exact_state(primary.engine.keyspace.dbs)

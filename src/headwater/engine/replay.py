@@ -70,7 +70,8 @@ from headwater.commands.context import Client, CommandSpec
 from headwater.commands.streams import LISTPACK_MAX
 from headwater.engine.core import Engine
 from headwater.errors import ReplyError, err
-from headwater.ops.change import Change, as_given
+from headwater.keyevents import STREAM
+from headwater.ops.change import ONE, Change, as_given
 from headwater.ops.groups import claim_entry, forget_entry, move_last_id, touch_consumer
 from headwater.ops.streams import (
     Entry,
@@ -131,6 +132,7 @@ class Replayer:
         self.client.authenticated = True
         self.fast = fast
         self._direct_rows = _direct_rows(engine) if fast else {}
+        self._streamed = _XaddBatch(engine, self.client, emit=True) if fast else None
 
     def replay(self, path: Path, truncate_torn: bool) -> ReplayResult:
         keyspace = self.engine.keyspace
@@ -215,6 +217,34 @@ class Replayer:
     def _fast_now(self) -> bool:
         """Whether the fast paths may run: nothing observes single commands."""
         return self.fast and not self.client.in_multi and not self.engine.propagating
+
+    def apply_streamed(self, argv: object) -> ReplyError | None:
+        """``apply_command`` for a replica's link, with runs of plain ``XADD key <ms>-<seq>
+        …`` to one stream appended at once (the file replay's batch path, each effect sent
+        to the sinks as its handler would); ``end_of_chunk`` appends the run queued."""
+        batch = self._streamed
+        if (
+            batch is not None
+            and type(argv) is list
+            and argv
+            and argv[0] in _XADD
+            and not self.client.in_multi
+            and batch.take(argv)
+        ):
+            return None
+        self.end_of_chunk()
+        return self.apply_command(argv)
+
+    @property
+    def batched(self) -> int:
+        """Commands ``apply_streamed`` appended in runs (statistics, tests)."""
+        return self._streamed.commands if self._streamed is not None else 0
+
+    def end_of_chunk(self) -> None:
+        """Append the XADDs ``apply_streamed`` queued (before the link reports its offset,
+        serves blocked readers or applies anything else)."""
+        if self._streamed is not None:
+            self._streamed.flush()
 
     def apply_command(self, argv: object) -> ReplyError | None:
         """Apply one command of a replication stream (a replica's link: the same path as a
@@ -351,9 +381,14 @@ def _direct_rows(engine: Engine) -> dict[bytes, CommandSpec]:
 class _XaddBatch:
     """Runs of replayed XADDs to one stream, appended in one loop (module docstring)."""
 
-    def __init__(self, engine: Engine, c: Client) -> None:
+    def __init__(self, engine: Engine, c: Client, emit: bool = False) -> None:
         self.engine = engine
         self.c = c
+        #: a replica's link: each appended XADD's effect goes to the engine's sinks, as its
+        #: handler's would (plain XADDs only; IDMP ones and streams with notifications on
+        #: take the handler)
+        self.emit = emit
+        self.lines: list[list[bytes]] = []  # the queued commands, when emitting
         self.queued: list[Entry] = []
         #: (index in queued, (pid, iid)) of the queued XADDs with IDMP or IDMPAUTO
         self.idmp: list[tuple[int, IdmpKey]] = []
@@ -371,10 +406,12 @@ class _XaddBatch:
                 at = 2
                 raw = argv[2]
                 if not raw[:1].isdigit():
-                    if n < 7 or not argv[3] or raw.upper() != b"IDMPAUTO":
+                    if self.emit or n < 7 or not argv[3] or raw.upper() != b"IDMPAUTO":
                         return False
                     at = 4
                     raw = argv[4]
+            elif self.emit:
+                return False
             elif n >= 8 and argv[3] and argv[4] and argv[2].upper() == b"IDMP":
                 at = 5
                 raw = argv[5]
@@ -395,6 +432,8 @@ class _XaddBatch:
             iid = argv[4] if at == 5 else auto_iid(pairs)
             self.idmp.append((len(self.queued), (argv[3], iid)))
         self.queued.append((sid, pairs, size))
+        if self.emit:
+            self.lines.append(argv)
         self.last = sid
         if len(self.queued) >= RUN_MAX:
             self._append_queued()
@@ -410,6 +449,8 @@ class _XaddBatch:
         stream = db.data.get(key)
         if type(stream) is not Stream or db.watched or db.blocking or key in db.expires:
             return False
+        if self.emit and self.engine.keyspace.notify_flags & STREAM:
+            return False  # (the handler fires the xadd event)
         self.key, self.stream, self.last = key, stream, stream.last_id
         return True
 
@@ -434,7 +475,12 @@ class _XaddBatch:
         max_bytes, max_entries = config["stream-node-max-bytes"], config["stream-node-max-entries"]
         if queued:
             dirty += append_entries(db, key, stream, queued, max_bytes, max_entries)
-        engine.apply_change(db.index, [], Change(dirty, []))  # (applied: nothing to log)
+        if self.emit:  # one change and one effect per XADD, the command as given
+            for line in self.lines:
+                engine.apply_change(db.index, line, ONE)
+            self.lines = []
+        else:
+            engine.apply_change(db.index, [], Change(dirty, []))  # (applied: nothing to log)
         self.queued = []
 
     def _drop_duplicates(self, stream: Stream, key: bytes) -> tuple[list[Entry], int]:

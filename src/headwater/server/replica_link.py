@@ -320,7 +320,7 @@ class ReplicaLink:
     async def _stream(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, limit_s: float
     ) -> None:
-        replayer = self._replayer = Replayer(self.engine, fast=False)
+        replayer = self._replayer = Replayer(self.engine)
         master = replayer.client
         master.select(self.repl.stream_db)
         master.is_master = True
@@ -379,10 +379,11 @@ class ReplicaLink:
                     continue
                 if name == b"REPLCONF" and len(argv) > 1 and argv[1].upper() == b"GETACK":
                     applied += encoded
+                    replayer.end_of_chunk()
                     self._flush_applied(applied)
                     self.send_ack()
                     continue
-                error = replayer.apply_command(argv)
+                error = replayer.apply_streamed(argv)
                 if error is not None:
                     log.warning(
                         "== CRITICAL == This replica failed to apply a command of its master: "
@@ -393,6 +394,7 @@ class ReplicaLink:
                     )
                 applied += encoded
         finally:
+            replayer.end_of_chunk()
             keyspace.loading = False
             self._flush_applied(applied)
             self.engine.serve_ready()
