@@ -52,15 +52,19 @@ run: setup
 	@$(BIN)/python -m compileall -q src >/dev/null
 	$(BIN)/headwater server --port $(PORT) --dir $(DATA)
 
-# Differential tests and benchmarks need Debian's redis-server and redis-tools.
+# Differential tests and benchmarks need Debian's redis-server and redis-tools; the failover
+# tests, its redis-sentinel.
 redis-server:
-	@command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null || { \
-		echo "installing Debian's redis-server for differential tests"; \
+	@command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null && \
+		command -v redis-sentinel >/dev/null || { \
+		echo "installing Debian's redis-server, redis-tools and redis-sentinel for the tests"; \
 		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 		$$SUDO apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq redis-server redis-tools >/dev/null; }
-	@# The packaged service would hold port 6379; tests start their own servers.
+		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq \
+			redis-server redis-tools redis-sentinel >/dev/null; }
+	@# The packaged services would hold ports 6379 and 26379; tests start their own.
 	@-pgrep -x redis-server >/dev/null && { service redis-server stop >/dev/null 2>&1 || true; } ; true
+	@-pgrep -x redis-sentinel >/dev/null && { service redis-sentinel stop >/dev/null 2>&1 || true; } ; true
 
 # The Rocket Rides tests also run on PostgreSQL when one answers: Debian's, started here with a
 # password for the postgres role (tests read HEADWATER_TEST_PG_URL). Best effort: without it

@@ -1,7 +1,7 @@
 """Issue 17's acceptance test: failover by real Redis Sentinel under write load.
 
 Three Headwater servers (a primary and two replicas) and three Sentinels
-(``redis-server --sentinel``) on loopback. Eight writer threads use redis-py's ``Sentinel``:
+(Debian's ``redis-sentinel``) on loopback. Eight writer threads use redis-py's ``Sentinel``:
 each appends ``XADD rides IDMP w<i> <n> * …`` and then confirms it with ``WAIT 1`` (writers
 0-3) or ``WAITAOF 0 1`` (writers 4-7); a write that fails is retried with the same idempotent
 ID, against whatever primary Sentinel names by then. In the middle, one server is killed with
