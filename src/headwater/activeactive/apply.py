@@ -31,6 +31,7 @@ from headwater.activeactive.envelope import (
     Points,
     Remove,
     SetFloor,
+    moved_sub,
 )
 from headwater.activeactive.rstream import RegionGroup, RegionStream
 
@@ -67,13 +68,12 @@ def apply_op(streams: Streams, effect: Effect, op: Op) -> None:
     elif isinstance(op, Delete):
         _delete(_record(streams, op.key), effect, op.horizon)
     elif isinstance(op, Move):
-        src = _record(streams, op.src)
-        moved = src.take_upto(op.src_horizon)
-        _delete(src, effect, op.src_horizon)
+        _delete(_record(streams, op.src), effect, op.src_horizon)
         dst = _record(streams, op.dst)
         _delete(dst, effect, op.dst_horizon)
-        for region, entries in sorted(moved.items()):
-            dst.insert(region, entries)
+        for k, (_, entries) in enumerate(op.payload):
+            into = moved_sub(effect.origin, effect.seq, k)
+            dst.insert(into, [(sid, into, list(pairs)) for sid, pairs in entries])
     elif isinstance(op, SetFloor):
         record = _record(streams, op.key)
         record.floor = max(record.floor, op.sid)

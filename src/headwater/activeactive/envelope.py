@@ -67,14 +67,31 @@ class Delete(NamedTuple):
     horizon: Points
 
 
+#: entries by value, per source sub-log: ((sub-log, ((ID, pairs), …)), …)
+Payload = tuple[tuple[int, tuple[tuple[StreamID, tuple[bytes, ...]], ...]], ...]
+
+
 class Move(NamedTuple):
-    """RENAME: delete dst's observed content, then move src's observed entries to dst (each in
-    its sub-log); both lose their groups."""
+    """RENAME: delete what src and dst held (their horizons, and their groups), then put the
+    entries src held (carried by value) into dst: the k-th source sub-log becomes dst's
+    sub-log ``moved_sub(origin, seq, k)``, a sub-log of its own, so that the horizons of later
+    deletes stay exact and a concurrent DEL of src cannot reach the copy."""
 
     src: bytes
     dst: bytes
     src_horizon: Points
     dst_horizon: Points
+    payload: Payload
+
+
+#: sub-logs above this are RENAME's moved sub-logs; below it, regions' own
+MOVED_BASE = 1 << 64
+
+
+def moved_sub(origin: int, seq: int, k: int) -> int:
+    """The sub-log that holds the k-th source sub-log of the RENAME effect (origin, seq):
+    unique, and the same in every region."""
+    return MOVED_BASE + (seq << 32) + (origin << 16) + k
 
 
 class SetFloor(NamedTuple):
@@ -159,7 +176,13 @@ def _op_words(op: Op) -> list[bytes]:
     if isinstance(op, Delete):
         return [b"DELETE", op.key, *_points(op.horizon)]
     if isinstance(op, Move):
-        return [b"MOVE", op.src, op.dst, *_points(op.src_horizon), *_points(op.dst_horizon)]
+        words = [b"MOVE", op.src, op.dst, *_points(op.src_horizon), *_points(op.dst_horizon)]
+        words.append(b"%d" % len(op.payload))
+        for sub, entries in op.payload:
+            words += [b"%d" % sub, b"%d" % len(entries)]
+            for sid, pairs in entries:
+                words += [format_id(sid), b"%d" % len(pairs), *pairs]
+        return words
     if isinstance(op, SetFloor):
         return [b"SETFLOOR", op.key, format_id(op.sid)]
     if isinstance(op, GroupCreate):
@@ -196,6 +219,16 @@ class _Words:
     def points(self) -> Points:
         return tuple((self.int(), self.sid()) for _ in range(self.int()))
 
+    def pairs(self) -> tuple[bytes, ...]:
+        return tuple(self.word() for _ in range(self.int()))
+
+    def payload(self) -> Payload:
+        subs = []
+        for _ in range(self.int()):
+            sub = self.int()
+            subs.append((sub, tuple((self.sid(), self.pairs()) for _ in range(self.int()))))
+        return tuple(subs)
+
     def done(self) -> bool:
         return next(self.it, None) is None
 
@@ -216,8 +249,7 @@ def from_line(line: list[bytes]) -> Effect:
 def _read_op(words: _Words) -> Op:
     name = words.word()
     if name == b"ADD":
-        key, sid = words.word(), words.sid()
-        return Add(key, sid, tuple(words.word() for _ in range(words.int())))
+        return Add(words.word(), words.sid(), words.pairs())
     if name == b"REMOVE":
         return Remove(words.word(), words.points())
     if name == b"CUT":
@@ -225,7 +257,9 @@ def _read_op(words: _Words) -> Op:
     if name == b"DELETE":
         return Delete(words.word(), words.points())
     if name == b"MOVE":
-        return Move(words.word(), words.word(), words.points(), words.points())
+        src, dst = words.word(), words.word()
+        src_horizon, dst_horizon = words.points(), words.points()
+        return Move(src, dst, src_horizon, dst_horizon, words.payload())
     if name == b"SETFLOOR":
         return SetFloor(words.word(), words.sid())
     if name == b"GCREATE":

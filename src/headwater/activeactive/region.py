@@ -117,7 +117,7 @@ class Region:
     def exists(self, key: bytes) -> bool:
         return self.visible(key) is not None
 
-    def keys(self) -> list[bytes]:
+    def existing_keys(self) -> list[bytes]:
         return sorted(k for k, r in self.streams.items() if r.exists())
 
     def delete(self, *keys: bytes) -> int:
@@ -132,7 +132,7 @@ class Region:
         return len(ops)
 
     def flushdb(self) -> None:
-        self.delete(*self.keys())
+        self.delete(*self.existing_keys())
 
     def rename(self, src: bytes, dst: bytes) -> None:
         record = self.visible(src)
@@ -142,7 +142,12 @@ class Region:
             return
         target = self.streams.get(dst)
         dst_horizon = target.horizon() if target is not None else ()
-        self._commit([Move(src, dst, record.horizon(), dst_horizon)])
+        payload = tuple(
+            (sub, tuple((sid, tuple(pairs)) for sid, pairs in stream.range(MIN_ID, MAX_ID)))
+            for sub, stream in sorted(record.subs.items())
+            if stream.length
+        )
+        self._commit([Move(src, dst, record.horizon(), dst_horizon, payload)])
 
     # -- entries ---------------------------------------------------------------------------
 
@@ -264,7 +269,8 @@ class Region:
         if id_arg == b"$":
             return record.horizon() if record is not None else ()
         sid = parse_id(id_arg)
-        return tuple((r, sid) for r in sorted(self.inbox.applied))
+        subs = set(self.inbox.applied) | (set(record.subs) if record is not None else set())
+        return tuple((r, sid) for r in sorted(subs))
 
     def xgroup_create(
         self, key: bytes, group: bytes, id_arg: bytes, mkstream: bool = False
@@ -370,7 +376,7 @@ class Region:
         region once all effects are delivered."""
         vector = " ".join(f"{r}={s}" for r, s in sorted(self.inbox.applied.items()))
         lines = [f"vector {vector}"]
-        for key in self.keys():
+        for key in self.existing_keys():
             record = self.streams[key]
             lines.append(f"stream {key!r} floor={format_id(record.floor).decode()}")
             for sid, region, pairs in record.range(MIN_ID, MAX_ID):

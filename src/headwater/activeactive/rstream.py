@@ -27,7 +27,7 @@ from __future__ import annotations
 import heapq
 from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterable
-from itertools import islice, pairwise
+from itertools import islice
 
 from headwater.errors import require
 from headwater.stream.ids import MAX_ID, MIN_ID, StreamID, incr_id
@@ -218,36 +218,14 @@ class RegionStream:
                 removed += stream.trim(minid=above)
         return removed
 
-    def take_upto(self, points: Iterable[tuple[int, StreamID]]) -> dict[int, list[MergedEntry]]:
-        """Per sub-log, the live entries at or below its point (RENAME's move)."""
-        taken: dict[int, list[MergedEntry]] = {}
-        for region, point in points:
-            stream = self.subs.get(region)
-            if stream is not None:
-                taken[region] = [(sid, region, p) for sid, p in stream.range(MIN_ID, point)]
-        return taken
-
     def insert(self, region: int, entries: list[MergedEntry]) -> None:
-        """Put entries into a sub-log whatever their IDs (RENAME's move; an append below the
-        sub-log's last ID after one): the sub-log is rebuilt in ID order. Two entries with
-        the same ID keep the one with the smaller pairs, which every region picks alike."""
+        """Append entries, in ascending ID order above the sub-log's last ID: a region's own
+        sub-log grows by its origin's effects, in that origin's order, and a moved sub-log
+        is filled once (RENAME). Anything else is a bug."""
         stream = self.sub(region)
-        if entries and all(e[0] > stream.last_id for e in entries) and _ascending(entries):
-            for sid, _, pairs in entries:
-                stream.append(sid, pairs, NODE_MAX_BYTES, NODE_MAX_ENTRIES)
-            return
-        chosen: dict[StreamID, list[bytes]] = {
-            sid: pairs for sid, pairs in stream.range(MIN_ID, MAX_ID)
-        }
         for sid, _, pairs in entries:
-            old = chosen.get(sid)
-            chosen[sid] = pairs if old is None else min(old, pairs)
-        fresh = Stream()
-        for sid in sorted(chosen):
-            fresh.append(sid, chosen[sid], NODE_MAX_BYTES, NODE_MAX_ENTRIES)
-        fresh.last_id = max(stream.last_id, fresh.last_id)
-        fresh.entries_added = max(stream.entries_added, fresh.entries_added)
-        self.subs[region] = fresh
+            require(sid > stream.last_id, f"sub-log {region} got {sid} at or below its last ID")
+            stream.append(sid, pairs, NODE_MAX_BYTES, NODE_MAX_ENTRIES)
 
     # -- introspection ---------------------------------------------------------------------
 
@@ -258,7 +236,3 @@ class RegionStream:
         for name, group in self.groups.items():
             require(group.name == name, "group filed under another name")
             group.check_invariants()
-
-
-def _ascending(entries: list[MergedEntry]) -> bool:
-    return all(a[0] < b[0] for a, b in pairwise(entries))
