@@ -1,0 +1,234 @@
+"""The parts of the active-active core (issue 18): the inbox's exactly-once causal delivery and
+resume points, the effect line form, the ID modes and their errors, delete-wins and the ack
+prefix's guard against a later incarnation of a group."""
+
+from __future__ import annotations
+
+import pytest
+
+from headwater.activeactive.envelope import (
+    BAD_EFFECT,
+    AckPrefix,
+    Add,
+    Cut,
+    Delete,
+    Effect,
+    GroupCreate,
+    GroupDestroy,
+    Move,
+    Remove,
+    SetFloor,
+    from_line,
+)
+from headwater.activeactive.idmode import (
+    FULL_ID_IN_STRICT,
+    ID_TOO_SMALL,
+    IdRequest,
+    next_id,
+    parse_mode,
+    region_seq_after,
+)
+from headwater.activeactive.inbox import Inbox
+from headwater.activeactive.region import Region
+from headwater.errors import InvariantViolation, ReplyError
+from headwater.stream.ids import MAX_ID, MIN_ID, UINT64_MAX
+from tests.support.mesh import Mesh
+
+
+def effect(origin: int, seq: int, **seen: int) -> Effect:
+    vector = {1: 0, 2: 0, 3: 0, origin: seq}
+    vector.update({int(k[1:]): v for k, v in seen.items()})
+    return Effect(origin, seq, tuple(sorted(vector.items())), (SetFloor(b"k", (seq, origin)),))
+
+
+# -- the inbox ----------------------------------------------------------------------------------
+
+
+def test_inbox_applies_in_per_origin_order_buffering_early_ones() -> None:
+    inbox = Inbox(3, [1, 2, 3])
+    assert inbox.offer(effect(1, 2)) == []
+    assert inbox.offer(effect(1, 3)) == []
+    assert inbox.waiting_count() == 2
+    assert [e.seq for e in inbox.offer(effect(1, 1))] == [1, 2, 3]
+    assert inbox.resume_point(1) == 4
+    assert inbox.waiting_count() == 0
+    inbox.check_invariants()
+
+
+def test_inbox_drops_duplicates_and_own_effects() -> None:
+    inbox = Inbox(3, [1, 2, 3])
+    assert len(inbox.offer(effect(1, 1))) == 1
+    assert inbox.offer(effect(1, 1)) == []  # applied already
+    assert inbox.offer(effect(1, 3)) == []
+    assert inbox.offer(effect(1, 3)) == []  # waiting already
+    assert inbox.waiting_count() == 1
+    assert inbox.offer(effect(3, 1)) == []  # own effect echoed back
+    assert inbox.applied == {1: 1, 2: 0, 3: 0}
+
+
+def test_inbox_waits_for_what_the_sender_had_seen() -> None:
+    inbox = Inbox(3, [1, 2, 3])
+    assert inbox.offer(effect(1, 1, r2=2)) == []  # region 1 had seen two of region 2's
+    assert inbox.offer(effect(2, 1)) == [effect(2, 1)]
+    released = inbox.offer(effect(2, 2))
+    assert [(e.origin, e.seq) for e in released] == [(2, 2), (1, 1)]
+    inbox.check_invariants()
+
+
+def test_inbox_invariants_catch_a_ready_effect_left_waiting() -> None:
+    inbox = Inbox(3, [1, 2, 3])
+    inbox.waiting[1][1] = effect(1, 1)
+    with pytest.raises(InvariantViolation, match="ready effect"):
+        inbox.check_invariants()
+
+
+def test_resume_after_a_broken_link_sends_nothing_twice() -> None:
+    mesh = Mesh(3)
+    for n in range(5):
+        mesh[1].xadd(b"k", b"*", [b"n", b"%d" % n], 100 + n)
+    mesh.collect()
+    for _ in range(2):
+        mesh.deliver_one((1, 2))
+    assert mesh[2].inbox.resume_point(1) == 3
+    # the link breaks: region 1 resends from the point region 2 asks for
+    sent = mesh.queues[(1, 2)]
+    mesh.queues[(1, 2)] = [e for e in sent if e.seq >= mesh[2].inbox.resume_point(1)]
+    mesh.sync()
+    assert mesh[2].xlen(b"k") == 5
+    assert mesh.converged()
+
+
+# -- the line form ------------------------------------------------------------------------------
+
+
+def test_every_op_survives_its_line_form() -> None:
+    points = ((1, (5, 1)), (2, (7, 2)))
+    ops = (
+        Add(b"k", (5, 1), (b"f", b"v", b"g", b"")),
+        Remove(b"k", points),
+        Cut(b"k", points),
+        Delete(b"k", ()),
+        Move(b"a", b"b", points, (), ((1, (((5, 1), (b"f", b"v")),)), (2, ()))),
+        SetFloor(b"k", MAX_ID),
+        GroupCreate(b"k", b"g", points),
+        GroupDestroy(b"k", b"g"),
+        AckPrefix(b"k", b"g", points),
+    )
+    original = Effect(2, 9, ((1, 3), (2, 9), (3, 0)), ops)
+    assert from_line(original.to_line()) == original
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        [b"SET", b"k", b"v"],
+        [b"AAEFFECT", b"1"],
+        [b"AAEFFECT", b"1", b"1", b"0", b"1", b"NOPE", b"k"],
+        [b"AAEFFECT", b"1", b"1", b"0", b"1", b"SETFLOOR", b"k", b"x-y"],
+        [b"AAEFFECT", b"1", b"1", b"0", b"0", b"extra"],
+        [b"AAEFFECT", b"-1", b"1", b"0", b"0"],
+    ],
+)
+def test_a_malformed_line_is_refused(line: list[bytes]) -> None:
+    with pytest.raises(ReplyError) as raised:
+        from_line(line)
+    assert raised.value is BAD_EFFECT or "Invalid stream ID" in str(raised.value)
+
+
+# -- ID modes -----------------------------------------------------------------------------------
+
+
+def test_strict_sequences_are_the_regions_class() -> None:
+    assert region_seq_after(1, 16, None) == 1
+    assert region_seq_after(2, 16, 1) == 2
+    assert region_seq_after(2, 16, 2) == 18
+    assert region_seq_after(16, 16, None) == 16
+    assert region_seq_after(16, 16, 16) == 32
+    assert region_seq_after(3, 16, 100) == 115
+    assert region_seq_after(3, 16, UINT64_MAX - 2) is None
+
+
+def test_strict_mode_in_one_millisecond_never_collides() -> None:
+    made = set()
+    regions = [Region(r, [1, 2, 3]) for r in (1, 2, 3)]
+    for region in regions:
+        for _ in range(20):
+            made.add(region.xadd(b"k", b"*", [b"f", b"v"], 5))
+    assert len(made) == 60
+    assert all(ms == 5 for ms, _ in made)
+
+
+def test_strict_mode_errors() -> None:
+    region = Region(2, [1, 2, 3])
+    with pytest.raises(ReplyError) as raised:
+        region.xadd(b"k", b"10-5", [b"f", b"v"], 0)
+    assert raised.value is FULL_ID_IN_STRICT
+    assert "active-active-id-mode strict" in str(raised.value)
+    assert region.xadd(b"k", b"10", [b"f", b"v"], 0) == (10, 2)
+    assert region.xadd(b"k", b"10-*", [b"f", b"v"], 0) == (10, 18)
+    with pytest.raises(ReplyError) as raised:
+        region.xadd(b"k", b"9", [b"f", b"v"], 0)
+    assert raised.value is ID_TOO_SMALL
+    assert region.xadd(b"k", b"*", [b"f", b"v"], 3) == (10, 34)  # the clock went back
+
+
+def test_semi_strict_and_liberal_rules() -> None:
+    semi = Region(1, [1, 2], b"semi-strict")
+    assert semi.xadd(b"k", b"10-5", [b"f", b"v"], 0) == (10, 5)
+    assert semi.xadd(b"k", b"10", [b"f", b"v"], 0) == (10, 17)
+    with pytest.raises(ReplyError, match="equal or smaller"):
+        semi.xadd(b"k", b"10-17", [b"f", b"v"], 0)
+    liberal = Region(1, [1, 2], b"liberal")
+    assert liberal.xadd(b"k", b"10", [b"f", b"v"], 0) == (10, 0)
+    assert liberal.xadd(b"k", b"*", [b"f", b"v"], 0) == (10, 1)
+    with pytest.raises(ReplyError, match="greater than 0-0"):
+        Region(1, [1], b"liberal").xadd(b"k", b"0-0", [b"f", b"v"], 0)
+
+
+def test_liberal_checks_only_the_regions_own_last_id() -> None:
+    request = IdRequest.parse(b"5-0")
+    assert next_id(b"liberal", 1, 16, request, (9, 0), (4, 0), 0) == (5, 0)
+    with pytest.raises(ReplyError):
+        next_id(b"liberal", 1, 16, request, (9, 0), (5, 0), 0)
+
+
+def test_bad_mode_and_region() -> None:
+    with pytest.raises(ReplyError, match="strict, semi-strict, liberal"):
+        parse_mode(b"loose")
+    assert parse_mode(b"SEMI-STRICT") == b"semi-strict"
+    with pytest.raises(ReplyError, match="between 1 and 16"):
+        Region(17, [1])
+    with pytest.raises(ReplyError, match="wrong number of arguments"):
+        Region(1, [1]).xadd(b"k", b"*", [b"f"], 0)
+
+
+# -- groups and acks ----------------------------------------------------------------------------
+
+
+def test_an_ack_never_reaches_a_later_incarnation_of_the_group() -> None:
+    mesh = Mesh(3)
+    mesh[1].xadd(b"x", b"1", [b"f", b"v"], 0)
+    mesh[1].xadd(b"x", b"2", [b"f", b"v"], 0)
+    mesh[1].xgroup_create(b"x", b"g", b"0")
+    mesh.sync()
+    # region 3 reads and acknowledges everything while region 2 re-creates the group
+    assert len(mesh[3].xreadgroup(b"x", b"g", b"c", b">", 0)) == 2
+    mesh[3].xack(b"x", b"g", [(1, 1), (2, 1)])
+    mesh[2].xgroup_destroy(b"x", b"g")
+    mesh[2].xgroup_create(b"x", b"g", b"0")
+    mesh.sync()
+    # the re-created group has delivered nothing yet: the old ack must not skip its entries
+    assert [sid for sid, _ in mesh[1].xreadgroup(b"x", b"g", b"c", b">", 0)] == [(1, 1), (2, 1)]
+    assert mesh.converged()
+
+
+def test_xdel_and_xtrim_name_only_what_the_sender_saw() -> None:
+    mesh = Mesh(3)
+    mesh[1].xadd(b"x", b"10", [b"f", b"v"], 0)
+    mesh[1].xadd(b"x", b"20", [b"f", b"v"], 0)
+    mesh.sync()
+    assert mesh[2].xadd(b"x", b"*", [b"f", b"v"], 0) == (20, 2)  # concurrent with the trim
+    assert mesh[1].xtrim(b"x", maxlen=0) == 2
+    mesh.sync()
+    assert [sid for sid, _ in mesh[3].xrange(b"x", MIN_ID, MAX_ID)] == [(20, 2)]
+    assert mesh.converged()
