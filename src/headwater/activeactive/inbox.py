@@ -50,6 +50,18 @@ class Inbox:
         self.applied[self.me] += 1
         return self.applied[self.me]
 
+    def mark_applied(self, effect: Effect) -> None:
+        """Count an effect replayed from the log (own or remote) as applied; raises
+        ``InvariantViolation`` when it is not the next of its origin (a damaged log)."""
+        origin = effect.origin
+        applied = self.applied.setdefault(origin, 0)
+        self.waiting.setdefault(origin, {})
+        require(
+            effect.seq == applied + 1,
+            f"log replays effect {origin}:{effect.seq} after {origin}:{applied}",
+        )
+        self.applied[origin] = effect.seq
+
     def offer(self, effect: Effect) -> list[Effect]:
         """File a remote effect; the effects now ready, in the order to apply them."""
         origin = effect.origin

@@ -17,7 +17,7 @@ Nothing here reads a clock or does I/O: times come in as ``now_ms`` and effects 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from headwater.activeactive.apply import apply_effect
 from headwater.activeactive.envelope import (
@@ -81,6 +81,9 @@ class Region:
         self.streams: dict[bytes, RegionStream] = {}
         self.inbox = Inbox(region_id, regions)
         self.outbox: list[Effect] = []
+        #: called with every effect applied here, own and remote, in the order applied: the
+        #: seam for the AOF (a log that ``replay`` reads back into the same state)
+        self.sinks: list[Callable[[Effect], None]] = []
 
     # -- effects ---------------------------------------------------------------------------
 
@@ -91,9 +94,14 @@ class Region:
     def _commit(self, ops: list[Op]) -> Effect:
         seq = self.inbox.next_own()
         effect = Effect(self.id, seq, make_vector(self.inbox.applied), tuple(ops))
-        apply_effect(self.streams, effect)
+        self._apply(effect)
         self.outbox.append(effect)
         return effect
+
+    def _apply(self, effect: Effect) -> None:
+        apply_effect(self.streams, effect)
+        for sink in self.sinks:
+            sink(effect)
 
     def take_outbox(self) -> list[Effect]:
         effects, self.outbox = self.outbox, []
@@ -103,8 +111,16 @@ class Region:
         """File a peer's effect; apply every effect that became ready. How many were."""
         ready = self.inbox.offer(effect)
         for each in ready:
-            apply_effect(self.streams, each)
+            self._apply(each)
         return len(ready)
+
+    def replay(self, effect: Effect) -> None:
+        """Apply an effect read back from this region's log (a restart): own and remote
+        effects in the order they were applied, each the next of its origin. Afterwards the
+        region makes its own sequence on from there and asks its peers to resume at
+        ``inbox.resume_point``: nothing is lost, nothing applied twice."""
+        self.inbox.mark_applied(effect)
+        self._apply(effect)
 
     # -- keys ------------------------------------------------------------------------------
 
