@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import heapq
 from bisect import bisect_left, bisect_right, insort
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from itertools import islice
 
 from headwater.errors import require
@@ -217,6 +217,15 @@ class RegionStream:
             else:
                 removed += stream.trim(minid=above)
         return removed
+
+    def append(self, region: int, sid: StreamID, pairs: Sequence[bytes]) -> None:
+        """XADD's entry, in its origin's sub-log (``insert`` for one entry, without the
+        lists)."""
+        stream = self.subs.get(region)
+        if stream is None:
+            stream = self.subs[region] = Stream()
+        require(sid > stream.last_id, f"sub-log {region} got {sid} at or below its last ID")
+        stream.append(sid, pairs, NODE_MAX_BYTES, NODE_MAX_ENTRIES)
 
     def insert(self, region: int, entries: list[MergedEntry]) -> None:
         """Append entries, in ascending ID order above the sub-log's last ID: a region's own
