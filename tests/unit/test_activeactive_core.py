@@ -271,3 +271,44 @@ def test_a_damaged_log_is_refused() -> None:
     region = Region(1, [1, 2])
     with pytest.raises(InvariantViolation, match="after 2:0"):
         region.replay(effect(2, 2))
+
+
+# -- regressions the property test found --------------------------------------------------------
+
+
+def test_rename_concurrent_with_del_of_its_source_converges() -> None:
+    """RENAME carries its entries by value: a DEL of the source applied first (region 1) or
+    second (region 2) leaves the same copy."""
+    mesh = Mesh(3, b"semi-strict")
+    mesh[1].xadd(b"a", b"*", [b"f", b"10"], 10)
+    mesh.sync(1, 2)
+    mesh[1].delete(b"a")
+    mesh[2].rename(b"a", b"b")
+    mesh.sync()
+    for region in (1, 2, 3):
+        assert not mesh[region].exists(b"a")
+        assert [sid for sid, _ in mesh[region].xrange(b"b", MIN_ID, MAX_ID)] == [(10, 1)]
+    assert mesh.converged()
+
+
+def test_concurrent_renames_keep_both_copies_in_sub_logs_of_their_own() -> None:
+    mesh = Mesh(3)
+    mesh[1].xadd(b"a", b"*", [b"f", b"v"], 10)
+    mesh.sync()
+    mesh[1].rename(b"a", b"b")
+    mesh[2].rename(b"a", b"b")
+    mesh.sync()
+    assert [sid for sid, _ in mesh[3].xrange(b"b", MIN_ID, MAX_ID)] == [(10, 1), (10, 1)]
+    assert mesh.converged()
+    mesh.check()
+
+
+def test_xdel_of_a_duplicated_id_removes_every_copy_the_sender_saw() -> None:
+    mesh = Mesh(3, b"liberal")
+    mesh[1].xadd(b"x", b"5-0", [b"f", b"1"], 0)
+    mesh[2].xadd(b"x", b"5-0", [b"f", b"2"], 0)
+    mesh.sync()
+    assert mesh[3].xdel(b"x", [(5, 0)]) == 2
+    mesh.sync()
+    assert not mesh[1].exists(b"x")
+    assert mesh.converged()
