@@ -312,3 +312,31 @@ def test_xdel_of_a_duplicated_id_removes_every_copy_the_sender_saw() -> None:
     mesh.sync()
     assert not mesh[1].exists(b"x")
     assert mesh.converged()
+
+
+def test_group_created_at_dollar_still_delivers_a_concurrent_late_entry() -> None:
+    mesh = Mesh(3)
+    mesh[1].xadd(b"x", b"100", [b"f", b"old"], 0)
+    mesh.sync()
+    mesh[1].xadd(b"x", b"200", [b"f", b"new"], 0)
+    mesh[1].xgroup_create(b"x", b"g", b"$")  # after 200-1 in sub-log 1
+    mesh[2].xadd(b"x", b"150", [b"f", b"late"], 0)  # (150, 2): region 1 had not seen it
+    mesh.sync()
+    for region in (1, 2, 3):
+        got = mesh[region].xreadgroup(b"x", b"g", b"c", b">", 0)
+        assert [sid for sid, _ in got] == [(150, 2)]
+
+
+def test_setid_and_consumers_stay_local() -> None:
+    mesh = Mesh(3)
+    mesh[1].xadd(b"x", b"100", [b"f", b"v"], 0)
+    mesh[1].xgroup_create(b"x", b"g", b"$")
+    mesh.sync()
+    mesh[1].xgroup_setid(b"x", b"g", b"0")
+    assert mesh[1].xgroup_createconsumer(b"x", b"g", b"alice") == 1
+    assert mesh[1].outbox == []
+    assert [sid for sid, _ in mesh[1].xreadgroup(b"x", b"g", b"alice", b">", 0)] == [(100, 1)]
+    assert mesh[2].xreadgroup(b"x", b"g", b"bob", b">", 0) == []
+    assert mesh[2].xinfo_consumers(b"x", b"g") == [b"bob"]
+    with pytest.raises(ReplyError, match="NOGROUP"):
+        mesh[2].xreadgroup(b"x", b"nope", b"bob", b">", 0)
