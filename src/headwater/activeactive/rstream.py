@@ -55,7 +55,7 @@ class Pending:
 
 
 class RegionGroup:
-    __slots__ = ("acked", "births", "consumers", "cursors", "name", "order", "pel")
+    __slots__ = ("acked", "births", "by_sub", "consumers", "cursors", "name", "order", "pel")
 
     def __init__(self, name: bytes) -> None:
         self.name = name
@@ -67,6 +67,7 @@ class RegionGroup:
         self.cursors: dict[int, StreamID] = {}
         self.pel: dict[Tag, Pending] = {}
         self.order: list[Tag] = []  # the keys of pel, sorted
+        self.by_sub: dict[int, list[StreamID]] = {}  # sub-log -> its pending IDs, sorted
         self.consumers: dict[bytes, list[Tag]] = {}  # name -> its pending tags, sorted
 
     def cursor(self, region: int) -> StreamID:
@@ -81,6 +82,7 @@ class RegionGroup:
             self._unown(tag, previous.consumer)
         else:
             insort(self.order, tag)
+            insort(self.by_sub.setdefault(tag[1], []), tag[0])
         self.pel[tag] = Pending(consumer, now_ms, 1)
         insort(self.consumer(consumer), tag)
 
@@ -96,15 +98,15 @@ class RegionGroup:
         for tag in tags:
             pending = self.pel.pop(tag)
             self._unown(tag, pending.consumer)
+            ids = self.by_sub[tag[1]]
+            del ids[bisect_left(ids, sid)]
         del self.order[lo:hi]
         return len(tags)
 
     def min_pending(self, region: int) -> StreamID | None:
-        """The smallest pending ID of a sub-log (O(pending); the core's plain version)."""
-        for sid, sub in self.order:
-            if sub == region:
-                return sid
-        return None
+        """The smallest pending ID of a sub-log."""
+        ids = self.by_sub.get(region)
+        return ids[0] if ids else None
 
     def raise_cursor(self, region: int, sid: StreamID) -> None:
         if sid > self.cursor(region):
@@ -120,6 +122,9 @@ class RegionGroup:
             union += tags
         require(sorted(union) == self.order, "group PEL is not the union of consumer PELs")
         require(bool(self.births), "a group nobody created")
+        require({r for _, r in self.order} <= set(self.by_sub), "a pending sub-log not indexed")
+        for sub, ids in self.by_sub.items():
+            require(ids == sorted(sid for sid, r in self.order if r == sub), "by_sub is stale")
         for region, sid in self.acked.items():
             require(self.cursor(region) >= sid, "a cursor below its acknowledged prefix")
 
