@@ -340,3 +340,25 @@ def test_setid_and_consumers_stay_local() -> None:
     assert mesh[2].xinfo_consumers(b"x", b"g") == [b"bob"]
     with pytest.raises(ReplyError, match="NOGROUP"):
         mesh[2].xreadgroup(b"x", b"nope", b"bob", b">", 0)
+
+
+def test_merged_reads_agree_with_a_sorted_reference() -> None:
+    mesh = Mesh(3, b"liberal")
+    for n in range(30):
+        region = 1 + n % 3 if n < 20 else 1  # IDs 1-0… in every region, duplicated
+        mesh[region].xadd(b"x", b"%d-0" % (n // 3 + 1 if n < 20 else n), [b"n", b"%d" % n], 0)
+    mesh.sync()
+    record = mesh[3].streams[b"x"]
+    reference = sorted(
+        (sid, r, p) for r, s in record.subs.items() for sid, p in s.range(MIN_ID, MAX_ID)
+    )
+    assert record.range(MIN_ID, MAX_ID) == reference
+    for count in (None, 1, 4, 100):
+        for reverse in (False, True):
+            want = list(reversed(reference)) if reverse else reference
+            want = want if count is None else want[:count]
+            assert record.entries(MIN_ID, MAX_ID, count, reverse) == [(s, p) for s, _, p in want]
+    assert mesh[3].xrevrange(b"x", (5, 0), (3, 0)) == [
+        (s, p) for s, _, p in reversed(reference) if (3, 0) <= s <= (5, 0)
+    ]
+    assert record.entries(MIN_ID, MAX_ID, 0) == []

@@ -225,7 +225,7 @@ class Region:
         record = self.visible(key)
         if record is None:
             return []
-        return [(sid, pairs) for sid, _, pairs in record.range(start, end, count)]
+        return record.entries(start, end, count)
 
     def xrevrange(
         self, key: bytes, end: StreamID, start: StreamID, count: int | None = None
@@ -233,7 +233,7 @@ class Region:
         record = self.visible(key)
         if record is None:
             return []
-        return [(sid, pairs) for sid, _, pairs in record.range(start, end, count, reverse=True)]
+        return record.entries(start, end, count, reverse=True)
 
     def xread(self, key: bytes, after: StreamID, count: int | None = None) -> list[Entry]:
         record = self.visible(key)

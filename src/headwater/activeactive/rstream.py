@@ -187,6 +187,24 @@ class RegionStream:
         merged = heapq.merge(*runs, key=lambda e: (e[0], e[1]), reverse=reverse)
         return list(islice(merged, count))
 
+    def entries(
+        self, start: StreamID, end: StreamID, count: int | None = None, reverse: bool = False
+    ) -> list[tuple[StreamID, list[bytes]]]:
+        """``range`` without the sub-logs, as the replies want it. When one sub-log alone has
+        entries in the range (one writing region: the usual case) its list is the answer."""
+        if count is not None and count <= 0:
+            return []
+        runs = []
+        for region, s in sorted(self.subs.items()):
+            run = s.range(start, end, count, reverse)
+            if run:
+                runs.append((region, run))
+        if len(runs) <= 1:
+            return runs[0][1] if runs else []
+        tagged = [[(sid, region, pairs) for sid, pairs in run] for region, run in runs]
+        merged = heapq.merge(*tagged, key=lambda e: (e[0], e[1]), reverse=reverse)
+        return [(sid, pairs) for sid, _, pairs in islice(merged, count)]
+
     def after(self, sid: StreamID, count: int | None = None) -> list[MergedEntry]:
         """XREAD: the entries with ID > sid, merged."""
         start = incr_id(sid)
