@@ -1,0 +1,271 @@
+"""The effect envelope: what one region ships to the others, and the ops inside it.
+
+Why this shape
+--------------
+A region ships only its own writes. Each is an ``Effect``::
+
+    Effect(origin=R, seq=n, vector={1: a, 2: b, 3: c}, ops=(op, ...))
+
+``seq`` numbers R's effects 1, 2, … without gaps, so a receiver applies each exactly once and
+in order, and resumes a broken link at ``applied[R] + 1``. ``vector`` is what the sender had
+applied from every region when it made the effect (``vector[R] == seq``): the causal context
+that the observed-remove and delete-wins rules read (see ``inbox.py``). The ops are
+deterministic: concrete IDs, exact cuts, horizons; every region applies them alike. One
+command's ops travel in one effect, applied atomically.
+
+A *horizon* is, per sub-log (region), the last ID the sender held in that sub-log. Since a
+sub-log's entries are made by one region in ascending ID order and delivered in that order,
+"the entries at or below the horizon" are exactly the entries the sender had observed.
+
+The line form (``to_line`` / ``from_line``) is one RESP-ready argv per effect, for the link and
+the AOF::
+
+    AAEFFECT <origin> <seq> <n> <region> <seq> … <op count> <op> <args…> …
+
+with each op as its name, then its arguments (counts before lists).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import NamedTuple
+
+from headwater.errors import err
+from headwater.stream.ids import StreamID, format_id, parse_id
+
+#: (region, ID) pairs, sorted by region: a horizon or a set of per-sub-log points
+Points = tuple[tuple[int, StreamID], ...]
+
+
+class Add(NamedTuple):
+    """XADD: append (sid, pairs) to the origin's sub-log."""
+
+    key: bytes
+    sid: StreamID
+    pairs: tuple[bytes, ...]
+
+
+class Remove(NamedTuple):
+    """XDEL: remove these (sub-log, ID) entries."""
+
+    key: bytes
+    entries: Points
+
+
+class Cut(NamedTuple):
+    """XTRIM: remove each named sub-log's entries at or below its point."""
+
+    key: bytes
+    cuts: Points
+
+
+class Delete(NamedTuple):
+    """DEL/UNLINK/FLUSHDB: remove the observed entries (at or below the horizon) and every
+    group (delete wins)."""
+
+    key: bytes
+    horizon: Points
+
+
+#: entries by value, per source sub-log: ((sub-log, ((ID, pairs), …)), …)
+Payload = tuple[tuple[int, tuple[tuple[StreamID, tuple[bytes, ...]], ...]], ...]
+
+
+class Move(NamedTuple):
+    """RENAME: delete what src and dst held (their horizons, and their groups), then put the
+    entries src held (carried by value) into dst: the k-th source sub-log becomes dst's
+    sub-log ``moved_sub(origin, seq, k)``, a sub-log of its own, so that the horizons of later
+    deletes stay exact and a concurrent DEL of src cannot reach the copy."""
+
+    src: bytes
+    dst: bytes
+    src_horizon: Points
+    dst_horizon: Points
+    payload: Payload
+
+
+#: sub-logs above this are RENAME's moved sub-logs; below it, regions' own
+MOVED_BASE = 1 << 64
+
+
+def moved_sub(origin: int, seq: int, k: int) -> int:
+    """The sub-log that holds the k-th source sub-log of the RENAME effect (origin, seq):
+    unique, and the same in every region."""
+    return MOVED_BASE + (seq << 32) + (origin << 16) + k
+
+
+class SetFloor(NamedTuple):
+    """XSETID: the stream's last ID is at least ``sid`` (max-merged)."""
+
+    key: bytes
+    sid: StreamID
+
+
+class GroupCreate(NamedTuple):
+    """XGROUP CREATE: the group exists, starting after these per-sub-log cursors."""
+
+    key: bytes
+    group: bytes
+    cursors: Points
+
+
+class GroupDestroy(NamedTuple):
+    """XGROUP DESTROY: the group is gone, whoever created it (delete wins)."""
+
+    key: bytes
+    group: bytes
+
+
+class AckPrefix(NamedTuple):
+    """XACK, replicated as a contiguous prefix: every entry of each sub-log up to its point
+    was delivered and acknowledged in the origin region."""
+
+    key: bytes
+    group: bytes
+    points: Points
+
+
+Op = Add | Remove | Cut | Delete | Move | SetFloor | GroupCreate | GroupDestroy | AckPrefix
+
+
+class Effect(NamedTuple):
+    origin: int
+    seq: int
+    vector: tuple[tuple[int, int], ...]  # (region, applied seq), sorted by region
+    ops: tuple[Op, ...]
+
+    def seen(self, region: int) -> int:
+        """The sender's applied sequence of region (0: nothing)."""
+        for r, s in self.vector:
+            if r == region:
+                return s
+        return 0
+
+    def to_line(self) -> list[bytes]:
+        line = [b"AAEFFECT", b"%d" % self.origin, b"%d" % self.seq, b"%d" % len(self.vector)]
+        for region, seq in self.vector:
+            line += [b"%d" % region, b"%d" % seq]
+        line.append(b"%d" % len(self.ops))
+        for op in self.ops:
+            line += _op_words(op)
+        return line
+
+
+def make_vector(applied: dict[int, int]) -> tuple[tuple[int, int], ...]:
+    return tuple(sorted(applied.items()))
+
+
+# ---------------------------------------------------------------------------------------------
+# the line form
+
+
+def _points(points: Points) -> list[bytes]:
+    words = [b"%d" % len(points)]
+    for region, sid in points:
+        words += [b"%d" % region, format_id(sid)]
+    return words
+
+
+def _op_words(op: Op) -> list[bytes]:
+    if isinstance(op, Add):
+        return [b"ADD", op.key, format_id(op.sid), b"%d" % len(op.pairs), *op.pairs]
+    if isinstance(op, Remove):
+        return [b"REMOVE", op.key, *_points(op.entries)]
+    if isinstance(op, Cut):
+        return [b"CUT", op.key, *_points(op.cuts)]
+    if isinstance(op, Delete):
+        return [b"DELETE", op.key, *_points(op.horizon)]
+    if isinstance(op, Move):
+        words = [b"MOVE", op.src, op.dst, *_points(op.src_horizon), *_points(op.dst_horizon)]
+        words.append(b"%d" % len(op.payload))
+        for sub, entries in op.payload:
+            words += [b"%d" % sub, b"%d" % len(entries)]
+            for sid, pairs in entries:
+                words += [format_id(sid), b"%d" % len(pairs), *pairs]
+        return words
+    if isinstance(op, SetFloor):
+        return [b"SETFLOOR", op.key, format_id(op.sid)]
+    if isinstance(op, GroupCreate):
+        return [b"GCREATE", op.key, op.group, *_points(op.cursors)]
+    if isinstance(op, GroupDestroy):
+        return [b"GDESTROY", op.key, op.group]
+    return [b"ACKPREFIX", op.key, op.group, *_points(op.points)]
+
+
+BAD_EFFECT = err("malformed active-active effect line")
+
+
+class _Words:
+    """A cursor over an effect line; every read raises BAD_EFFECT past the end or on junk."""
+
+    def __init__(self, line: list[bytes]) -> None:
+        self.it: Iterator[bytes] = iter(line)
+
+    def word(self) -> bytes:
+        word = next(self.it, None)
+        if word is None:
+            raise BAD_EFFECT
+        return word
+
+    def int(self) -> int:
+        word = self.word()
+        if not word.isdigit():
+            raise BAD_EFFECT
+        return int(word)
+
+    def sid(self) -> StreamID:
+        return parse_id(self.word())
+
+    def points(self) -> Points:
+        return tuple((self.int(), self.sid()) for _ in range(self.int()))
+
+    def pairs(self) -> tuple[bytes, ...]:
+        return tuple(self.word() for _ in range(self.int()))
+
+    def payload(self) -> Payload:
+        subs = []
+        for _ in range(self.int()):
+            sub = self.int()
+            subs.append((sub, tuple((self.sid(), self.pairs()) for _ in range(self.int()))))
+        return tuple(subs)
+
+    def done(self) -> bool:
+        return next(self.it, None) is None
+
+
+def from_line(line: list[bytes]) -> Effect:
+    """The effect a ``to_line`` made; raises BAD_EFFECT on anything else."""
+    words = _Words(line)
+    if words.word().upper() != b"AAEFFECT":
+        raise BAD_EFFECT
+    origin, seq = words.int(), words.int()
+    vector = tuple((words.int(), words.int()) for _ in range(words.int()))
+    ops = tuple(_read_op(words) for _ in range(words.int()))
+    if not words.done():
+        raise BAD_EFFECT
+    return Effect(origin, seq, vector, ops)
+
+
+def _read_op(words: _Words) -> Op:
+    name = words.word()
+    if name == b"ADD":
+        return Add(words.word(), words.sid(), words.pairs())
+    if name == b"REMOVE":
+        return Remove(words.word(), words.points())
+    if name == b"CUT":
+        return Cut(words.word(), words.points())
+    if name == b"DELETE":
+        return Delete(words.word(), words.points())
+    if name == b"MOVE":
+        src, dst = words.word(), words.word()
+        src_horizon, dst_horizon = words.points(), words.points()
+        return Move(src, dst, src_horizon, dst_horizon, words.payload())
+    if name == b"SETFLOOR":
+        return SetFloor(words.word(), words.sid())
+    if name == b"GCREATE":
+        return GroupCreate(words.word(), words.word(), words.points())
+    if name == b"GDESTROY":
+        return GroupDestroy(words.word(), words.word())
+    if name == b"ACKPREFIX":
+        return AckPrefix(words.word(), words.word(), words.points())
+    raise BAD_EFFECT

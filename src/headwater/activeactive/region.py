@@ -1,0 +1,421 @@
+"""One region of an active-active database: its streams, its vector, its effects.
+
+Theory of operation
+-------------------
+A write command decides, from what this region holds, the deterministic ops of its change
+(the ID XADD picks, the horizon DEL observed, the per-sub-log cut of XTRIM…), wraps them in an
+``Effect`` with the next own sequence and the current vector, applies it through
+``apply_effect`` (the one place of the write rules) and puts it in ``outbox`` for the links to
+ship. ``receive`` takes a peer's effect; the inbox applies each exactly once, in causal order.
+Reads merge the sub-logs by ID. Consumers, PELs and delivery cursors are local: XREADGROUP,
+XGROUP SETID/CREATECONSUMER/DELCONSUMER make no effect; XACK makes one only when the
+acknowledged prefix of a sub-log grows.
+
+Nothing here reads a clock or does I/O: times come in as ``now_ms`` and effects go out through
+``outbox``. ``dump`` is the canonical text form that converged regions share.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+
+from headwater.activeactive.apply import apply_effect
+from headwater.activeactive.envelope import (
+    MOVED_BASE,
+    AckPrefix,
+    Add,
+    Cut,
+    Delete,
+    Effect,
+    GroupCreate,
+    GroupDestroy,
+    Move,
+    Op,
+    Points,
+    Remove,
+    SetFloor,
+    make_vector,
+)
+from headwater.activeactive.idmode import (
+    DEFAULT_CAPACITY,
+    IdRequest,
+    check_region,
+    next_id,
+    parse_mode,
+)
+from headwater.activeactive.inbox import Inbox
+from headwater.activeactive.rstream import RegionGroup, RegionStream
+from headwater.errors import NO_SUCH_KEY, ReplyError, err, require
+from headwater.stream.ids import MAX_ID, MIN_ID, StreamID, decr_id, format_id, parse_id
+
+Entry = tuple[StreamID, list[bytes]]
+
+BUSYGROUP = ReplyError("BUSYGROUP", "Consumer Group name already exists")
+XGROUP_NO_KEY = err(
+    "The XGROUP subcommand requires the key to exist. Note that for CREATE you may want to use "
+    "the MKSTREAM option to create an empty stream automatically."
+)
+XSETID_TOO_SMALL = err("The ID specified in XSETID is smaller than the target stream top item")
+WRONG_PAIRS = err("wrong number of arguments for 'xadd' command")
+
+
+def no_group(key: bytes, group: bytes) -> ReplyError:
+    return ReplyError(
+        "NOGROUP",
+        f"No such key '{key.decode(errors='replace')}' or consumer group "
+        f"'{group.decode(errors='replace')}' in XREADGROUP with GROUP option",
+    )
+
+
+class Region:
+    def __init__(
+        self,
+        region_id: int,
+        regions: Iterable[int],
+        mode: bytes = b"strict",
+        capacity: int = DEFAULT_CAPACITY,
+    ) -> None:
+        check_region(region_id, capacity)
+        self.id = region_id
+        self.mode = parse_mode(mode)
+        self.capacity = capacity
+        self.streams: dict[bytes, RegionStream] = {}
+        self.inbox = Inbox(region_id, regions)
+        self.outbox: list[Effect] = []
+        #: called with every effect applied here, own and remote, in the order applied: the
+        #: seam for the AOF (a log that ``replay`` reads back into the same state)
+        self.sinks: list[Callable[[Effect], None]] = []
+
+    # -- effects ---------------------------------------------------------------------------
+
+    @property
+    def vector(self) -> dict[int, int]:
+        return dict(self.inbox.applied)
+
+    def _commit(self, ops: list[Op]) -> Effect:
+        seq = self.inbox.next_own()
+        effect = Effect(self.id, seq, make_vector(self.inbox.applied), tuple(ops))
+        self._apply(effect)
+        self.outbox.append(effect)
+        return effect
+
+    def _apply(self, effect: Effect) -> None:
+        apply_effect(self.streams, effect)
+        for sink in self.sinks:
+            sink(effect)
+
+    def take_outbox(self) -> list[Effect]:
+        effects, self.outbox = self.outbox, []
+        return effects
+
+    def receive(self, effect: Effect) -> int:
+        """File a peer's effect; apply every effect that became ready. How many were."""
+        ready = self.inbox.offer(effect)
+        for each in ready:
+            self._apply(each)
+        return len(ready)
+
+    def replay(self, effect: Effect) -> None:
+        """Apply an effect read back from this region's log (a restart): own and remote
+        effects in the order they were applied, each the next of its origin. Afterwards the
+        region makes its own sequence on from there and asks its peers to resume at
+        ``inbox.resume_point``: nothing is lost, nothing applied twice."""
+        self.inbox.mark_applied(effect)
+        self._apply(effect)
+
+    # -- keys ------------------------------------------------------------------------------
+
+    def visible(self, key: bytes) -> RegionStream | None:
+        """The stream if it exists (entries or groups); None for a missing key or a
+        tombstone."""
+        record = self.streams.get(key)
+        return record if record is not None and record.exists() else None
+
+    def exists(self, key: bytes) -> bool:
+        return self.visible(key) is not None
+
+    def existing_keys(self) -> list[bytes]:
+        return sorted(k for k, r in self.streams.items() if r.exists())
+
+    def delete(self, *keys: bytes) -> int:
+        """DEL/UNLINK: observed-remove of each existing key."""
+        ops: list[Op] = []
+        for key in dict.fromkeys(keys):
+            record = self.visible(key)
+            if record is not None:
+                ops.append(Delete(key, record.horizon()))
+        if ops:
+            self._commit(ops)
+        return len(ops)
+
+    def flushdb(self) -> None:
+        self.delete(*self.existing_keys())
+
+    def rename(self, src: bytes, dst: bytes) -> None:
+        record = self.visible(src)
+        if record is None:
+            raise NO_SUCH_KEY
+        if src == dst:
+            return
+        target = self.streams.get(dst)
+        dst_horizon = target.horizon() if target is not None else ()
+        payload = tuple(
+            (sub, tuple((sid, tuple(pairs)) for sid, pairs in stream.range(MIN_ID, MAX_ID)))
+            for sub, stream in sorted(record.subs.items())
+            if stream.length
+        )
+        self._commit([Move(src, dst, record.horizon(), dst_horizon, payload)])
+
+    # -- entries ---------------------------------------------------------------------------
+
+    def xadd(self, key: bytes, id_arg: bytes, pairs: Sequence[bytes], now_ms: int) -> StreamID:
+        if not pairs or len(pairs) % 2:
+            raise WRONG_PAIRS
+        request = IdRequest.parse(id_arg)
+        record = self.streams.get(key)
+        merged = record.last_id() if record is not None else MIN_ID
+        own = record.own_last(self.id) if record is not None else MIN_ID
+        sid = next_id(self.mode, self.id, self.capacity, request, merged, own, now_ms)
+        self._commit([Add(key, sid, tuple(pairs))])
+        return sid
+
+    def xdel(self, key: bytes, ids: Iterable[StreamID]) -> int:
+        record = self.visible(key)
+        if record is None:
+            return 0
+        found: list[tuple[int, StreamID]] = []
+        for sid in dict.fromkeys(ids):
+            found += [(r, sid) for r, s in sorted(record.subs.items()) if s.get(sid) is not None]
+        if found:
+            self._commit([Remove(key, tuple(found))])
+        return len(found)
+
+    def xtrim(self, key: bytes, maxlen: int | None = None, minid: StreamID | None = None) -> int:
+        """Exact MAXLEN or MINID trim of the merged stream; each sub-log loses a prefix, named
+        by its last removed ID."""
+        record = self.visible(key)
+        if record is None:
+            return 0
+        if maxlen is not None:
+            doomed = record.range(MIN_ID, MAX_ID, max(record.length - maxlen, 0))
+        elif minid is not None and (below := decr_id(minid)) is not None:
+            doomed = record.range(MIN_ID, below)
+        else:
+            doomed = []
+        cuts: dict[int, StreamID] = {}
+        for sid, region, _ in doomed:
+            cuts[region] = max(cuts.get(region, MIN_ID), sid)
+        if cuts:
+            self._commit([Cut(key, tuple(sorted(cuts.items())))])
+        return len(doomed)
+
+    def xsetid(self, key: bytes, sid: StreamID) -> None:
+        record = self.visible(key)
+        if record is None:
+            raise NO_SUCH_KEY
+        if sid < record.last_id():
+            raise XSETID_TOO_SMALL
+        self._commit([SetFloor(key, sid)])
+
+    # -- reads (merged by ID) --------------------------------------------------------------
+
+    def xrange(
+        self, key: bytes, start: StreamID, end: StreamID, count: int | None = None
+    ) -> list[Entry]:
+        record = self.visible(key)
+        if record is None:
+            return []
+        return record.entries(start, end, count)
+
+    def xrevrange(
+        self, key: bytes, end: StreamID, start: StreamID, count: int | None = None
+    ) -> list[Entry]:
+        record = self.visible(key)
+        if record is None:
+            return []
+        return record.entries(start, end, count, reverse=True)
+
+    def xread(self, key: bytes, after: StreamID, count: int | None = None) -> list[Entry]:
+        record = self.visible(key)
+        if record is None:
+            return []
+        return [(sid, pairs) for sid, _, pairs in record.after(after, count)]
+
+    def xlen(self, key: bytes) -> int:
+        record = self.visible(key)
+        return 0 if record is None else record.length
+
+    def xinfo_stream(self, key: bytes) -> dict[str, object]:
+        record = self.visible(key)
+        if record is None:
+            raise NO_SUCH_KEY
+        first = record.range(MIN_ID, MAX_ID, 1)
+        last = record.range(MIN_ID, MAX_ID, 1, reverse=True)
+        return {
+            "length": record.length,
+            "last-generated-id": record.last_id(),
+            "groups": len(record.groups),
+            "first-entry": first[0][0] if first else None,
+            "last-entry": last[0][0] if last else None,
+            "sub-logs": {r: s.length for r, s in sorted(record.subs.items())},
+        }
+
+    def xinfo_groups(self, key: bytes) -> list[bytes]:
+        record = self.visible(key)
+        if record is None:
+            raise NO_SUCH_KEY
+        return sorted(record.groups)
+
+    def xinfo_consumers(self, key: bytes, group: bytes) -> list[bytes]:
+        return sorted(self._group(key, group)[1].consumers)
+
+    def xpending(self, key: bytes, group: bytes) -> list[tuple[StreamID, bytes, int]]:
+        g = self._group(key, group)[1]
+        return [(sid, g.pel[(sid, r)].consumer, g.pel[(sid, r)].count) for sid, r in g.order]
+
+    # -- consumer groups -------------------------------------------------------------------
+
+    def _group(self, key: bytes, group: bytes) -> tuple[RegionStream, RegionGroup]:
+        record = self.visible(key)
+        g = None if record is None else record.groups.get(group)
+        if record is None or g is None:
+            raise no_group(key, group)
+        return record, g
+
+    def _start_cursors(self, record: RegionStream | None, id_arg: bytes) -> Points:
+        if id_arg == b"$":
+            return record.horizon() if record is not None else ()
+        sid = parse_id(id_arg)
+        subs = set(self.inbox.applied) | (set(record.subs) if record is not None else set())
+        return tuple((r, sid) for r in sorted(subs))
+
+    def xgroup_create(
+        self, key: bytes, group: bytes, id_arg: bytes, mkstream: bool = False
+    ) -> None:
+        record = self.visible(key)
+        if record is None and not mkstream:
+            raise XGROUP_NO_KEY
+        if record is not None and group in record.groups:
+            raise BUSYGROUP
+        self._commit([GroupCreate(key, group, self._start_cursors(record, id_arg))])
+
+    def xgroup_destroy(self, key: bytes, group: bytes) -> int:
+        record = self.visible(key)
+        if record is None:
+            raise XGROUP_NO_KEY
+        if group not in record.groups:
+            return 0
+        self._commit([GroupDestroy(key, group)])
+        return 1
+
+    def xgroup_setid(self, key: bytes, group: bytes, id_arg: bytes) -> None:
+        """Local only: moves this region's cursors."""
+        record, g = self._group(key, group)
+        g.cursors = dict(self._start_cursors(record, id_arg))
+
+    def xgroup_createconsumer(self, key: bytes, group: bytes, consumer: bytes) -> int:
+        g = self._group(key, group)[1]
+        if consumer in g.consumers:
+            return 0
+        g.consumer(consumer)
+        return 1
+
+    def xreadgroup(
+        self,
+        key: bytes,
+        group: bytes,
+        consumer: bytes,
+        id_arg: bytes,
+        now_ms: int,
+        count: int | None = None,
+        noack: bool = False,
+    ) -> list[tuple[StreamID, list[bytes] | None]]:
+        """``>``: per sub-log what lies above its cursor, merged by ID; an ID: this consumer's
+        pending entries above it, merged by ID (None for an entry deleted since)."""
+        record, g = self._group(key, group)
+        tags = g.consumer(consumer)
+        if id_arg != b">":
+            start = parse_id(id_arg)
+            out: list[tuple[StreamID, list[bytes] | None]] = []
+            for sid, region in tags:
+                if sid <= start:
+                    continue
+                if count is not None and len(out) >= count:
+                    break
+                pending = g.pel[(sid, region)]
+                pending.count += 1
+                pending.delivery_ms = now_ms
+                out.append((sid, record.entry(region, sid)))
+            return out
+        delivered = record.new_for(g, count)
+        for sid, region, _ in delivered:
+            g.raise_cursor(region, sid)
+            if not noack:
+                g.add_pending((sid, region), consumer, now_ms)
+        return [(sid, pairs) for sid, _, pairs in delivered]
+
+    def xack(self, key: bytes, group: bytes, ids: Iterable[StreamID]) -> int:
+        """Acknowledge; replicate the acknowledged prefix of each sub-log when it grows."""
+        record = self.visible(key)
+        g = None if record is None else record.groups.get(group)
+        if record is None or g is None:
+            return 0
+        acked = sum(g.ack(sid) for sid in dict.fromkeys(ids))
+        points = self.ack_points(record, g)
+        if points:
+            self._commit([AckPrefix(key, group, points)])
+        return acked
+
+    @staticmethod
+    def ack_points(record: RegionStream, g: RegionGroup) -> Points:
+        """Per sub-log, the greatest entry delivered here with nothing pending at or below
+        it, where that is above the prefix already acknowledged (seed t1…t11)."""
+        points: list[tuple[int, StreamID]] = []
+        for region, sub in sorted(record.subs.items()):
+            cursor = g.cursor(region)
+            if cursor == MIN_ID:
+                continue
+            low = g.min_pending(region)
+            if low is None:
+                candidate: StreamID | None = cursor
+            else:
+                below = decr_id(low)
+                rows = [] if below is None else sub.range(MIN_ID, min(below, cursor), 1, True)
+                candidate = rows[0][0] if rows else None
+            if candidate is not None and candidate > g.acked.get(region, MIN_ID):
+                points.append((region, candidate))
+        return tuple(points)
+
+    # -- convergence and checks ------------------------------------------------------------
+
+    def dump(self) -> str:
+        """One deterministic text of every stream, group and the vector: equal in every
+        region once all effects are delivered."""
+        vector = " ".join(f"{r}={s}" for r, s in sorted(self.inbox.applied.items()))
+        lines = [f"vector {vector}"]
+        for key in self.existing_keys():
+            record = self.streams[key]
+            lines.append(f"stream {key!r} floor={format_id(record.floor).decode()}")
+            for sid, region, pairs in record.range(MIN_ID, MAX_ID):
+                lines.append(f"  {format_id(sid).decode()} r{region} {pairs!r}")
+            for name in sorted(record.groups):
+                g = record.groups[name]
+                acked = " ".join(f"{r}:{format_id(s).decode()}" for r, s in sorted(g.acked.items()))
+                lines.append(f"  group {name!r} births={sorted(g.births)} acked=[{acked}]")
+        return "\n".join(lines) + "\n"
+
+    def check_invariants(self) -> None:
+        self.inbox.check_invariants()
+        for record in self.streams.values():
+            record.check_invariants()
+            if self.mode == b"strict":
+                own = record.subs.get(self.id)
+                for sid in own.iter_ids() if own is not None else ():
+                    require(
+                        sid[1] % self.capacity == self.id % self.capacity,
+                        f"strict-mode entry {sid} of region {self.id} off its sequence class",
+                    )
+                # regions' own sub-logs only: a RENAME concurrent with writes to its
+                # destination may bring in an equal ID (docs/active-active.md)
+                ids = [sid for sid, r, _ in record.range(MIN_ID, MAX_ID) if r < MOVED_BASE]
+                require(len(ids) == len(set(ids)), "a duplicate ID in strict mode")

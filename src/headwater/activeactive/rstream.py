@@ -1,0 +1,270 @@
+"""A stream in an active-active database: one sub-log per region, read merged by ID.
+
+Why this shape
+--------------
+Each region appends only to its own sub-log, an ordinary packed ``Stream``, so a sub-log is
+ordered by ID and by the order its region made the entries; any region may remove entries of
+any sub-log. Reads merge the sub-logs by ``(ID, region)`` (the region breaks ties between equal
+IDs, which only semi-strict and liberal modes can make), so after a sync every region returns
+the same sequence::
+
+    sub 1: 110-1 120-1 130-1          merged: 110-1 115-2 120-1 130-1
+    sub 2:   115-2
+
+A group keeps, per sub-log, the last ID it delivered there (``cursors``): ``>`` takes from each
+sub-log what lies above its cursor, so an entry that arrives late from another region, with an
+ID below what other sub-logs already delivered, is still delivered: XREADGROUP never skips.
+The group's pending entries are keyed ``(ID, sub-log)`` in one ordered list, so history reads
+walk them merged by ID. Consumers and PELs are local; only the group's existence (``births``)
+and its acknowledged prefixes (``acked``) are replicated.
+
+A stream with no entries and no groups does not exist (``exists``); its record stays as a
+tombstone that keeps the sub-logs' last IDs and the delete clocks (see region.py).
+"""
+
+from __future__ import annotations
+
+import heapq
+from bisect import bisect_left, bisect_right, insort
+from collections.abc import Iterable, Sequence
+from itertools import islice
+
+from headwater.errors import require
+from headwater.stream.ids import MAX_ID, MIN_ID, StreamID, incr_id
+from headwater.stream.stream import Stream
+
+#: an entry as merged reads return it: (ID, sub-log region, field/value pairs)
+MergedEntry = tuple[StreamID, int, list[bytes]]
+#: a pending entry's key: (ID, sub-log region); orders like merged reads
+Tag = tuple[StreamID, int]
+
+#: node limits of sub-logs (the server passes its stream-node-max-* later)
+NODE_MAX_BYTES = 4096
+NODE_MAX_ENTRIES = 100
+
+
+class Pending:
+    """A pending entry: its owner, delivery time (ms) and delivery count."""
+
+    __slots__ = ("consumer", "count", "delivery_ms")
+
+    def __init__(self, consumer: bytes, delivery_ms: int, count: int) -> None:
+        self.consumer = consumer
+        self.delivery_ms = delivery_ms
+        self.count = count
+
+
+class RegionGroup:
+    __slots__ = ("acked", "births", "by_sub", "consumers", "cursors", "name", "order", "pel")
+
+    def __init__(self, name: bytes) -> None:
+        self.name = name
+        #: the creates merged into this group, (origin, seq) (replicated)
+        self.births: set[tuple[int, int]] = set()
+        #: per sub-log, the acknowledged prefix some region reported (replicated, max-merged)
+        self.acked: dict[int, StreamID] = {}
+        #: per sub-log, the last ID delivered by ``>`` here (or acknowledged elsewhere)
+        self.cursors: dict[int, StreamID] = {}
+        self.pel: dict[Tag, Pending] = {}
+        self.order: list[Tag] = []  # the keys of pel, sorted
+        self.by_sub: dict[int, list[StreamID]] = {}  # sub-log -> its pending IDs, sorted
+        self.consumers: dict[bytes, list[Tag]] = {}  # name -> its pending tags, sorted
+
+    def cursor(self, region: int) -> StreamID:
+        return self.cursors.get(region, MIN_ID)
+
+    def consumer(self, name: bytes) -> list[Tag]:
+        return self.consumers.setdefault(name, [])
+
+    def add_pending(self, tag: Tag, consumer: bytes, now_ms: int) -> None:
+        previous = self.pel.get(tag)
+        if previous is not None:  # delivered again after SETID moved the group back
+            self._unown(tag, previous.consumer)
+        else:
+            insort(self.order, tag)
+            insort(self.by_sub.setdefault(tag[1], []), tag[0])
+        self.pel[tag] = Pending(consumer, now_ms, 1)
+        insort(self.consumer(consumer), tag)
+
+    def _unown(self, tag: Tag, consumer: bytes) -> None:
+        tags = self.consumers[consumer]
+        del tags[bisect_left(tags, tag)]
+
+    def ack(self, sid: StreamID) -> int:
+        """Acknowledge every pending entry with this ID (one per sub-log that has it)."""
+        lo = bisect_left(self.order, (sid, 0))
+        hi = bisect_right(self.order, (sid, 1 << 62))
+        tags = self.order[lo:hi]
+        for tag in tags:
+            pending = self.pel.pop(tag)
+            self._unown(tag, pending.consumer)
+            ids = self.by_sub[tag[1]]
+            del ids[bisect_left(ids, sid)]
+        del self.order[lo:hi]
+        return len(tags)
+
+    def min_pending(self, region: int) -> StreamID | None:
+        """The smallest pending ID of a sub-log."""
+        ids = self.by_sub.get(region)
+        return ids[0] if ids else None
+
+    def raise_cursor(self, region: int, sid: StreamID) -> None:
+        if sid > self.cursor(region):
+            self.cursors[region] = sid
+
+    def check_invariants(self) -> None:
+        require(self.order == sorted(self.pel), "group order is not the sorted PEL")
+        union: list[Tag] = []
+        for name, tags in self.consumers.items():
+            require(tags == sorted(tags), f"consumer {name!r} PEL out of order")
+            for tag in tags:
+                require(self.pel[tag].consumer == name, "a PEL entry filed under another owner")
+            union += tags
+        require(sorted(union) == self.order, "group PEL is not the union of consumer PELs")
+        require(bool(self.births), "a group nobody created")
+        require({r for _, r in self.order} <= set(self.by_sub), "a pending sub-log not indexed")
+        for sub, ids in self.by_sub.items():
+            require(ids == sorted(sid for sid, r in self.order if r == sub), "by_sub is stale")
+        for region, sid in self.acked.items():
+            require(self.cursor(region) >= sid, "a cursor below its acknowledged prefix")
+
+
+class RegionStream:
+    __slots__ = ("del_clock", "destroy_clock", "floor", "groups", "subs")
+
+    def __init__(self) -> None:
+        self.subs: dict[int, Stream] = {}
+        #: XSETID's last ID (max-merged)
+        self.floor: StreamID = MIN_ID
+        self.groups: dict[bytes, RegionGroup] = {}
+        #: origin -> seq of the latest DEL (or RENAME) of this key applied from it
+        self.del_clock: dict[int, int] = {}
+        #: group -> origin -> seq of the latest XGROUP DESTROY applied from it
+        self.destroy_clock: dict[bytes, dict[int, int]] = {}
+
+    # -- shape -----------------------------------------------------------------------------
+
+    def sub(self, region: int) -> Stream:
+        stream = self.subs.get(region)
+        if stream is None:
+            stream = self.subs[region] = Stream()
+        return stream
+
+    @property
+    def length(self) -> int:
+        return sum(s.length for s in self.subs.values())
+
+    def exists(self) -> bool:
+        return bool(self.groups) or any(s.length for s in self.subs.values())
+
+    def last_id(self) -> StreamID:
+        """The merged last ID: the greatest ever made in any sub-log, or XSETID's."""
+        return max([self.floor, *(s.last_id for s in self.subs.values())])
+
+    def own_last(self, region: int) -> StreamID:
+        stream = self.subs.get(region)
+        return stream.last_id if stream is not None else MIN_ID
+
+    def horizon(self) -> tuple[tuple[int, StreamID], ...]:
+        """Per sub-log, the last ID it ever held: everything this region observed."""
+        return tuple(
+            (region, s.last_id) for region, s in sorted(self.subs.items()) if s.last_id != MIN_ID
+        )
+
+    # -- merged reads ----------------------------------------------------------------------
+
+    def range(
+        self, start: StreamID, end: StreamID, count: int | None = None, reverse: bool = False
+    ) -> list[MergedEntry]:
+        """Live entries with start <= ID <= end, merged by (ID, region); descending with
+        reverse. Each sub-log gives at most count, so the merge reads O(count) per sub-log."""
+        if count is not None and count <= 0:
+            return []
+        runs = [
+            [(sid, region, pairs) for sid, pairs in s.range(start, end, count, reverse)]
+            for region, s in sorted(self.subs.items())
+        ]
+        merged = heapq.merge(*runs, key=lambda e: (e[0], e[1]), reverse=reverse)
+        return list(islice(merged, count))
+
+    def entries(
+        self, start: StreamID, end: StreamID, count: int | None = None, reverse: bool = False
+    ) -> list[tuple[StreamID, list[bytes]]]:
+        """``range`` without the sub-logs, as the replies want it. When one sub-log alone has
+        entries in the range (one writing region: the usual case) its list is the answer."""
+        if count is not None and count <= 0:
+            return []
+        runs = []
+        for region, s in sorted(self.subs.items()):
+            run = s.range(start, end, count, reverse)
+            if run:
+                runs.append((region, run))
+        if len(runs) <= 1:
+            return runs[0][1] if runs else []
+        tagged = [[(sid, region, pairs) for sid, pairs in run] for region, run in runs]
+        merged = heapq.merge(*tagged, key=lambda e: (e[0], e[1]), reverse=reverse)
+        return [(sid, pairs) for sid, _, pairs in islice(merged, count)]
+
+    def after(self, sid: StreamID, count: int | None = None) -> list[MergedEntry]:
+        """XREAD: the entries with ID > sid, merged."""
+        start = incr_id(sid)
+        return [] if start is None else self.range(start, MAX_ID, count)
+
+    def entry(self, region: int, sid: StreamID) -> list[bytes] | None:
+        stream = self.subs.get(region)
+        return None if stream is None else stream.get(sid)
+
+    def new_for(self, group: RegionGroup, count: int | None) -> list[MergedEntry]:
+        """What ``>`` delivers: per sub-log the entries above its cursor, merged by ID."""
+        runs = []
+        for region, s in sorted(self.subs.items()):
+            start = incr_id(group.cursor(region))
+            if start is not None:
+                runs.append([(sid, region, p) for sid, p in s.range(start, MAX_ID, count)])
+        merged = heapq.merge(*runs, key=lambda e: (e[0], e[1]))
+        return list(islice(merged, count))
+
+    # -- removals (observed-remove) --------------------------------------------------------
+
+    def remove_upto(self, points: Iterable[tuple[int, StreamID]]) -> int:
+        """Remove each named sub-log's entries at or below its point; the number removed."""
+        removed = 0
+        for region, point in points:
+            stream = self.subs.get(region)
+            if stream is None:
+                continue
+            above = incr_id(point)
+            if above is None:
+                removed += stream.length
+                stream.trim(maxlen=0)
+            else:
+                removed += stream.trim(minid=above)
+        return removed
+
+    def append(self, region: int, sid: StreamID, pairs: Sequence[bytes]) -> None:
+        """XADD's entry, in its origin's sub-log (``insert`` for one entry, without the
+        lists)."""
+        stream = self.subs.get(region)
+        if stream is None:
+            stream = self.subs[region] = Stream()
+        require(sid > stream.last_id, f"sub-log {region} got {sid} at or below its last ID")
+        stream.append(sid, pairs, NODE_MAX_BYTES, NODE_MAX_ENTRIES)
+
+    def insert(self, region: int, entries: list[MergedEntry]) -> None:
+        """Append entries, in ascending ID order above the sub-log's last ID: a region's own
+        sub-log grows by its origin's effects, in that origin's order, and a moved sub-log
+        is filled once (RENAME). Anything else is a bug."""
+        stream = self.sub(region)
+        for sid, _, pairs in entries:
+            require(sid > stream.last_id, f"sub-log {region} got {sid} at or below its last ID")
+            stream.append(sid, pairs, NODE_MAX_BYTES, NODE_MAX_ENTRIES)
+
+    # -- introspection ---------------------------------------------------------------------
+
+    def check_invariants(self) -> None:
+        for region, stream in self.subs.items():
+            require(region >= 1, "a sub-log of no region")
+            stream.check_invariants()
+        for name, group in self.groups.items():
+            require(group.name == name, "group filed under another name")
+            group.check_invariants()

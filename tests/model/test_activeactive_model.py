@@ -1,0 +1,234 @@
+"""Property test of active-active convergence (issue 18): three regions, random writes, random
+delivery order, partitions held and released.
+
+Rules drive XADD (``*`` and explicit IDs over a small space, so they collide), XDEL, XTRIM
+(MAXLEN and MINID), DEL, RENAME, XSETID, XGROUP CREATE/DESTROY, XREADGROUP ``>`` and XACK in
+any region; deliver one queued effect of any uncut link, picked anywhere in its queue (out of
+order: the inbox must buffer it); resend an effect already delivered (it must be dropped:
+exactly once); cut the mesh into sides and heal it. Every effect crosses its link in its line
+form (``to_line``/``from_line``).
+
+After every step each region's ``check_invariants()`` holds (in strict mode that includes: no
+duplicate ID, every own ID in the region's sequence class). At the end the mesh heals and
+everything is delivered; then
+
+- every region's canonical dump is identical (convergence);
+- XREADGROUP never skipped: each region drains every group with ``>``; every live entry of a
+  surviving group's stream was delivered by ``>`` in some region, to that incarnation of the
+  group (deliveries are keyed by the group's births, so a re-created group must deliver again);
+- ``>`` never served one entry twice in a region to one incarnation.
+"""
+
+from __future__ import annotations
+
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+
+from headwater.activeactive.envelope import Effect
+from headwater.errors import ReplyError
+from headwater.stream.ids import MAX_ID, MIN_ID, StreamID
+from tests.support.mesh import Mesh
+
+REGIONS = st.sampled_from([1, 2, 3])
+KEYS = st.sampled_from([b"a", b"b"])
+GROUPS = st.sampled_from([b"g1", b"g2"])
+CONSUMERS = st.sampled_from([b"c1", b"c2"])
+SIDES = st.sampled_from([({1}, {2, 3}), ({2}, {1, 3}), ({3}, {1, 2}), ({1}, {2}, {3})])
+
+Tag = tuple[StreamID, int]
+#: (region, key, group, births at delivery) -> tags delivered by ``>``
+Deliveries = dict[tuple[int, bytes, bytes, frozenset[tuple[int, int]]], set[Tag]]
+
+
+class ActiveActive(RuleBasedStateMachine):
+    mode = b"strict"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.mesh = Mesh(3, self.mode, wire=True)
+        self.now = 10
+        self.sent: dict[tuple[int, int], list[Effect]] = {link: [] for link in self.mesh.queues}
+        self.deliveries: Deliveries = {}
+
+    # -- writes ----------------------------------------------------------------------------
+
+    @rule(region=REGIONS, key=KEYS, ms=st.integers(0, 30) | st.none(), tick=st.integers(0, 2))
+    def xadd(self, region: int, key: bytes, ms: int | None, tick: int) -> None:
+        self.now += tick
+        id_arg = b"*" if ms is None else b"%d" % ms
+        if self.mode != b"strict" and ms is not None and ms % 3 == 0:
+            id_arg += b"-%d" % (ms % 2)  # full IDs where the mode takes them
+        try:
+            self.mesh[region].xadd(key, id_arg, [b"f", b"%d" % self.now], self.now)
+        except ReplyError:
+            pass  # an ID too small for this region's stream: refused, nothing changed
+
+    @rule(region=REGIONS, key=KEYS, data=st.data())
+    def xdel(self, region: int, key: bytes, data: st.DataObject) -> None:
+        entries = self.mesh[region].xrange(key, MIN_ID, MAX_ID)
+        if entries:
+            sid = data.draw(st.sampled_from([sid for sid, _ in entries]))
+            assert self.mesh[region].xdel(key, [sid]) >= 1
+
+    @rule(region=REGIONS, key=KEYS, maxlen=st.integers(0, 3))
+    def xtrim_maxlen(self, region: int, key: bytes, maxlen: int) -> None:
+        before = self.mesh[region].xlen(key)
+        removed = self.mesh[region].xtrim(key, maxlen=maxlen)
+        assert removed == max(before - maxlen, 0)
+
+    @rule(region=REGIONS, key=KEYS, ms=st.integers(0, 30))
+    def xtrim_minid(self, region: int, key: bytes, ms: int) -> None:
+        self.mesh[region].xtrim(key, minid=(ms, 0))
+        assert all(sid >= (ms, 0) for sid, _ in self.mesh[region].xrange(key, MIN_ID, MAX_ID))
+
+    @rule(region=REGIONS, key=KEYS)
+    def delete(self, region: int, key: bytes) -> None:
+        self.mesh[region].delete(key)
+        assert not self.mesh[region].exists(key)
+
+    @rule(region=REGIONS, key=KEYS)
+    def rename(self, region: int, key: bytes) -> None:
+        other = b"b" if key == b"a" else b"a"
+        try:
+            self.mesh[region].rename(key, other)
+        except ReplyError:
+            assert not self.mesh[region].exists(key)
+
+    @rule(region=REGIONS, key=KEYS, ahead=st.integers(0, 3))
+    def xsetid(self, region: int, key: bytes, ahead: int) -> None:
+        record = self.mesh[region].visible(key)
+        if record is not None:
+            last = record.last_id()
+            self.mesh[region].xsetid(key, (last[0] + ahead, last[1]))
+
+    # -- groups ----------------------------------------------------------------------------
+
+    @rule(region=REGIONS, key=KEYS, group=GROUPS, mkstream=st.booleans())
+    def group_create(self, region: int, key: bytes, group: bytes, mkstream: bool) -> None:
+        try:
+            self.mesh[region].xgroup_create(key, group, b"0", mkstream)
+        except ReplyError:
+            pass  # no such key (without MKSTREAM), or BUSYGROUP
+
+    @rule(region=REGIONS, key=KEYS, group=GROUPS)
+    def group_destroy(self, region: int, key: bytes, group: bytes) -> None:
+        if self.mesh[region].exists(key):
+            self.mesh[region].xgroup_destroy(key, group)
+
+    @rule(region=REGIONS, key=KEYS, group=GROUPS, consumer=CONSUMERS, count=st.integers(1, 3))
+    def xreadgroup(
+        self, region: int, key: bytes, group: bytes, consumer: bytes, count: int
+    ) -> None:
+        self.read_new(region, key, group, consumer, count)
+
+    def read_new(
+        self, region: int, key: bytes, group: bytes, consumer: bytes, count: int | None
+    ) -> int:
+        there = self.mesh[region]
+        record = there.visible(key)
+        if record is None or group not in record.groups:
+            return 0
+        g = record.groups[group]
+        births = frozenset(g.births)
+        before = {r: g.cursor(r) for r in record.subs}
+        got = there.xreadgroup(key, group, consumer, b">", self.now, count)
+        # what was delivered, by sub-log: the live entries each cursor passed (two sub-logs
+        # may hold the same ID outside strict mode)
+        tags = {
+            (sid, r)
+            for r, sub in record.subs.items()
+            for sid, _ in sub.range(before.get(r, MIN_ID), g.cursor(r))
+            if sid > before.get(r, MIN_ID)
+        }
+        assert sorted(sid for sid, _ in tags) == sorted(sid for sid, _ in got)
+        seen = self.deliveries.setdefault((region, key, group, births), set())
+        assert not tags & seen, f"'>' served {sorted(tags & seen)} twice in region {region}"
+        seen |= tags
+        return len(got)
+
+    @rule(region=REGIONS, key=KEYS, group=GROUPS, data=st.data())
+    def xack(self, region: int, key: bytes, group: bytes, data: st.DataObject) -> None:
+        record = self.mesh[region].visible(key)
+        if record is None or group not in record.groups:
+            return
+        pending = [sid for sid, _ in record.groups[group].order]
+        if pending:
+            chosen = data.draw(st.lists(st.sampled_from(pending), max_size=3))
+            self.mesh[region].xack(key, group, chosen)
+
+    # -- the network -----------------------------------------------------------------------
+
+    @rule(data=st.data())
+    def deliver(self, data: st.DataObject) -> None:
+        self.mesh.collect()
+        links = [k for k, q in self.mesh.queues.items() if q and k not in self.mesh.cut]
+        if not links:
+            return
+        link = data.draw(st.sampled_from(links))
+        index = data.draw(st.integers(0, len(self.mesh.queues[link]) - 1))
+        self.sent[link].append(self.mesh.queues[link][index])
+        self.mesh.deliver_one(link, index)
+
+    @rule(data=st.data())
+    def resend(self, data: st.DataObject) -> None:
+        links = [k for k, sent in self.sent.items() if sent]
+        if links:
+            link = data.draw(st.sampled_from(links))
+            effect = data.draw(st.sampled_from(self.sent[link]))
+            assert self.mesh[link[1]].receive(effect) == 0, "a duplicate was applied"
+
+    @rule(sides=SIDES)
+    def partition(self, sides: tuple[set[int], ...]) -> None:
+        self.mesh.partition(*sides)
+
+    @rule()
+    def heal(self) -> None:
+        self.mesh.heal()
+
+    @invariant()
+    def invariants_hold(self) -> None:
+        self.mesh.check()
+
+    # -- the end ---------------------------------------------------------------------------
+
+    def teardown(self) -> None:
+        mesh = self.mesh
+        mesh.heal()
+        mesh.sync()
+        mesh.check()
+        assert mesh.converged(), "\n".join(mesh[r].dump() for r in (1, 2, 3))
+        for region in (1, 2, 3):
+            assert mesh[region].inbox.waiting_count() == 0
+            for key in mesh[region].existing_keys():
+                for group in sorted(mesh[region].streams[key].groups):
+                    while self.read_new(region, key, group, b"drain", None):
+                        pass
+        self.check_nothing_skipped()
+
+    def check_nothing_skipped(self) -> None:
+        for key in self.mesh[1].existing_keys():
+            record = self.mesh[1].streams[key]
+            live = {(sid, r) for sid, r, _ in record.range(MIN_ID, MAX_ID)}
+            for name, group in record.groups.items():
+                delivered: set[Tag] = set()
+                for (_, k, g, births), tags in self.deliveries.items():
+                    if k == key and g == name and births & group.births:
+                        delivered |= tags
+                missing = live - delivered
+                assert not missing, f"XREADGROUP skipped {sorted(missing)} of {key!r} {name!r}"
+
+
+class SemiStrict(ActiveActive):
+    mode = b"semi-strict"
+
+
+class Liberal(ActiveActive):
+    mode = b"liberal"
+
+
+TestActiveActiveStrict = ActiveActive.TestCase
+TestActiveActiveSemiStrict = SemiStrict.TestCase
+TestActiveActiveLiberal = Liberal.TestCase
+for _case in (TestActiveActiveStrict, TestActiveActiveSemiStrict, TestActiveActiveLiberal):
+    _case.settings = settings(_case.settings, stateful_step_count=60)
