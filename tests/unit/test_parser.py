@@ -12,7 +12,7 @@ from headwater.resp.parser import (
     FAST_PATH_MAX_PENDING,
     RequestError,
     RequestParser,
-    _bulks_size,
+    bulks_size,
     split_args,
     wire_size,
 )
@@ -315,7 +315,7 @@ def test_ordinary_arguments_stay_on_the_fast_path() -> None:
     ],
 )
 def test_bulks_size_is_wire_size(cmd: list[bytes]) -> None:
-    assert _bulks_size(cmd) == wire_size(cmd)
+    assert bulks_size(cmd) == wire_size(cmd)
 
 
 @pytest.mark.parametrize(
@@ -329,7 +329,7 @@ def test_bulks_size_is_wire_size(cmd: list[bytes]) -> None:
     ],
 )
 def test_bulks_size_refuses_what_is_not_bulk_strings(cmd: list[object]) -> None:
-    assert _bulks_size(cmd) == -1  # type: ignore[arg-type]
+    assert bulks_size(cmd) == -1  # type: ignore[arg-type]
 
 
 _BIG_HEADER = re.compile(rb"[*>~|%][0-9]{7}")

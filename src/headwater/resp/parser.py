@@ -93,7 +93,7 @@ def wire_size(argv: list[bytes]) -> int:
     return size + (4 if n < 10 else 3 + len(str(n)))
 
 
-def _bulks_size(cmd: list[Any]) -> int:
+def bulks_size(cmd: list[Any]) -> int:
     """``wire_size`` of a command from hiredis; -1 if an argument is not bytes (a nested
     array, an integer...). (``Any``: until checked here, the items may be anything, and
     compiled code would check a declared ``bytes`` on reading.) A plain loop: compiled, a
@@ -192,7 +192,7 @@ class RequestParser:
                 self._to_exact()
                 continue
             if type(cmd) is list and cmd:
-                end = pos + _bulks_size(cmd)
+                end = pos + bulks_size(cmd)
                 if end < pos:  # not all bulk strings
                     self._to_exact()
                     continue

@@ -42,8 +42,9 @@ import hiredis
 from headwater.engine.replay import Replayer
 from headwater.keyspace import Keyspace
 from headwater.persistence.snapshot import SnapshotError, load_snapshot
-from headwater.replication.state import valid_replid
+from headwater.replication.state import new_replid, valid_replid
 from headwater.resp.encoder import encode_command
+from headwater.resp.parser import bulks_size
 from headwater.stream.node import Node
 
 if TYPE_CHECKING:
@@ -330,6 +331,7 @@ class ReplicaLink:
         self.repl.update_refusal()
         log.warning("MASTER <-> REPLICA link is up")
         parser = hiredis.Reader()
+        received = bytearray()  # what the parser was fed and the backlog did not get yet
         self.send_ack()
         last_ack = time.monotonic()
         while True:
@@ -343,19 +345,22 @@ class ReplicaLink:
                     raise EOFError("connection closed by the master")
                 self.last_io = now
                 parser.feed(data)
-                self._apply(parser)
+                received += data
+                self._apply(parser, received)
             elif now - self.last_io > limit_s:
                 raise LinkError("MASTER timeout: no data nor PING received...")
             if now - last_ack >= ACK_PERIOD_S:
                 last_ack = now
                 self.send_ack()
 
-    def _apply(self, parser: hiredis.Reader) -> None:
-        """Apply every whole command read; the bytes applied go on to the backlog."""
-        applied = bytearray()
+    def _apply(self, parser: hiredis.Reader, received: bytearray) -> None:
+        """Apply every whole command read; the bytes applied go on to the backlog. They are
+        cut from ``received`` by each command's size as canonical RESP, which is what a
+        primary sends (no second encoding; ``_flush_applied`` checks the cut)."""
         replayer = self._replayer
         if replayer is None:
             return
+        applied = 0  # bytes of received applied and not yet flushed
         keyspace = self.engine.keyspace
         keyspace.loading = True  # the primary's commands find alive what it had alive
         try:
@@ -368,19 +373,19 @@ class ReplicaLink:
                     ) from None
                 if argv is False:
                     break
-                if type(argv) is not list or not argv or type(argv[0]) is not bytes:
+                size = bulks_size(argv) if type(argv) is list and argv else -1
+                if size < 0:
                     raise LinkError(
                         f"Protocol error from master: {_show(repr(argv).encode())} is not a command"
                     )
-                encoded = encode_command(argv)
+                applied += size
                 name = argv[0].upper()
                 if name == b"PING":
-                    applied += encoded
                     continue
                 if name == b"REPLCONF" and len(argv) > 1 and argv[1].upper() == b"GETACK":
-                    applied += encoded
                     replayer.end_of_chunk()
-                    self._flush_applied(applied)
+                    self._flush_applied(received, applied)
+                    applied = 0
                     self.send_ack()
                     continue
                 error = replayer.apply_streamed(argv)
@@ -392,18 +397,27 @@ class ReplicaLink:
                         error.code,
                         error.msg,
                     )
-                applied += encoded
         finally:
             replayer.end_of_chunk()
             keyspace.loading = False
-            self._flush_applied(applied)
+            self._flush_applied(received, applied)
             self.engine.serve_ready()
             self.server.schedule_flush()
 
-    def _flush_applied(self, applied: bytearray) -> None:
-        if applied:
-            self.repl.broadcast(bytes(applied))
-            applied.clear()
+    def _flush_applied(self, received: bytearray, size: int) -> None:
+        """The first ``size`` bytes of ``received`` were applied: on to the backlog and the
+        sub-replicas. A cut that does not end a command means the primary did not send
+        canonical RESP (Redis and Headwater always do): what was applied cannot be placed
+        in the stream, so the history is dropped (the next sync is a full one) and the link
+        stops, rather than offsets drift."""
+        if size:
+            if received[size - 1] != 0x0A:
+                self.repl.state.adopt(new_replid(), 0)
+                self.repl.disconnect_peers()
+                raise LinkError("Protocol error from master: its stream is not canonical RESP")
+            applied = bytes(received[:size])
+            del received[:size]
+            self.repl.broadcast(applied)
             if self.server.durability.aof.writer is not None:  # (FACK: what to map)
                 self._applied.append((self.engine.effect_seq, self.repl.state.offset))
                 self._fsynced_offset()  # (drops what a sync covered: the list stays short)
