@@ -24,6 +24,7 @@ pytest.importorskip("taskiq_redis")
 pytestmark = pytest.mark.e2e
 
 TASKS = 1000
+ENQUEUE_PAUSE_S = 0.005
 
 
 @pytest.fixture
@@ -57,8 +58,14 @@ async def _enqueue(url: str) -> None:
     try:
         task = broker.find_task("tests.e2e.taskiq_app:record")
         assert task is not None
+        # Paced (about 5 s for all): taskiq-redis reclaims a dead worker's entries (XAUTOCLAIM,
+        # after idle_timeout) only right after a read that fetched new tasks, so the tasks
+        # must still be coming when the crashed worker's entries have been idle that long.
+        # Sent at once, a fast server can hand out every task first, and nothing reclaims
+        # the dead worker's entries (on Redis too).
         for n in range(TASKS):
             await task.kiq(n)
+            await asyncio.sleep(ENQUEUE_PAUSE_S)
     finally:
         await broker.shutdown()
 
