@@ -19,7 +19,7 @@ from itertools import islice
 from headwater.commands.args import parse_int
 from headwater.commands.context import Block, Client, help_handler, reject_subcommand, spec
 from headwater.commands.entries import array_of, entry_reply
-from headwater.commands.notify import lookup_read, notify
+from headwater.commands.notify import count_read, notify
 from headwater.commands.streams import (
     ReplyCaps,
     XReadOpts,
@@ -505,7 +505,7 @@ def cmd_xreadgroup(c: Client, argv: list[bytes]) -> Reply | Block | Written:
     for key, (stream, group, sid) in zip(opts.keys, targets, strict=True):
         if caps.full():
             break  # MAXCOUNT / MAXSIZE reached: later streams are not served
-        lookup_read(c, key)  # (Redis looks each stream up again to serve it: counted twice)
+        count_read(c, key, stream)  # (Redis looks each stream up again to serve it: counted twice)
         d = _Delivery(c, key, stream, group)
         reclaim_idle(c, key, group, fx, keep=opts.consumer)
         consumer = touch_consumer(c, key, group, opts.consumer, fx)

@@ -46,10 +46,16 @@ def lookup_read(c: Client, key: bytes, notify_miss: bool = True) -> Any:
     of the wrong type is a hit. Writes look their keys up with ``c.db.get`` and count
     nothing, as in Redis."""
     value = c.db.get(key)
+    count_read(c, key, value, notify_miss)
+    return value
+
+
+def count_read(c: Client, key: bytes, value: object, notify_miss: bool = True) -> None:
+    """Count a read lookup whose value the caller already holds (a hit unless None), as
+    ``lookup_read`` does, without looking the key up again."""
     if value is None:
         c.server.stats.keyspace_misses += 1
         if notify_miss:
             notify(c, KEY_MISS, b"keymiss", key)
     else:
         c.server.stats.keyspace_hits += 1
-    return value

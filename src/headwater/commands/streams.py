@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from headwater.commands.args import INT64_MAX, parse_int, strict_int
 from headwater.commands.context import Block, Client, spec
 from headwater.commands.entries import array_of, encode_entries, encode_range, entry_reply
-from headwater.commands.notify import lookup_read, notify
+from headwater.commands.notify import count_read, lookup_read, notify
 from headwater.errors import (
     NO_SUCH_KEY,
     SYNTAX,
@@ -806,7 +806,7 @@ def cmd_xread(c: Client, argv: list[bytes]) -> Reply | Block:
     for key, (stream, after) in zip(opts.keys, resolved, strict=True):
         if caps.full():
             break  # MAXCOUNT / MAXSIZE reached: later streams are not served
-        lookup_read(c, key)  # (Redis looks each stream up again to serve it: counted twice)
+        count_read(c, key, stream)  # (Redis looks each stream up again to serve it: counted twice)
         if stream is None or not stream.length:
             continue
         if after is None:
