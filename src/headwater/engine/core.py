@@ -350,21 +350,25 @@ class Engine:
                 self._emit(db, argv)
             self._emit(effects[-1][0], [b"EXEC"])
 
-    def run_collecting(self, body: Callable[[], Reply]) -> Reply:
-        """Run ``body`` (a script) with the effects of the commands it calls collected and
-        sent as one transaction, as EXEC does (one effect alone goes as it is: it is atomic,
-        and Redis does not wrap it either); inside EXEC, EXEC's transaction holds them."""
+    def start_collecting(self) -> bool:
+        """Before a script runs: the effects of the commands it calls are collected, to be
+        sent as one transaction by ``finish_collecting``, as EXEC does. False when nothing
+        is collected: inside EXEC (EXEC's transaction holds them), or nobody reads effects."""
         if self._tx_effects is not None or not self.effect_sinks:
-            return body()
+            return False
         self._tx_effects = []
-        try:
-            return body()
-        finally:
-            effects, self._tx_effects = self._tx_effects, None
-            if len(effects) == 1:
-                self._emit(*effects[0])
-            else:
-                self._emit_transaction(effects)
+        return True
+
+    def finish_collecting(self) -> None:
+        """After the script (whatever its end): what it changed, sent. One effect alone goes
+        as it is (it is atomic, and Redis does not wrap it either)."""
+        effects, self._tx_effects = self._tx_effects, None
+        if effects is None:
+            return
+        if len(effects) == 1:
+            self._emit(*effects[0])
+        else:
+            self._emit_transaction(effects)
 
     def collected_effects(self) -> list[tuple[int, list[bytes]]] | None:
         """The effects a transaction or script has made so far (a script may drop its last

@@ -65,14 +65,18 @@ def _run(
 
 
 def _eval(c: Client, argv: list[bytes], read_only: bool) -> Reply:
-    show_command(c.server.pubsub, c, argv)  # first, whatever follows (Redis's evalCommand)
+    pubsub = c.server.pubsub
+    if pubsub.monitors:  # first, whatever follows (Redis's evalCommand)
+        show_command(pubsub, c, argv)
     numkeys = parse_numkeys(argv)
     script = scripting_of(c).script_for(argv[1], from_eval=True)
     return _run(c, argv, numkeys, script, read_only)
 
 
 def _evalsha(c: Client, argv: list[bytes], read_only: bool) -> Reply:
-    show_command(c.server.pubsub, c, argv)  # first, whatever follows (Redis's evalCommand)
+    pubsub = c.server.pubsub
+    if pubsub.monitors:  # first, whatever follows (Redis's evalCommand)
+        show_command(pubsub, c, argv)
     numkeys = parse_numkeys(argv)
     scripts = scripting_of(c).scripts
     script = scripts.get(argv[1]) or scripts.get(argv[1].lower())

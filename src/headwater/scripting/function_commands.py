@@ -38,7 +38,9 @@ def _fcall(c: Client, argv: list[bytes], read_only_command: bool) -> Reply:
     read_only = FLAG_NO_WRITES in function.flags
     if not read_only:
         check_may_write(c, read_only_command)
-    show_command(c.server.pubsub, c, argv)  # before the commands its function runs
+    pubsub = c.server.pubsub
+    if pubsub.monitors:  # before the commands its function runs
+        show_command(pubsub, c, argv)
     return scripting.run_script(
         c, function.callback, function.name, argv[3:], numkeys, False, read_only, argv
     )

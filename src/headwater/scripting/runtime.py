@@ -6,7 +6,7 @@ then Redis's script rules (``noscript`` commands, writes from read-only scripts,
 and runs the handler through the engine's ``call`` on a client of its own (the script client:
 the caller's database, the script's protocol), so its effects reach the engine's one choke
 point. The engine collects a script's effects and sends them as one MULTI … EXEC
-(``ScriptHost.run_collecting``): the script itself is never logged.
+(``ScriptHost.start_collecting``): the script itself is never logged.
 
 A script that runs longer than ``busy-reply-threshold`` makes the server busy: the Lua hook,
 called every 100,000 instructions, asks the host to read and answer the other clients
@@ -21,7 +21,6 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from lupa import lua51
@@ -99,36 +98,49 @@ class ScriptHost(ServerAPI, Protocol):
     shutdown_requested: tuple[bool | None, bool, bool] | None
 
     def call(self, c: Client, row: CommandSpec, argv: list[bytes]) -> Reply | Block: ...
-    def run_collecting(self, body: Callable[[], Reply]) -> Reply: ...
+    def start_collecting(self) -> bool: ...
+    def finish_collecting(self) -> None: ...
     def collected_effects(self) -> list[tuple[int, list[bytes]]] | None: ...
     def poll_while_busy(self, running: Client) -> None: ...
 
 
-@dataclass
+# (plain classes, not dataclasses: mypyc compiles their __init__; a dataclass's is generated
+# Python, which every EVALSHA would run)
 class Script:
     """A compiled EVAL script (the cache's entry)."""
 
-    sha: bytes
-    body: bytes
-    function: Any
-    flags: tuple[str, ...] | None  # None: no shebang (Redis's compatibility mode)
+    def __init__(
+        self, sha: bytes, body: bytes, function: Any, flags: tuple[str, ...] | None
+    ) -> None:
+        self.sha = sha
+        self.body = body
+        self.function = function
+        self.flags = flags  # None: no shebang (Redis's compatibility mode)
 
 
-@dataclass
 class Run:
     """The script in execution."""
 
-    caller: Client
-    name: bytes  # the sha of an EVAL script, the name of a function
-    is_eval: bool
-    read_only: bool
-    started: float
-    command: list[bytes] | None = None  # FUNCTION STATS shows it
-    resp: int = 2  # redis.setresp
-    repl: int = 3  # redis.set_repl
-    wrote: bool = False
-    busy: bool = False
-    kill: bytes | None = None
+    def __init__(
+        self,
+        caller: Client,
+        name: bytes,
+        is_eval: bool,
+        read_only: bool,
+        started: float,
+        command: list[bytes] | None = None,
+    ) -> None:
+        self.caller = caller
+        self.name = name  # the sha of an EVAL script, the name of a function
+        self.is_eval = is_eval
+        self.read_only = read_only
+        self.started = started
+        self.command = command  # FUNCTION STATS shows it
+        self.resp = 2  # redis.setresp
+        self.repl = 3  # redis.set_repl
+        self.wrote = False
+        self.busy = False
+        self.kill: bytes | None = None
 
 
 class ScriptError(Exception):
@@ -362,16 +374,16 @@ class Scripting:
         client.db = caller.db
         run = self.run = Run(caller, name, is_eval, read_only, time.monotonic(), command)
         runner = self.run_eval if is_eval else self.run_function
-
-        def body() -> Reply:
+        host = self.host
+        collecting = host.start_collecting()
+        try:
             ok, result = runner(function, nkeys, *keys_and_args)
             if ok:
                 return lua_to_reply(result, run.resp, caller.resp)
             return self._error_reply(result)
-
-        try:
-            return self.host.run_collecting(body)
         finally:
+            if collecting:
+                host.finish_collecting()
             self.run = None
             if run.busy:
                 self._end_busy()
@@ -423,8 +435,10 @@ class Scripting:
             run.wrote = True
             if run.repl == 0:
                 return self._call_unlogged(client, row, argv, raise_error)
-        reply = self.host.call(client, row, argv)
-        self._show_monitors(client, row, argv)
+        host = self.host
+        reply = host.call(client, row, argv)
+        if host.pubsub.monitors:
+            self._show_monitors(client, row, argv)
         if isinstance(reply, Block):  # a script never blocks (Redis 7.4+)
             reply = reply.timeout_reply
         failed, value = reply_to_lua(reader, reply, run.resp)
