@@ -25,6 +25,7 @@ HOT_MODULES = (
     "headwater.resp.encoder",
     "headwater.server.protocol",
     "headwater.engine.core",
+    "headwater.engine.replay",
     "headwater.stream.ids",
     "headwater.stream.sortedkeys",
     "headwater.stream.node",

@@ -6,6 +6,7 @@ vanishes mid-snapshot, REPLICAOF to itself)."""
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import tempfile
 import threading
@@ -806,6 +807,34 @@ def test_a_big_snapshot_is_sent_in_chunks_with_writes_meanwhile() -> None:
         assert "bytes of snapshot" in log_of(primary_p)
         size = int(log_of(primary_p).split("succeeded (")[1].split(" bytes")[0])
         assert size > 4 * 1024 * 1024  # more than the high-water mark: chunks and retries
+    finally:
+        replica_p.stop()
+        primary_p.stop()
+
+
+def test_a_silent_primary_times_the_link_out_and_it_resumes_after() -> None:
+    """A primary that stops sending (SIGSTOP: not even its PINGs) is timed out after
+    repl-timeout; once it runs again the replica resyncs partially and catches up."""
+    primary_p = start_headwater("--repl-ping-replica-period", "1")
+    replica_p = start_headwater("--repl-timeout", "2")
+    try:
+        primary, replica = connect(primary_p), connect(replica_p)
+        primary.xadd("s", {"f": "before"}, id="1-0")
+        replica.execute_command("REPLICAOF", "127.0.0.1", primary_p.port)
+        wait_until(lambda: in_step(primary, replica), what="full sync")
+        partial_before = info(primary, "stats")["sync_partial_ok"]
+        os.kill(primary_p.proc.pid, signal.SIGSTOP)
+        try:
+            stopped = time.monotonic()
+            wait_until(lambda: not link_up(replica), timeout=10, what="the link timed out")
+            assert 1.5 < time.monotonic() - stopped < 6
+            assert "MASTER timeout" in log_of(replica_p)
+        finally:
+            os.kill(primary_p.proc.pid, signal.SIGCONT)
+        primary.xadd("s", {"f": "after"}, id="2-0")
+        wait_until(lambda: in_step(primary, replica), timeout=15, what="resumed")
+        assert [e[0] for e in replica.xrange("s")] == [b"1-0", b"2-0"]
+        assert info(primary, "stats")["sync_partial_ok"] == partial_before + 1
     finally:
         replica_p.stop()
         primary_p.stop()

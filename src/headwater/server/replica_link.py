@@ -332,26 +332,22 @@ class ReplicaLink:
         log.warning("MASTER <-> REPLICA link is up")
         parser = hiredis.Reader()
         received = bytearray()  # what the parser was fed and the backlog did not get yet
-        self.send_ack()
-        last_ack = time.monotonic()
-        while True:
-            try:
-                data = await asyncio.wait_for(reader.read(READ_SIZE), ACK_PERIOD_S)
-            except TimeoutError:
-                data = None
-            now = time.monotonic()
-            if data is not None:
+        # (the ACKs and the timeout on a timer of their own: a wait_for around each read
+        # made a task and a timer handle per chunk, most of a replica's cost per command)
+        keepalive = _Keepalive(self, writer, limit_s)
+        try:
+            while True:
+                data = await reader.read(READ_SIZE)
                 if not data:
+                    if keepalive.timed_out:
+                        raise LinkError("MASTER timeout: no data nor PING received...")
                     raise EOFError("connection closed by the master")
-                self.last_io = now
+                self.last_io = time.monotonic()
                 parser.feed(data)
                 received += data
                 self._apply(parser, received)
-            elif now - self.last_io > limit_s:
-                raise LinkError("MASTER timeout: no data nor PING received...")
-            if now - last_ack >= ACK_PERIOD_S:
-                last_ack = now
-                self.send_ack()
+        finally:
+            keepalive.cancel()
 
     def _apply(self, parser: hiredis.Reader, received: bytearray) -> None:
         """Apply every whole command read; the bytes applied go on to the backlog. They are
@@ -442,6 +438,36 @@ class ReplicaLink:
         if not applied and self.engine.effect_seq <= fsynced:
             self._fsynced = self.repl.state.offset  # (commands that made no effects)
         return self._fsynced
+
+
+class _Keepalive:
+    """A link's timer: ``REPLCONF ACK`` every ACK_PERIOD_S, and the link cut (its reader
+    then sees the end of the stream) once nothing came from the primary for ``limit_s``."""
+
+    def __init__(self, link: ReplicaLink, writer: asyncio.StreamWriter, limit_s: float) -> None:
+        self.link = link
+        self.writer = writer
+        self.limit_s = limit_s
+        self.timed_out = False
+        self.handle: asyncio.TimerHandle | None = None
+        link.send_ack()
+        self._arm()
+
+    def _arm(self) -> None:
+        self.handle = asyncio.get_running_loop().call_later(ACK_PERIOD_S, self._tick)
+
+    def _tick(self) -> None:
+        if time.monotonic() - self.link.last_io > self.limit_s:
+            self.timed_out = True
+            self.writer.transport.abort()
+            return
+        self.link.send_ack()
+        self._arm()
+
+    def cancel(self) -> None:
+        if self.handle is not None:
+            self.handle.cancel()
+            self.handle = None
 
 
 def _open_temp(path: Path) -> BinaryIO:
