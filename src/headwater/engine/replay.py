@@ -422,9 +422,10 @@ class _XaddBatch:
             sid = parse_id(raw)  # (an invalid one is left to the handler, which answers it)
             pairs = argv[at + 1 :]
             size = len(b"".join(pairs))  # (raises TypeError unless they are all bytes)
+            key = argv[1]  # (compiled: raises TypeError unless bytes)
         except (TypeError, AttributeError, ReplyError):  # a nested array, an integer… where
             return False  # bytes go, or not an ID
-        if argv[1] != self.key and not self._open(argv[1]):
+        if key != self.key and not self._open(key):
             return False
         if sid <= self.last or size > LISTPACK_MAX:
             return False
