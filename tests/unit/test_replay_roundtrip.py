@@ -52,6 +52,8 @@ group = st.sampled_from(GROUPS)
 consumer = st.sampled_from(CONSUMERS)
 small = st.integers(0, 12)
 value = st.sampled_from(["v", "12", "x" * 40])
+set_key = st.sampled_from(["set1", "set2", "str"])
+member = st.sampled_from(["1", "2", "-7", "a", "bb", "x" * 70])
 
 
 def _entry_id(n: int) -> str:
@@ -220,6 +222,20 @@ rest = st.one_of(
     st.just(["HSET", "h", "f", "1", "g", "2"]),
     st.just(["HDEL", "h", "f"]),
     st.just(["RENAME", "s", "t"]),
+    # sets: every shape of their effects (SPOP's are what it picked at random)
+    st.tuples(set_key, st.lists(member, min_size=1, max_size=4)).map(
+        lambda t: ["SADD", t[0], *t[1]]
+    ),
+    st.tuples(set_key, st.lists(member, min_size=1, max_size=3)).map(
+        lambda t: ["SREM", t[0], *t[1]]
+    ),
+    st.tuples(set_key, st.sampled_from([[], ["0"], ["1"], ["2"], ["9"]])).map(
+        lambda t: ["SPOP", t[0], *t[1]]
+    ),
+    st.tuples(set_key, set_key, member).map(lambda t: ["SMOVE", *t]),
+    st.tuples(st.sampled_from(["SINTERSTORE", "SUNIONSTORE", "SDIFFSTORE"]), set_key).map(
+        lambda t: [t[0], t[1], "set1", "set2"]
+    ),
     st.sampled_from([["SELECT", "0"], ["SELECT", "1"]]),
     st.just(["FLUSHDB"]),
 )

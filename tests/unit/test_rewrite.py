@@ -22,6 +22,7 @@ from headwater.persistence.snapshot import (
 )
 from headwater.stream.groups import key_id
 from headwater.stream.stream import Stream
+from headwater.structures.sets import SetValue
 from tests.unit.conftest import Harness
 
 
@@ -36,6 +37,11 @@ def canonical(dbs: list[Database]) -> dict[tuple[int, bytes], Any]:
                 out[db.index, key] = (_stream(value), ttl)
             elif isinstance(value, dict):
                 out[db.index, key] = ("hash", dict(value), ttl)
+            elif isinstance(value, SetValue):
+                # (members only: replaying SADDs may choose another encoding and order, as
+                # it does for Redis's own AOF rewrite)
+                value.check_invariants()
+                out[db.index, key] = ("set", set(value.members), ttl)
             else:
                 out[db.index, key] = (type(value).__name__, bytes(value), ttl)
     return out
@@ -112,6 +118,10 @@ def apply(h: Harness, c: Any, op: tuple[Any, ...], counter: list[int]) -> None:
         h.call(c, "SET", "k", "v", *(["PX", "100000"] if args[1] else []))
         h.call(c, "HSET", "h", "a", args[0], "b", "2")
         h.call(c, "APPEND", "raw", "x")
+        h.call(c, "SADD", "ints", args[0], 7, -3)
+        h.call(c, "SADD", "mixed", args[0], "a", "b" * 70)
+        h.call(c, "SADD", "big", *range(args[0] * 100, args[0] * 100 + 700))
+        h.call(c, "SREM", "ints", 7)
         h.call(c, "SELECT", 0)
     elif kind == "cfg":
         h.call(c, "XCFGSET", "s", "IDMP-MAXSIZE", args[0])
@@ -149,6 +159,9 @@ def exact_state(dbs: list[Database]) -> dict[tuple[int, bytes], Any]:
     for db in dbs:
         for key, value in db.data.items():
             ttl = db.expires.get(key)
+            if isinstance(value, SetValue):
+                out[db.index, key] = ("SetValue", value.encoding, value.ordered(), ttl)
+                continue
             if not isinstance(value, Stream):
                 out[db.index, key] = (type(value).__name__, value, ttl)
                 continue

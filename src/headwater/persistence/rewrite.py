@@ -29,6 +29,7 @@ from headwater.persistence.manifest import fsync_dir
 from headwater.stream.groups import UNKNOWN, Group, key_id, nack_commands
 from headwater.stream.ids import MIN_ID, format_id
 from headwater.stream.stream import Entry, Stream
+from headwater.structures.sets import SetValue
 from headwater.values import Hash, RawString
 
 Command = list[bytes]
@@ -54,6 +55,10 @@ def _value_commands(key: bytes, value: object) -> Iterator[Command]:
         items = [x for pair in value.items() for x in pair]
         for i in range(0, len(items), 2 * _HSET_CHUNK):
             yield [b"HSET", key, *items[i : i + 2 * _HSET_CHUNK]]
+    elif isinstance(value, SetValue):
+        members = value.ordered()
+        for i in range(0, len(members), _HSET_CHUNK * 2):
+            yield [b"SADD", key, *members[i : i + _HSET_CHUNK * 2]]
     elif isinstance(value, RawString):  # APPEND to an existing string makes it raw
         yield [b"SET", key, b""]
         yield [b"APPEND", key, bytes(value)]

@@ -85,6 +85,13 @@ from headwater.stream.groups import Consumer, Group, id_key, key_id
 from headwater.stream.idmp import IdmpState, Producer
 from headwater.stream.node import Node
 from headwater.stream.stream import Stream
+from headwater.structures.sets import (
+    HASHTABLE,
+    INTSET,
+    LISTPACK,
+    SetInvariantError,
+    SetValue,
+)
 from headwater.values import Hash, RawString
 
 MAGIC = b"HWSNAP"
@@ -93,7 +100,7 @@ VERSION = 3
 LOADABLE = (1, 2, 3)
 #: the owner index of a nacked (unowned) PEL entry
 NOBODY = 0xFFFFFFFF
-SELECT, STRING, HASH, STREAM, FUNCTIONS, END = 0x01, 0x02, 0x03, 0x04, 0x05, 0xFF
+SELECT, STRING, HASH, STREAM, FUNCTIONS, SET, END = 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0xFF
 
 _U8 = struct.Struct("<B")
 _U16 = struct.Struct("<H")
@@ -196,6 +203,14 @@ def _write_value(out: _Out, key: bytes, value: object, expire: int) -> None:
         for field, item in value.items():
             out.blob(field)
             out.blob(item)
+        out.i64(expire)
+    elif isinstance(value, SetValue):
+        out.put(_U8.pack(SET))
+        out.blob(key)
+        out.put(_U8.pack(value.encoding))
+        out.u64(len(value))
+        for member in value.ordered():
+            out.blob(member)
         out.i64(expire)
     elif isinstance(value, bytes):
         out.put(_U8.pack(STRING))
@@ -705,7 +720,24 @@ def _read_plain(inp: _In, kind: int) -> tuple[object, int]:
             field = inp.blob()
             h[field] = inp.blob()
         return h, inp.i64()
+    if kind == SET:
+        return _read_set(inp), inp.i64()
     raise SnapshotError(f"{inp.origin}: unknown record type {kind} at offset {inp.pos - 1}")
+
+
+def _read_set(inp: _In) -> SetValue:
+    encoding = inp.u8()
+    if encoding not in (INTSET, LISTPACK, HASHTABLE):
+        raise SnapshotError(f"{inp.origin}: unknown set encoding {encoding}")
+    s = SetValue(encoding)
+    members = s.members
+    for _ in range(inp.u64()):
+        members[inp.blob()] = None
+    try:
+        s.check_invariants()
+    except SetInvariantError as exc:
+        raise SnapshotError(f"{inp.origin}: {exc}") from None
+    return s
 
 
 def _read_counters(inp: _In) -> Stream:
