@@ -66,6 +66,29 @@ def test_strings_hashes_expiry(client: redis.Redis) -> None:
     assert client.exists("k", "n", "h") == 0
 
 
+def test_sets(client: redis.Redis) -> None:
+    assert client.sadd("s", "a", "b", "c", 1) == 4
+    assert client.smembers("s") == {b"a", b"b", b"c", b"1"}
+    assert bool(client.sismember("s", "a")) and not client.sismember("s", "z")
+    assert [bool(x) for x in client.smismember("s", ["a", "z"])] == [True, False]
+    assert client.scard("s") == 4
+    assert client.sadd("t", "b", "x") == 2
+    assert client.sinter("s", "t") == {b"b"}
+    assert client.sunion("s", "t") == {b"a", b"b", b"c", b"1", b"x"}
+    assert client.sdiff("s", "t") == {b"a", b"c", b"1"}
+    assert client.sintercard(2, ["s", "t"]) == 1
+    assert client.sinterstore("d", ["s", "t"]) == 1
+    assert client.smove("s", "t", "a")
+    assert set(client.sscan_iter("s")) == {b"b", b"c", b"1"}
+    assert set(client.sscan_iter("t")) == {b"a", b"b", b"x"}
+    popped = client.spop("t", 10)
+    assert popped is not None and sorted(popped) == [b"a", b"b", b"x"]
+    assert client.exists("t") == 0
+    assert client.srem("s", "b", "c", "1", "a") == 3
+    assert client.type("d") == b"set"
+    assert client.srandmember("d") == b"b"
+
+
 def test_pipeline_without_transaction(client: redis.Redis) -> None:
     pipe = client.pipeline(transaction=False)
     for i in range(100):
