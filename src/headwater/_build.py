@@ -41,6 +41,8 @@ HOT_MODULES = (
     "headwater.commands.gate",
     "headwater.commands.strings",
     "headwater.commands.notify",
+    "headwater.commands.sets",
+    "headwater.structures.sets",
     "headwater.ops.change",
     "headwater.ops.streams",
     "headwater.ops.groups",
