@@ -34,6 +34,7 @@ from headwater.activeactive.envelope import (
     moved_sub,
 )
 from headwater.activeactive.rstream import RegionGroup, RegionStream
+from headwater.stream.ids import MIN_ID
 
 Streams = dict[bytes, RegionStream]
 
@@ -108,6 +109,7 @@ def _group_create(record: RegionStream, effect: Effect, op: GroupCreate) -> None
     if group is None:
         group = record.groups[op.group] = RegionGroup(op.group)
         group.cursors = dict(op.cursors)
+        group.last_id = max([MIN_ID, *group.cursors.values()])
     group.births.add((effect.origin, effect.seq))
 
 

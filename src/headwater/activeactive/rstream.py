@@ -55,7 +55,19 @@ class Pending:
 
 
 class RegionGroup:
-    __slots__ = ("acked", "births", "by_sub", "consumers", "cursors", "name", "order", "pel")
+    __slots__ = (
+        "acked",
+        "births",
+        "by_sub",
+        "consumers",
+        "cursors",
+        "entries_read",
+        "last_id",
+        "name",
+        "order",
+        "pel",
+        "times",
+    )
 
     def __init__(self, name: bytes) -> None:
         self.name = name
@@ -69,6 +81,12 @@ class RegionGroup:
         self.order: list[Tag] = []  # the keys of pel, sorted
         self.by_sub: dict[int, list[StreamID]] = {}  # sub-log -> its pending IDs, sorted
         self.consumers: dict[bytes, list[Tag]] = {}  # name -> its pending tags, sorted
+        #: what XINFO shows, local: the last ID delivered here (or set by CREATE/SETID) and
+        #: Redis's entries-read counter (-1: unknown), kept by the server's handlers
+        self.last_id: StreamID = MIN_ID
+        self.entries_read = -1
+        #: consumer -> [seen-time, active-time] (ms; active -1: never), local
+        self.times: dict[bytes, list[int]] = {}
 
     def cursor(self, region: int) -> StreamID:
         return self.cursors.get(region, MIN_ID)
@@ -89,6 +107,53 @@ class RegionGroup:
     def _unown(self, tag: Tag, consumer: bytes) -> None:
         tags = self.consumers[consumer]
         del tags[bisect_left(tags, tag)]
+
+    def touch(self, consumer: bytes, now_ms: int, active: bool = False) -> bool:
+        """A consumer tried to read or claim (``active``: and got something); whether it
+        was created."""
+        times = self.times.get(consumer)
+        created = times is None
+        if times is None:
+            times = self.times[consumer] = [now_ms, -1]
+            self.consumer(consumer)
+        times[0] = now_ms
+        if active:
+            times[1] = now_ms
+        return created
+
+    def claim(self, tag: Tag, consumer: bytes, delivery_ms: int, count: int) -> None:
+        """XCLAIM/XAUTOCLAIM: the pending entry (created by FORCE) now belongs to consumer."""
+        pending = self.pel.get(tag)
+        if pending is None:
+            self.add_pending(tag, consumer, delivery_ms)
+            pending = self.pel[tag]
+        elif pending.consumer != consumer:
+            self._unown(tag, pending.consumer)
+            insort(self.consumer(consumer), tag)
+            pending.consumer = consumer
+        pending.delivery_ms = delivery_ms
+        pending.count = count
+
+    def forget(self, tag: Tag) -> None:
+        """Drop a pending entry whose stream entry is gone."""
+        pending = self.pel.pop(tag)
+        self._unown(tag, pending.consumer)
+        del self.order[bisect_left(self.order, tag)]
+        ids = self.by_sub[tag[1]]
+        del ids[bisect_left(ids, tag[0])]
+
+    def delete_consumer(self, name: bytes) -> int | None:
+        """XGROUP DELCONSUMER: the consumer and its pending entries; how many it had (None:
+        no such consumer)."""
+        tags = self.consumers.get(name)
+        if tags is None:
+            return None
+        count = len(tags)
+        for tag in list(tags):
+            self.forget(tag)
+        del self.consumers[name]
+        self.times.pop(name, None)
+        return count
 
     def ack(self, sid: StreamID) -> int:
         """Acknowledge every pending entry with this ID (one per sub-log that has it)."""
@@ -130,6 +195,10 @@ class RegionGroup:
 
 
 class RegionStream:
+    #: what TYPE and OBJECT ENCODING say of it in the keyspace
+    TYPE_NAME = b"stream"
+    ENCODING = b"stream"
+
     __slots__ = ("del_clock", "destroy_clock", "floor", "groups", "subs")
 
     def __init__(self) -> None:
@@ -164,6 +233,29 @@ class RegionStream:
     def own_last(self, region: int) -> StreamID:
         stream = self.subs.get(region)
         return stream.last_id if stream is not None else MIN_ID
+
+    def last_live_id(self) -> StreamID:
+        """The greatest ID of a live entry (0-0: none)."""
+        return max([MIN_ID, *(s.last_live_id() for s in self.subs.values() if s.length)])
+
+    def max_deleted_id(self) -> StreamID:
+        return max([MIN_ID, *(s.max_deleted_id for s in self.subs.values())])
+
+    def stats(self) -> Stream:
+        """An empty ``Stream`` that carries the merged stream's counters (length, last,
+        first and max-deleted IDs, entries-added), for the entries-read and lag rules of
+        ``stream.groups`` and for XINFO."""
+        view = Stream()
+        live = [s for s in self.subs.values() if s.length]
+        view.length = sum(s.length for s in live)
+        view.entries_added = sum(s.entries_added for s in self.subs.values())
+        view.last_id = self.last_id()
+        view.max_deleted_id = self.max_deleted_id()
+        if live:
+            view.first_id = min(s.first_id for s in live)
+        elif self.subs:
+            view.first_id = max(self.subs.values(), key=lambda s: s.last_id).first_id
+        return view
 
     def horizon(self) -> tuple[tuple[int, StreamID], ...]:
         """Per sub-log, the last ID it ever held: everything this region observed."""
