@@ -354,6 +354,7 @@ class Region:
                     pending = g.pel[(sid, region)]
                     pending.count += 1
                     pending.delivery_ms = now_ms
+                    g.touched.add((sid, region))
                 out.append((sid, pairs))
             return out
         delivered = record.new_for(g, count)

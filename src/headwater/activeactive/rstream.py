@@ -67,6 +67,8 @@ class RegionGroup:
         "order",
         "pel",
         "times",
+        "touched",
+        "touched_consumers",
     )
 
     def __init__(self, name: bytes) -> None:
@@ -87,6 +89,10 @@ class RegionGroup:
         self.entries_read = -1
         #: consumer -> [seen-time, active-time] (ms; active -1: never), local
         self.times: dict[bytes, list[int]] = {}
+        #: the pending entries and consumers changed since the server last logged this
+        #: group's local state (``journal.local_line``)
+        self.touched: set[Tag] = set()
+        self.touched_consumers: set[bytes] = set()
 
     def cursor(self, region: int) -> StreamID:
         return self.cursors.get(region, MIN_ID)
@@ -103,6 +109,7 @@ class RegionGroup:
             insort(self.by_sub.setdefault(tag[1], []), tag[0])
         self.pel[tag] = Pending(consumer, now_ms, 1)
         insort(self.consumer(consumer), tag)
+        self.touched.add(tag)
 
     def _unown(self, tag: Tag, consumer: bytes) -> None:
         tags = self.consumers[consumer]
@@ -117,6 +124,8 @@ class RegionGroup:
             times = self.times[consumer] = [now_ms, -1]
             self.consumer(consumer)
         times[0] = now_ms
+        if active or created:  # (a seen time alone is not logged: as Redis, not replicated)
+            self.touched_consumers.add(consumer)
         if active:
             times[1] = now_ms
         return created
@@ -133,11 +142,13 @@ class RegionGroup:
             pending.consumer = consumer
         pending.delivery_ms = delivery_ms
         pending.count = count
+        self.touched.add(tag)
 
     def forget(self, tag: Tag) -> None:
         """Drop a pending entry whose stream entry is gone."""
         pending = self.pel.pop(tag)
         self._unown(tag, pending.consumer)
+        self.touched.add(tag)
         del self.order[bisect_left(self.order, tag)]
         ids = self.by_sub[tag[1]]
         del ids[bisect_left(ids, tag[0])]
@@ -153,6 +164,7 @@ class RegionGroup:
             self.forget(tag)
         del self.consumers[name]
         self.times.pop(name, None)
+        self.touched_consumers.add(name)
         return count
 
     def ack(self, sid: StreamID) -> int:
@@ -163,6 +175,7 @@ class RegionGroup:
         for tag in tags:
             pending = self.pel.pop(tag)
             self._unown(tag, pending.consumer)
+            self.touched.add(tag)
             ids = self.by_sub[tag[1]]
             del ids[bisect_left(ids, sid)]
         del self.order[lo:hi]

@@ -33,6 +33,7 @@ from __future__ import annotations
 from bisect import bisect_left
 
 from headwater.activeactive.envelope import Effect, Move, from_line
+from headwater.activeactive.journal import apply_local, local_line
 from headwater.activeactive.region import Region
 from headwater.activeactive.rstream import RegionGroup, RegionStream, Tag
 from headwater.commands import groups as plain_groups
@@ -77,7 +78,7 @@ from headwater.stream.ids import parse_range_bound as bound
 
 DB0_ONLY = err("active-active streams live in database 0: SELECT 0 to use them")
 AAEFFECT_INTERNAL = err(
-    "AAEFFECT is internal: it is only replayed from this region's AOF or sent by a peer link"
+    "AAEFFECT and AALOCAL are internal: they are only replayed from this region's AOF"
 )
 _NULL_ENTRY = Raw(b"*-1\r\n")
 _NULL_ENTRY3 = Raw(b"_\r\n")
@@ -95,6 +96,9 @@ class RegionKeyspace:
         self.db = db
         #: effects applied since the handler last took them (their lines go to the engine)
         self.applied: list[Effect] = []
+        #: groups whose local state a command may have changed, and whether their cursors or
+        #: counters did (logged as AALOCAL lines after the effects)
+        self.groups: list[tuple[bytes, RegionGroup, bool]] = []
         region.sinks.append(self)
 
     def __call__(self, effect: Effect) -> None:
@@ -122,9 +126,26 @@ class RegionKeyspace:
         elif isinstance(current, RegionStream):
             db.delete(key)
 
+    def local(self, key: bytes, group: RegionGroup, moved: bool = False) -> None:
+        """A command may have changed the group's local state (``moved``: its cursors or
+        counters): log it after the effects."""
+        self.groups.append((key, group, moved))
+
     def take_lines(self) -> list[list[bytes]]:
         effects, self.applied = self.applied, []
-        return [effect.to_line() for effect in effects]
+        lines = [effect.to_line() for effect in effects]
+        touched, self.groups = self.groups, []
+        logged: list[RegionGroup] = []
+        for key, group, moved in touched:
+            if any(group is g for g in logged):
+                continue
+            changed = bool(moved or group.touched or group.touched_consumers)
+            changed = changed or any(g is group and m for _, g, m in touched)
+            record = self.region.streams.get(key)
+            if changed and record is not None and record.groups.get(group.name) is group:
+                lines.append(local_line(key, group))
+                logged.append(group)
+        return lines
 
     def written(self, reply: Reply, dirty: int | None = None) -> Reply | Written:
         """The reply, with the lines of the effects applied (if any) for the engine."""
@@ -416,6 +437,7 @@ def cmd_xgroup_create(c: Client, argv: list[bytes]) -> Reply | Written:
     if group is not None:
         group.last_id = last
         group.entries_read = _capped(opts.entries_read, record)
+        rk.local(argv[2], group, moved=True)
     notify(c, STREAM, b"xgroup-create", argv[2])
     return rk.written(OK, 1)
 
@@ -431,6 +453,7 @@ def cmd_xgroup_setid(c: Client, argv: list[bytes]) -> Reply | Written:
     rk.region.xgroup_setid(argv[2], argv[3], b"$" if argv[4] == b"$" else format_id(last))
     group.last_id = last
     group.entries_read = _capped(opts.entries_read, record)
+    rk.local(argv[2], group, moved=True)
     c.db.signal_modified(argv[2])
     notify(c, STREAM, b"xgroup-setid", argv[2])
     return rk.written(OK, 1)
@@ -454,6 +477,7 @@ def cmd_xgroup_createconsumer(c: Client, argv: list[bytes]) -> Reply | Written:
     if group is None or argv[4] in group.times:
         return 0
     group.touch(argv[4], c.server.keyspace.now_ms)
+    rk.local(argv[2], group)
     c.db.signal_modified(argv[2])
     notify(c, STREAM, b"xgroup-createconsumer", argv[2])
     return rk.written(1, 1)
@@ -464,8 +488,9 @@ def cmd_xgroup_delconsumer(c: Client, argv: list[bytes]) -> Reply | Written:
     rk = _rk(c)
     _, group = _xgroup_target(c, argv, needs_group=True)
     pending = None if group is None else group.delete_consumer(argv[4])
-    if pending is None:
+    if group is None or pending is None:
         return 0
+    rk.local(argv[2], group)
     c.db.signal_modified(argv[2])
     notify(c, STREAM, b"xgroup-delconsumer", argv[2])
     return rk.written(pending, 1)
@@ -542,6 +567,7 @@ def cmd_xreadgroup(c: Client, argv: list[bytes]) -> Reply | Block | Written:
     for key, (record, group, raw) in zip(opts.keys, targets, strict=True):
         lookup_read(c, key)  # (Redis looks each stream up again to serve it)
         _touch(c, key, group, opts.consumer)
+        rk.local(key, group)
         if raw != b">":
             rows = rk.region.xreadgroup(key, opts.group, opts.consumer, raw, now, count)
             served.append((key, _history_reply(c, rows)))
@@ -551,6 +577,7 @@ def cmd_xreadgroup(c: Client, argv: list[bytes]) -> Reply | Block | Written:
         if not rows:
             continue
         _advance(record, group, [sid for sid, _ in rows])
+        rk.local(key, group, moved=True)
         if not opts.noack:
             group.touch(opts.consumer, now, active=True)
         served.append((key, array_of([entry_reply((sid, p)) for sid, p in rows if p])))
@@ -570,9 +597,12 @@ def cmd_xack(c: Client, argv: list[bytes]) -> Reply | Written:
     """XACK key group id [id ...]: replicated only as each sub-log's contiguous prefix."""
     rk = _rk(c)
     ids = [parse_id(raw) for raw in argv[3:]]
-    if _group(c, argv[1], argv[2]) is None:
+    found = _group(c, argv[1], argv[2])
+    if found is None:
         return 0
     acked = rk.region.xack(argv[1], argv[2], ids)
+    if acked:
+        rk.local(argv[1], found[1])
     return rk.written(acked, acked)
 
 
@@ -649,6 +679,7 @@ def cmd_xclaim(c: Client, argv: list[bytes]) -> Reply | Written:
         group.last_id = opts.last_id
         changed = 1
     _touch(c, argv[1], group, argv[3])
+    rk.local(argv[1], group, moved=True)
     items: list[Reply] = []
     delivery_ms = opts.delivery_ms if opts.delivery_ms is not None else now
     for raw in opts.ids:
@@ -685,6 +716,7 @@ def cmd_xautoclaim(c: Client, argv: list[bytes]) -> Reply | Written:
         raise nogroup(argv[1], argv[2])
     record, group = found
     _touch(c, argv[1], group, argv[3])
+    rk.local(argv[1], group)
     now = c.server.keyspace.now_ms
     attempts = count * 10
     lo = bisect_left(group.order, (start, 0))
@@ -935,6 +967,16 @@ def cmd_aadump(c: Client, argv: list[bytes]) -> Reply:
     return _rk(c).region.dump().encode()
 
 
+def cmd_aalocal(c: Client, argv: list[bytes]) -> Reply | Written:
+    """AALOCAL key group … (internal): this region's local group state, replayed from its AOF
+    (``activeactive.journal``)."""
+    rk = c.server.region
+    if rk is None or not c.replaying:
+        raise AAEFFECT_INTERNAL
+    apply_local(rk.region.streams, argv)
+    return Written(OK, Change(1))
+
+
 def cmd_aaeffect(c: Client, argv: list[bytes]) -> Reply | Written:
     """AAEFFECT origin seq … (internal): an effect of this region's AOF, replayed through the
     same apply as when it was made (``Region.replay``)."""
@@ -986,6 +1028,7 @@ HANDLERS: dict[str, Handler] = {
 NEW_ROWS = (
     spec("aadump", 1, "readonly", (0, 0, 0), cmd_aadump),
     spec("aaeffect", -5, "write", (0, 0, 0), cmd_aaeffect),
+    spec("aalocal", -7, "write", (0, 0, 0), cmd_aalocal),
 )
 
 
