@@ -10,6 +10,12 @@ import pytest
 from headwater.activeactive.region import Region
 from headwater.config import Config
 from headwater.engine.replay import FailedCommand, Replayer
+from headwater.persistence.snapshot import (
+    SnapshotError,
+    check_snapshot,
+    load_snapshot,
+    write_snapshot,
+)
 from tests.unit.conftest import Harness
 
 #: what a restart must bring back, and what replies show it
@@ -117,3 +123,51 @@ def test_aaeffect_replays_refuse_a_gap(tmp_path: Path) -> None:
     restarted = region_harness()
     with pytest.raises(FailedCommand, match="after 3:0"):
         Replayer(restarted.engine).replay(path, truncate_torn=False)
+
+
+def test_a_snapshot_brings_back_the_same_region(tmp_path: Path) -> None:
+    live = region_harness()
+    workload(live)
+    path = tmp_path / "dump.hwsnap"
+    write_snapshot(path, live.engine.keyspace.dbs)
+    restarted = region_harness()
+    restarted.clock.now, restarted.clock.mono = live.clock.now, live.clock.mono
+    keys = load_snapshot(path, restarted.engine.keyspace.dbs)
+    assert keys == 1  # the plain string; the streams come with the region's record
+    assert live.engine.region is not None and restarted.engine.region is not None
+    before, after = live.engine.region.region, restarted.engine.region.region
+    assert local_state(after) == local_state(before)
+    assert after.streams.keys() == before.streams.keys()  # tombstones included
+    after.check_invariants()
+    assert replies(restarted)[0] == replies(live)[0]  # AADUMP
+    assert replies(restarted)[2:] == replies(live)[2:]  # (XINFO STREAM: nodes are rebuilt)
+    assert check_snapshot(path)[0], check_snapshot(path)[1]
+    # a plain server refuses it, and so does another region
+    with pytest.raises(SnapshotError, match="same --region-id"):
+        load_snapshot(path, Harness().engine.keyspace.dbs)
+    other = Config()
+    other.load_value("region-id", ["4"])
+    with pytest.raises(SnapshotError, match="region 3's"):
+        load_snapshot(path, Harness(config=other).engine.keyspace.dbs)
+
+
+def test_a_snapshot_base_and_the_aof_after_it(tmp_path: Path) -> None:
+    """The AOF rewrite's shape: a snapshot base, then the effects made after it."""
+    live = region_harness()
+    workload(live)
+    base = tmp_path / "base.hwsnap"
+    write_snapshot(base, live.engine.keyspace.dbs)
+    live.effects.clear()
+    c = live.client()
+    live.call(c, "XADD", "s", "*", "more", "1")
+    live.call(c, "XREADGROUP", "GROUP", "g", "zoe", "STREAMS", "s", ">")
+    live.call(c, "DEL", "there")
+    incr = tmp_path / "incr.aof"
+    live.write_aof(incr)
+    restarted = region_harness()
+    restarted.clock.now, restarted.clock.mono = live.clock.now, live.clock.mono
+    load_snapshot(base, restarted.engine.keyspace.dbs)
+    Replayer(restarted.engine).replay(incr, truncate_torn=False)
+    assert live.engine.region is not None and restarted.engine.region is not None
+    assert local_state(restarted.engine.region.region) == local_state(live.engine.region.region)
+    assert replies(restarted)[2:] == replies(live)[2:]

@@ -34,6 +34,7 @@ from bisect import bisect_left
 
 from headwater.activeactive.envelope import Effect, Move, from_line
 from headwater.activeactive.journal import apply_local, local_line
+from headwater.activeactive.persist import dump_state, load_state
 from headwater.activeactive.region import Region
 from headwater.activeactive.rstream import RegionGroup, RegionStream, Tag
 from headwater.commands import groups as plain_groups
@@ -131,6 +132,20 @@ class RegionKeyspace:
         counters): log it after the effects."""
         self.groups.append((key, group, moved))
 
+    # -- snapshots (``Keyspace.persisted``) ------------------------------------------------
+
+    def dump_state(self) -> bytes:
+        return dump_state(self.region)
+
+    def load_state(self, data: bytes) -> None:
+        """A snapshot's region: replaces this one; database 0 shows its visible streams."""
+        load_state(self.region, data)
+        for key, value in list(self.db.data.items()):
+            if isinstance(value, RegionStream) and key not in self.region.streams:
+                self.db.delete(key)
+        for key in self.region.streams:
+            self.sync(key)
+
     def take_lines(self) -> list[list[bytes]]:
         effects, self.applied = self.applied, []
         lines = [effect.to_line() for effect in effects]
@@ -162,7 +177,9 @@ def attach_region(config: Config, keyspace: Keyspace) -> RegionKeyspace | None:
     if not region_id:
         return None
     region = Region(region_id, [region_id], config["active-active-id-mode"].encode())
-    return RegionKeyspace(region, keyspace.dbs[0])
+    rk = RegionKeyspace(region, keyspace.dbs[0])
+    keyspace.persisted = rk
+    return rk
 
 
 # ---------------------------------------------------------------------------------------------
