@@ -401,7 +401,9 @@ class Region:
     def dump(self) -> str:
         """One deterministic text of every stream, group and the vector: equal in every
         region once all effects are delivered."""
-        vector = " ".join(f"{r}={s}" for r, s in sorted(self.inbox.applied.items()))
+        # (regions nothing was applied from are left out: a region learns its peers' ids
+        # only when their links connect)
+        vector = " ".join(f"{r}={s}" for r, s in sorted(self.inbox.applied.items()) if s)
         lines = [f"vector {vector}"]
         for key in self.existing_keys():
             record = self.streams[key]

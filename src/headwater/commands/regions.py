@@ -31,6 +31,7 @@ MAXDELETEDID, and streams outside database 0.
 from __future__ import annotations
 
 from bisect import bisect_left
+from typing import Protocol
 
 from headwater.activeactive.envelope import Effect, Move, from_line
 from headwater.activeactive.journal import apply_local, local_line
@@ -89,12 +90,26 @@ def unsupported(what: str) -> ReplyError:
     return err(f"{what} is not supported in active-active mode (region-id is set)")
 
 
+class Links(Protocol):
+    """The server layer's links to the peer regions (server/aa_links.py)."""
+
+    def aapsync(self, c: Client, peer: int, vector: dict[int, int]) -> Reply: ...
+    def pause(self, peer: bytes, paused: bool) -> int: ...
+    def info_lines(self) -> list[str]: ...
+
+
 class RegionKeyspace:
     """The region of a server and its database 0, kept in step (one of ``Region.sinks``)."""
 
     def __init__(self, region: Region, db: Database) -> None:
         self.region = region
         self.db = db
+        #: this region's own effects, in sequence order, from ``own_first`` on: what peers
+        #: resume from (rebuilt by the AOF replay; a snapshot keeps none of them)
+        self.own: list[Effect] = []
+        self.own_first = 1
+        #: the links to the peers (the server layer sets them; None: no peers, or no server)
+        self.links: Links | None = None
         #: effects applied since the handler last took them (their lines go to the engine)
         self.applied: list[Effect] = []
         #: groups whose local state a command may have changed, and whether their cursors or
@@ -110,6 +125,8 @@ class RegionKeyspace:
             else:
                 self.sync(op.key)
         self.applied.append(effect)
+        if effect.origin == self.region.id:
+            self.own.append(effect)
 
     def sync(self, key: bytes) -> None:
         """Make ``db.data[key]`` the stream when it exists, nothing when it is a tombstone;
@@ -140,6 +157,8 @@ class RegionKeyspace:
     def load_state(self, data: bytes) -> None:
         """A snapshot's region: replaces this one; database 0 shows its visible streams."""
         load_state(self.region, data)
+        self.own.clear()  # (a snapshot keeps the state, not the effects that made it)
+        self.own_first = self.region.inbox.applied[self.region.id] + 1
         for key, value in list(self.db.data.items()):
             if isinstance(value, RegionStream) and key not in self.region.streams:
                 self.db.delete(key)
@@ -984,6 +1003,63 @@ def cmd_aadump(c: Client, argv: list[bytes]) -> Reply:
     return _rk(c).region.dump().encode()
 
 
+def cmd_aapsync(c: Client, argv: list[bytes]) -> Reply:
+    """AAPSYNC <region> <n> (<region> <applied seq>) * n: a peer region asks for this region's
+    own effects after what its vector says it applied; the connection then carries them."""
+    rk = _rk(c)
+    if rk.links is None:
+        raise err("AAPSYNC: this server has no region links")
+    try:
+        count = int(argv[2])
+        words = argv[3:]
+        if count < 0 or len(words) != 2 * count:
+            raise ValueError
+        vector = {int(words[i]): int(words[i + 1]) for i in range(0, len(words), 2)}
+        peer = int(argv[1])
+    except ValueError:
+        raise err("AAPSYNC <region> <n> (<region> <seq>)*n: not a vector") from None
+    if peer == rk.region.id:
+        raise err("AAPSYNC: a region cannot pull its own effects")
+    return rk.links.aapsync(c, peer, vector)
+
+
+def cmd_aalink(c: Client, argv: list[bytes]) -> Reply:
+    """AALINK PAUSE|RESUME <region id | host:port | *>: stop (or start again) receiving a
+    peer's effects, for tests and maintenance; how many links it changed."""
+    rk = _rk(c)
+    action = argv[1].upper()
+    if action not in (b"PAUSE", b"RESUME"):
+        raise SYNTAX
+    if rk.links is None:
+        raise err("AALINK: this server has no region links (no --peers)")
+    changed = rk.links.pause(argv[2], action == b"PAUSE")
+    if not changed and argv[2] != b"*":
+        raise err(f"AALINK: no peer link named '{argv[2].decode(errors='replace')}'")
+    return changed
+
+
+def info_lines(c: Client) -> list[str]:
+    """INFO active-active: the region, its vector, and each peer link."""
+    rk = c.server.region
+    if rk is None:
+        return ["region_id:0"]
+    region = rk.region
+    vector = ",".join(f"{r}={s}" for r, s in sorted(region.inbox.applied.items()))
+    lines = [
+        f"region_id:{region.id}",
+        f"id_mode:{region.mode.decode()}",
+        f"own_seq:{region.inbox.applied[region.id]}",
+        f"vector:{vector}",
+        f"waiting_effects:{region.inbox.waiting_count()}",
+        f"streams:{sum(1 for r in region.streams.values() if r.exists())}",
+        f"tombstones:{sum(1 for r in region.streams.values() if not r.exists())}",
+        f"own_effects_kept:{len(rk.own)}",
+    ]
+    if rk.links is not None:
+        lines += rk.links.info_lines()
+    return lines
+
+
 def cmd_aalocal(c: Client, argv: list[bytes]) -> Reply | Written:
     """AALOCAL key group … (internal): this region's local group state, replayed from its AOF
     (``activeactive.journal``)."""
@@ -1046,6 +1122,8 @@ NEW_ROWS = (
     spec("aadump", 1, "readonly", (0, 0, 0), cmd_aadump),
     spec("aaeffect", -5, "write", (0, 0, 0), cmd_aaeffect),
     spec("aalocal", -7, "write", (0, 0, 0), cmd_aalocal),
+    spec("aapsync", -3, "admin noscript", (0, 0, 0), cmd_aapsync),
+    spec("aalink", 3, "admin noscript", (0, 0, 0), cmd_aalink),
 )
 
 
