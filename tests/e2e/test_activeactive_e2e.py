@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-import signal
-import socket
-import subprocess
 import tempfile
 import threading
 import time
@@ -18,39 +15,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from tests.helpers import HEADWATER, ROOT, free_port
-
-
-class Region:
-    def __init__(self, workdir: Path, region_id: int, *args: str) -> None:
-        self.workdir = workdir
-        self.port = free_port()
-        self.args = ["--region-id", str(region_id), *args]
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        cmd = [*HEADWATER, "server", "--port", str(self.port), "--dir", str(self.workdir)]
-        log = open(self.workdir / "server.log", "ab")  # noqa: SIM115 - the process keeps it
-        self.proc = subprocess.Popen([*cmd, *self.args], stdout=log, stderr=log, cwd=ROOT)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise AssertionError((self.workdir / "server.log").read_text()[-3000:])
-            with (
-                contextlib.suppress(OSError),
-                socket.create_connection(("127.0.0.1", self.port), 0.2),
-            ):
-                return
-            time.sleep(0.02)
-        raise AssertionError("the region did not listen")
-
-    def kill9(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait()
-
-    def client(self) -> redis.Redis:
-        return redis.Redis(port=self.port, socket_timeout=10)
+from tests.support.region_mesh import Region
 
 
 @pytest.fixture

@@ -4,87 +4,19 @@ and a region killed with -9 that catches up from its peers."""
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 
 import pytest
-import redis
 
-from tests.e2e.test_activeactive_e2e import Region
-from tests.helpers import RawClient, free_port
-
-
-class Mesh:
-    def __init__(self, n: int = 3, mode: str = "strict") -> None:
-        self.root = Path(tempfile.mkdtemp(prefix="hw-mesh-"))
-        ports = [free_port() for _ in range(n)]
-        self.regions: dict[int, Region] = {}
-        for r in range(1, n + 1):
-            others = ",".join(f"127.0.0.1:{p}" for i, p in enumerate(ports, 1) if i != r)
-            workdir = self.root / f"r{r}"
-            workdir.mkdir()
-            region = Region(workdir, r, "--peers", others, "--active-active-id-mode", mode)
-            region.port = ports[r - 1]
-            self.regions[r] = region
-        for region in self.regions.values():
-            region.start()
-        self.clients = {r: region.client() for r, region in self.regions.items()}
-
-    def __getitem__(self, r: int) -> redis.Redis:
-        return self.clients[r]
-
-    def info(self, r: int) -> str:
-        raw = RawClient(self.regions[r].port)
-        try:
-            return raw.call("INFO", "active-active").decode()
-        finally:
-            raw.close()
-
-    def dumps(self, *regions: int) -> dict[int, bytes]:
-        return {r: self.clients[r].execute_command("AADUMP") for r in regions or self.clients}
-
-    def converge(self, *regions: int, timeout: float = 10.0) -> bytes:
-        """Wait until the regions' dumps are equal; the dump."""
-        deadline = time.monotonic() + timeout
-        while True:
-            dumps = self.dumps(*regions)
-            if len(set(dumps.values())) == 1:
-                return next(iter(dumps.values()))
-            if time.monotonic() > deadline:
-                text = "\n".join(f"--- region {r}\n{d.decode()}" for r, d in dumps.items())
-                raise AssertionError(f"no convergence in {timeout}s\n{text}")
-            time.sleep(0.05)
-
-    def wait(self, check: Callable[[], bool], timeout: float = 10.0) -> None:
-        deadline = time.monotonic() + timeout
-        while not check():
-            if time.monotonic() > deadline:
-                raise AssertionError("timed out")
-            time.sleep(0.05)
-
-    def cut(self, a: int, b: int) -> None:
-        """No effects between a and b, either way."""
-        self.clients[a].execute_command("AALINK", "PAUSE", str(b))
-        self.clients[b].execute_command("AALINK", "PAUSE", str(a))
-
-    def heal(self) -> None:
-        for c in self.clients.values():
-            c.execute_command("AALINK", "RESUME", "*")
-
-    def close(self) -> None:
-        for region in self.regions.values():
-            region.kill9()
-        shutil.rmtree(self.root, ignore_errors=True)
+from tests.support.region_mesh import TcpMesh as Mesh
 
 
 @pytest.fixture
 def mesh() -> Iterator[Mesh]:
     m = Mesh()
     try:
-        m.wait(lambda: all(m.info(r).count("state=connected") == 2 for r in (1, 2, 3)))
+        m.linked()
         yield m
     finally:
         m.close()

@@ -94,7 +94,10 @@ class Links(Protocol):
     """The server layer's links to the peer regions (server/aa_links.py)."""
 
     def aapsync(self, c: Client, peer: int, vector: dict[int, int]) -> Reply: ...
-    def pause(self, peer: bytes, paused: bool) -> int: ...
+    def pause(self, peer: bytes, paused: bool) -> int:
+        """How many links it changed; -1 when none is named so."""
+        ...
+
     def info_lines(self) -> list[str]: ...
 
 
@@ -1033,7 +1036,7 @@ def cmd_aalink(c: Client, argv: list[bytes]) -> Reply:
     if rk.links is None:
         raise err("AALINK: this server has no region links (no --peers)")
     changed = rk.links.pause(argv[2], action == b"PAUSE")
-    if not changed and argv[2] != b"*":
+    if changed < 0:
         raise err(f"AALINK: no peer link named '{argv[2].decode(errors='replace')}'")
     return changed
 

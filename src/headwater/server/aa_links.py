@@ -203,16 +203,19 @@ class RegionLinks:
     # -- the pulling side ------------------------------------------------------------------
 
     def pause(self, peer: bytes, paused: bool) -> int:
+        """How many links it changed; -1 when none is named so."""
         changed = 0
+        named_any = False
         for link in self.links:
             named = peer in (b"*", link.name().encode(), b"%d" % link.region)
+            named_any = named_any or named
             if named and link.paused != paused:
                 link.paused = paused
                 changed += 1
                 if paused and link.writer is not None:
                     link.writer.close()
                 link.wake.set()
-        return changed
+        return changed if named_any or peer == b"*" else -1
 
     async def _run(self, link: PeerLink) -> None:
         while True:
