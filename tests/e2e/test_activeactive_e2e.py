@@ -108,3 +108,18 @@ def test_kill9_under_load_after_a_rewrite(region: Region) -> None:
     region.kill9()
     region.start()
     assert region.client().execute_command("AADUMP") == dump
+
+
+def test_debug_loadaof_and_reload_bring_back_the_same_region(region: Region) -> None:
+    region.start()
+    c = region.client()
+    c.xgroup_create("shared", "g", "0", mkstream=True)
+    load(region, 0.3, writers=2)
+    c.delete("w0")
+    before = c.execute_command("AADUMP")
+    pending = pel(c)
+    assert c.execute_command("DEBUG", "LOADAOF") == b"OK"
+    assert c.execute_command("AADUMP") == before and pel(c) == pending
+    assert c.execute_command("DEBUG", "RELOAD") == b"OK"
+    assert c.execute_command("AADUMP") == before and pel(c) == pending
+    assert c.exists("w0") == 0 and c.exists("w1") == 1

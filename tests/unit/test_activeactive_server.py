@@ -341,3 +341,35 @@ def test_effects_reach_the_choke_point_as_aaeffect_lines() -> None:
     # the first XADD cuts nothing (one effect), the second adds and cuts (two)
     assert [line[0] for line in lines] == [b"AAEFFECT"] * 3
     assert [b"MULTI"] in [argv for _, argv in h.effects]  # one command's effects: atomic
+
+
+def test_commands_that_would_replace_a_stream_are_refused() -> None:
+    h = _region()
+    c = h.client()
+    h.call(c, "XADD", "s", "*", "a", "1")
+    for args in [
+        ("SET", "s", "v"),
+        ("SETEX", "s", "10", "v"),
+        ("GETSET", "s", "v"),
+        ("MSET", "k", "v", "s", "v"),
+        ("PEXPIRE", "s", "10"),
+    ]:
+        assert "not supported in active-active mode" in str(h.call(c, *args)), args
+    assert h.call(c, "MSET", "k", "v", "k2", "v") == b"OK"
+    assert h.call(c, "SET", "k", "w") == b"OK" and h.call(c, "EXPIRE", "k", "10") == 1
+    assert h.call(c, "TYPE", "s") == b"stream" and h.call(c, "GET", "k") == b"w"
+
+
+def test_info_active_active() -> None:
+    plain = Harness()
+    c = plain.client()
+    assert b"region_id:0" in plain.call(c, "INFO", "active-active")
+    assert b"active-active" not in plain.call(c, "INFO", "all").lower()
+    h = _region("semi-strict", 2)
+    c = h.client()
+    h.call(c, "XADD", "s", "*", "a", "1")
+    info = h.call(c, "INFO", "active-active").decode()
+    assert "# Active-active" in info and "region_id:2" in info and "id_mode:semi-strict" in info
+    assert "own_seq:1" in info and "vector:2=1" in info and "streams:1" in info
+    assert "no region links" in str(h.call(c, "AALINK", "PAUSE", "*"))
+    assert "no region links" in str(h.call(c, "AAPSYNC", "1", "1", "1", "0"))

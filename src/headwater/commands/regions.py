@@ -40,6 +40,7 @@ from headwater.activeactive.region import Region
 from headwater.activeactive.rstream import RegionGroup, RegionStream, Tag
 from headwater.commands import groups as plain_groups
 from headwater.commands import keys as plain_keys
+from headwater.commands import strings
 from headwater.commands.args import parse_int
 from headwater.commands.context import Block, Client, CommandSpec, Handler, spec
 from headwater.commands.entries import array_of, encode_range, entry_reply
@@ -167,6 +168,20 @@ class RegionKeyspace:
                 self.db.delete(key)
         for key in self.region.streams:
             self.sync(key)
+
+    def reset(self) -> None:
+        """Forget everything (before the data is loaded again: DEBUG LOADAOF, DEBUG RELOAD)."""
+        region = self.region
+        region.streams.clear()
+        region.inbox.applied.clear()
+        region.inbox.applied[region.id] = 0
+        region.inbox.waiting.clear()
+        region.inbox.waiting[region.id] = {}
+        region.outbox.clear()
+        self.own.clear()
+        self.own_first = 1
+        self.applied.clear()
+        self.groups.clear()
 
     def take_lines(self) -> list[list[bytes]]:
         effects, self.applied = self.applied, []
@@ -971,12 +986,14 @@ def cmd_renamenx(c: Client, argv: list[bytes]) -> Reply | Written:
     return _rename(c, argv, nx=True)
 
 
-def _not_on_streams(name: str, handler: Handler) -> Handler:
-    """A generic key command that would bypass the region (EXPIRE…): refused on a stream
-    key, the plain one otherwise."""
+def _not_on_streams(name: str, handler: Handler, step: int = 0) -> Handler:
+    """A command that would change a stream key behind the region's back (EXPIRE, or SET
+    replacing it): refused on a stream key, the plain one otherwise. ``step``: the keys are
+    every step-th argument from the first (MSET), else only the first."""
 
     def refuse_on_streams(c: Client, argv: list[bytes]) -> Reply | Written:
-        if len(argv) > 1 and isinstance(c.db.get(argv[1]), RegionStream):
+        keys = argv[1::step] if step else argv[1:2]
+        if any(isinstance(c.db.get(key), RegionStream) for key in keys):
             raise unsupported(f"{name} on a stream key")
         result: Reply | Written = handler(c, argv)
         return result
@@ -1119,6 +1136,21 @@ HANDLERS: dict[str, Handler] = {
     "pexpireat": _not_on_streams("PEXPIREAT", plain_keys.cmd_pexpireat),
     **{name: _refused(name.upper()) for name in UNSUPPORTED},
 }
+
+
+def plain_handler(name: str) -> Handler:
+    """The plain table's handler of a command (its ``SPECS`` row)."""
+    for row in strings.SPECS:
+        if row.name == name and row.handler is not None:
+            return row.handler
+    raise KeyError(name)
+
+
+#: commands that replace a key of any type: refused on a stream key (its region record would
+#: stay behind the new value)
+for _name, _step in (("set", 0), ("setex", 0), ("psetex", 0), ("getset", 0), ("mset", 2)):
+    HANDLERS[_name] = _not_on_streams(_name.upper(), plain_handler(_name), _step)
+
 
 #: rows a region adds
 NEW_ROWS = (
