@@ -25,7 +25,7 @@ from headwater.resp.types import Reply, Status
 
 if TYPE_CHECKING:
     from headwater.commands.pubsub import PubSub
-    from headwater.commands.regions import RegionKeyspace
+    from headwater.commands.region_keyspace import RegionKeyspace
 
 Handler = Callable[["Client", list[bytes]], Any]
 

@@ -41,7 +41,8 @@ from headwater.commands.groups import reclaim_idle_everywhere
 from headwater.commands.idmp import expire_idmp
 from headwater.commands.notify import publish_event
 from headwater.commands.pubsub import PubSub, hooked_call
-from headwater.commands.regions import RegionKeyspace, attach_region, overlay
+from headwater.commands.region_keyspace import RegionKeyspace, attach_region
+from headwater.commands.regions import overlay
 from headwater.commands.table import build_table
 from headwater.commands.transactions import discard
 from headwater.config import Config

@@ -39,7 +39,7 @@ import hiredis
 
 from headwater.activeactive.envelope import Effect, from_line
 from headwater.commands.context import Client
-from headwater.commands.regions import RegionKeyspace
+from headwater.commands.region_keyspace import RegionKeyspace
 from headwater.errors import ReplyError, err
 from headwater.ops.change import Change
 from headwater.resp.encoder import encode_command

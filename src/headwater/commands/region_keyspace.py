@@ -1,0 +1,191 @@
+"""An active-active region inside a server: the region and database 0 kept in step.
+
+A server started with ``region-id`` holds a ``RegionKeyspace``: the ``Region``
+(``activeactive``) and database 0. Every effect the region applies, its own or a peer's,
+passes ``RegionKeyspace.__call__`` (one of ``Region.sinks``), which keeps database 0 in step:
+a stream that exists (entries or groups) is in ``db.data`` (so KEYS, SCAN, EXISTS, DBSIZE,
+TYPE and WATCH see it), a tombstone is not, and blocked readers of a changed key are woken.
+The applied effects' lines (``AAEFFECT …``), followed by ``AALOCAL`` lines for the groups a
+command changed locally, go back to the engine in the handler's ``Written`` (``written``,
+``take_lines``), so the engine's choke point (``Engine.effect_sinks``) logs them. Snapshots
+save and load the region through ``Keyspace.persisted`` (``dump_state``, ``load_state``).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from headwater.activeactive.envelope import Effect, Move
+from headwater.activeactive.journal import local_line
+from headwater.activeactive.persist import dump_state, load_state
+from headwater.activeactive.region import Region
+from headwater.activeactive.rstream import RegionGroup, RegionStream
+from headwater.commands.context import Client
+from headwater.commands.notify import lookup_read
+from headwater.config import Config
+from headwater.errors import WRONGTYPE, ReplyError, err
+from headwater.keyspace import Database, Keyspace
+from headwater.ops.change import Change, Written
+from headwater.resp.types import Reply
+
+DB0_ONLY = err("active-active streams live in database 0: SELECT 0 to use them")
+
+
+def unsupported(what: str) -> ReplyError:
+    return err(f"{what} is not supported in active-active mode (region-id is set)")
+
+
+class Links(Protocol):
+    """The server layer's links to the peer regions (server/aa_links.py)."""
+
+    def aapsync(self, c: Client, peer: int, vector: dict[int, int]) -> Reply: ...
+    def pause(self, peer: bytes, paused: bool) -> int:
+        """How many links it changed; -1 when none is named so."""
+        ...
+
+    def info_lines(self) -> list[str]: ...
+
+
+class RegionKeyspace:
+    """The region of a server and its database 0, kept in step (one of ``Region.sinks``)."""
+
+    def __init__(self, region: Region, db: Database) -> None:
+        self.region = region
+        self.db = db
+        #: this region's own effects, in sequence order, from ``own_first`` on: what peers
+        #: resume from (rebuilt by the AOF replay; a snapshot keeps none of them)
+        self.own: list[Effect] = []
+        self.own_first = 1
+        #: the links to the peers (the server layer sets them; None: no peers, or no server)
+        self.links: Links | None = None
+        #: effects applied since the handler last took them (their lines go to the engine)
+        self.applied: list[Effect] = []
+        #: groups whose local state a command may have changed, and whether their cursors or
+        #: counters did (logged as AALOCAL lines after the effects)
+        self.groups: list[tuple[bytes, RegionGroup, bool]] = []
+        region.sinks.append(self)
+
+    def __call__(self, effect: Effect) -> None:
+        for op in effect.ops:
+            if isinstance(op, Move):
+                self.sync(op.src)
+                self.sync(op.dst)
+            else:
+                self.sync(op.key)
+        self.applied.append(effect)
+        if effect.origin == self.region.id:
+            self.own.append(effect)
+
+    def sync(self, key: bytes) -> None:
+        """Make ``db.data[key]`` the stream when it exists, nothing when it is a tombstone;
+        watchers and blocked readers of the key hear of the change."""
+        db = self.db
+        record = self.region.streams.get(key)
+        current = db.data.get(key)
+        if record is not None and record.exists():
+            if current is not record:
+                db.set(key, record)
+            else:
+                db.signal_modified(key)
+                if db.blocking:
+                    db.signal_ready(key)
+        elif isinstance(current, RegionStream):
+            db.delete(key)
+
+    def local(self, key: bytes, group: RegionGroup, moved: bool = False) -> None:
+        """A command may have changed the group's local state (``moved``: its cursors or
+        counters): log it after the effects."""
+        self.groups.append((key, group, moved))
+
+    # -- snapshots (``Keyspace.persisted``) ------------------------------------------------
+
+    def dump_state(self) -> bytes:
+        return dump_state(self.region)
+
+    def load_state(self, data: bytes) -> None:
+        """A snapshot's region: replaces this one; database 0 shows its visible streams."""
+        load_state(self.region, data)
+        self.own.clear()  # (a snapshot keeps the state, not the effects that made it)
+        self.own_first = self.region.inbox.applied[self.region.id] + 1
+        for key, value in list(self.db.data.items()):
+            if isinstance(value, RegionStream) and key not in self.region.streams:
+                self.db.delete(key)
+        for key in self.region.streams:
+            self.sync(key)
+
+    def reset(self) -> None:
+        """Forget everything (before the data is loaded again: DEBUG LOADAOF, DEBUG RELOAD)."""
+        region = self.region
+        region.streams.clear()
+        region.inbox.applied.clear()
+        region.inbox.applied[region.id] = 0
+        region.inbox.waiting.clear()
+        region.inbox.waiting[region.id] = {}
+        region.outbox.clear()
+        self.own.clear()
+        self.own_first = 1
+        self.applied.clear()
+        self.groups.clear()
+
+    def take_lines(self) -> list[list[bytes]]:
+        effects, self.applied = self.applied, []
+        lines = [effect.to_line() for effect in effects]
+        touched, self.groups = self.groups, []
+        logged: list[RegionGroup] = []
+        for key, group, moved in touched:
+            if any(group is g for g in logged):
+                continue
+            changed = bool(moved or group.touched or group.touched_consumers)
+            changed = changed or any(g is group and m for _, g, m in touched)
+            record = self.region.streams.get(key)
+            if changed and record is not None and record.groups.get(group.name) is group:
+                lines.append(local_line(key, group))
+                logged.append(group)
+        return lines
+
+    def written(self, reply: Reply, dirty: int | None = None) -> Reply | Written:
+        """The reply, with the lines of the effects applied (if any) for the engine."""
+        lines = self.take_lines()
+        changes = len(lines) if dirty is None else dirty
+        if not lines and not changes:
+            return reply
+        return Written(reply, Change(changes, lines))
+
+
+def attach_region(config: Config, keyspace: Keyspace) -> RegionKeyspace | None:
+    """The region of a server started with ``region-id`` (None without)."""
+    region_id: int = config["region-id"]
+    if not region_id:
+        return None
+    region = Region(region_id, [region_id], config["active-active-id-mode"].encode())
+    rk = RegionKeyspace(region, keyspace.dbs[0])
+    keyspace.persisted = rk
+    return rk
+
+
+# ---------------------------------------------------------------------------------------------
+# lookups
+
+
+def region_of(c: Client) -> RegionKeyspace:
+    rk = c.server.region
+    if rk is None:  # (the rows are only installed with a region)
+        raise unsupported("this command without a region")
+    if c.db is not rk.db:
+        raise DB0_ONLY
+    return rk
+
+
+def stream_at(c: Client, key: bytes, read: bool = True) -> RegionStream | None:
+    """The stream at key (a read's lookup counts a hit or a miss); WRONGTYPE for another
+    type."""
+    value = lookup_read(c, key) if read else c.db.get(key)
+    if value is None or isinstance(value, RegionStream):
+        return value
+    raise WRONGTYPE
+
+
+def group_at(c: Client, key: bytes, name: bytes) -> tuple[RegionStream, RegionGroup] | None:
+    record = stream_at(c, key)
+    group = None if record is None else record.groups.get(name)
+    return None if record is None or group is None else (record, group)
