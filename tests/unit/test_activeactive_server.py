@@ -373,3 +373,13 @@ def test_info_active_active() -> None:
     assert "own_seq:1" in info and "vector:2=1" in info and "streams:1" in info
     assert "no region links" in str(h.call(c, "AALINK", "PAUSE", "*"))
     assert "no region links" in str(h.call(c, "AAPSYNC", "1", "1", "1", "0"))
+
+
+def test_the_server_keeps_one_copy_of_its_own_effects() -> None:
+    h = _region()
+    c = h.client()
+    for _ in range(5):
+        h.call(c, "XADD", "s", "*", "a", "1")
+    rk = h.engine.region
+    assert rk is not None
+    assert rk.region.outbox == [] and [e.seq for e in rk.own] == [1, 2, 3, 4, 5]

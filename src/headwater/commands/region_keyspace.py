@@ -128,6 +128,8 @@ class RegionKeyspace:
         self.groups.clear()
 
     def take_lines(self) -> list[list[bytes]]:
+        # (the links ship ``own``, which the sink filled: the region's outbox is not used)
+        self.region.outbox.clear()
         effects, self.applied = self.applied, []
         lines = [effect.to_line() for effect in effects]
         touched, self.groups = self.groups, []
