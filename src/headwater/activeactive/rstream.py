@@ -29,7 +29,7 @@ from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterable, Sequence
 from itertools import islice
 
-from headwater.errors import require
+from headwater.errors import InvariantViolation, require
 from headwater.stream.ids import MAX_ID, MIN_ID, StreamID, incr_id
 from headwater.stream.stream import Stream
 
@@ -352,7 +352,8 @@ class RegionStream:
         stream = self.subs.get(region)
         if stream is None:
             stream = self.subs[region] = Stream()
-        require(sid > stream.last_id, f"sub-log {region} got {sid} at or below its last ID")
+        if sid <= stream.last_id:  # (the message is built only when it is raised)
+            raise InvariantViolation(f"sub-log {region} got {sid} at or below its last ID")
         stream.append(sid, pairs, NODE_MAX_BYTES, NODE_MAX_ENTRIES)
 
     def insert(self, region: int, entries: list[MergedEntry]) -> None:

@@ -46,6 +46,7 @@ from headwater.commands.streams import (
     TOO_LARGE,
     XTRIM_NO_STRATEGY,
     TrimOpts,
+    XAddOpts,
     parse_xadd,
     parse_xread,
 )
@@ -57,6 +58,7 @@ from headwater.stream.groups import UNKNOWN, Group, advance, bumped, lag
 from headwater.stream.ids import MAX_ID, MIN_ID, StreamID, format_id, incr_id, parse_id
 from headwater.stream.ids import parse_range_bound as bound
 
+_PLAIN_XADD = XAddOpts()  # (never mutated)
 _NULL_ENTRY = Raw(b"*-1\r\n")
 _NULL_ENTRY3 = Raw(b"_\r\n")
 
@@ -87,7 +89,8 @@ def _check_trim(trim: TrimOpts) -> None:
 def cmd_xadd(c: Client, argv: list[bytes]) -> Reply | Written:
     """XADD key [NOMKSTREAM] [<MAXLEN | MINID> [= | ~] threshold [LIMIT n]] <* | id> field
     value [...]: the ID by active-active-id-mode; trims are exact."""
-    opts = parse_xadd(c, argv)
+    # ``XADD key * field value …``, the usual shape: no option to parse (as the plain handler)
+    opts = _PLAIN_XADD if argv[2] == b"*" and len(argv) % 2 else parse_xadd(c, argv)
     if opts.idmp is not None:
         raise unsupported("XADD IDMP/IDMPAUTO")
     _check_trim(opts.trim)
