@@ -156,3 +156,35 @@ def test_kill9_of_a_region_under_load_converges_without_loss(mesh: Mesh) -> None
             assert set(ids) <= set(have), (r, origin, n)  # nothing acknowledged is lost
             assert len(have) <= len(ids) + 1  # the one in flight at the kill, at most
     assert all(len(ids) > 5 for ids in acked.values())
+
+
+def _kept(mesh: Mesh, r: int) -> int:
+    line = next(x for x in mesh.info(r).splitlines() if x.startswith("own_effects_kept:"))
+    return int(line.split(":")[1])
+
+
+def test_acknowledged_effects_are_dropped_and_the_rest_survive_a_rewrite(mesh: Mesh) -> None:
+    """Once every peer acknowledges region 1's effects, region 1 forgets them; those a cut
+    peer still needs are kept, through an AOF rewrite and a kill -9, and served after."""
+    for n in range(20):
+        mesh[1].xadd("x", {"n": n})
+    mesh.converge()
+    mesh.wait(lambda: _kept(mesh, 1) == 0, timeout=10)  # acknowledged by both peers
+    mesh[2].execute_command("AALINK", "PAUSE", "1")  # region 2 stops hearing region 1
+    for n in range(15):
+        mesh[1].xadd("x", {"late": n})
+    mesh.wait(lambda: mesh[3].xlen("x") == 35)
+    time.sleep(1.5)  # (region 3 acknowledges; region 2 cannot)
+    assert _kept(mesh, 1) == 15
+    c = mesh[1]
+    c.bgrewriteaof()
+    mesh.wait(lambda: not c.info("persistence")["aof_rewrite_in_progress"])
+    mesh.regions[1].kill9()
+    mesh.regions[1].start()
+    mesh.clients[1] = mesh.regions[1].client()
+    assert _kept(mesh, 1) == 15  # from the rewritten AOF's snapshot base
+    mesh[2].execute_command("AALINK", "RESUME", "1")
+    mesh.linked()
+    mesh.converge(timeout=15)
+    assert mesh[2].xlen("x") == 35
+    mesh.wait(lambda: _kept(mesh, 1) == 0, timeout=10)

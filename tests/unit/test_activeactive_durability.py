@@ -142,6 +142,15 @@ def test_a_snapshot_brings_back_the_same_region(tmp_path: Path) -> None:
     assert replies(restarted)[0] == replies(live)[0]  # AADUMP
     assert replies(restarted)[2:] == replies(live)[2:]  # (XINFO STREAM: nodes are rebuilt)
     assert check_snapshot(path)[0], check_snapshot(path)[1]
+    # the own effects peers may still need come back too (a restarted region serves them)
+    live_rk, restarted_rk = live.engine.region, restarted.engine.region
+    assert [e.to_line() for e in restarted_rk.own] == [e.to_line() for e in live_rk.own]
+    assert restarted_rk.own_first == live_rk.own_first == 1
+    assert live_rk.trim_own(10) == 10 and live_rk.own_first == 11
+    write_snapshot(path, live.engine.keyspace.dbs)
+    again = region_harness()
+    load_snapshot(path, again.engine.keyspace.dbs)
+    assert again.engine.region is not None and again.engine.region.own_first == 11
     # a plain server refuses it, and so does another region
     with pytest.raises(SnapshotError, match="same --region-id"):
         load_snapshot(path, Harness().engine.keyspace.dbs)

@@ -21,13 +21,15 @@ decimal words (sub-log numbers of RENAME's moved sub-logs pass 2**64), IDs ``ms-
                          last-id entries-read
                          n (consumer seen active)*n
                          n (sub id consumer delivery count)*n   the PEL
+    n own effects: n words*n                        what peers may still need (AAEFFECT lines)
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
+from headwater.activeactive.envelope import Effect, from_line
 from headwater.activeactive.region import Region
 from headwater.activeactive.rstream import (
     NODE_MAX_BYTES,
@@ -57,7 +59,9 @@ class _Words:
         self.word(format_id(value))
 
 
-def dump_state(region: Region) -> bytes:
+def dump_state(region: Region, own: Sequence[Effect] = ()) -> bytes:
+    """The region's state, and ``own``: the region's own effects that peers may still need
+    (a restarted region serves them from there)."""
     out = _Words()
     out.int(region.id)
     out.int(len(region.inbox.applied))
@@ -67,6 +71,12 @@ def dump_state(region: Region) -> bytes:
     out.int(len(region.streams))
     for key, record in sorted(region.streams.items()):
         _dump_record(out, key, record)
+    out.int(len(own))
+    for effect in own:
+        line = effect.to_line()
+        out.int(len(line))
+        for word in line:
+            out.word(word)
     return b"".join(out.parts)
 
 
@@ -168,9 +178,9 @@ class _Reader:
         return self.pos == len(self.data)
 
 
-def load_state(region: Region, data: bytes) -> None:
-    """Replace the region's streams and vector with the saved ones; raises BAD_STATE (or
-    refuses another region's state)."""
+def load_state(region: Region, data: bytes) -> list[Effect]:
+    """Replace the region's streams and vector with the saved ones; the own effects saved
+    with them. Raises BAD_STATE (or refuses another region's state)."""
     inp = _Reader(data)
     saved = inp.int()
     if saved != region.id:
@@ -183,6 +193,12 @@ def load_state(region: Region, data: bytes) -> None:
     for _ in inp.times():
         key = inp.word()
         streams[key] = _load_record(inp)
+    own = []
+    for _ in inp.times():
+        effect = from_line([inp.word() for _ in inp.times()])
+        if effect.origin != saved or effect.seq > applied.get(saved, 0):
+            raise BAD_STATE
+        own.append(effect)
     if not inp.done():
         raise BAD_STATE
     region.streams.clear()
@@ -193,6 +209,7 @@ def load_state(region: Region, data: bytes) -> None:
     region.inbox.waiting.clear()
     region.inbox.waiting.update({r: {} for r in region.inbox.applied})
     region.outbox.clear()
+    return own
 
 
 def _read_clock(inp: _Reader) -> dict[int, int]:

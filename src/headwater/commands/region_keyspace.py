@@ -44,6 +44,7 @@ class Links(Protocol):
         ...
 
     def info_lines(self) -> list[str]: ...
+    def ack(self, peer: int, seq: int) -> None: ...
 
 
 class RegionKeyspace:
@@ -100,18 +101,27 @@ class RegionKeyspace:
     # -- snapshots (``Keyspace.persisted``) ------------------------------------------------
 
     def dump_state(self) -> bytes:
-        return dump_state(self.region)
+        return dump_state(self.region, self.own)
 
     def load_state(self, data: bytes) -> None:
         """A snapshot's region: replaces this one; database 0 shows its visible streams."""
-        load_state(self.region, data)
-        self.own.clear()  # (a snapshot keeps the state, not the effects that made it)
-        self.own_first = self.region.inbox.applied[self.region.id] + 1
+        self.own = load_state(self.region, data)  # (and the own effects peers may need)
+        own_seq = self.region.inbox.applied[self.region.id]
+        self.own_first = self.own[0].seq if self.own else own_seq + 1
         for key, value in list(self.db.data.items()):
             if isinstance(value, RegionStream) and key not in self.region.streams:
                 self.db.delete(key)
         for key in self.region.streams:
             self.sync(key)
+
+    def trim_own(self, upto: int) -> int:
+        """Every peer has applied (durably) this region's effects up to ``upto``: they need
+        not be kept; how many were dropped."""
+        drop = min(max(upto - self.own_first + 1, 0), len(self.own))
+        if drop:
+            del self.own[:drop]
+            self.own_first += drop
+        return drop
 
     def reset(self) -> None:
         """Forget everything (before the data is loaded again: DEBUG LOADAOF, DEBUG RELOAD)."""

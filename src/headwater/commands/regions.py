@@ -192,6 +192,20 @@ def cmd_aapsync(c: Client, argv: list[bytes]) -> Reply:
     return rk.links.aapsync(c, peer, vector)
 
 
+def cmd_aaack(c: Client, argv: list[bytes]) -> Reply:
+    """AAACK <region> <seq> (a peer's link): the peer holds this region's effects up to seq
+    durably."""
+    rk = region_of(c)
+    if rk.links is None:
+        raise err("AAACK: this server has no region links")
+    try:
+        peer, seq = int(argv[1]), int(argv[2])
+    except ValueError:
+        raise err("AAACK <region> <seq>: not integers") from None
+    rk.links.ack(peer, seq)
+    return OK
+
+
 def cmd_aalink(c: Client, argv: list[bytes]) -> Reply:
     """AALINK PAUSE|RESUME <region id | host:port | *>: stop (or start again) receiving a
     peer's effects, for tests and maintenance; how many links it changed."""
@@ -308,6 +322,7 @@ NEW_ROWS = (
     spec("aalocal", -7, "write", (0, 0, 0), cmd_aalocal),
     spec("aapsync", -3, "admin noscript", (0, 0, 0), cmd_aapsync),
     spec("aalink", 3, "admin noscript", (0, 0, 0), cmd_aalink),
+    spec("aaack", 3, "admin noscript", (0, 0, 0), cmd_aaack),
 )
 
 

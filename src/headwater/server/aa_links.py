@@ -20,10 +20,16 @@ that logged it): a region that crashed must never come back with a sequence numb
 already holds for another effect. Feeds are written once per loop turn (``flush``), after the
 AOF write.
 
+Each second a link acknowledges (``AAACK <me> <seq>``, on its own connection) the peer's
+effects that are durable here; once every peer has acknowledged an own effect, it is dropped
+from memory (``RegionKeyspace.trim_own``). The own effects still kept are saved with the
+region in snapshots, so a region restarted from a snapshot (or a rewritten AOF) still serves
+them.
+
 ``AALINK PAUSE|RESUME <region | host:port | *>`` closes a link and keeps it closed, or lets it
 connect again: the test seam for partitions (and maintenance). What is not built yet: a full
-state transfer for a peer that asks for effects older than this process keeps (after a
-snapshot or an AOF rewrite); such an AAPSYNC is refused and the link logs it.
+state transfer for a peer that asks for effects no longer kept (a peer added later, or one
+whose data was lost); such an AAPSYNC is refused and the link logs it.
 """
 
 from __future__ import annotations
@@ -85,6 +91,10 @@ class PeerLink:
     last_io: float = 0.0
     connected_since: float = 0.0
     applied_effects: int = 0
+    #: (engine effect sequence that logged them, the peer's applied sequence then): what may
+    #: be acknowledged once the AOF has it; and the last sequence acknowledged
+    unacked: list[tuple[int, int]] = field(default_factory=list)
+    acked: int = 0
     task: asyncio.Task[None] | None = None
     writer: asyncio.StreamWriter | None = None
     wake: asyncio.Event = field(default_factory=asyncio.Event)
@@ -103,6 +113,8 @@ class RegionLinks:
         self.links = [PeerLink(host, port) for host, port in self.engine.config["peers"]]
         #: per own effect (index in ``rk.own``), the engine effect sequence that logged it
         self._bounds: list[int] = []
+        #: per peer region, the last of our sequences it said it holds durably (AAACK)
+        self.peer_acks: dict[int, int] = {}
         self._last_ping = time.monotonic()
         rk.links = self
 
@@ -160,10 +172,7 @@ class RegionLinks:
 
     def _shippable(self) -> int:
         """How many of ``rk.own`` may leave: those logged at or before the durable effect."""
-        durability = self.server.durability
-        if not self.engine.config["appendonly"]:
-            return len(self.rk.own)
-        durable = durability.aof.durable_seq
+        durable = self._durable_seq()
         bounds = self._bounds
         lo, hi = 0, len(bounds)
         while lo < hi:  # bounds only grow: the first one not durable yet
@@ -187,11 +196,43 @@ class RegionLinks:
         transport.write(b"".join(parts))
         feed.next_seq = self.rk.own_first + upto
 
+    def _durable_seq(self) -> int:
+        if not self.engine.config["appendonly"]:
+            return self.engine.effect_seq
+        durable: int = self.server.durability.aof.durable_seq
+        return durable
+
+    def _send_acks(self) -> None:
+        """Tell each peer how far its effects are durable here (``AAACK``): it may then
+        forget them."""
+        durable = self._durable_seq()
+        for link in self.links:
+            done = [seq for bound, seq in link.unacked if bound <= durable]
+            if not done:
+                continue
+            del link.unacked[: len(done)]
+            if done[-1] > link.acked and link.writer is not None and link.state == "connected":
+                link.acked = done[-1]
+                argv = [b"AAACK", b"%d" % self.region.id, b"%d" % link.acked]
+                link.writer.write(encode_command(argv))
+
+    def ack(self, peer: int, seq: int) -> None:
+        """AAACK from a peer: it holds our effects up to ``seq`` durably. Once every peer
+        does, they are dropped from memory (and from later snapshots)."""
+        if seq > self.peer_acks.get(peer, 0):
+            self.peer_acks[peer] = seq
+        regions = {link.region for link in self.links}
+        if 0 in regions or not regions <= set(self.peer_acks):
+            return  # a peer never heard from: keep everything
+        dropped = self.rk.trim_own(min(self.peer_acks[r] for r in regions))
+        del self._bounds[:dropped]
+
     def cron(self) -> None:
         now = time.monotonic()
         if now - self._last_ping < PING_S:
             return
         self._last_ping = now
+        self._send_acks()
         ping = encode_command([b"AAPING", b"%d" % self.region.inbox.applied[self.region.id]])
         for feed in list(self.feeds):
             transport = feed.conn.transport
@@ -233,6 +274,8 @@ class RegionLinks:
             except (OSError, EOFError, asyncio.IncompleteReadError, TimeoutError) as exc:
                 if not link.paused:
                     log.warning("Region link %s: %s", link.name(), exc or "connection lost")
+            except Exception:  # a bug must not end the link for good: log it, try again
+                log.exception("Region link %s failed", link.name())
             finally:
                 if link.writer is not None:
                     link.writer.close()
@@ -250,6 +293,12 @@ class RegionLinks:
             asyncio.open_connection(link.host, link.port), limit_s
         )
         link.writer = writer
+        # (a new session acknowledges again what is here, once it is durable: the peer may
+        # have restarted and forgotten)
+        link.acked = 0
+        if link.region:
+            applied_seq = self.region.inbox.applied.get(link.region, 0)
+            link.unacked.append((self.engine.effect_seq, applied_seq))
         config = self.engine.config
         if config["masterauth"]:
             argv = [b"AUTH"]
@@ -308,6 +357,9 @@ class RegionLinks:
         region = int(item.split()[1])
         if region == self.region.id:
             raise LinkError("the peer is this region itself")
+        if not link.region:  # (the first session: what is here is acknowledged too)
+            applied_seq = self.region.inbox.applied.get(region, 0)
+            link.unacked.append((self.engine.effect_seq, applied_seq))
         link.region = region
         link.state = "connected"
         link.connected_since = time.monotonic()
@@ -323,6 +375,7 @@ class RegionLinks:
         lines = self.rk.take_lines()
         if lines:
             engine.apply_change(0, [], Change(len(lines), lines))
+            link.unacked.append((engine.effect_seq, self.region.inbox.applied.get(link.region, 0)))
         link.peer_seq = max(link.peer_seq, link.received_seq)
         engine.serve_ready()
         self.server.schedule_flush()
@@ -338,6 +391,7 @@ class RegionLinks:
             lines.append(
                 f"peer{n}:host={link.host},port={link.port},region={link.region},"
                 f"state={link.state},applied_seq={seq},received_seq={link.received_seq},"
-                f"peer_seq={link.peer_seq},lag={lag},last_io_ms={io}"
+                f"peer_seq={link.peer_seq},lag={lag},last_io_ms={io},"
+                f"acked_by_peer={self.peer_acks.get(link.region, 0)}"
             )
         return lines
