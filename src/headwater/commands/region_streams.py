@@ -12,7 +12,7 @@ What differs from a plain server, by design (spec/ACTIVE-ACTIVE.md): strict and 
 modes pick IDs of the region's sequence class; a deleted stream's IDs keep rising (its
 tombstone remembers them); ``~`` trims are exact; XSETID never lowers the last ID. Not
 supported here yet (a clear error): IDMP/IDMPAUTO, KEEPREF/DELREF/ACKED, XREAD/XREADGROUP
-MAXCOUNT/MAXSIZE/CLAIM, XINFO STREAM FULL, XSETID ENTRIESADDED/MAXDELETEDID, and streams
+MAXCOUNT/MAXSIZE/CLAIM, XSETID ENTRIESADDED/MAXDELETEDID, and streams
 outside database 0.
 """
 
@@ -631,18 +631,76 @@ def _existing(c: Client, key: bytes) -> RegionStream:
 
 
 def cmd_xinfo_stream(c: Client, argv: list[bytes]) -> Reply:
-    """XINFO STREAM key (FULL: not yet in active-active mode)"""
+    """XINFO STREAM key [FULL [COUNT count]] (groups' consumers and PELs: this region's)"""
     region_of(c)
     record = _existing(c, argv[2])
+    full, count = False, 10
     if len(argv) > 3:
-        if argv[3].upper() == b"FULL" and len(argv) in (4, 6):
-            raise unsupported("XINFO STREAM FULL")
-        raise subcommand_syntax(argv[1], "XINFO")
+        if argv[3].upper() != b"FULL" or len(argv) not in (4, 6):
+            raise subcommand_syntax(argv[1], "XINFO")
+        if len(argv) == 6:
+            if argv[4].upper() != b"COUNT":
+                raise subcommand_syntax(argv[1], "XINFO")
+            count = parse_int(argv[5])
+            if count < 0:
+                count = 10
+        full = True
+    info = _stream_head(c, record)
+    if full:
+        info[b"entries"] = _encode(record, MIN_ID, MAX_ID, count)[0]
+        info[b"groups"] = [
+            _full_group(c, record, record.groups[name], count) for name in sorted(record.groups)
+        ]
+        return info
+    first = record.entries(MIN_ID, MAX_ID, 1)
+    last = record.entries(MIN_ID, MAX_ID, 1, reverse=True)
+    info[b"groups"] = len(record.groups)
+    info[b"first-entry"] = entry_reply(first[0]) if first else None
+    info[b"last-entry"] = entry_reply(last[0]) if last else None
+    return info
+
+
+def _full_group(
+    c: Client, record: RegionStream, group: RegionGroup, count: int
+) -> dict[bytes, Reply]:
+    tags = group.order[:count] if count else group.order
+    pending: list[Reply] = []
+    for sid, sub in tags:
+        p = group.pel[(sid, sub)]
+        pending.append([format_id(sid), p.consumer, p.delivery_ms, p.count])
+    consumers: list[Reply] = []
+    for name in sorted(group.consumers):
+        own = group.consumers[name]
+        seen, active = group.times.get(name, [0, -1])
+        rows: list[Reply] = []
+        for sid, sub in own[:count] if count else own:
+            p = group.pel[(sid, sub)]
+            rows.append([format_id(sid), p.delivery_ms, p.count])
+        consumers.append(
+            {
+                b"name": name,
+                b"seen-time": seen,
+                b"active-time": active,
+                b"pel-count": len(own),
+                b"pending": rows,
+            }
+        )
+    return {
+        b"name": group.name,
+        b"last-delivered-id": format_id(group.last_id),
+        b"entries-read": None if group.entries_read == UNKNOWN else group.entries_read,
+        b"lag": lag(record.stats(), _shim(group)),
+        b"pel-count": len(group.pel),
+        b"nacked-count": 0,
+        b"pending": pending,
+        b"consumers": consumers,
+    }
+
+
+def _stream_head(c: Client, record: RegionStream) -> dict[bytes, Reply]:
     stats = record.stats()
     nodes = sum(len(s.nodes) for s in record.subs.values())
     config = c.server.config
-    first = record.entries(MIN_ID, MAX_ID, 1)
-    last = record.entries(MIN_ID, MAX_ID, 1, reverse=True)
     return {
         b"length": stats.length,
         b"radix-tree-keys": nodes,
@@ -657,9 +715,6 @@ def cmd_xinfo_stream(c: Client, argv: list[bytes]) -> Reply:
         b"iids-tracked": 0,
         b"iids-added": 0,
         b"iids-duplicates": 0,
-        b"groups": len(record.groups),
-        b"first-entry": entry_reply(first[0]) if first else None,
-        b"last-entry": entry_reply(last[0]) if last else None,
     }
 
 
