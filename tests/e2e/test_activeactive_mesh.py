@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 import redis
@@ -188,3 +188,30 @@ def test_acknowledged_effects_are_dropped_and_the_rest_survive_a_rewrite(mesh: M
     mesh.converge(timeout=15)
     assert mesh[2].xlen("x") == 35
     mesh.wait(lambda: _kept(mesh, 1) == 0, timeout=10)
+
+
+def test_a_blocked_reader_wakes_for_an_entry_made_in_another_region(mesh: Mesh) -> None:
+    mesh[2].xgroup_create("jobs", "workers", "$", mkstream=True)
+    mesh.converge()
+    got: dict[str, object] = {}
+
+    def block(name: str, call: Callable[[], object]) -> threading.Thread:
+        thread = threading.Thread(target=lambda: got.__setitem__(name, call()))
+        thread.start()
+        return thread
+
+    readers = [
+        block("xread", lambda: mesh.regions[3].client().xread({"jobs": "$"}, block=10_000)),
+        block(
+            "xreadgroup",
+            lambda: (
+                mesh.regions[2].client().xreadgroup("workers", "w1", {"jobs": ">"}, block=10_000)
+            ),
+        ),
+    ]
+    time.sleep(0.3)
+    sid = mesh[1].xadd("jobs", {"task": "1"})
+    for thread in readers:
+        thread.join(15)
+    assert got["xread"] == [[b"jobs", [(sid, {b"task": b"1"})]]]
+    assert got["xreadgroup"] == [[b"jobs", [(sid, {b"task": b"1"})]]]
