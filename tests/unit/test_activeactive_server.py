@@ -387,3 +387,23 @@ def test_the_server_keeps_one_copy_of_its_own_effects() -> None:
     rk = h.engine.region
     assert rk is not None
     assert rk.region.outbox == [] and [e.seq for e in rk.own] == [1, 2, 3, 4, 5]
+
+
+@pytest.mark.parametrize("entries", ["3", "1"])
+def test_node_limits_follow_the_config(entries: str) -> None:
+    """``stream-node-max-entries`` shapes the sub-logs' nodes as it shapes a plain stream's
+    (XINFO's radix-tree-keys), at startup and after CONFIG SET."""
+    out = []
+    for region in (False, True):
+        config = _config(region)
+        config.load_value("stream-node-max-entries", [entries])
+        h = Harness(config=config)
+        c = h.client()
+        for n in range(1, 8):
+            h.call(c, "XADD", "s", f"{n}-1", "f", "v")
+        h.call(c, "CONFIG", "SET", "stream-node-max-entries", "2")
+        for n in range(8, 12):
+            h.call(c, "XADD", "s", f"{n}-1", "f", "v")
+        h.engine.execute(c, b"XINFO STREAM s".split())
+        out.append(h.raw(c))
+    assert out[0] == out[1]

@@ -33,10 +33,8 @@ from headwater.activeactive.envelope import (
     SetFloor,
     moved_sub,
 )
-from headwater.activeactive.rstream import RegionGroup, RegionStream
+from headwater.activeactive.rstream import RegionGroup, RegionStream, Streams
 from headwater.stream.ids import MIN_ID
-
-Streams = dict[bytes, RegionStream]
 
 
 def apply_effect(streams: Streams, effect: Effect) -> None:
@@ -47,7 +45,7 @@ def apply_effect(streams: Streams, effect: Effect) -> None:
 def _record(streams: Streams, key: bytes) -> RegionStream:
     record = streams.get(key)
     if record is None:
-        record = streams[key] = RegionStream()
+        record = streams[key] = RegionStream(streams.limits)
     return record
 
 

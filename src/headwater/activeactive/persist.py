@@ -32,8 +32,7 @@ from collections.abc import Iterator, Sequence
 from headwater.activeactive.envelope import Effect, from_line
 from headwater.activeactive.region import Region
 from headwater.activeactive.rstream import (
-    NODE_MAX_BYTES,
-    NODE_MAX_ENTRIES,
+    NodeLimits,
     RegionGroup,
     RegionStream,
 )
@@ -192,7 +191,7 @@ def load_state(region: Region, data: bytes) -> list[Effect]:
     streams = {}
     for _ in inp.times():
         key = inp.word()
-        streams[key] = _load_record(inp)
+        streams[key] = _load_record(inp, region.streams.limits)
     own = []
     for _ in inp.times():
         effect = from_line([inp.word() for _ in inp.times()])
@@ -220,8 +219,8 @@ def _read_clock(inp: _Reader) -> dict[int, int]:
     return clock
 
 
-def _load_record(inp: _Reader) -> RegionStream:
-    record = RegionStream()
+def _load_record(inp: _Reader, limits: NodeLimits) -> RegionStream:
+    record = RegionStream(limits)
     record.floor = inp.sid()
     record.del_clock = _read_clock(inp)
     for _ in inp.times():
@@ -234,7 +233,7 @@ def _load_record(inp: _Reader) -> RegionStream:
         for _ in inp.times():
             sid = inp.sid()
             pairs = [inp.word() for _ in inp.times()]
-            stream.append(sid, pairs, NODE_MAX_BYTES, NODE_MAX_ENTRIES)
+            stream.append(sid, pairs, limits.max_bytes, limits.max_entries)
         stream.last_id, stream.max_deleted_id, stream.entries_added = last_id, max_deleted, added
     for _ in inp.times():
         name = inp.word()

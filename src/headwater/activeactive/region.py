@@ -44,7 +44,7 @@ from headwater.activeactive.idmode import (
     parse_mode,
 )
 from headwater.activeactive.inbox import Inbox
-from headwater.activeactive.rstream import RegionGroup, RegionStream
+from headwater.activeactive.rstream import RegionGroup, RegionStream, Streams
 from headwater.errors import NO_SUCH_KEY, ReplyError, err, require
 from headwater.stream.ids import MAX_ID, MIN_ID, StreamID, decr_id, format_id, parse_id
 
@@ -82,7 +82,7 @@ class Region:
         self.id = region_id
         self.mode = parse_mode(mode)
         self.capacity = capacity
-        self.streams: dict[bytes, RegionStream] = {}
+        self.streams = Streams()
         self.inbox = Inbox(region_id, regions)
         self.outbox: list[Effect] = []
         #: called with every effect applied here, own and remote, in the order applied: the

@@ -38,9 +38,23 @@ MergedEntry = tuple[StreamID, int, list[bytes]]
 #: a pending entry's key: (ID, sub-log region); orders like merged reads
 Tag = tuple[StreamID, int]
 
-#: node limits of sub-logs (the server passes its stream-node-max-* later)
+#: node limits of sub-logs by default (a server gives its stream-node-max-*: NodeLimits)
 NODE_MAX_BYTES = 4096
 NODE_MAX_ENTRIES = 100
+
+
+class NodeLimits:
+    """``stream-node-max-bytes`` and ``-entries`` for a region's sub-logs: one object shared
+    by the region's streams, so that CONFIG SET reaches them all."""
+
+    __slots__ = ("max_bytes", "max_entries")
+
+    def __init__(self, max_bytes: int = NODE_MAX_BYTES, max_entries: int = NODE_MAX_ENTRIES):
+        self.max_bytes = max_bytes
+        self.max_entries = max_entries
+
+
+DEFAULT_LIMITS = NodeLimits()
 
 
 class Pending:
@@ -212,9 +226,10 @@ class RegionStream:
     TYPE_NAME = b"stream"
     ENCODING = b"stream"
 
-    __slots__ = ("del_clock", "destroy_clock", "floor", "groups", "subs")
+    __slots__ = ("del_clock", "destroy_clock", "floor", "groups", "limits", "subs")
 
-    def __init__(self) -> None:
+    def __init__(self, limits: NodeLimits = DEFAULT_LIMITS) -> None:
+        self.limits = limits
         self.subs: dict[int, Stream] = {}
         #: XSETID's last ID (max-merged)
         self.floor: StreamID = MIN_ID
@@ -354,7 +369,8 @@ class RegionStream:
             stream = self.subs[region] = Stream()
         if sid <= stream.last_id:  # (the message is built only when it is raised)
             raise InvariantViolation(f"sub-log {region} got {sid} at or below its last ID")
-        stream.append(sid, pairs, NODE_MAX_BYTES, NODE_MAX_ENTRIES)
+        limits = self.limits
+        stream.append(sid, pairs, limits.max_bytes, limits.max_entries)
 
     def insert(self, region: int, entries: list[MergedEntry]) -> None:
         """Append entries, in ascending ID order above the sub-log's last ID: a region's own
@@ -363,7 +379,7 @@ class RegionStream:
         stream = self.sub(region)
         for sid, _, pairs in entries:
             require(sid > stream.last_id, f"sub-log {region} got {sid} at or below its last ID")
-            stream.append(sid, pairs, NODE_MAX_BYTES, NODE_MAX_ENTRIES)
+            stream.append(sid, pairs, self.limits.max_bytes, self.limits.max_entries)
 
     # -- introspection ---------------------------------------------------------------------
 
@@ -374,3 +390,13 @@ class RegionStream:
         for name, group in self.groups.items():
             require(group.name == name, "group filed under another name")
             group.check_invariants()
+
+
+class Streams(dict[bytes, RegionStream]):
+    """A region's records by key, and the node limits new ones take."""
+
+    __slots__ = ("limits",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.limits = DEFAULT_LIMITS

@@ -19,7 +19,7 @@ from headwater.activeactive.envelope import Effect, Move
 from headwater.activeactive.journal import local_line
 from headwater.activeactive.persist import dump_state, load_state
 from headwater.activeactive.region import Region
-from headwater.activeactive.rstream import RegionGroup, RegionStream
+from headwater.activeactive.rstream import NodeLimits, RegionGroup, RegionStream
 from headwater.commands.context import Client
 from headwater.commands.notify import lookup_read
 from headwater.config import Config
@@ -170,6 +170,17 @@ def attach_region(config: Config, keyspace: Keyspace) -> RegionKeyspace | None:
     if not region_id:
         return None
     region = Region(region_id, [region_id], config["active-active-id-mode"].encode())
+    limits = region.streams.limits = NodeLimits(
+        config["stream-node-max-bytes"], config["stream-node-max-entries"]
+    )
+
+    def node_limits_changed(name: str, value: object) -> None:
+        if name == "stream-node-max-bytes" and isinstance(value, int):
+            limits.max_bytes = value
+        elif name == "stream-node-max-entries" and isinstance(value, int):
+            limits.max_entries = value
+
+    config.listeners.append(node_limits_changed)
     rk = RegionKeyspace(region, keyspace.dbs[0])
     keyspace.persisted = rk
     return rk
