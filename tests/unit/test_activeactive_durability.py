@@ -10,6 +10,7 @@ import pytest
 from headwater.activeactive.region import Region
 from headwater.config import Config
 from headwater.engine.replay import FailedCommand, Replayer
+from headwater.persistence.rewrite import write_base
 from headwater.persistence.snapshot import (
     SnapshotError,
     check_snapshot,
@@ -180,3 +181,26 @@ def test_a_snapshot_base_and_the_aof_after_it(tmp_path: Path) -> None:
     assert live.engine.region is not None and restarted.engine.region is not None
     assert local_state(restarted.engine.region.region) == local_state(live.engine.region.region)
     assert replies(restarted)[2:] == replies(live)[2:]
+
+
+def test_a_rewrite_in_command_form_carries_the_region(tmp_path: Path) -> None:
+    """``aof-use-rdb-preamble no``: the rewritten base is commands; the region is one
+    AARESTORE of its saved state, and what follows it replays on top."""
+    live = region_harness()
+    workload(live)
+    base = tmp_path / "base.aof"
+    write_base(base, live.engine.keyspace.dbs)
+    assert base.read_bytes().startswith(b"*2\r\n$9\r\nAARESTORE\r\n")
+    live.effects.clear()
+    c = live.client()
+    live.call(c, "XADD", "s", "*", "more", "1")
+    incr = tmp_path / "incr.aof"
+    live.write_aof(incr)
+    restarted = region_harness()
+    restarted.clock.now, restarted.clock.mono = live.clock.now, live.clock.mono
+    for path in (base, incr):
+        Replayer(restarted.engine).replay(path, truncate_torn=False)
+    assert live.engine.region is not None and restarted.engine.region is not None
+    assert local_state(restarted.engine.region.region) == local_state(live.engine.region.region)
+    assert replies(restarted)[2:] == replies(live)[2:]
+    assert restarted.call(restarted.client(), "GET", "plain") == b"value"

@@ -34,7 +34,7 @@ from headwater.resp.types import OK, Reply
 __all__ = ["HANDLERS", "RegionKeyspace", "attach_region", "info_lines", "overlay"]
 
 AAEFFECT_INTERNAL = err(
-    "AAEFFECT and AALOCAL are internal: they are only replayed from this region's AOF"
+    "AAEFFECT, AALOCAL and AARESTORE are internal: they are only replayed from this region's AOF"
 )
 
 
@@ -243,6 +243,16 @@ def info_lines(c: Client) -> list[str]:
     return lines
 
 
+def cmd_aarestore(c: Client, argv: list[bytes]) -> Reply | Written:
+    """AARESTORE <state> (internal): a rewritten AOF's base in command form (``aof-use-rdb-
+    preamble no``) carries the whole region as one command (``activeactive.persist``)."""
+    rk = c.server.region
+    if rk is None or not c.replaying:
+        raise AAEFFECT_INTERNAL
+    rk.load_state(argv[1])
+    return Written(OK, Change(1))
+
+
 def cmd_aalocal(c: Client, argv: list[bytes]) -> Reply | Written:
     """AALOCAL key group … (internal): this region's local group state, replayed from its AOF
     (``activeactive.journal``)."""
@@ -323,6 +333,7 @@ NEW_ROWS = (
     spec("aapsync", -3, "admin noscript", (0, 0, 0), cmd_aapsync),
     spec("aalink", 3, "admin noscript", (0, 0, 0), cmd_aalink),
     spec("aaack", 3, "admin noscript", (0, 0, 0), cmd_aaack),
+    spec("aarestore", 2, "write", (0, 0, 0), cmd_aarestore),
 )
 
 
