@@ -80,6 +80,9 @@ def workload(h: Harness) -> None:
     h.call(a, "RENAME", "moved", "there")
     h.call(a, "XSETID", "there", "99999999999999-0")
     h.call(a, "SET", "plain", "value")
+    h.call(a, "XADD", "s", "IDMP", "api", "ride-1", "*", "fare", "1")
+    h.call(a, "XADD", "s", "IDMPAUTO", "api", "*", "fare", "2")
+    h.call(a, "XADD", "s", "IDMP", "api", "ride-1", "*", "fare", "1")  # a retry
 
 
 def replies(h: Harness) -> list[bytes]:
@@ -107,6 +110,9 @@ def test_replaying_the_aof_brings_back_the_same_region(tmp_path: Path) -> None:
     assert local_state(after) == local_state(before)
     after.check_invariants()
     assert replies(restarted) == replies(live)
+    # the IDMP map came back: a retry gets the original ID
+    retry = ("XADD", "s", "IDMP", "api", "ride-1", "*", "fare", "1")
+    assert restarted.call(restarted.client(), *retry) == live.call(live.client(), *retry)
     # the region makes its own sequence on from there
     c = restarted.client()
     restarted.call(c, "XADD", "s", "*", "after", "restart")
@@ -141,6 +147,8 @@ def test_a_snapshot_brings_back_the_same_region(tmp_path: Path) -> None:
     assert after.streams.keys() == before.streams.keys()  # tombstones included
     after.check_invariants()
     assert replies(restarted)[0] == replies(live)[0]  # AADUMP
+    retry = ("XADD", "s", "IDMP", "api", "ride-1", "*", "fare", "1")
+    assert restarted.call(restarted.client(), *retry) == live.call(live.client(), *retry)
     assert replies(restarted)[2:] == replies(live)[2:]  # (XINFO STREAM: nodes are rebuilt)
     assert check_snapshot(path)[0], check_snapshot(path)[1]
     # the own effects peers may still need come back too (a restarted region serves them)

@@ -23,6 +23,13 @@ SEQUENCE: list[tuple[str, ...] | int] = [
     ("XADD", "s", "bad", "x", "y"),
     ("XADD", "s", "*", "odd"),
     ("XADD", "s", "NOMKSTREAM", "*", "f", "6"),
+    ("XADD", "s", "IDMP", "p1", "i1", "*", "a", "1"),
+    ("XADD", "s", "IDMP", "p1", "i1", "*", "a", "1"),
+    ("XADD", "s", "IDMPAUTO", "p2", "*", "b", "2"),
+    ("XADD", "s", "IDMPAUTO", "p2", "*", "b", "2"),
+    ("XADD", "s", "IDMP", "p1", "i2", "9-1", "a", "1"),
+    ("XADD", "s", "IDMP", "p1", "", "*", "a", "1"),
+    ("XADD", "s", "IDMP", "p1", "i3", "IDMPAUTO", "p1", "*", "a", "1"),
     ("XADD", "nope", "NOMKSTREAM", "*", "f", "6"),
     ("XADD", "s", "MAXLEN", "=", "10", "*", "g", "7"),
     ("XADD", "s", "MAXLEN", "5", "LIMIT", "1", "*", "g", "7"),
@@ -295,7 +302,7 @@ def test_what_a_region_refuses_clearly() -> None:
     c = h.client()
     h.call(c, "XADD", "s", "*", "a", "1")
     for args in [
-        ("XADD", "s", "IDMP", "p", "i", "*", "a", "1"),
+        ("XCFGSET", "s", "IDMP-DURATION", "5"),
         ("XADD", "s", "DELREF", "*", "a", "1"),
         ("XTRIM", "s", "MAXLEN", "0", "ACKED"),
         ("XDELEX", "s", "IDS", "1", "1-1"),
@@ -407,3 +414,18 @@ def test_node_limits_follow_the_config(entries: str) -> None:
         h.engine.execute(c, b"XINFO STREAM s".split())
         out.append(h.raw(c))
     assert out[0] == out[1]
+
+
+def test_idmp_is_per_region_expires_and_goes_with_the_stream() -> None:
+    h = _region("strict", 1)
+    c = h.client()
+    first = h.call(c, "XADD", "s", "IDMP", "p", "i", "*", "a", "1")
+    assert h.call(c, "XADD", "s", "IDMP", "p", "i", "*", "a", "1") == first
+    assert [line[0] for line in h.effect_lines()] == [b"AAEFFECT", b"AAIDMP", b"AAIDMP"]
+    h.scheduler.advance(101_000)  # stream-idmp-duration (100 s) later: the cron forgets it
+    h.engine.cron()
+    second = h.call(c, "XADD", "s", "IDMP", "p", "i", "*", "a", "1")
+    assert second != first and h.call(c, "XLEN", "s") == 2
+    h.call(c, "DEL", "s")  # the map goes with the stream
+    third = h.call(c, "XADD", "s", "IDMP", "p", "i", "*", "a", "1")
+    assert third not in (first, second) and h.call(c, "XLEN", "s") == 1

@@ -21,6 +21,7 @@ decimal words (sub-log numbers of RENAME's moved sub-logs pass 2**64), IDs ``ms-
                          last-id entries-read
                          n (consumer seen active)*n
                          n (sub id consumer delivery count)*n   the PEL
+               IDMP: -1 | n (pid n (iid id)*n)*n added duplicates
     n own effects: n words*n                        what peers may still need (AAEFFECT lines)
 """
 
@@ -37,6 +38,7 @@ from headwater.activeactive.rstream import (
     RegionStream,
 )
 from headwater.errors import err
+from headwater.stream.idmp import IdmpState, Producer
 from headwater.stream.ids import MAX_ID, MIN_ID, StreamID, format_id, parse_id
 
 MAGIC = b"HWAA1"
@@ -109,6 +111,22 @@ def _dump_record(out: _Words, key: bytes, record: RegionStream) -> None:
     out.int(len(record.groups))
     for name in sorted(record.groups):
         _dump_group(out, name, record.groups[name])
+    _dump_idmp(out, record.idmp)
+
+
+def _dump_idmp(out: _Words, idmp: IdmpState | None) -> None:
+    if idmp is None:
+        out.int(-1)
+        return
+    out.int(len(idmp.producers))
+    for pid, producer in idmp.producers.items():
+        out.word(pid)
+        out.int(len(producer))
+        for iid, sid in producer.entries():
+            out.word(iid)
+            out.sid(sid)
+    out.int(idmp.added)
+    out.int(idmp.duplicates)
 
 
 def _dump_group(out: _Words, name: bytes, g: RegionGroup) -> None:
@@ -238,7 +256,24 @@ def _load_record(inp: _Reader, limits: NodeLimits) -> RegionStream:
     for _ in inp.times():
         name = inp.word()
         record.groups[name] = _load_group(inp, name)
+    record.idmp = _load_idmp(inp)
     return record
+
+
+def _load_idmp(inp: _Reader) -> IdmpState | None:
+    producers = inp.int()
+    if producers < 0:
+        return None
+    idmp = IdmpState()
+    for _ in range(producers):
+        pid = inp.word()
+        producer = Producer()
+        for _ in inp.times():
+            iid = inp.word()
+            producer.add(iid, inp.sid())
+        idmp.adopt(pid, producer)
+    idmp.added, idmp.duplicates = inp.int(), inp.int()
+    return idmp
 
 
 def _load_group(inp: _Reader, name: bytes) -> RegionGroup:

@@ -30,6 +30,7 @@ from collections.abc import Iterable, Sequence
 from itertools import islice
 
 from headwater.errors import InvariantViolation, require
+from headwater.stream.idmp import IdmpState
 from headwater.stream.ids import MAX_ID, MIN_ID, StreamID, incr_id
 from headwater.stream.stream import Stream
 
@@ -226,10 +227,12 @@ class RegionStream:
     TYPE_NAME = b"stream"
     ENCODING = b"stream"
 
-    __slots__ = ("del_clock", "destroy_clock", "floor", "groups", "limits", "subs")
+    __slots__ = ("del_clock", "destroy_clock", "floor", "groups", "idmp", "limits", "subs")
 
     def __init__(self, limits: NodeLimits = DEFAULT_LIMITS) -> None:
         self.limits = limits
+        #: this region's IDMP maps (local: never shipped; spec/ACTIVE-ACTIVE.md)
+        self.idmp: IdmpState | None = None
         self.subs: dict[int, Stream] = {}
         #: XSETID's last ID (max-merged)
         self.floor: StreamID = MIN_ID

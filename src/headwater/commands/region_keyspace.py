@@ -27,6 +27,8 @@ from headwater.errors import WRONGTYPE, ReplyError, err
 from headwater.keyspace import Database, Keyspace
 from headwater.ops.change import Change, Written
 from headwater.resp.types import Reply
+from headwater.stream.idmp import IdmpState
+from headwater.stream.ids import StreamID, format_id
 
 DB0_ONLY = err("active-active streams live in database 0: SELECT 0 to use them")
 
@@ -59,6 +61,10 @@ class RegionKeyspace:
         self.own_first = 1
         #: the links to the peers (the server layer sets them; None: no peers, or no server)
         self.links: Links | None = None
+        #: local lines (AAIDMP) a command made, logged after its effects
+        self.local_lines: list[list[bytes]] = []
+        #: keys whose streams may hold IDMP iids (the expiry cron's)
+        self.idmp_keys: set[bytes] = set()
         #: effects applied since the handler last took them (their lines go to the engine)
         self.applied: list[Effect] = []
         #: groups whose local state a command may have changed, and whether their cursors or
@@ -92,6 +98,8 @@ class RegionKeyspace:
                     db.signal_ready(key)
         elif isinstance(current, RegionStream):
             db.delete(key)
+        if record is not None and record.idmp is not None and not record.exists():
+            record.idmp = None  # (a deleted stream's IDMP maps go with it, as in Redis)
 
     def local(self, key: bytes, group: RegionGroup, moved: bool = False) -> None:
         """A command may have changed the group's local state (``moved``: its cursors or
@@ -111,8 +119,45 @@ class RegionKeyspace:
         for key, value in list(self.db.data.items()):
             if isinstance(value, RegionStream) and key not in self.region.streams:
                 self.db.delete(key)
-        for key in self.region.streams:
+        for key, record in self.region.streams.items():
             self.sync(key)
+            if record.idmp is not None:
+                self.idmp_keys.add(key)
+
+    # -- IDMP (local to the region) ---------------------------------------------------------
+
+    def record_idmp(
+        self, key: bytes, idmp_key: tuple[bytes, bytes], sid: StreamID, maxsize: int
+    ) -> None:
+        """An XADD IDMP added sid (or was a retry of it): remember (pid, iid) -> sid here
+        (or count the duplicate), and log it (AAIDMP)."""
+        self.replay_idmp(key, idmp_key, sid, maxsize)
+        self.local_lines.append([b"AAIDMP", key, idmp_key[0], idmp_key[1], format_id(sid)])
+
+    def replay_idmp(
+        self, key: bytes, idmp_key: tuple[bytes, bytes], sid: StreamID, maxsize: int
+    ) -> None:
+        record = self.region.streams.get(key)
+        if record is None or not record.exists():
+            return
+        if record.idmp is None:
+            record.idmp = IdmpState()
+        if record.idmp.lookup(*idmp_key) == sid:
+            record.idmp.duplicates += 1
+            return
+        record.idmp.record(idmp_key[0], idmp_key[1], sid, maxsize)
+        self.idmp_keys.add(key)
+
+    def expire_idmp(self, now_ms: int, duration_s: int) -> int:
+        """The once-a-second cron: forget iids older than ``stream-idmp-duration``."""
+        expired = 0
+        for key in list(self.idmp_keys):
+            record = self.region.streams.get(key)
+            if record is None or record.idmp is None or not record.idmp.producers:
+                self.idmp_keys.discard(key)
+                continue
+            expired += record.idmp.expire(now_ms - duration_s * 1000)
+        return expired
 
     def trim_own(self, upto: int) -> int:
         """Every peer has applied (durably) this region's effects up to ``upto``: they need
@@ -136,12 +181,16 @@ class RegionKeyspace:
         self.own_first = 1
         self.applied.clear()
         self.groups.clear()
+        self.local_lines.clear()
+        self.idmp_keys.clear()
 
     def take_lines(self) -> list[list[bytes]]:
         # (the links ship ``own``, which the sink filled: the region's outbox is not used)
         self.region.outbox.clear()
         effects, self.applied = self.applied, []
         lines = [effect.to_line() for effect in effects]
+        lines += self.local_lines
+        self.local_lines = []
         touched, self.groups = self.groups, []
         logged: list[RegionGroup] = []
         for key, group, moved in touched:

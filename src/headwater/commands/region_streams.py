@@ -11,7 +11,7 @@ state is logged as AALOCAL lines).
 What differs from a plain server, by design (spec/ACTIVE-ACTIVE.md): strict and semi-strict
 modes pick IDs of the region's sequence class; a deleted stream's IDs keep rising (its
 tombstone remembers them); ``~`` trims are exact; XSETID never lowers the last ID. Not
-supported here yet (a clear error): IDMP/IDMPAUTO, KEEPREF/DELREF/ACKED, XREAD/XREADGROUP
+supported here yet (a clear error): KEEPREF/DELREF/ACKED, XREAD/XREADGROUP
 MAXCOUNT/MAXSIZE/CLAIM, XSETID ENTRIESADDED/MAXDELETEDID, and streams
 outside database 0.
 """
@@ -55,6 +55,7 @@ from headwater.keyevents import STREAM
 from headwater.ops.change import Change, Written
 from headwater.resp.types import NULL_ARRAY, OK, PairMap, Raw, Reply
 from headwater.stream.groups import UNKNOWN, Group, advance, bumped, lag
+from headwater.stream.idmp import auto_iid
 from headwater.stream.ids import MAX_ID, MIN_ID, StreamID, format_id, incr_id, parse_id
 from headwater.stream.ids import parse_range_bound as bound
 
@@ -91,18 +92,30 @@ def cmd_xadd(c: Client, argv: list[bytes]) -> Reply | Written:
     value [...]: the ID by active-active-id-mode; trims are exact."""
     # ``XADD key * field value …``, the usual shape: no option to parse (as the plain handler)
     opts = _PLAIN_XADD if argv[2] == b"*" and len(argv) % 2 else parse_xadd(c, argv)
-    if opts.idmp is not None:
-        raise unsupported("XADD IDMP/IDMPAUTO")
     _check_trim(opts.trim)
     rk, key = region_of(c), argv[1]
     record = stream_at(c, key, read=False)
     if record is None and opts.nomkstream:
         return None
     pairs = argv[opts.id_index + 1 :]
+    idmp_key: tuple[bytes, bytes] | None = None
+    if opts.idmp is not None:  # this region's map only (a producer pinned to a region)
+        pid, iid = opts.idmp
+        idmp_key = (pid, iid if iid is not None else auto_iid(pairs))
+        state = record.idmp if record is not None else None
+        original = state.lookup(*idmp_key) if state is not None else None
+        if state is not None and original is not None:  # a retry: nothing is added
+            rk.record_idmp(key, idmp_key, original, c.server.config["stream-idmp-maxsize"])
+            c.server.stats.stream_idmp_iids_duplicates += 1
+            c.db.signal_modified(key)
+            return rk.written(format_id(original), 1)
     if sum(map(len, pairs)) > LISTPACK_MAX:
         raise TOO_LARGE
     region = rk.region
     sid = region.xadd(key, argv[opts.id_index], pairs, c.server.keyspace.now_ms)
+    if idmp_key is not None:
+        rk.record_idmp(key, idmp_key, sid, c.server.config["stream-idmp-maxsize"])
+        c.server.stats.stream_idmp_iids_added += 1
     trim = opts.trim
     trimmed = region.xtrim(key, trim.maxlen, trim.minid) if trim.given else 0
     if c.server.keyspace.notify_flags & STREAM:
@@ -701,6 +714,7 @@ def _stream_head(c: Client, record: RegionStream) -> dict[bytes, Reply]:
     stats = record.stats()
     nodes = sum(len(s.nodes) for s in record.subs.values())
     config = c.server.config
+    idmp = record.idmp
     return {
         b"length": stats.length,
         b"radix-tree-keys": nodes,
@@ -711,10 +725,10 @@ def _stream_head(c: Client, record: RegionStream) -> dict[bytes, Reply]:
         b"recorded-first-entry-id": format_id(stats.first_id),
         b"idmp-duration": config["stream-idmp-duration"],
         b"idmp-maxsize": config["stream-idmp-maxsize"],
-        b"pids-tracked": 0,
-        b"iids-tracked": 0,
-        b"iids-added": 0,
-        b"iids-duplicates": 0,
+        b"pids-tracked": len(idmp.producers) if idmp is not None else 0,
+        b"iids-tracked": idmp.tracked if idmp is not None else 0,
+        b"iids-added": idmp.added if idmp is not None else 0,
+        b"iids-duplicates": idmp.duplicates if idmp is not None else 0,
     }
 
 

@@ -30,11 +30,13 @@ from headwater.errors import NO_SUCH_KEY, SYNTAX, err
 from headwater.keyevents import GENERIC
 from headwater.ops.change import Change, Written
 from headwater.resp.types import OK, Reply
+from headwater.stream.ids import parse_id
 
 __all__ = ["HANDLERS", "RegionKeyspace", "attach_region", "info_lines", "overlay"]
 
 AAEFFECT_INTERNAL = err(
-    "AAEFFECT, AALOCAL and AARESTORE are internal: they are only replayed from this region's AOF"
+    "AAEFFECT, AALOCAL, AAIDMP and AARESTORE are internal: they are only replayed from this "
+    "region's AOF"
 )
 
 
@@ -151,7 +153,7 @@ def _not_on_streams(name: str, handler: Handler, step: int = 0) -> Handler:
 
 
 #: stream commands whose active-active rules are not built yet: refused with a clear error
-UNSUPPORTED = ("xdelex", "xackdel", "xnack")
+UNSUPPORTED = ("xdelex", "xackdel", "xnack", "xcfgset", "xidmprecord", "xidmp|cfgset")
 
 
 def _refused(name: str) -> Handler:
@@ -253,6 +255,17 @@ def cmd_aarestore(c: Client, argv: list[bytes]) -> Reply | Written:
     return Written(OK, Change(1))
 
 
+def cmd_aaidmp(c: Client, argv: list[bytes]) -> Reply | Written:
+    """AAIDMP key pid iid id (internal): an IDMP iid this region recorded, replayed from its
+    AOF."""
+    rk = c.server.region
+    if rk is None or not c.replaying:
+        raise AAEFFECT_INTERNAL
+    sid = parse_id(argv[4])
+    rk.replay_idmp(argv[1], (argv[2], argv[3]), sid, c.server.config["stream-idmp-maxsize"])
+    return Written(OK, Change(1))
+
+
 def cmd_aalocal(c: Client, argv: list[bytes]) -> Reply | Written:
     """AALOCAL key group … (internal): this region's local group state, replayed from its AOF
     (``activeactive.journal``)."""
@@ -307,7 +320,7 @@ HANDLERS: dict[str, Handler] = {
     "pexpire": _not_on_streams("PEXPIRE", plain_keys.cmd_pexpire),
     "expireat": _not_on_streams("EXPIREAT", plain_keys.cmd_expireat),
     "pexpireat": _not_on_streams("PEXPIREAT", plain_keys.cmd_pexpireat),
-    **{name: _refused(name.upper()) for name in UNSUPPORTED},
+    **{name: _refused(name.upper().replace("|", " ")) for name in UNSUPPORTED},
 }
 
 
@@ -334,6 +347,7 @@ NEW_ROWS = (
     spec("aalink", 3, "admin noscript", (0, 0, 0), cmd_aalink),
     spec("aaack", 3, "admin noscript", (0, 0, 0), cmd_aaack),
     spec("aarestore", 2, "write", (0, 0, 0), cmd_aarestore),
+    spec("aaidmp", 5, "write", (0, 0, 0), cmd_aaidmp),
 )
 
 

@@ -575,6 +575,8 @@ class Engine:
             for db in self.keyspace.dbs:
                 if db.idmp_keys:
                     expire_idmp(db, now)
+            if self.region is not None and self.region.idmp_keys:
+                self.region.expire_idmp(now, self.config["stream-idmp-duration"])
         self._reclaim_idle_consumers()
 
     def _reclaim_idle_consumers(self) -> None:
