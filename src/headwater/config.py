@@ -176,6 +176,48 @@ def _yn(value: Any) -> str:
     return "yes" if value else "no"
 
 
+#: regions 1..REGION_CAPACITY (activeactive.idmode.DEFAULT_CAPACITY; spec: N <= 16)
+REGION_CAPACITY = 16
+
+
+def _region_id(text: str) -> int:
+    """``region-id``: 0 (the default) is a plain server; 1..16 makes it an active-active
+    region."""
+    if not re.fullmatch(r"\d+", text.strip()):
+        raise ConfigError(
+            f"region-id must be an integer between 0 (off) and {REGION_CAPACITY}, got '{text}'"
+        )
+    value = int(text)
+    if value > REGION_CAPACITY:
+        raise ConfigError(
+            f"region-id must be between 0 (off) and {REGION_CAPACITY} "
+            f"(the region capacity), got {value}"
+        )
+    return value
+
+
+def _peers(text: str) -> list[tuple[str, int]]:
+    """``peers host:port,host:port…`` (commas or spaces between them; empty: none)."""
+    peers: list[tuple[str, int]] = []
+    for word in re.split(r"[,\s]+", text.strip()):
+        if not word:
+            continue
+        host, sep, port = word.rpartition(":")
+        host = host.strip("[]")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigError(
+                f"peers must be host:port pairs separated by commas (port 1..65535), got '{word}'"
+            )
+        if (host, int(port)) in peers:
+            raise ConfigError(f"peers names '{word}' twice")
+        peers.append((host, int(port)))
+    return peers
+
+
+def _print_peers(peers: list[tuple[str, int]]) -> str:
+    return ",".join(f"{host}:{port}" for host, port in peers)
+
+
 INT64_MAX = 2**63 - 1
 UINT32_MAX = 2**32 - 1
 
@@ -302,6 +344,15 @@ PARAMS: tuple[Param, ...] = (
         "min-replicas-to-write", _int_parser(0, 2**31 - 1), "0", aliases=("min-slaves-to-write",)
     ),
     Param("min-replicas-max-lag", _int_parser(0, 2**31 - 1), "10", aliases=("min-slaves-max-lag",)),
+    # active-active regions (docs/active-active.md): fixed for the life of the process
+    Param("region-id", _region_id, "0", mutable=False),
+    Param("peers", _peers, "", mutable=False, printer=_print_peers, variadic=True),
+    Param(
+        "active-active-id-mode",
+        _enum("strict", "semi-strict", "liberal"),
+        "strict",
+        mutable=False,
+    ),
 )
 
 

@@ -26,6 +26,13 @@ from headwater.glob import compile_glob
 from headwater.keyevents import NEW
 
 
+class PersistedState(Protocol):
+    """State beside the databases that snapshots carry (an active-active region's)."""
+
+    def dump_state(self) -> bytes: ...
+    def load_state(self, data: bytes) -> None: ...
+
+
 class Watcher(Protocol):
     dirty_cas: bool
 
@@ -264,6 +271,8 @@ class Keyspace:
         self.notify_flags = 0
         #: fires the ``new`` event (the engine publishes it); called only with class n on
         self.on_new_key: Callable[[int, bytes], None] = _no_new_key_listener
+        #: what snapshots save beside the databases (an active-active region; None: nothing)
+        self.persisted: PersistedState | None = None
 
     def __iter__(self) -> Iterator[Database]:
         return iter(self.dbs)

@@ -33,9 +33,8 @@ from headwater.activeactive.envelope import (
     SetFloor,
     moved_sub,
 )
-from headwater.activeactive.rstream import RegionGroup, RegionStream
-
-Streams = dict[bytes, RegionStream]
+from headwater.activeactive.rstream import RegionGroup, RegionStream, Streams
+from headwater.stream.ids import MIN_ID
 
 
 def apply_effect(streams: Streams, effect: Effect) -> None:
@@ -46,7 +45,7 @@ def apply_effect(streams: Streams, effect: Effect) -> None:
 def _record(streams: Streams, key: bytes) -> RegionStream:
     record = streams.get(key)
     if record is None:
-        record = streams[key] = RegionStream()
+        record = streams[key] = RegionStream(streams.limits)
     return record
 
 
@@ -108,6 +107,7 @@ def _group_create(record: RegionStream, effect: Effect, op: GroupCreate) -> None
     if group is None:
         group = record.groups[op.group] = RegionGroup(op.group)
         group.cursors = dict(op.cursors)
+        group.last_id = max([MIN_ID, *group.cursors.values()])
     group.births.add((effect.origin, effect.seq))
 
 

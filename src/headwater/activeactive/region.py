@@ -44,7 +44,7 @@ from headwater.activeactive.idmode import (
     parse_mode,
 )
 from headwater.activeactive.inbox import Inbox
-from headwater.activeactive.rstream import RegionGroup, RegionStream
+from headwater.activeactive.rstream import RegionGroup, RegionStream, Streams
 from headwater.errors import NO_SUCH_KEY, ReplyError, err, require
 from headwater.stream.ids import MAX_ID, MIN_ID, StreamID, decr_id, format_id, parse_id
 
@@ -56,6 +56,9 @@ XGROUP_NO_KEY = err(
     "the MKSTREAM option to create an empty stream automatically."
 )
 XSETID_TOO_SMALL = err("The ID specified in XSETID is smaller than the target stream top item")
+XSETID_BELOW_DELETED = err(
+    "The ID specified in XSETID is smaller than current max_deleted_entry_id"
+)
 WRONG_PAIRS = err("wrong number of arguments for 'xadd' command")
 
 
@@ -79,7 +82,7 @@ class Region:
         self.id = region_id
         self.mode = parse_mode(mode)
         self.capacity = capacity
-        self.streams: dict[bytes, RegionStream] = {}
+        self.streams = Streams()
         self.inbox = Inbox(region_id, regions)
         self.outbox: list[Effect] = []
         #: called with every effect applied here, own and remote, in the order applied: the
@@ -174,7 +177,8 @@ class Region:
         request = IdRequest.parse(id_arg)
         record = self.streams.get(key)
         merged = record.last_id() if record is not None else MIN_ID
-        own = record.own_last(self.id) if record is not None else MIN_ID
+        # (liberal mode checks against the region's own last ID, never below XSETID's)
+        own = max(record.own_last(self.id), record.floor) if record is not None else MIN_ID
         sid = next_id(self.mode, self.id, self.capacity, request, merged, own, now_ms)
         self._commit([Add(key, sid, tuple(pairs))])
         return sid
@@ -213,9 +217,12 @@ class Region:
         record = self.visible(key)
         if record is None:
             raise NO_SUCH_KEY
-        if sid < record.last_id():
+        if sid < record.max_deleted_id():
+            raise XSETID_BELOW_DELETED
+        if record.length and sid < record.last_live_id():
             raise XSETID_TOO_SMALL
-        self._commit([SetFloor(key, sid)])
+        if sid > record.last_id():  # (a lower one changes nothing: the floor max-merges)
+            self._commit([SetFloor(key, sid)])
 
     # -- reads (merged by ID) --------------------------------------------------------------
 
@@ -342,10 +349,13 @@ class Region:
                     continue
                 if count is not None and len(out) >= count:
                     break
-                pending = g.pel[(sid, region)]
-                pending.count += 1
-                pending.delivery_ms = now_ms
-                out.append((sid, record.entry(region, sid)))
+                pairs = record.entry(region, sid)
+                if pairs is not None:  # (a deleted entry is answered, not delivered again)
+                    pending = g.pel[(sid, region)]
+                    pending.count += 1
+                    pending.delivery_ms = now_ms
+                    g.touched.add((sid, region))
+                out.append((sid, pairs))
             return out
         delivered = record.new_for(g, count)
         for sid, region, _ in delivered:
@@ -391,7 +401,9 @@ class Region:
     def dump(self) -> str:
         """One deterministic text of every stream, group and the vector: equal in every
         region once all effects are delivered."""
-        vector = " ".join(f"{r}={s}" for r, s in sorted(self.inbox.applied.items()))
+        # (regions nothing was applied from are left out: a region learns its peers' ids
+        # only when their links connect)
+        vector = " ".join(f"{r}={s}" for r, s in sorted(self.inbox.applied.items()) if s)
         lines = [f"vector {vector}"]
         for key in self.existing_keys():
             record = self.streams[key]

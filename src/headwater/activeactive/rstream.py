@@ -29,7 +29,8 @@ from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterable, Sequence
 from itertools import islice
 
-from headwater.errors import require
+from headwater.errors import InvariantViolation, require
+from headwater.stream.idmp import IdmpState
 from headwater.stream.ids import MAX_ID, MIN_ID, StreamID, incr_id
 from headwater.stream.stream import Stream
 
@@ -38,9 +39,23 @@ MergedEntry = tuple[StreamID, int, list[bytes]]
 #: a pending entry's key: (ID, sub-log region); orders like merged reads
 Tag = tuple[StreamID, int]
 
-#: node limits of sub-logs (the server passes its stream-node-max-* later)
+#: node limits of sub-logs by default (a server gives its stream-node-max-*: NodeLimits)
 NODE_MAX_BYTES = 4096
 NODE_MAX_ENTRIES = 100
+
+
+class NodeLimits:
+    """``stream-node-max-bytes`` and ``-entries`` for a region's sub-logs: one object shared
+    by the region's streams, so that CONFIG SET reaches them all."""
+
+    __slots__ = ("max_bytes", "max_entries")
+
+    def __init__(self, max_bytes: int = NODE_MAX_BYTES, max_entries: int = NODE_MAX_ENTRIES):
+        self.max_bytes = max_bytes
+        self.max_entries = max_entries
+
+
+DEFAULT_LIMITS = NodeLimits()
 
 
 class Pending:
@@ -55,7 +70,21 @@ class Pending:
 
 
 class RegionGroup:
-    __slots__ = ("acked", "births", "by_sub", "consumers", "cursors", "name", "order", "pel")
+    __slots__ = (
+        "acked",
+        "births",
+        "by_sub",
+        "consumers",
+        "cursors",
+        "entries_read",
+        "last_id",
+        "name",
+        "order",
+        "pel",
+        "times",
+        "touched",
+        "touched_consumers",
+    )
 
     def __init__(self, name: bytes) -> None:
         self.name = name
@@ -69,6 +98,16 @@ class RegionGroup:
         self.order: list[Tag] = []  # the keys of pel, sorted
         self.by_sub: dict[int, list[StreamID]] = {}  # sub-log -> its pending IDs, sorted
         self.consumers: dict[bytes, list[Tag]] = {}  # name -> its pending tags, sorted
+        #: what XINFO shows, local: the last ID delivered here (or set by CREATE/SETID) and
+        #: Redis's entries-read counter (-1: unknown), kept by the server's handlers
+        self.last_id: StreamID = MIN_ID
+        self.entries_read = -1
+        #: consumer -> [seen-time, active-time] (ms; active -1: never), local
+        self.times: dict[bytes, list[int]] = {}
+        #: the pending entries and consumers changed since the server last logged this
+        #: group's local state (``journal.local_line``)
+        self.touched: set[Tag] = set()
+        self.touched_consumers: set[bytes] = set()
 
     def cursor(self, region: int) -> StreamID:
         return self.cursors.get(region, MIN_ID)
@@ -85,10 +124,63 @@ class RegionGroup:
             insort(self.by_sub.setdefault(tag[1], []), tag[0])
         self.pel[tag] = Pending(consumer, now_ms, 1)
         insort(self.consumer(consumer), tag)
+        self.touched.add(tag)
 
     def _unown(self, tag: Tag, consumer: bytes) -> None:
         tags = self.consumers[consumer]
         del tags[bisect_left(tags, tag)]
+
+    def touch(self, consumer: bytes, now_ms: int, active: bool = False) -> bool:
+        """A consumer tried to read or claim (``active``: and got something); whether it
+        was created."""
+        times = self.times.get(consumer)
+        created = times is None
+        if times is None:
+            times = self.times[consumer] = [now_ms, -1]
+            self.consumer(consumer)
+        times[0] = now_ms
+        if active or created:  # (a seen time alone is not logged: as Redis, not replicated)
+            self.touched_consumers.add(consumer)
+        if active:
+            times[1] = now_ms
+        return created
+
+    def claim(self, tag: Tag, consumer: bytes, delivery_ms: int, count: int) -> None:
+        """XCLAIM/XAUTOCLAIM: the pending entry (created by FORCE) now belongs to consumer."""
+        pending = self.pel.get(tag)
+        if pending is None:
+            self.add_pending(tag, consumer, delivery_ms)
+            pending = self.pel[tag]
+        elif pending.consumer != consumer:
+            self._unown(tag, pending.consumer)
+            insort(self.consumer(consumer), tag)
+            pending.consumer = consumer
+        pending.delivery_ms = delivery_ms
+        pending.count = count
+        self.touched.add(tag)
+
+    def forget(self, tag: Tag) -> None:
+        """Drop a pending entry whose stream entry is gone."""
+        pending = self.pel.pop(tag)
+        self._unown(tag, pending.consumer)
+        self.touched.add(tag)
+        del self.order[bisect_left(self.order, tag)]
+        ids = self.by_sub[tag[1]]
+        del ids[bisect_left(ids, tag[0])]
+
+    def delete_consumer(self, name: bytes) -> int | None:
+        """XGROUP DELCONSUMER: the consumer and its pending entries; how many it had (None:
+        no such consumer)."""
+        tags = self.consumers.get(name)
+        if tags is None:
+            return None
+        count = len(tags)
+        for tag in list(tags):
+            self.forget(tag)
+        del self.consumers[name]
+        self.times.pop(name, None)
+        self.touched_consumers.add(name)
+        return count
 
     def ack(self, sid: StreamID) -> int:
         """Acknowledge every pending entry with this ID (one per sub-log that has it)."""
@@ -98,6 +190,7 @@ class RegionGroup:
         for tag in tags:
             pending = self.pel.pop(tag)
             self._unown(tag, pending.consumer)
+            self.touched.add(tag)
             ids = self.by_sub[tag[1]]
             del ids[bisect_left(ids, sid)]
         del self.order[lo:hi]
@@ -130,9 +223,16 @@ class RegionGroup:
 
 
 class RegionStream:
-    __slots__ = ("del_clock", "destroy_clock", "floor", "groups", "subs")
+    #: what TYPE and OBJECT ENCODING say of it in the keyspace
+    TYPE_NAME = b"stream"
+    ENCODING = b"stream"
 
-    def __init__(self) -> None:
+    __slots__ = ("del_clock", "destroy_clock", "floor", "groups", "idmp", "limits", "subs")
+
+    def __init__(self, limits: NodeLimits = DEFAULT_LIMITS) -> None:
+        self.limits = limits
+        #: this region's IDMP maps (local: never shipped; spec/ACTIVE-ACTIVE.md)
+        self.idmp: IdmpState | None = None
         self.subs: dict[int, Stream] = {}
         #: XSETID's last ID (max-merged)
         self.floor: StreamID = MIN_ID
@@ -164,6 +264,29 @@ class RegionStream:
     def own_last(self, region: int) -> StreamID:
         stream = self.subs.get(region)
         return stream.last_id if stream is not None else MIN_ID
+
+    def last_live_id(self) -> StreamID:
+        """The greatest ID of a live entry (0-0: none)."""
+        return max([MIN_ID, *(s.last_live_id() for s in self.subs.values() if s.length)])
+
+    def max_deleted_id(self) -> StreamID:
+        return max([MIN_ID, *(s.max_deleted_id for s in self.subs.values())])
+
+    def stats(self) -> Stream:
+        """An empty ``Stream`` that carries the merged stream's counters (length, last,
+        first and max-deleted IDs, entries-added), for the entries-read and lag rules of
+        ``stream.groups`` and for XINFO."""
+        view = Stream()
+        live = [s for s in self.subs.values() if s.length]
+        view.length = sum(s.length for s in live)
+        view.entries_added = sum(s.entries_added for s in self.subs.values())
+        view.last_id = self.last_id()
+        view.max_deleted_id = self.max_deleted_id()
+        if live:
+            view.first_id = min(s.first_id for s in live)
+        elif self.subs:
+            view.first_id = max(self.subs.values(), key=lambda s: s.last_id).first_id
+        return view
 
     def horizon(self) -> tuple[tuple[int, StreamID], ...]:
         """Per sub-log, the last ID it ever held: everything this region observed."""
@@ -247,8 +370,10 @@ class RegionStream:
         stream = self.subs.get(region)
         if stream is None:
             stream = self.subs[region] = Stream()
-        require(sid > stream.last_id, f"sub-log {region} got {sid} at or below its last ID")
-        stream.append(sid, pairs, NODE_MAX_BYTES, NODE_MAX_ENTRIES)
+        if sid <= stream.last_id:  # (the message is built only when it is raised)
+            raise InvariantViolation(f"sub-log {region} got {sid} at or below its last ID")
+        limits = self.limits
+        stream.append(sid, pairs, limits.max_bytes, limits.max_entries)
 
     def insert(self, region: int, entries: list[MergedEntry]) -> None:
         """Append entries, in ascending ID order above the sub-log's last ID: a region's own
@@ -257,7 +382,7 @@ class RegionStream:
         stream = self.sub(region)
         for sid, _, pairs in entries:
             require(sid > stream.last_id, f"sub-log {region} got {sid} at or below its last ID")
-            stream.append(sid, pairs, NODE_MAX_BYTES, NODE_MAX_ENTRIES)
+            stream.append(sid, pairs, self.limits.max_bytes, self.limits.max_entries)
 
     # -- introspection ---------------------------------------------------------------------
 
@@ -268,3 +393,13 @@ class RegionStream:
         for name, group in self.groups.items():
             require(group.name == name, "group filed under another name")
             group.check_invariants()
+
+
+class Streams(dict[bytes, RegionStream]):
+    """A region's records by key, and the node limits new ones take."""
+
+    __slots__ = ("limits",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.limits = DEFAULT_LIMITS

@@ -25,6 +25,7 @@ from headwater.resp.types import Reply, Status
 
 if TYPE_CHECKING:
     from headwater.commands.pubsub import PubSub
+    from headwater.commands.region_keyspace import RegionKeyspace
 
 Handler = Callable[["Client", list[bytes]], Any]
 
@@ -252,6 +253,8 @@ class ServerAPI(Protocol):
     busy_reply: ReplyError | None
     #: channels, patterns and monitors (commands/pubsub.py)
     pubsub: PubSub
+    #: the active-active region (``region-id``; commands/regions.py), None on a plain server
+    region: RegionKeyspace | None
     #: effects handed to the AOF so far, and whether replies wait until those they may
     #: show are on disk (appendfsync always): Pub/Sub messages wait like replies
     effect_seq: int

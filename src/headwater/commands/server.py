@@ -10,6 +10,7 @@ import time
 
 from headwater import REDIS_COMPAT_VERSION, __version__
 from headwater._build import build_kind
+from headwater.commands import regions
 from headwater.commands.args import parse_float
 from headwater.commands.context import (
     Client,
@@ -218,6 +219,11 @@ def _section_keyspace(c: Client) -> list[str]:
     return lines
 
 
+def _section_active_active(c: Client) -> list[str]:
+    """Only when asked by name (not in ``default`` or ``all``, as Redis's modules' sections)."""
+    return regions.info_lines(c)
+
+
 SECTIONS = {
     "server": _section_server,
     "clients": _section_clients,
@@ -229,6 +235,7 @@ SECTIONS = {
     "commandstats": _section_commandstats,
     "errorstats": _section_errorstats,
     "keyspace": _section_keyspace,
+    "active-active": _section_active_active,
 }
 
 
@@ -236,6 +243,8 @@ def render_info(c: Client, names: list[str]) -> bytes:
     chunks = []
     for name in names:
         title = name.capitalize() if name != "cpu" else "CPU"
+        if name == "active-active":
+            title = "Active-active"
         lines = SECTIONS[name](c)
         chunks.append("# " + title + "\r\n" + "".join(line + "\r\n" for line in lines))
     return "\r\n".join(chunks).encode()

@@ -41,6 +41,8 @@ from headwater.commands.groups import reclaim_idle_everywhere
 from headwater.commands.idmp import expire_idmp
 from headwater.commands.notify import publish_event
 from headwater.commands.pubsub import PubSub, hooked_call
+from headwater.commands.region_keyspace import RegionKeyspace, attach_region
+from headwater.commands.regions import overlay
 from headwater.commands.table import build_table
 from headwater.commands.transactions import discard
 from headwater.config import Config
@@ -89,6 +91,11 @@ class Engine:
         self.scheduler = scheduler
         self.keyspace = Keyspace(self.config["databases"])
         self.table = build_table((*SCRIPTING_SPECS, *FUNCTION_SPECS, *extra_commands))
+        #: an active-active region (``region-id``): its stream rows replace the plain ones;
+        #: None on a plain server, whose table is untouched
+        self.region: RegionKeyspace | None = attach_region(self.config, self.keyspace)
+        if self.region is not None:
+            overlay(self.table)
         # The names clients actually send (SET, set): one dict probe, no upper() per command.
         self.lookup = {**self.table, **{name.lower(): row for name, row in self.table.items()}}
         self.stats = Stats()
@@ -572,6 +579,8 @@ class Engine:
             for db in self.keyspace.dbs:
                 if db.idmp_keys:
                     expire_idmp(db, now)
+            if self.region is not None and self.region.idmp_keys:
+                self.region.expire_idmp(now, self.config["stream-idmp-duration"])
         self._reclaim_idle_consumers()
 
     def _reclaim_idle_consumers(self) -> None:

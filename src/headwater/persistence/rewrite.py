@@ -23,6 +23,7 @@ import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from headwater.activeactive.rstream import RegionStream
 from headwater.keyspace import Database
 from headwater.persistence.aof import encode_command
 from headwater.persistence.manifest import fsync_dir
@@ -37,11 +38,16 @@ _HSET_CHUNK = 64
 
 
 def rewrite_commands(dbs: list[Database]) -> Iterator[Command]:
+    persisted = dbs[0].keyspace.persisted if dbs else None
+    if persisted is not None:  # an active-active region: its whole state, as one command
+        yield [b"AARESTORE", persisted.dump_state()]
     for db in dbs:
         if not db.data:
             continue
         yield [b"SELECT", b"%d" % db.index]
         for key, value in list(db.data.items()):
+            if isinstance(value, RegionStream):
+                continue  # (in AARESTORE)
             yield from _value_commands(key, value)
             when = db.expires.get(key)
             if when is not None:

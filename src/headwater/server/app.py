@@ -28,6 +28,7 @@ from headwater.commands.context import Client, CommandSpec
 from headwater.config import Config
 from headwater.engine import Engine
 from headwater.persistence.aof import SYSTEM_FILE_OPS, FileOps
+from headwater.server.aa_links import RegionLinks
 from headwater.server.busy import BusyPoller
 from headwater.server.durability import Durability, StartupError
 from headwater.server.protocol import Connection, send_replies
@@ -57,6 +58,10 @@ class Server:
         self.engine.on_kill = self.kill
         self.replication = Replication(self, data_dir)
         self.durability.on_reload = self.replication.history_lost
+        #: an active-active region's links to its peers (None on a plain server)
+        self.region_links: RegionLinks | None = None
+        if self.engine.region is not None:
+            self.region_links = RegionLinks(self, self.engine.region)
         self.engine.busy_poller = BusyPoller(self)
         self.connections: dict[Client, Connection] = {}
         #: connections past the soft output limit: the cron re-checks them (Redis: clientsCron)
@@ -89,6 +94,8 @@ class Server:
         # and a BGSAVE child does not dirty its pages (copy-on-write).
         gc.freeze()
         self.replication.start()
+        if self.region_links is not None:
+            self.region_links.start()
         for host in self.config["bind"]:
             server = await self.loop.create_server(
                 lambda: Connection(self),
@@ -106,6 +113,8 @@ class Server:
             server.close()
         requested = self.engine.shutdown_requested
         self.replication.close()
+        if self.region_links is not None:
+            self.region_links.close()
         self.durability.shutdown(requested[0] if requested is not None else None)
         if self.durability.aof.clean_close:
             self.replication.save_state()
@@ -141,6 +150,8 @@ class Server:
         pending, held = self.engine.pending, self.held
         durability.persist(waiting=len(pending) + len(held))
         self.replication.flush()  # (after the AOF write, as Redis's beforeSleep)
+        if self.region_links is not None:
+            self.region_links.flush()  # (own effects, once durable)
         send_replies(pending, held, self.connections, durability.holds_nobody())
         durability.finish_roll_back()
         if held and not durability.syncing and not self._retry_scheduled:
@@ -182,6 +193,9 @@ class Server:
             log.exception("cron failed")
         self.durability.cron()  # retries a failed write, starts everysec's fsync, children…
         self.replication.cron()
+        if self.region_links is not None:
+            self.region_links.cron()
+            self.region_links.flush()
         for conn in list(self.soft_limited):
             conn.check_output_limit()
         self._close_idle_clients()

@@ -86,4 +86,22 @@ def parse_args(argv: list[str]) -> Config:
             "--port 0 is not supported: Headwater only serves TCP, so it needs a port "
             "between 1 and 65535"
         )
+    check_regions(config)
     return config
+
+
+def check_regions(config: Config) -> None:
+    """The active-active options that only make sense together."""
+    if config["peers"] and not config["region-id"]:
+        raise OptionsError(
+            "--peers needs --region-id: peers are the other regions of an active-active "
+            "database (region-id 1..16)"
+        )
+    if config["region-id"] and config["replicaof"] is not None:
+        raise OptionsError(
+            "--region-id and --replicaof cannot be combined: an active-active region is a "
+            "primary that exchanges effects with its peers"
+        )
+    own = ("127.0.0.1", config["port"])
+    if config["region-id"] and own in config["peers"]:
+        raise OptionsError(f"--peers names this server itself ({own[0]}:{own[1]})")

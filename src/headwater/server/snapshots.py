@@ -78,6 +78,8 @@ class Snapshots:
         """Empty every database (before loading again)."""
         for db in self.engine.keyspace.dbs:
             db.flush()
+        if self.engine.region is not None:
+            self.engine.region.reset()  # (an active-active region's state is loaded again too)
         self.lazy_nodes.clear()  # (nodes of the keys just flushed)
         self.engine.info.snapshot_lazy_nodes = 0
 

@@ -1,0 +1,263 @@
+"""An active-active region inside a server: the region and database 0 kept in step.
+
+A server started with ``region-id`` holds a ``RegionKeyspace``: the ``Region``
+(``activeactive``) and database 0. Every effect the region applies, its own or a peer's,
+passes ``RegionKeyspace.__call__`` (one of ``Region.sinks``), which keeps database 0 in step:
+a stream that exists (entries or groups) is in ``db.data`` (so KEYS, SCAN, EXISTS, DBSIZE,
+TYPE and WATCH see it), a tombstone is not, and blocked readers of a changed key are woken.
+The applied effects' lines (``AAEFFECT …``), followed by ``AALOCAL`` lines for the groups a
+command changed locally, go back to the engine in the handler's ``Written`` (``written``,
+``take_lines``), so the engine's choke point (``Engine.effect_sinks``) logs them. Snapshots
+save and load the region through ``Keyspace.persisted`` (``dump_state``, ``load_state``).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from headwater.activeactive.envelope import Effect, Move
+from headwater.activeactive.journal import local_line
+from headwater.activeactive.persist import dump_state, load_state
+from headwater.activeactive.region import Region
+from headwater.activeactive.rstream import NodeLimits, RegionGroup, RegionStream
+from headwater.commands.context import Client
+from headwater.commands.notify import lookup_read
+from headwater.config import Config
+from headwater.errors import WRONGTYPE, ReplyError, err
+from headwater.keyspace import Database, Keyspace
+from headwater.ops.change import Change, Written
+from headwater.resp.types import Reply
+from headwater.stream.idmp import IdmpState
+from headwater.stream.ids import StreamID, format_id
+
+DB0_ONLY = err("active-active streams live in database 0: SELECT 0 to use them")
+
+
+def unsupported(what: str) -> ReplyError:
+    return err(f"{what} is not supported in active-active mode (region-id is set)")
+
+
+class Links(Protocol):
+    """The server layer's links to the peer regions (server/aa_links.py)."""
+
+    def aapsync(self, c: Client, peer: int, vector: dict[int, int]) -> Reply: ...
+    def pause(self, peer: bytes, paused: bool) -> int:
+        """How many links it changed; -1 when none is named so."""
+        ...
+
+    def info_lines(self) -> list[str]: ...
+    def ack(self, peer: int, seq: int) -> None: ...
+
+
+class RegionKeyspace:
+    """The region of a server and its database 0, kept in step (one of ``Region.sinks``)."""
+
+    def __init__(self, region: Region, db: Database) -> None:
+        self.region = region
+        self.db = db
+        #: this region's own effects, in sequence order, from ``own_first`` on: what peers
+        #: resume from (rebuilt by the AOF replay; a snapshot keeps none of them)
+        self.own: list[Effect] = []
+        self.own_first = 1
+        #: the links to the peers (the server layer sets them; None: no peers, or no server)
+        self.links: Links | None = None
+        #: local lines (AAIDMP) a command made, logged after its effects
+        self.local_lines: list[list[bytes]] = []
+        #: keys whose streams may hold IDMP iids (the expiry cron's)
+        self.idmp_keys: set[bytes] = set()
+        #: effects applied since the handler last took them (their lines go to the engine)
+        self.applied: list[Effect] = []
+        #: groups whose local state a command may have changed, and whether their cursors or
+        #: counters did (logged as AALOCAL lines after the effects)
+        self.groups: list[tuple[bytes, RegionGroup, bool]] = []
+        region.sinks.append(self)
+
+    def __call__(self, effect: Effect) -> None:
+        for op in effect.ops:
+            if isinstance(op, Move):
+                self.sync(op.src)
+                self.sync(op.dst)
+            else:
+                self.sync(op.key)
+        self.applied.append(effect)
+        if effect.origin == self.region.id:
+            self.own.append(effect)
+
+    def sync(self, key: bytes) -> None:
+        """Make ``db.data[key]`` the stream when it exists, nothing when it is a tombstone;
+        watchers and blocked readers of the key hear of the change."""
+        db = self.db
+        record = self.region.streams.get(key)
+        current = db.data.get(key)
+        if record is not None and record.exists():
+            if current is not record:
+                db.set(key, record)
+            else:
+                db.signal_modified(key)
+                if db.blocking:
+                    db.signal_ready(key)
+        elif isinstance(current, RegionStream):
+            db.delete(key)
+        if record is not None and record.idmp is not None and not record.exists():
+            record.idmp = None  # (a deleted stream's IDMP maps go with it, as in Redis)
+
+    def local(self, key: bytes, group: RegionGroup, moved: bool = False) -> None:
+        """A command may have changed the group's local state (``moved``: its cursors or
+        counters): log it after the effects."""
+        self.groups.append((key, group, moved))
+
+    # -- snapshots (``Keyspace.persisted``) ------------------------------------------------
+
+    def dump_state(self) -> bytes:
+        return dump_state(self.region, self.own)
+
+    def load_state(self, data: bytes) -> None:
+        """A snapshot's region: replaces this one; database 0 shows its visible streams."""
+        self.own = load_state(self.region, data)  # (and the own effects peers may need)
+        own_seq = self.region.inbox.applied[self.region.id]
+        self.own_first = self.own[0].seq if self.own else own_seq + 1
+        for key, value in list(self.db.data.items()):
+            if isinstance(value, RegionStream) and key not in self.region.streams:
+                self.db.delete(key)
+        for key, record in self.region.streams.items():
+            self.sync(key)
+            if record.idmp is not None:
+                self.idmp_keys.add(key)
+
+    # -- IDMP (local to the region) ---------------------------------------------------------
+
+    def record_idmp(
+        self, key: bytes, idmp_key: tuple[bytes, bytes], sid: StreamID, maxsize: int
+    ) -> None:
+        """An XADD IDMP added sid (or was a retry of it): remember (pid, iid) -> sid here
+        (or count the duplicate), and log it (AAIDMP)."""
+        self.replay_idmp(key, idmp_key, sid, maxsize)
+        self.local_lines.append([b"AAIDMP", key, idmp_key[0], idmp_key[1], format_id(sid)])
+
+    def replay_idmp(
+        self, key: bytes, idmp_key: tuple[bytes, bytes], sid: StreamID, maxsize: int
+    ) -> None:
+        record = self.region.streams.get(key)
+        if record is None or not record.exists():
+            return
+        if record.idmp is None:
+            record.idmp = IdmpState()
+        if record.idmp.lookup(*idmp_key) == sid:
+            record.idmp.duplicates += 1
+            return
+        record.idmp.record(idmp_key[0], idmp_key[1], sid, maxsize)
+        self.idmp_keys.add(key)
+
+    def expire_idmp(self, now_ms: int, duration_s: int) -> int:
+        """The once-a-second cron: forget iids older than ``stream-idmp-duration``."""
+        expired = 0
+        for key in list(self.idmp_keys):
+            record = self.region.streams.get(key)
+            if record is None or record.idmp is None or not record.idmp.producers:
+                self.idmp_keys.discard(key)
+                continue
+            expired += record.idmp.expire(now_ms - duration_s * 1000)
+        return expired
+
+    def trim_own(self, upto: int) -> int:
+        """Every peer has applied (durably) this region's effects up to ``upto``: they need
+        not be kept; how many were dropped."""
+        drop = min(max(upto - self.own_first + 1, 0), len(self.own))
+        if drop:
+            del self.own[:drop]
+            self.own_first += drop
+        return drop
+
+    def reset(self) -> None:
+        """Forget everything (before the data is loaded again: DEBUG LOADAOF, DEBUG RELOAD)."""
+        region = self.region
+        region.streams.clear()
+        region.inbox.applied.clear()
+        region.inbox.applied[region.id] = 0
+        region.inbox.waiting.clear()
+        region.inbox.waiting[region.id] = {}
+        region.outbox.clear()
+        self.own.clear()
+        self.own_first = 1
+        self.applied.clear()
+        self.groups.clear()
+        self.local_lines.clear()
+        self.idmp_keys.clear()
+
+    def take_lines(self) -> list[list[bytes]]:
+        # (the links ship ``own``, which the sink filled: the region's outbox is not used)
+        self.region.outbox.clear()
+        effects, self.applied = self.applied, []
+        lines = [effect.to_line() for effect in effects]
+        lines += self.local_lines
+        self.local_lines = []
+        touched, self.groups = self.groups, []
+        logged: list[RegionGroup] = []
+        for key, group, moved in touched:
+            if any(group is g for g in logged):
+                continue
+            changed = bool(moved or group.touched or group.touched_consumers)
+            changed = changed or any(g is group and m for _, g, m in touched)
+            record = self.region.streams.get(key)
+            if changed and record is not None and record.groups.get(group.name) is group:
+                lines.append(local_line(key, group))
+                logged.append(group)
+        return lines
+
+    def written(self, reply: Reply, dirty: int | None = None) -> Reply | Written:
+        """The reply, with the lines of the effects applied (if any) for the engine."""
+        lines = self.take_lines()
+        changes = len(lines) if dirty is None else dirty
+        if not lines and not changes:
+            return reply
+        return Written(reply, Change(changes, lines))
+
+
+def attach_region(config: Config, keyspace: Keyspace) -> RegionKeyspace | None:
+    """The region of a server started with ``region-id`` (None without)."""
+    region_id: int = config["region-id"]
+    if not region_id:
+        return None
+    region = Region(region_id, [region_id], config["active-active-id-mode"].encode())
+    limits = region.streams.limits = NodeLimits(
+        config["stream-node-max-bytes"], config["stream-node-max-entries"]
+    )
+
+    def node_limits_changed(name: str, value: object) -> None:
+        if name == "stream-node-max-bytes" and isinstance(value, int):
+            limits.max_bytes = value
+        elif name == "stream-node-max-entries" and isinstance(value, int):
+            limits.max_entries = value
+
+    config.listeners.append(node_limits_changed)
+    rk = RegionKeyspace(region, keyspace.dbs[0])
+    keyspace.persisted = rk
+    return rk
+
+
+# ---------------------------------------------------------------------------------------------
+# lookups
+
+
+def region_of(c: Client) -> RegionKeyspace:
+    rk = c.server.region
+    if rk is None:  # (the rows are only installed with a region)
+        raise unsupported("this command without a region")
+    if c.db is not rk.db:
+        raise DB0_ONLY
+    return rk
+
+
+def stream_at(c: Client, key: bytes, read: bool = True) -> RegionStream | None:
+    """The stream at key (a read's lookup counts a hit or a miss); WRONGTYPE for another
+    type."""
+    value = lookup_read(c, key) if read else c.db.get(key)
+    if value is None or isinstance(value, RegionStream):
+        return value
+    raise WRONGTYPE
+
+
+def group_at(c: Client, key: bytes, name: bytes) -> tuple[RegionStream, RegionGroup] | None:
+    record = stream_at(c, key)
+    group = None if record is None else record.groups.get(name)
+    return None if record is None or group is None else (record, group)

@@ -1,0 +1,775 @@
+"""Stream and consumer-group commands of an active-active region (issue 18).
+
+Each handler parses exactly as the plain one (the same parsers, so the same errors), asks the
+``Region`` for the change (which makes and applies the effect: the write rule exists once,
+in ``activeactive.apply``) and answers with the plain server's reply shape: one region with no
+peers answers byte for byte as a plain server (tests/unit/test_activeactive_server.py).
+Consumers, PELs and delivery cursors are local: XREADGROUP, XCLAIM, XAUTOCLAIM, XGROUP
+SETID/CREATECONSUMER/DELCONSUMER change no replicated state and make no effect (their new
+state is logged as AALOCAL lines).
+
+What differs from a plain server, by design (spec/ACTIVE-ACTIVE.md): strict and semi-strict
+modes pick IDs of the region's sequence class; a deleted stream's IDs keep rising (its
+tombstone remembers them); ``~`` trims are exact; XSETID never lowers the last ID. Not
+supported here yet (a clear error): KEEPREF/DELREF/ACKED, XREAD/XREADGROUP
+MAXCOUNT/MAXSIZE/CLAIM, XSETID ENTRIESADDED/MAXDELETEDID, and streams
+outside database 0.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+
+from headwater.activeactive.rstream import RegionGroup, RegionStream, Tag
+from headwater.commands import groups as plain_groups
+from headwater.commands.args import parse_int
+from headwater.commands.context import Block, Client
+from headwater.commands.entries import array_of, encode_range, entry_reply
+from headwater.commands.groups import (
+    BUSYGROUP,
+    KEY_REQUIRED,
+    nogroup,
+    nogroup_for_key,
+    parse_xautoclaim,
+    parse_xclaim,
+    parse_xpending,
+)
+from headwater.commands.notify import lookup_read, notify
+from headwater.commands.region_keyspace import (
+    group_at,
+    region_of,
+    stream_at,
+    unsupported,
+)
+from headwater.commands.streams import (
+    LISTPACK_MAX,
+    TOO_LARGE,
+    XTRIM_NO_STRATEGY,
+    TrimOpts,
+    XAddOpts,
+    parse_xadd,
+    parse_xread,
+)
+from headwater.errors import NO_SUCH_KEY, SYNTAX, err, subcommand_syntax
+from headwater.keyevents import STREAM
+from headwater.ops.change import Change, Written
+from headwater.resp.types import NULL_ARRAY, OK, PairMap, Raw, Reply
+from headwater.stream.groups import UNKNOWN, Group, advance, bumped, lag
+from headwater.stream.idmp import auto_iid
+from headwater.stream.ids import MAX_ID, MIN_ID, StreamID, format_id, incr_id, parse_id
+from headwater.stream.ids import parse_range_bound as bound
+
+_PLAIN_XADD = XAddOpts()  # (never mutated)
+_NULL_ENTRY = Raw(b"*-1\r\n")
+_NULL_ENTRY3 = Raw(b"_\r\n")
+
+
+# ---------------------------------------------------------------------------------------------
+# XADD / XRANGE / XREVRANGE / XLEN / XDEL / XTRIM / XSETID
+
+
+def _encode(
+    record: RegionStream, start: StreamID, end: StreamID, count: int, reverse: bool = False
+) -> tuple[Raw, list[StreamID]]:
+    """The entries start..end, merged by ID, as one array (one writing region: its sub-log
+    encoded straight from the packed nodes); and their IDs."""
+    subs = [s for s in record.subs.values() if s.length]
+    if len(subs) == 1:
+        raw, _ = encode_range(subs[0], start, end, count, reverse)
+        ids = [sid for sid, _ in subs[0].range(start, end, count or None, reverse)]
+        return raw, ids
+    entries = record.entries(start, end, count or None, reverse)
+    return array_of([entry_reply(e) for e in entries]), [sid for sid, _ in entries]
+
+
+def _check_trim(trim: TrimOpts) -> None:
+    if trim.ref != b"KEEPREF":
+        raise unsupported("DELREF and ACKED")
+
+
+def cmd_xadd(c: Client, argv: list[bytes]) -> Reply | Written:
+    """XADD key [NOMKSTREAM] [<MAXLEN | MINID> [= | ~] threshold [LIMIT n]] <* | id> field
+    value [...]: the ID by active-active-id-mode; trims are exact."""
+    # ``XADD key * field value …``, the usual shape: no option to parse (as the plain handler)
+    opts = _PLAIN_XADD if argv[2] == b"*" and len(argv) % 2 else parse_xadd(c, argv)
+    _check_trim(opts.trim)
+    rk, key = region_of(c), argv[1]
+    record = stream_at(c, key, read=False)
+    if record is None and opts.nomkstream:
+        return None
+    pairs = argv[opts.id_index + 1 :]
+    idmp_key: tuple[bytes, bytes] | None = None
+    if opts.idmp is not None:  # this region's map only (a producer pinned to a region)
+        pid, iid = opts.idmp
+        idmp_key = (pid, iid if iid is not None else auto_iid(pairs))
+        state = record.idmp if record is not None else None
+        original = state.lookup(*idmp_key) if state is not None else None
+        if state is not None and original is not None:  # a retry: nothing is added
+            rk.record_idmp(key, idmp_key, original, c.server.config["stream-idmp-maxsize"])
+            c.server.stats.stream_idmp_iids_duplicates += 1
+            c.db.signal_modified(key)
+            return rk.written(format_id(original), 1)
+    if sum(map(len, pairs)) > LISTPACK_MAX:
+        raise TOO_LARGE
+    region = rk.region
+    sid = region.xadd(key, argv[opts.id_index], pairs, c.server.keyspace.now_ms)
+    if idmp_key is not None:
+        rk.record_idmp(key, idmp_key, sid, c.server.config["stream-idmp-maxsize"])
+        c.server.stats.stream_idmp_iids_added += 1
+    trim = opts.trim
+    trimmed = region.xtrim(key, trim.maxlen, trim.minid) if trim.given else 0
+    if c.server.keyspace.notify_flags & STREAM:
+        notify(c, STREAM, b"xadd", key)
+        if trimmed:
+            notify(c, STREAM, b"xtrim", key)
+    return rk.written(format_id(sid), 1 + trimmed)
+
+
+def _range(c: Client, argv: list[bytes], reverse: bool) -> Reply:
+    """XRANGE key start end [COUNT count] / XREVRANGE key end start [COUNT count]"""
+    region_of(c)
+    lo_raw, hi_raw = (argv[3], argv[2]) if reverse else (argv[2], argv[3])
+    start, end = bound(lo_raw, is_start=True), bound(hi_raw, is_start=False)
+    count: int | None = None
+    i = 4
+    while i < len(argv):
+        if argv[i].upper() == b"COUNT" and i + 1 < len(argv):
+            count = max(parse_int(argv[i + 1]), 0)
+            i += 2
+        else:
+            raise SYNTAX
+    record = stream_at(c, argv[1])
+    if record is None:
+        return []
+    if count == 0:
+        return NULL_ARRAY
+    return _encode(record, start, end, count or 0, reverse)[0]
+
+
+def cmd_xrange(c: Client, argv: list[bytes]) -> Reply:
+    return _range(c, argv, reverse=False)
+
+
+def cmd_xrevrange(c: Client, argv: list[bytes]) -> Reply:
+    return _range(c, argv, reverse=True)
+
+
+def cmd_xlen(c: Client, argv: list[bytes]) -> Reply:
+    region_of(c)
+    record = stream_at(c, argv[1])
+    return 0 if record is None else record.length
+
+
+def cmd_xdel(c: Client, argv: list[bytes]) -> Reply | Written:
+    """XDEL key id [id ...]: each ID in every sub-log that holds it."""
+    rk = region_of(c)
+    record = stream_at(c, argv[1], read=False)
+    if record is None:
+        return 0
+    deleted = rk.region.xdel(argv[1], [parse_id(raw) for raw in argv[2:]])
+    if deleted:
+        notify(c, STREAM, b"xdel", argv[1])
+    return rk.written(deleted, deleted)
+
+
+def cmd_xtrim(c: Client, argv: list[bytes]) -> Reply | Written:
+    """XTRIM key <MAXLEN | MINID> [= | ~] threshold [LIMIT count]: exact, over the merged
+    stream."""
+    from headwater.commands.streams import LIMIT_NO_STRATEGY, _parse_trim_token
+
+    rk = region_of(c)
+    trim = TrimOpts()
+    i = 2
+    while i < len(argv):
+        token = argv[i].upper()
+        end = _parse_trim_token(argv, i, token, trim)
+        if end is not None:
+            i = end + 1
+        elif token in (b"KEEPREF", b"DELREF", b"ACKED"):
+            if token != b"KEEPREF":
+                raise unsupported("DELREF and ACKED")
+            i += 1
+        else:
+            raise SYNTAX
+    if trim.limit and not trim.given:
+        raise LIMIT_NO_STRATEGY
+    if not trim.given:
+        raise XTRIM_NO_STRATEGY
+    if trim.limit_given and not trim.approx and not c.replaying:
+        raise err("syntax error, LIMIT cannot be used without the special ~ option")
+    if stream_at(c, argv[1], read=False) is None:
+        return 0
+    removed = rk.region.xtrim(argv[1], trim.maxlen, trim.minid)
+    if removed:
+        notify(c, STREAM, b"xtrim", argv[1])
+    return rk.written(removed, removed)
+
+
+def cmd_xsetid(c: Client, argv: list[bytes]) -> Reply | Written:
+    """XSETID key last-id: the stream's last ID rises (max-merged across regions)."""
+    rk = region_of(c)
+    sid = parse_id(argv[2])
+    if len(argv) > 3:
+        if argv[3].upper() in (b"ENTRIESADDED", b"MAXDELETEDID") and len(argv) % 2:
+            raise unsupported("XSETID ENTRIESADDED/MAXDELETEDID")
+        raise SYNTAX
+    if stream_at(c, argv[1], read=False) is None:
+        raise NO_SUCH_KEY
+    rk.region.xsetid(argv[1], sid)
+    notify(c, STREAM, b"xsetid", argv[1])
+    return rk.written(OK, 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# XREAD
+
+
+def cmd_xread(c: Client, argv: list[bytes]) -> Reply | Block:
+    """XREAD [COUNT n] [BLOCK ms] STREAMS key [key ...] id [id ...], merged by ID. An entry
+    that arrives late from another region with a smaller ID can be skipped (use XREADGROUP)."""
+    region_of(c)
+    opts = parse_xread(c, argv)
+    if opts.maxcount or opts.maxsize:
+        raise unsupported("XREAD MAXCOUNT/MAXSIZE")
+    resolved: list[tuple[RegionStream | None, StreamID | None]] = []
+    for n, key in enumerate(opts.keys):
+        raw = argv[opts.id_index + n]
+        record = stream_at(c, key)
+        if raw == b"$":
+            after: StreamID | None = record.last_id() if record is not None else MIN_ID
+        elif raw == b"+":
+            after = None
+        elif raw == b">":
+            raise err(
+                "The > ID can be specified only when calling XREADGROUP using the GROUP "
+                "<group> <consumer> option."
+            )
+        else:
+            after = parse_id(raw)
+        resolved.append((record, after))
+    served: list[tuple[bytes, Reply]] = []
+    for key, (record, after) in zip(opts.keys, resolved, strict=True):
+        lookup_read(c, key)  # (Redis looks each stream up again to serve it)
+        if record is None or not record.length:
+            continue
+        if after is None:
+            last = record.entries(MIN_ID, MAX_ID, 1, reverse=True)
+            served.append((key, Raw(b"*1\r\n" + entry_reply(last[0]))))
+            continue
+        start = incr_id(after)
+        if start is None or record.last_live_id() <= after:
+            continue
+        served.append((key, _encode(record, start, MAX_ID, opts.count)[0]))
+    if served:
+        if c.resp == 3:
+            return PairMap(served)
+        return [[key, entries] for key, entries in served]
+    if opts.block_ms is None:
+        return NULL_ARRAY
+    for n, raw in enumerate(argv[opts.id_index :]):
+        if raw == b"$":  # later retries must not chase entries added after we blocked
+            argv[opts.id_index + n] = format_id(resolved[n][1] or MIN_ID)
+    deadline = c.server.clock.monotonic_ms() + opts.block_ms if opts.block_ms else 0
+    return Block(list(opts.keys), deadline, NULL_ARRAY, wakes_on=RegionStream)
+
+
+# ---------------------------------------------------------------------------------------------
+# consumer groups: XGROUP
+
+
+def _shim(group: RegionGroup) -> Group:
+    """A plain group carrying this one's last ID and entries-read, for ``stream.groups``'s
+    entries-read and lag rules."""
+    return Group(group.name, group.last_id, group.entries_read)
+
+
+def _capped(entries_read: int, record: RegionStream) -> int:
+    added = record.stats().entries_added
+    return min(entries_read, added) if entries_read != UNKNOWN else UNKNOWN
+
+
+def _xgroup_target(
+    c: Client, argv: list[bytes], needs_group: bool, mkstream: bool = False
+) -> tuple[RegionStream | None, RegionGroup | None]:
+    record = stream_at(c, argv[2], read=False)
+    group = record.groups.get(argv[3]) if record is not None else None
+    if not mkstream:
+        if record is None:
+            raise KEY_REQUIRED
+        if group is None and needs_group:
+            raise nogroup_for_key(argv[2], argv[3])
+    return record, group
+
+
+def cmd_xgroup_create(c: Client, argv: list[bytes]) -> Reply | Written:
+    """XGROUP CREATE key group <id | $> [MKSTREAM] [ENTRIESREAD n]: replicated (delete
+    wins); ENTRIESREAD is this region's."""
+    rk = region_of(c)
+    opts = plain_groups._parse_xgroup_options(argv, create=True)
+    record, _ = _xgroup_target(c, argv, needs_group=False, mkstream=opts.mkstream)
+    if len(argv) > 8:
+        raise subcommand_syntax(argv[1], "XGROUP")
+    if argv[4] == b"$":
+        last = record.last_id() if record is not None else MIN_ID
+    else:
+        last = parse_id(argv[4])
+    if record is not None and argv[3] in record.groups:
+        raise BUSYGROUP
+    rk.region.xgroup_create(argv[2], argv[3], argv[4], mkstream=opts.mkstream)
+    record = rk.region.streams[argv[2]]
+    group = record.groups.get(argv[3])
+    if group is not None:
+        group.last_id = last
+        group.entries_read = _capped(opts.entries_read, record)
+        rk.local(argv[2], group, moved=True)
+    notify(c, STREAM, b"xgroup-create", argv[2])
+    return rk.written(OK, 1)
+
+
+def cmd_xgroup_setid(c: Client, argv: list[bytes]) -> Reply | Written:
+    """XGROUP SETID key group <id | $> [ENTRIESREAD n]: this region's cursors only."""
+    rk = region_of(c)
+    opts = plain_groups._parse_xgroup_options(argv, create=False)
+    record, group = _xgroup_target(c, argv, needs_group=True)
+    if record is None or group is None or len(argv) not in (5, 7):
+        raise subcommand_syntax(argv[1], "XGROUP")
+    last = record.last_id() if argv[4] == b"$" else parse_id(argv[4], strict=False)
+    rk.region.xgroup_setid(argv[2], argv[3], b"$" if argv[4] == b"$" else format_id(last))
+    group.last_id = last
+    group.entries_read = _capped(opts.entries_read, record)
+    rk.local(argv[2], group, moved=True)
+    c.db.signal_modified(argv[2])
+    notify(c, STREAM, b"xgroup-setid", argv[2])
+    return rk.written(OK, 1)
+
+
+def cmd_xgroup_destroy(c: Client, argv: list[bytes]) -> Reply | Written:
+    """XGROUP DESTROY key group: replicated; delete wins over a concurrent CREATE."""
+    rk = region_of(c)
+    _, group = _xgroup_target(c, argv, needs_group=False)
+    if group is None:
+        return 0
+    rk.region.xgroup_destroy(argv[2], argv[3])
+    notify(c, STREAM, b"xgroup-destroy", argv[2])
+    return rk.written(1, 1)
+
+
+def cmd_xgroup_createconsumer(c: Client, argv: list[bytes]) -> Reply | Written:
+    """XGROUP CREATECONSUMER key group consumer (local)"""
+    rk = region_of(c)
+    _, group = _xgroup_target(c, argv, needs_group=True)
+    if group is None or argv[4] in group.times:
+        return 0
+    group.touch(argv[4], c.server.keyspace.now_ms)
+    rk.local(argv[2], group)
+    c.db.signal_modified(argv[2])
+    notify(c, STREAM, b"xgroup-createconsumer", argv[2])
+    return rk.written(1, 1)
+
+
+def cmd_xgroup_delconsumer(c: Client, argv: list[bytes]) -> Reply | Written:
+    """XGROUP DELCONSUMER key group consumer (local): how many entries it had pending."""
+    rk = region_of(c)
+    _, group = _xgroup_target(c, argv, needs_group=True)
+    pending = None if group is None else group.delete_consumer(argv[4])
+    if group is None or pending is None:
+        return 0
+    rk.local(argv[2], group)
+    c.db.signal_modified(argv[2])
+    notify(c, STREAM, b"xgroup-delconsumer", argv[2])
+    return rk.written(pending, 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# XREADGROUP / XACK
+
+
+def _touch(c: Client, key: bytes, group: RegionGroup, name: bytes) -> None:
+    if group.touch(name, c.server.keyspace.now_ms):
+        notify(c, STREAM, b"xgroup-createconsumer", key)
+
+
+def _read_targets(
+    c: Client, argv: list[bytes], group: bytes, keys: list[bytes], id_index: int
+) -> list[tuple[RegionStream, RegionGroup, bytes]]:
+    targets = []
+    for n, key in enumerate(keys):
+        found = group_at(c, key, group)
+        if found is None:
+            raise nogroup(key, group, " in XREADGROUP with GROUP option")
+        raw = argv[id_index + n]
+        if raw in (b"$", b"+"):
+            sym = raw.decode()
+            raise err(
+                f"The {sym} ID is meaningless in the context of XREADGROUP: you want to read the "
+                "history of this consumer by specifying a proper ID, or use the > ID to get new "
+                f"messages. The {sym} ID would just return an empty result set."
+            )
+        if raw != b">":
+            parse_id(raw)
+        targets.append((*found, raw))
+    return targets
+
+
+def _history_reply(c: Client, rows: list[tuple[StreamID, list[bytes] | None]]) -> Raw:
+    parts: list[bytes] = []
+    null = _NULL_ENTRY3 if c.resp == 3 else _NULL_ENTRY
+    for sid, pairs in rows:
+        if pairs is None:
+            raw = format_id(sid)
+            parts.append(b"*2\r\n$%d\r\n%s\r\n%s" % (len(raw), raw, null))
+        else:
+            parts.append(entry_reply((sid, pairs)))
+    return array_of(parts)
+
+
+def _advance(record: RegionStream, group: RegionGroup, ids: list[StreamID]) -> None:
+    """Keep the group's last-delivered-id and entries-read as Redis would (an entry that
+    arrived late, below the last ID, makes the count unknown)."""
+    if ids and ids[0] > group.last_id:
+        shim = _shim(group)
+        advance(record.stats(), shim, ids)
+        group.last_id, group.entries_read = shim.last_id, shim.entries_read
+    elif ids:
+        group.last_id = max(group.last_id, ids[-1])
+        group.entries_read = UNKNOWN
+
+
+def cmd_xreadgroup(c: Client, argv: list[bytes]) -> Reply | Block | Written:
+    """XREADGROUP GROUP g consumer [COUNT n] [BLOCK ms] [NOACK] STREAMS key [...] id [...]:
+    ``>`` takes from each sub-log what lies above its cursor, so a late entry is never
+    skipped."""
+    rk = region_of(c)
+    opts = parse_xread(c, argv, group=True)
+    if opts.maxcount or opts.maxsize or opts.claim_ms is not None:
+        raise unsupported("XREADGROUP MAXCOUNT/MAXSIZE/CLAIM")
+    targets = _read_targets(c, argv, opts.group, opts.keys, opts.id_index)
+    now = c.server.keyspace.now_ms
+    served: list[tuple[bytes, Reply]] = []
+    changed = 0
+    count = opts.count or None
+    for key, (record, group, raw) in zip(opts.keys, targets, strict=True):
+        lookup_read(c, key)  # (Redis looks each stream up again to serve it)
+        _touch(c, key, group, opts.consumer)
+        rk.local(key, group)
+        if raw != b">":
+            rows = rk.region.xreadgroup(key, opts.group, opts.consumer, raw, now, count)
+            served.append((key, _history_reply(c, rows)))
+            changed += any(pairs is not None for _, pairs in rows)
+            continue
+        rows = rk.region.xreadgroup(key, opts.group, opts.consumer, b">", now, count, opts.noack)
+        if not rows:
+            continue
+        _advance(record, group, [sid for sid, _ in rows])
+        rk.local(key, group, moved=True)
+        if not opts.noack:
+            group.touch(opts.consumer, now, active=True)
+        served.append((key, array_of([entry_reply((sid, p)) for sid, p in rows if p])))
+        changed += 1
+    if served:
+        reply: Reply = PairMap(served) if c.resp == 3 else [[k, e] for k, e in served]
+        return rk.written(reply, changed)
+    if opts.block_ms is None:
+        return rk.written(NULL_ARRAY, changed)
+    deadline = c.server.clock.monotonic_ms() + opts.block_ms if opts.block_ms else 0
+    block = Block(list(opts.keys), deadline, NULL_ARRAY)
+    lines = rk.take_lines()
+    return Written(block, Change(changed, lines)) if changed or lines else block
+
+
+def cmd_xack(c: Client, argv: list[bytes]) -> Reply | Written:
+    """XACK key group id [id ...]: replicated only as each sub-log's contiguous prefix."""
+    rk = region_of(c)
+    ids = [parse_id(raw) for raw in argv[3:]]
+    found = group_at(c, argv[1], argv[2])
+    if found is None:
+        return 0
+    acked = rk.region.xack(argv[1], argv[2], ids)
+    if acked:
+        rk.local(argv[1], found[1])
+    return rk.written(acked, acked)
+
+
+# ---------------------------------------------------------------------------------------------
+# XPENDING / XCLAIM / XAUTOCLAIM (the local PEL)
+
+
+def cmd_xpending(c: Client, argv: list[bytes]) -> Reply:
+    """XPENDING key group [[IDLE min-idle] start end count [consumer]]"""
+    region_of(c)
+    opts = parse_xpending(argv)
+    found = group_at(c, argv[1], argv[2])
+    if found is None:
+        raise nogroup(argv[1], argv[2])
+    group = found[1]
+    if opts is None:
+        if not group.pel:
+            return [0, None, None, NULL_ARRAY]
+        owners: list[Reply] = [
+            [name, b"%d" % len(tags)] for name, tags in sorted(group.consumers.items()) if tags
+        ]
+        first, last = group.order[0][0], group.order[-1][0]
+        return [len(group.pel), format_id(first), format_id(last), owners]
+    if opts.consumer is not None:
+        tags = group.consumers.get(opts.consumer)
+        if tags is None:
+            return []
+    else:
+        tags = group.order
+    now = c.server.keyspace.now_ms
+    rows: list[Reply] = []
+    for tag in tags[bisect_left(tags, (opts.start, 0)) :]:
+        if tag[0] > opts.end or len(rows) >= opts.count:
+            break
+        pending = group.pel[tag]
+        idle = now - pending.delivery_ms
+        if opts.min_idle and idle < opts.min_idle:
+            continue
+        rows.append([format_id(tag[0]), pending.consumer, max(idle, 0), pending.count])
+    return rows
+
+
+def _claim(
+    c: Client,
+    record: RegionStream,
+    group: RegionGroup,
+    tag: Tag,
+    consumer: bytes,
+    delivery_ms: int,
+    count: int,
+    justid: bool,
+    items: list[Reply],
+) -> None:
+    group.claim(tag, consumer, delivery_ms, count)
+    if justid:
+        items.append(format_id(tag[0]))
+    else:
+        pairs = record.entry(tag[1], tag[0])
+        items.append(entry_reply((tag[0], pairs or [])))
+
+
+def cmd_xclaim(c: Client, argv: list[bytes]) -> Reply | Written:
+    """XCLAIM key group consumer min-idle id [id ...] [IDLE ms] [TIME ms] [RETRYCOUNT n]
+    [FORCE] [JUSTID] [LASTID id] (local)"""
+    rk = region_of(c)
+    found = group_at(c, argv[1], argv[2])
+    if found is None:
+        raise nogroup(argv[1], argv[2])
+    record, group = found
+    now = c.server.keyspace.now_ms
+    opts = parse_xclaim(argv, now)
+    changed = 0
+    if opts.last_id > group.last_id:
+        group.last_id = opts.last_id
+        changed = 1
+    _touch(c, argv[1], group, argv[3])
+    rk.local(argv[1], group, moved=True)
+    items: list[Reply] = []
+    delivery_ms = opts.delivery_ms if opts.delivery_ms is not None else now
+    for raw in opts.ids:
+        sid = parse_id(raw)
+        live = [(sid, r) for r in sorted(record.subs) if record.entry(r, sid) is not None]
+        for tag in [t for t in group.order[bisect_left(group.order, (sid, 0)) :] if t[0] == sid]:
+            if tag not in live:
+                group.forget(tag)  # its entry is gone from the stream
+                changed += 1
+        for tag in live:
+            pending = group.pel.get(tag)
+            if pending is None and not opts.force:
+                continue
+            if pending is not None and opts.min_idle and now - pending.delivery_ms < opts.min_idle:
+                continue
+            count = 1 if pending is None else pending.count
+            if opts.retrycount is not None:
+                count = opts.retrycount
+            elif not opts.justid:
+                count = bumped(count)
+            _claim(c, record, group, tag, argv[3], delivery_ms, count, opts.justid, items)
+            changed += 1
+    if items:
+        group.touch(argv[3], now, active=True)
+    return rk.written(items, changed)
+
+
+def cmd_xautoclaim(c: Client, argv: list[bytes]) -> Reply | Written:
+    """XAUTOCLAIM key group consumer min-idle start [COUNT n] [JUSTID] (local)"""
+    rk = region_of(c)
+    min_idle, start, count, justid = parse_xautoclaim(argv)
+    found = group_at(c, argv[1], argv[2])
+    if found is None:
+        raise nogroup(argv[1], argv[2])
+    record, group = found
+    _touch(c, argv[1], group, argv[3])
+    rk.local(argv[1], group)
+    now = c.server.keyspace.now_ms
+    attempts = count * 10
+    lo = bisect_left(group.order, (start, 0))
+    tags = group.order[lo : lo + min(attempts, len(group.pel)) + 1]
+    items: list[Reply] = []
+    deleted: list[Reply] = []
+    changed = 0
+    i = 0
+    while attempts and count and i < len(tags):
+        attempts -= 1
+        tag = tags[i]
+        i += 1
+        if record.entry(tag[1], tag[0]) is None:
+            group.forget(tag)
+            deleted.append(format_id(tag[0]))
+            count -= 1
+            changed += 1
+            continue
+        pending = group.pel[tag]
+        if min_idle and now - pending.delivery_ms < min_idle:
+            continue
+        new_count = pending.count if justid else bumped(pending.count)
+        _claim(c, record, group, tag, argv[3], now, new_count, justid, items)
+        count -= 1
+        changed += 1
+    if items:
+        group.touch(argv[3], now, active=True)
+    cursor = format_id(tags[i][0]) if i < len(tags) else b"0-0"
+    return rk.written([cursor, items, deleted], changed)
+
+
+# ---------------------------------------------------------------------------------------------
+# XINFO
+
+
+def _existing(c: Client, key: bytes) -> RegionStream:
+    record = stream_at(c, key)
+    if record is None:
+        raise NO_SUCH_KEY
+    return record
+
+
+def cmd_xinfo_stream(c: Client, argv: list[bytes]) -> Reply:
+    """XINFO STREAM key [FULL [COUNT count]] (groups' consumers and PELs: this region's)"""
+    region_of(c)
+    record = _existing(c, argv[2])
+    full, count = False, 10
+    if len(argv) > 3:
+        if argv[3].upper() != b"FULL" or len(argv) not in (4, 6):
+            raise subcommand_syntax(argv[1], "XINFO")
+        if len(argv) == 6:
+            if argv[4].upper() != b"COUNT":
+                raise subcommand_syntax(argv[1], "XINFO")
+            count = parse_int(argv[5])
+            if count < 0:
+                count = 10
+        full = True
+    info = _stream_head(c, record)
+    if full:
+        info[b"entries"] = _encode(record, MIN_ID, MAX_ID, count)[0]
+        info[b"groups"] = [
+            _full_group(c, record, record.groups[name], count) for name in sorted(record.groups)
+        ]
+        return info
+    first = record.entries(MIN_ID, MAX_ID, 1)
+    last = record.entries(MIN_ID, MAX_ID, 1, reverse=True)
+    info[b"groups"] = len(record.groups)
+    info[b"first-entry"] = entry_reply(first[0]) if first else None
+    info[b"last-entry"] = entry_reply(last[0]) if last else None
+    return info
+
+
+def _full_group(
+    c: Client, record: RegionStream, group: RegionGroup, count: int
+) -> dict[bytes, Reply]:
+    tags = group.order[:count] if count else group.order
+    pending: list[Reply] = []
+    for sid, sub in tags:
+        p = group.pel[(sid, sub)]
+        pending.append([format_id(sid), p.consumer, p.delivery_ms, p.count])
+    consumers: list[Reply] = []
+    for name in sorted(group.consumers):
+        own = group.consumers[name]
+        seen, active = group.times.get(name, [0, -1])
+        rows: list[Reply] = []
+        for sid, sub in own[:count] if count else own:
+            p = group.pel[(sid, sub)]
+            rows.append([format_id(sid), p.delivery_ms, p.count])
+        consumers.append(
+            {
+                b"name": name,
+                b"seen-time": seen,
+                b"active-time": active,
+                b"pel-count": len(own),
+                b"pending": rows,
+            }
+        )
+    return {
+        b"name": group.name,
+        b"last-delivered-id": format_id(group.last_id),
+        b"entries-read": None if group.entries_read == UNKNOWN else group.entries_read,
+        b"lag": lag(record.stats(), _shim(group)),
+        b"pel-count": len(group.pel),
+        b"nacked-count": 0,
+        b"pending": pending,
+        b"consumers": consumers,
+    }
+
+
+def _stream_head(c: Client, record: RegionStream) -> dict[bytes, Reply]:
+    stats = record.stats()
+    nodes = sum(len(s.nodes) for s in record.subs.values())
+    config = c.server.config
+    idmp = record.idmp
+    return {
+        b"length": stats.length,
+        b"radix-tree-keys": nodes,
+        b"radix-tree-nodes": max(nodes * 2, 1) if nodes else 1,
+        b"last-generated-id": format_id(stats.last_id),
+        b"max-deleted-entry-id": format_id(stats.max_deleted_id),
+        b"entries-added": stats.entries_added,
+        b"recorded-first-entry-id": format_id(stats.first_id),
+        b"idmp-duration": config["stream-idmp-duration"],
+        b"idmp-maxsize": config["stream-idmp-maxsize"],
+        b"pids-tracked": len(idmp.producers) if idmp is not None else 0,
+        b"iids-tracked": idmp.tracked if idmp is not None else 0,
+        b"iids-added": idmp.added if idmp is not None else 0,
+        b"iids-duplicates": idmp.duplicates if idmp is not None else 0,
+    }
+
+
+def cmd_xinfo_groups(c: Client, argv: list[bytes]) -> Reply:
+    """XINFO GROUPS key (consumers and pending: this region's)"""
+    region_of(c)
+    record = _existing(c, argv[2])
+    stats = record.stats()
+    rows: list[Reply] = []
+    for name in sorted(record.groups):
+        group = record.groups[name]
+        rows.append(
+            {
+                b"name": name,
+                b"consumers": len(group.consumers),
+                b"pending": len(group.pel),
+                b"last-delivered-id": format_id(group.last_id),
+                b"entries-read": None if group.entries_read == UNKNOWN else group.entries_read,
+                b"lag": lag(stats, _shim(group)),
+            }
+        )
+    return rows
+
+
+def cmd_xinfo_consumers(c: Client, argv: list[bytes]) -> Reply:
+    """XINFO CONSUMERS key group (this region's consumers)"""
+    region_of(c)
+    record = _existing(c, argv[2])
+    group = record.groups.get(argv[3])
+    if group is None:
+        raise nogroup_for_key(argv[2], argv[3])
+    now = c.server.keyspace.now_ms
+    rows: list[Reply] = []
+    for name in sorted(group.consumers):
+        seen, active = group.times.get(name, [now, -1])
+        rows.append(
+            {
+                b"name": name,
+                b"pending": len(group.consumers[name]),
+                b"idle": max(now - seen, 0),
+                b"inactive": max(now - active, 0) if active >= 0 else -1,
+            }
+        )
+    return rows

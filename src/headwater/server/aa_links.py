@@ -1,0 +1,397 @@
+"""The links of an active-active region to its peers (issue 18; docs/active-active.md).
+
+Theory of operation
+-------------------
+Each region ships only its own effects, and each peer pulls them: for every ``--peers``
+entry a ``PeerLink`` task connects (``AUTH masterauth`` when set), sends ``AAPSYNC <me> <n>
+(<region> <applied>) * n`` (its whole applied vector), and reads ``+AASTREAM <region>`` then
+the peer's own effects as ``AAEFFECT`` arrays, in sequence order, from the one after what the
+vector says it applied. Each is handed to ``Region.receive`` (the inbox applies it exactly once,
+in causal order; one that arrives twice is dropped), and what got applied goes through the
+engine's choke point (``Engine.apply_change``) like any write: the AOF logs it, so a restart
+resumes from the vector the log rebuilds, and asks for nothing it had. A broken link logs why
+and tries again every second. ``AAPING <seq>`` lines (each second) say the peer's last own
+sequence, which gives the lag.
+
+The serving side (``aapsync``): the connection becomes a *feed* that gets this region's own
+effects, those ``RegionKeyspace.own`` holds from the asked sequence on. An own effect is
+shipped only once it is durable here (``durable_seq`` of the AOF has passed the engine effect
+that logged it): a region that crashed must never come back with a sequence number a peer
+already holds for another effect. Feeds are written once per loop turn (``flush``), after the
+AOF write.
+
+Each second a link acknowledges (``AAACK <me> <seq>``, on its own connection) the peer's
+effects that are durable here; once every peer has acknowledged an own effect, it is dropped
+from memory (``RegionKeyspace.trim_own``). The own effects still kept are saved with the
+region in snapshots, so a region restarted from a snapshot (or a rewritten AOF) still serves
+them.
+
+``AALINK PAUSE|RESUME <region | host:port | *>`` closes a link and keeps it closed, or lets it
+connect again: the test seam for partitions (and maintenance). What is not built yet: a full
+state transfer for a peer that asks for effects no longer kept (a peer added later, or one
+whose data was lost); such an AAPSYNC is refused and the link logs it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import hiredis
+
+from headwater.activeactive.envelope import Effect, from_line
+from headwater.commands.context import Client
+from headwater.commands.region_keyspace import RegionKeyspace
+from headwater.errors import ReplyError, err
+from headwater.ops.change import Change
+from headwater.resp.encoder import encode_command
+from headwater.resp.types import Raw, Reply
+
+if TYPE_CHECKING:
+    from headwater.server.app import Server
+    from headwater.server.protocol import Connection
+
+log = logging.getLogger("headwater")
+
+RETRY_S = 1.0
+PING_S = 1.0
+READ_SIZE = 64 * 1024
+NO_REPLY = Raw(b"")
+
+
+class LinkError(Exception):
+    """The link must be closed; the message is the log line."""
+
+
+@dataclass
+class Feed:
+    """A peer region pulling this region's own effects."""
+
+    conn: Connection
+    client: Client
+    region: int
+    next_seq: int  # the next own sequence to send
+
+
+@dataclass
+class PeerLink:
+    """This region's link to one peer: it pulls the peer's own effects."""
+
+    host: str
+    port: int
+    region: int = 0  # learnt from +AASTREAM
+    state: str = "connect"  # connect, connecting, connected, paused
+    paused: bool = False
+    received_seq: int = 0  # the highest sequence received from the peer
+    peer_seq: int = 0  # the peer's last own sequence (AAPING)
+    last_io: float = 0.0
+    connected_since: float = 0.0
+    applied_effects: int = 0
+    #: (engine effect sequence that logged them, the peer's applied sequence then): what may
+    #: be acknowledged once the AOF has it; and the last sequence acknowledged
+    unacked: list[tuple[int, int]] = field(default_factory=list)
+    acked: int = 0
+    task: asyncio.Task[None] | None = None
+    writer: asyncio.StreamWriter | None = None
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def name(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+class RegionLinks:
+    def __init__(self, server: Server, rk: RegionKeyspace) -> None:
+        self.server = server
+        self.engine = server.engine
+        self.rk = rk
+        self.region = rk.region
+        self.feeds: list[Feed] = []
+        self.links = [PeerLink(host, port) for host, port in self.engine.config["peers"]]
+        #: per own effect (index in ``rk.own``), the engine effect sequence that logged it
+        self._bounds: list[int] = []
+        #: per peer region, the last of our sequences it said it holds durably (AAACK)
+        self.peer_acks: dict[int, int] = {}
+        self._last_ping = time.monotonic()
+        rk.links = self
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """After recovery: what the AOF replay rebuilt is durable already."""
+        self._bounds = [0] * len(self.rk.own)
+        for link in self.links:
+            link.task = self.server.loop.create_task(self._run(link))
+
+    def close(self) -> None:
+        for link in self.links:
+            if link.task is not None:
+                link.task.cancel()
+            if link.writer is not None:
+                link.writer.close()
+
+    # -- the serving side ------------------------------------------------------------------
+
+    def aapsync(self, c: Client, peer: int, vector: dict[int, int]) -> Reply:
+        conn = self.server.connections.get(c)
+        if conn is None or conn.transport is None:
+            raise err("AAPSYNC needs a network client")
+        start = vector.get(self.region.id, 0) + 1
+        if start < self.rk.own_first:
+            log.warning(
+                "AAPSYNC refused: the peer needs effects from %d, this region keeps them from "
+                "%d (a full state transfer is not built yet)",
+                start,
+                self.rk.own_first,
+            )
+            raise err(
+                f"AAPSYNC: effects from {start} are no longer kept here (from "
+                f"{self.rk.own_first}); a full state transfer is not supported yet"
+            )
+        conn.send()  # replies queued before this one leave first
+        conn.transport.write(b"+AASTREAM %d\r\n" % self.region.id)
+        c.reply_on = False
+        feed = Feed(conn, c, peer, start)
+        self.feeds.append(feed)
+        self._send(feed)
+        log.warning("Region link from %s: sending own effects from %d", c.addr, start)
+        return NO_REPLY
+
+    def flush(self) -> None:
+        """Once per loop turn, after the AOF write: own effects now durable go to the
+        feeds."""
+        own = self.rk.own
+        while len(self._bounds) < len(own):
+            self._bounds.append(self.engine.effect_seq)
+        if self.feeds:
+            for feed in list(self.feeds):
+                self._send(feed)
+
+    def _shippable(self) -> int:
+        """How many of ``rk.own`` may leave: those logged at or before the durable effect."""
+        durable = self._durable_seq()
+        bounds = self._bounds
+        lo, hi = 0, len(bounds)
+        while lo < hi:  # bounds only grow: the first one not durable yet
+            mid = (lo + hi) // 2
+            if bounds[mid] <= durable:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    def _send(self, feed: Feed) -> None:
+        transport = feed.conn.transport
+        if transport is None or transport.is_closing() or feed.client.closed:
+            self.feeds.remove(feed)
+            return
+        upto = self._shippable()
+        first = feed.next_seq - self.rk.own_first
+        if first >= upto:
+            return
+        parts = [encode_command(e.to_line()) for e in self.rk.own[first:upto]]
+        transport.write(b"".join(parts))
+        feed.next_seq = self.rk.own_first + upto
+
+    def _durable_seq(self) -> int:
+        if not self.engine.config["appendonly"]:
+            return self.engine.effect_seq
+        durable: int = self.server.durability.aof.durable_seq
+        return durable
+
+    def _send_acks(self) -> None:
+        """Tell each peer how far its effects are durable here (``AAACK``): it may then
+        forget them."""
+        durable = self._durable_seq()
+        for link in self.links:
+            done = [seq for bound, seq in link.unacked if bound <= durable]
+            if not done:
+                continue
+            del link.unacked[: len(done)]
+            if done[-1] > link.acked and link.writer is not None and link.state == "connected":
+                link.acked = done[-1]
+                argv = [b"AAACK", b"%d" % self.region.id, b"%d" % link.acked]
+                link.writer.write(encode_command(argv))
+
+    def ack(self, peer: int, seq: int) -> None:
+        """AAACK from a peer: it holds our effects up to ``seq`` durably. Once every peer
+        does, they are dropped from memory (and from later snapshots)."""
+        if seq > self.peer_acks.get(peer, 0):
+            self.peer_acks[peer] = seq
+        regions = {link.region for link in self.links}
+        if 0 in regions or not regions <= set(self.peer_acks):
+            return  # a peer never heard from: keep everything
+        dropped = self.rk.trim_own(min(self.peer_acks[r] for r in regions))
+        del self._bounds[:dropped]
+
+    def cron(self) -> None:
+        now = time.monotonic()
+        if now - self._last_ping < PING_S:
+            return
+        self._last_ping = now
+        self._send_acks()
+        ping = encode_command([b"AAPING", b"%d" % self.region.inbox.applied[self.region.id]])
+        for feed in list(self.feeds):
+            transport = feed.conn.transport
+            if transport is None or transport.is_closing():
+                self.feeds.remove(feed)
+            else:
+                transport.write(ping)
+
+    # -- the pulling side ------------------------------------------------------------------
+
+    def pause(self, peer: bytes, paused: bool) -> int:
+        """How many links it changed; -1 when none is named so."""
+        changed = 0
+        named_any = False
+        for link in self.links:
+            named = peer in (b"*", link.name().encode(), b"%d" % link.region)
+            named_any = named_any or named
+            if named and link.paused != paused:
+                link.paused = paused
+                changed += 1
+                if paused and link.writer is not None:
+                    link.writer.close()
+                link.wake.set()
+        return changed if named_any or peer == b"*" else -1
+
+    async def _run(self, link: PeerLink) -> None:
+        while True:
+            if link.paused:
+                link.state = "paused"
+                link.wake.clear()
+                await link.wake.wait()
+                continue
+            try:
+                await self._session(link)
+            except asyncio.CancelledError:
+                raise
+            except LinkError as exc:
+                log.warning("Region link %s: %s", link.name(), exc)
+            except (OSError, EOFError, asyncio.IncompleteReadError, TimeoutError) as exc:
+                if not link.paused:
+                    log.warning("Region link %s: %s", link.name(), exc or "connection lost")
+            except Exception:  # a bug must not end the link for good: log it, try again
+                log.exception("Region link %s failed", link.name())
+            finally:
+                if link.writer is not None:
+                    link.writer.close()
+                    link.writer = None
+                link.state = "paused" if link.paused else "connect"
+            if not link.paused:
+                link.wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(link.wake.wait(), RETRY_S)
+
+    async def _session(self, link: PeerLink) -> None:
+        link.state = "connecting"
+        limit_s = float(self.engine.config["repl-timeout"])
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection(link.host, link.port), limit_s
+        )
+        link.writer = writer
+        # (a new session acknowledges again what is here, once it is durable: the peer may
+        # have restarted and forgotten)
+        link.acked = 0
+        if link.region:
+            applied_seq = self.region.inbox.applied.get(link.region, 0)
+            link.unacked.append((self.engine.effect_seq, applied_seq))
+        config = self.engine.config
+        if config["masterauth"]:
+            argv = [b"AUTH"]
+            if config["masteruser"]:
+                argv.append(config["masteruser"].encode())
+            writer.write(encode_command([*argv, config["masterauth"].encode()]))
+        applied = self.region.inbox.applied
+        argv = [b"AAPSYNC", b"%d" % self.region.id, b"%d" % len(applied)]
+        for region, seq in sorted(applied.items()):
+            argv += [b"%d" % region, b"%d" % seq]
+        writer.write(encode_command(argv))
+        reply = hiredis.Reader()
+        await self._stream(link, reader, reply, limit_s)
+
+    async def _stream(
+        self,
+        link: PeerLink,
+        reader: asyncio.StreamReader,
+        parser: hiredis.Reader,
+        limit_s: float,
+    ) -> None:
+        streaming = False
+        while True:
+            data = await asyncio.wait_for(reader.read(READ_SIZE), limit_s)
+            if not data:
+                raise EOFError("connection closed by the peer")
+            link.last_io = time.monotonic()
+            parser.feed(data)
+            effects: list[Effect] = []
+            while (item := parser.gets()) is not False:
+                if isinstance(item, hiredis.ReplyError):
+                    raise LinkError(f"refused: {item}")
+                if not streaming:
+                    streaming = self._handshake(link, item)
+                    continue
+                if not isinstance(item, list) or not item:
+                    raise LinkError(f"not an effect: {item!r:.80}")
+                if item[0] == b"AAPING" and len(item) == 2:
+                    link.peer_seq = max(link.peer_seq, int(item[1]))
+                    continue
+                try:
+                    effect = from_line(item)
+                except ReplyError as exc:
+                    raise LinkError(f"{exc.msg}: {item[:6]!r}") from None
+                if effect.origin != link.region:
+                    raise LinkError(f"region {link.region} sent an effect of {effect.origin}")
+                effects.append(effect)
+            if effects:
+                self._apply(link, effects)
+
+    def _handshake(self, link: PeerLink, item: object) -> bool:
+        if item == b"OK":
+            return False  # AUTH's reply
+        if not isinstance(item, bytes) or not item.startswith(b"AASTREAM "):
+            raise LinkError(f"unexpected reply to AAPSYNC: {item!r:.80}")
+        region = int(item.split()[1])
+        if region == self.region.id:
+            raise LinkError("the peer is this region itself")
+        if not link.region:  # (the first session: what is here is acknowledged too)
+            applied_seq = self.region.inbox.applied.get(region, 0)
+            link.unacked.append((self.engine.effect_seq, applied_seq))
+        link.region = region
+        link.state = "connected"
+        link.connected_since = time.monotonic()
+        log.warning("Region link %s: streaming region %d's effects", link.name(), region)
+        return True
+
+    def _apply(self, link: PeerLink, effects: list[Effect]) -> None:
+        engine = self.engine
+        engine.keyspace.now_ms = engine.clock.now_ms()
+        for effect in effects:
+            link.received_seq = max(link.received_seq, effect.seq)
+            link.applied_effects += self.region.receive(effect)
+        lines = self.rk.take_lines()
+        if lines:
+            engine.apply_change(0, [], Change(len(lines), lines))
+            link.unacked.append((engine.effect_seq, self.region.inbox.applied.get(link.region, 0)))
+        link.peer_seq = max(link.peer_seq, link.received_seq)
+        engine.serve_ready()
+        self.server.schedule_flush()
+
+    def info_lines(self) -> list[str]:
+        now = time.monotonic()
+        lines = [f"peers:{len(self.links)}", f"feeds:{len(self.feeds)}"]
+        applied = self.region.inbox.applied
+        for n, link in enumerate(self.links):
+            seq = applied.get(link.region, 0) if link.region else 0
+            lag = max(link.peer_seq - seq, 0)
+            io = int((now - link.last_io) * 1000) if link.last_io else -1
+            lines.append(
+                f"peer{n}:host={link.host},port={link.port},region={link.region},"
+                f"state={link.state},applied_seq={seq},received_seq={link.received_seq},"
+                f"peer_seq={link.peer_seq},lag={lag},last_io_ms={io},"
+                f"acked_by_peer={self.peer_acks.get(link.region, 0)}"
+            )
+        return lines

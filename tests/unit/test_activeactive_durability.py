@@ -1,0 +1,214 @@
+"""Issue 18, step 4: a region's AOF (AAEFFECT and AALOCAL lines) and snapshot bring back the
+same region: streams, sub-logs, groups, the vector, and the local consumer-group state."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from headwater.activeactive.region import Region
+from headwater.config import Config
+from headwater.engine.replay import FailedCommand, Replayer
+from headwater.persistence.rewrite import write_base
+from headwater.persistence.snapshot import (
+    SnapshotError,
+    check_snapshot,
+    load_snapshot,
+    write_snapshot,
+)
+from tests.unit.conftest import Harness
+
+#: what a restart must bring back, and what replies show it
+READS = [
+    ("AADUMP",),
+    ("XINFO", "STREAM", "s"),
+    ("XINFO", "GROUPS", "s"),
+    ("XINFO", "CONSUMERS", "s", "g"),
+    ("XPENDING", "s", "g", "-", "+", "100"),
+    ("XPENDING", "s", "g"),
+    ("XRANGE", "s", "-", "+"),
+    ("KEYS", "*"),
+]
+
+
+def region_harness(mode: str = "strict") -> Harness:
+    config = Config()
+    config.load_value("region-id", ["3"])
+    config.load_value("active-active-id-mode", [mode])
+    return Harness(config=config)
+
+
+def local_state(region: Region) -> str:
+    """Everything local to the region's groups, in one text (besides ``Region.dump``)."""
+    lines = [region.dump()]
+    for key in sorted(region.streams):
+        for name, g in sorted(region.streams[key].groups.items()):
+            pel = {tag: (p.consumer, p.delivery_ms, p.count) for tag, p in sorted(g.pel.items())}
+            lines.append(
+                f"{key!r} {name!r} last={g.last_id} read={g.entries_read} cursors="
+                f"{sorted(g.cursors.items())} times={sorted(g.times.items())} pel={pel} "
+                f"consumers={sorted(g.consumers.items())}"
+            )
+    return "\n".join(lines)
+
+
+def workload(h: Harness) -> None:
+    a, b = h.client(), h.client()
+    for n in range(30):
+        h.call(a, "XADD", "s", "*", "n", n)
+        h.clock.advance(1)
+    h.call(a, "XADD", "s", "MAXLEN", "25", "*", "n", "trim")
+    h.call(a, "XGROUP", "CREATE", "s", "g", "0")
+    h.call(a, "XGROUP", "CREATE", "s", "g2", "$")
+    h.call(a, "XREADGROUP", "GROUP", "g", "alice", "COUNT", "5", "STREAMS", "s", ">")
+    h.clock.advance(100)
+    h.call(b, "XREADGROUP", "GROUP", "g", "bob", "COUNT", "7", "STREAMS", "s", ">")
+    h.call(b, "XREADGROUP", "GROUP", "g", "bob", "STREAMS", "s", "0")
+    first = h.call(a, "XRANGE", "s", "-", "+", "COUNT", "3")
+    h.call(a, "XACK", "s", "g", first[0][0], first[2][0])
+    h.call(a, "XCLAIM", "s", "g", "carol", "50", first[1][0])
+    h.call(a, "XAUTOCLAIM", "s", "g", "dave", "0", "0", "COUNT", "2")
+    h.call(a, "XGROUP", "CREATECONSUMER", "s", "g", "erin")
+    h.call(a, "XGROUP", "DELCONSUMER", "s", "g", "bob")
+    h.call(a, "XREADGROUP", "GROUP", "g", "frank", "NOACK", "COUNT", "2", "STREAMS", "s", ">")
+    h.call(a, "XDEL", "s", first[1][0])
+    h.call(a, "XGROUP", "SETID", "g2", "x", "0")  # an error: logs nothing
+    h.call(a, "XADD", "gone", "*", "a", "1")
+    h.call(a, "DEL", "gone")
+    h.call(a, "XADD", "moved", "*", "a", "1")
+    h.call(a, "RENAME", "moved", "there")
+    h.call(a, "XSETID", "there", "99999999999999-0")
+    h.call(a, "SET", "plain", "value")
+    h.call(a, "XADD", "s", "IDMP", "api", "ride-1", "*", "fare", "1")
+    h.call(a, "XADD", "s", "IDMPAUTO", "api", "*", "fare", "2")
+    h.call(a, "XADD", "s", "IDMP", "api", "ride-1", "*", "fare", "1")  # a retry
+
+
+def replies(h: Harness) -> list[bytes]:
+    c = h.client()
+    out = []
+    for args in READS:
+        h.engine.execute(c, [a.encode() for a in args])
+        out.append(h.raw(c))
+    return out
+
+
+def test_replaying_the_aof_brings_back_the_same_region(tmp_path: Path) -> None:
+    live = region_harness()
+    workload(live)
+    path = tmp_path / "appendonly.aof"
+    live.write_aof(path)
+    assert b"AALOCAL" in path.read_bytes() and b"AAEFFECT" in path.read_bytes()
+    restarted = region_harness()
+    restarted.clock.now = live.clock.now
+    restarted.clock.mono = live.clock.mono
+    result = Replayer(restarted.engine).replay(path, truncate_torn=False)
+    assert result.commands > 0
+    assert live.engine.region is not None and restarted.engine.region is not None
+    before, after = live.engine.region.region, restarted.engine.region.region
+    assert local_state(after) == local_state(before)
+    after.check_invariants()
+    assert replies(restarted) == replies(live)
+    # the IDMP map came back: a retry gets the original ID
+    retry = ("XADD", "s", "IDMP", "api", "ride-1", "*", "fare", "1")
+    assert restarted.call(restarted.client(), *retry) == live.call(live.client(), *retry)
+    # the region makes its own sequence on from there
+    c = restarted.client()
+    restarted.call(c, "XADD", "s", "*", "after", "restart")
+    assert after.inbox.applied[3] == before.inbox.applied[3] + 1
+
+
+def test_aaeffect_replays_refuse_a_gap(tmp_path: Path) -> None:
+    live = region_harness()
+    c = live.client()
+    live.call(c, "XADD", "s", "*", "a", "1")
+    live.call(c, "XADD", "s", "*", "a", "2")
+    del live.effects[0]  # the first effect lost: the log is damaged
+    path = tmp_path / "appendonly.aof"
+    live.write_aof(path)
+    restarted = region_harness()
+    with pytest.raises(FailedCommand, match="after 3:0"):
+        Replayer(restarted.engine).replay(path, truncate_torn=False)
+
+
+def test_a_snapshot_brings_back_the_same_region(tmp_path: Path) -> None:
+    live = region_harness()
+    workload(live)
+    path = tmp_path / "dump.hwsnap"
+    write_snapshot(path, live.engine.keyspace.dbs)
+    restarted = region_harness()
+    restarted.clock.now, restarted.clock.mono = live.clock.now, live.clock.mono
+    keys = load_snapshot(path, restarted.engine.keyspace.dbs)
+    assert keys == 1  # the plain string; the streams come with the region's record
+    assert live.engine.region is not None and restarted.engine.region is not None
+    before, after = live.engine.region.region, restarted.engine.region.region
+    assert local_state(after) == local_state(before)
+    assert after.streams.keys() == before.streams.keys()  # tombstones included
+    after.check_invariants()
+    assert replies(restarted)[0] == replies(live)[0]  # AADUMP
+    retry = ("XADD", "s", "IDMP", "api", "ride-1", "*", "fare", "1")
+    assert restarted.call(restarted.client(), *retry) == live.call(live.client(), *retry)
+    assert replies(restarted)[2:] == replies(live)[2:]  # (XINFO STREAM: nodes are rebuilt)
+    assert check_snapshot(path)[0], check_snapshot(path)[1]
+    # the own effects peers may still need come back too (a restarted region serves them)
+    live_rk, restarted_rk = live.engine.region, restarted.engine.region
+    assert [e.to_line() for e in restarted_rk.own] == [e.to_line() for e in live_rk.own]
+    assert restarted_rk.own_first == live_rk.own_first == 1
+    assert live_rk.trim_own(10) == 10 and live_rk.own_first == 11
+    write_snapshot(path, live.engine.keyspace.dbs)
+    again = region_harness()
+    load_snapshot(path, again.engine.keyspace.dbs)
+    assert again.engine.region is not None and again.engine.region.own_first == 11
+    # a plain server refuses it, and so does another region
+    with pytest.raises(SnapshotError, match="same --region-id"):
+        load_snapshot(path, Harness().engine.keyspace.dbs)
+    other = Config()
+    other.load_value("region-id", ["4"])
+    with pytest.raises(SnapshotError, match="region 3's"):
+        load_snapshot(path, Harness(config=other).engine.keyspace.dbs)
+
+
+def test_a_snapshot_base_and_the_aof_after_it(tmp_path: Path) -> None:
+    """The AOF rewrite's shape: a snapshot base, then the effects made after it."""
+    live = region_harness()
+    workload(live)
+    base = tmp_path / "base.hwsnap"
+    write_snapshot(base, live.engine.keyspace.dbs)
+    live.effects.clear()
+    c = live.client()
+    live.call(c, "XADD", "s", "*", "more", "1")
+    live.call(c, "XREADGROUP", "GROUP", "g", "zoe", "STREAMS", "s", ">")
+    live.call(c, "DEL", "there")
+    incr = tmp_path / "incr.aof"
+    live.write_aof(incr)
+    restarted = region_harness()
+    restarted.clock.now, restarted.clock.mono = live.clock.now, live.clock.mono
+    load_snapshot(base, restarted.engine.keyspace.dbs)
+    Replayer(restarted.engine).replay(incr, truncate_torn=False)
+    assert live.engine.region is not None and restarted.engine.region is not None
+    assert local_state(restarted.engine.region.region) == local_state(live.engine.region.region)
+    assert replies(restarted)[2:] == replies(live)[2:]
+
+
+def test_a_rewrite_in_command_form_carries_the_region(tmp_path: Path) -> None:
+    """``aof-use-rdb-preamble no``: the rewritten base is commands; the region is one
+    AARESTORE of its saved state, and what follows it replays on top."""
+    live = region_harness()
+    workload(live)
+    base = tmp_path / "base.aof"
+    write_base(base, live.engine.keyspace.dbs)
+    assert base.read_bytes().startswith(b"*2\r\n$9\r\nAARESTORE\r\n")
+    live.effects.clear()
+    c = live.client()
+    live.call(c, "XADD", "s", "*", "more", "1")
+    incr = tmp_path / "incr.aof"
+    live.write_aof(incr)
+    restarted = region_harness()
+    restarted.clock.now, restarted.clock.mono = live.clock.now, live.clock.mono
+    for path in (base, incr):
+        Replayer(restarted.engine).replay(path, truncate_torn=False)
+    assert live.engine.region is not None and restarted.engine.region is not None
+    assert local_state(restarted.engine.region.region) == local_state(live.engine.region.region)
+    assert replies(restarted)[2:] == replies(live)[2:]
+    assert restarted.call(restarted.client(), "GET", "plain") == b"value"
