@@ -43,6 +43,8 @@ HOT_MODULES = (
     "headwater.commands.notify",
     "headwater.commands.sets",
     "headwater.structures.sets",
+    "headwater.commands.zsets",
+    "headwater.structures.zsets",
     "headwater.ops.change",
     "headwater.ops.streams",
     "headwater.ops.groups",

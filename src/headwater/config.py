@@ -305,6 +305,18 @@ PARAMS: tuple[Param, ...] = (
     Param("set-max-intset-entries", _int_parser(0, INT64_MAX), "512"),
     Param("set-max-listpack-entries", _int_parser(0, INT64_MAX), "128"),
     Param("set-max-listpack-value", _int_parser(0, INT64_MAX), "64"),
+    Param(
+        "zset-max-listpack-entries",
+        _int_parser(0, INT64_MAX),
+        "128",
+        aliases=("zset-max-ziplist-entries",),
+    ),
+    Param(
+        "zset-max-listpack-value",
+        _int_parser(0, INT64_MAX),
+        "64",
+        aliases=("zset-max-ziplist-value",),
+    ),
     Param("stream-node-max-bytes", _int_parser(0, INT64_MAX, memory=True), "4096"),
     Param("stream-node-max-entries", _int_parser(0, INT64_MAX), "100"),
     Param("stream-idmp-duration", _int_parser(1, 86400), "100"),

@@ -89,6 +89,27 @@ def test_sets(client: redis.Redis) -> None:
     assert client.srandmember("d") == b"b"
 
 
+def test_sorted_sets(client: redis.Redis) -> None:
+    assert client.zadd("z", {"a": 1, "b": 2.5, "c": 3}) == 3
+    pairs = client.zrange("z", 0, -1, withscores=True)  # (RESP3: lists, RESP2: tuples)
+    assert [tuple(p) for p in pairs] == [(b"a", 1.0), (b"b", 2.5), (b"c", 3.0)]
+    assert client.zscore("z", "b") == 2.5
+    assert client.zincrby("z", 1, "a") == 2.0
+    assert client.zrank("z", "a") == 0
+    assert client.zrangebyscore("z", "(2", "+inf") == [b"b", b"c"]
+    assert client.zrevrange("z", 0, 0) == [b"c"]
+    assert client.zcount("z", 2, 3) == 3
+    resp3 = client.connection_pool.connection_kwargs.get("protocol") == 3
+    assert client.zpopmin("z") == ([b"a", 2.0] if resp3 else [(b"a", 2.0)])  # (as with Redis)
+    key, popped = client.zmpop(1, ["z"], max=True)  # (scores as redis-py gives them)
+    assert key == b"z" and [(m, float(s)) for m, s in popped] == [(b"c", 3.0)]
+    assert client.zrem("z", "b") == 1
+    assert client.exists("z") == 0
+    assert client.zadd("l", {"x": 0, "y": 0}) == 2
+    assert client.zrangebylex("l", "-", "[x") == [b"x"]
+    assert dict(client.zscan_iter("l")) == {b"x": 0.0, b"y": 0.0}
+
+
 def test_pipeline_without_transaction(client: redis.Redis) -> None:
     pipe = client.pipeline(transaction=False)
     for i in range(100):

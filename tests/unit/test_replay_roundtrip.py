@@ -53,6 +53,8 @@ consumer = st.sampled_from(CONSUMERS)
 small = st.integers(0, 12)
 value = st.sampled_from(["v", "12", "x" * 40])
 set_key = st.sampled_from(["set1", "set2", "str"])
+zset_key = st.sampled_from(["z1", "z2", "str"])
+zscore = st.sampled_from(["1", "-2.5", "0", "inf", "3e2"])
 member = st.sampled_from(["1", "2", "-7", "a", "bb", "x" * 70])
 
 
@@ -236,6 +238,34 @@ rest = st.one_of(
     st.tuples(st.sampled_from(["SINTERSTORE", "SUNIONSTORE", "SDIFFSTORE"]), set_key).map(
         lambda t: [t[0], t[1], "set1", "set2"]
     ),
+    # sorted sets
+    st.tuples(
+        zset_key,
+        st.sampled_from([[], ["NX"], ["XX"], ["GT", "CH"], ["LT"], ["INCR"]]),
+        st.lists(st.tuples(zscore, member), min_size=1, max_size=3),
+    ).map(
+        lambda t: [
+            "ZADD",
+            t[0],
+            *t[1],
+            *[x for pair in (t[2][:1] if "INCR" in t[1] else t[2]) for x in pair],
+        ]
+    ),
+    st.tuples(zset_key, zscore, member).map(lambda t: ["ZINCRBY", *t]),
+    st.tuples(zset_key, member).map(lambda t: ["ZREM", *t]),
+    st.tuples(st.sampled_from(["ZPOPMIN", "ZPOPMAX"]), zset_key, st.sampled_from(["1", "3"])).map(
+        list
+    ),
+    st.tuples(zset_key, st.sampled_from(["MIN", "MAX"])).map(
+        lambda t: ["ZMPOP", "2", "nozset", t[0], t[1], "COUNT", "2"]
+    ),
+    st.tuples(zset_key, st.sampled_from(["0 1", "-2 -1"])).map(
+        lambda t: ["ZREMRANGEBYRANK", t[0], *t[1].split()]
+    ),
+    st.tuples(zset_key, st.sampled_from(["-inf (0", "1 +inf"])).map(
+        lambda t: ["ZREMRANGEBYSCORE", t[0], *t[1].split()]
+    ),
+    st.tuples(zset_key, zset_key).map(lambda t: ["ZRANGESTORE", t[0], t[1], "0", "1"]),
     st.sampled_from([["SELECT", "0"], ["SELECT", "1"]]),
     st.just(["FLUSHDB"]),
 )

@@ -23,6 +23,7 @@ from headwater.persistence.snapshot import (
 from headwater.stream.groups import key_id
 from headwater.stream.stream import Stream
 from headwater.structures.sets import SetValue
+from headwater.structures.zsets import ZSetValue
 from tests.unit.conftest import Harness
 
 
@@ -37,6 +38,9 @@ def canonical(dbs: list[Database]) -> dict[tuple[int, bytes], Any]:
                 out[db.index, key] = (_stream(value), ttl)
             elif isinstance(value, dict):
                 out[db.index, key] = ("hash", dict(value), ttl)
+            elif isinstance(value, ZSetValue):
+                value.check_invariants()
+                out[db.index, key] = ("zset", list(value), ttl)
             elif isinstance(value, SetValue):
                 # (members only: replaying SADDs may choose another encoding and order, as
                 # it does for Redis's own AOF rewrite)
@@ -122,6 +126,9 @@ def apply(h: Harness, c: Any, op: tuple[Any, ...], counter: list[int]) -> None:
         h.call(c, "SADD", "mixed", args[0], "a", "b" * 70)
         h.call(c, "SADD", "big", *range(args[0] * 100, args[0] * 100 + 700))
         h.call(c, "SREM", "ints", 7)
+        h.call(c, "ZADD", "z", args[0], "a", 1.5, "b", "-inf", "c", 0.1, "d")
+        h.call(c, "ZADD", "zbig", *[x for n in range(200) for x in (n % 9 + 0.25, f"m{n}")])
+        h.call(c, "ZINCRBY", "z", 2, "a")
         h.call(c, "SELECT", 0)
     elif kind == "cfg":
         h.call(c, "XCFGSET", "s", "IDMP-MAXSIZE", args[0])
@@ -161,6 +168,9 @@ def exact_state(dbs: list[Database]) -> dict[tuple[int, bytes], Any]:
             ttl = db.expires.get(key)
             if isinstance(value, SetValue):
                 out[db.index, key] = ("SetValue", value.encoding, value.ordered(), ttl)
+                continue
+            if isinstance(value, ZSetValue):
+                out[db.index, key] = ("ZSetValue", value.listpack, list(value), ttl)
                 continue
             if not isinstance(value, Stream):
                 out[db.index, key] = (type(value).__name__, value, ttl)

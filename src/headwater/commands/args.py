@@ -43,5 +43,32 @@ def parse_float(raw: bytes, error: ReplyError = NOT_FLOAT) -> float:
     return value
 
 
+_DOUBLE_CHARS = frozenset(b"0123456789+-.eE")
+
+
+def parse_double(raw: bytes, error: ReplyError = NOT_FLOAT) -> float:
+    """C's ``strtod`` on the whole argument, as Redis's getDoubleFromObject: decimal (with an
+    exponent), ``inf``/``infinity`` with a sign, hexadecimal; no spaces, no ``_``; NaN
+    refused."""
+    if not raw or len(raw) > 256:
+        raise error
+    text = raw.decode("ascii", "replace")
+    lowered = text.lower().lstrip("+-")
+    try:
+        if lowered in ("inf", "infinity"):
+            value = float(text)
+        elif lowered.startswith("0x"):
+            value = float.fromhex(text)
+        elif all(byte in _DOUBLE_CHARS for byte in raw) and any(ch.isdigit() for ch in text):
+            value = float(text)
+        else:
+            raise error
+    except ValueError:
+        raise error from None
+    if value != value:
+        raise error
+    return value
+
+
 def upper(raw: bytes) -> bytes:
     return raw.upper()

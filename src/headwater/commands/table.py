@@ -20,6 +20,7 @@ from headwater.commands import (
     strings,
     transactions,
     xinfo,
+    zsets,
 )
 from headwater.commands.context import CommandSpec
 
@@ -39,6 +40,7 @@ FAMILIES = (
     pubsub,
     monitor,
     replication,
+    zsets,
 )
 
 

@@ -27,10 +27,12 @@ from headwater.activeactive.rstream import RegionStream
 from headwater.keyspace import Database
 from headwater.persistence.aof import encode_command
 from headwater.persistence.manifest import fsync_dir
+from headwater.resp.encoder import format_double
 from headwater.stream.groups import UNKNOWN, Group, key_id, nack_commands
 from headwater.stream.ids import MIN_ID, format_id
 from headwater.stream.stream import Entry, Stream
 from headwater.structures.sets import SetValue
+from headwater.structures.zsets import ZSetValue
 from headwater.values import Hash, RawString
 
 Command = list[bytes]
@@ -65,6 +67,10 @@ def _value_commands(key: bytes, value: object) -> Iterator[Command]:
         members = value.ordered()
         for i in range(0, len(members), _HSET_CHUNK * 2):
             yield [b"SADD", key, *members[i : i + _HSET_CHUNK * 2]]
+    elif isinstance(value, ZSetValue):
+        items = [x for score, member in value for x in (format_double(score), member)]
+        for i in range(0, len(items), 2 * _HSET_CHUNK):
+            yield [b"ZADD", key, *items[i : i + 2 * _HSET_CHUNK]]
     elif isinstance(value, RawString):  # APPEND to an existing string makes it raw
         yield [b"SET", key, b""]
         yield [b"APPEND", key, bytes(value)]

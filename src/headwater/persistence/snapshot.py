@@ -94,6 +94,7 @@ from headwater.structures.sets import (
     SetInvariantError,
     SetValue,
 )
+from headwater.structures.zsets import ZSetInvariantError, ZSetValue
 from headwater.values import Hash, RawString
 
 MAGIC = b"HWSNAP"
@@ -108,6 +109,9 @@ SELECT, STRING, HASH, STREAM, FUNCTIONS, END = 0x01, 0x02, 0x03, 0x04, 0x05, 0xF
 REGION = 0x06
 #: a set: its encoding, then its members in their order
 SET = 0x07
+#: a sorted set: listpack or not, then (member, score as an IEEE double) in order
+ZSET = 0x08
+_F64 = struct.Struct("<d")
 
 _U8 = struct.Struct("<B")
 _U16 = struct.Struct("<H")
@@ -223,6 +227,15 @@ def _write_value(out: _Out, key: bytes, value: object, expire: int) -> None:
         out.u64(len(value))
         for member in value.ordered():
             out.blob(member)
+        out.i64(expire)
+    elif isinstance(value, ZSetValue):
+        out.put(_U8.pack(ZSET))
+        out.blob(key)
+        out.put(_U8.pack(value.listpack))
+        out.u64(len(value))
+        for score, member in value:
+            out.blob(member)
+            out.put(_F64.pack(score))
         out.i64(expire)
     elif isinstance(value, bytes):
         out.put(_U8.pack(STRING))
@@ -750,7 +763,23 @@ def _read_plain(inp: _In, kind: int) -> tuple[object, int]:
         return h, inp.i64()
     if kind == SET:
         return _read_set(inp), inp.i64()
+    if kind == ZSET:
+        return _read_zset(inp), inp.i64()
     raise SnapshotError(f"{inp.origin}: unknown record type {kind} at offset {inp.pos - 1}")
+
+
+def _read_zset(inp: _In) -> ZSetValue:
+    z = ZSetValue(bool(inp.u8()))
+    pairs = []
+    for _ in range(inp.u64()):
+        member = inp.blob()
+        pairs.append((float(_F64.unpack(inp.take(8))[0]), member))
+    try:
+        z.load_ordered(pairs)
+        z.check_invariants()
+    except ZSetInvariantError as exc:
+        raise SnapshotError(f"{inp.origin}: {exc}") from None
+    return z
 
 
 def _read_set(inp: _In) -> SetValue:

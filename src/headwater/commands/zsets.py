@@ -1,0 +1,693 @@
+"""Sorted-set commands (Redis ``t_zset.c``), on ``structures.zsets.ZSetValue``.
+
+Writes propagate as given (every sorted-set write is deterministic) except ZMPOP, which Redis
+rewrites as the ZPOPMIN or ZPOPMAX of the key it popped from. A sorted set left empty is
+deleted. Scores are doubles; replies give them as RESP3 doubles, or in RESP2 as bulk strings
+in Redis 7.2's shortest round-trip form.
+"""
+
+from __future__ import annotations
+
+import random
+
+from headwater.commands.args import INT64_MAX, parse_double, parse_int
+from headwater.commands.context import Client, spec
+from headwater.commands.keys import parse_cursor
+from headwater.commands.notify import lookup_read, notify
+from headwater.commands.sets import scan_step
+from headwater.errors import NOT_FLOAT, SYNTAX, WRONGTYPE, err
+from headwater.glob import compile_glob
+from headwater.keyevents import GENERIC, ZSET
+from headwater.ops.change import ONE, Change, Written, as_given
+from headwater.resp.encoder import format_double
+from headwater.resp.types import NULL_ARRAY, Reply
+from headwater.structures.zsets import LexRange, Pair, ScoreRange, ZSetLimits, ZSetValue
+
+NOT_A_FLOAT_RANGE = err("min or max is not a float")
+NOT_A_LEX_RANGE = err("min or max not valid string range item")
+NAN_SCORE = err("resulting score is not a number (NaN)")
+OUT_OF_RANGE_POSITIVE = err("value is out of range, must be positive")
+NUMKEYS_NOT_POSITIVE = err("numkeys should be greater than 0")
+COUNT_NOT_POSITIVE = err("count should be greater than 0")
+#: ZRANDMEMBER's picks (a test may seed it)
+rng = random.Random()
+
+
+def limits_of(c: Client) -> ZSetLimits:
+    settings = c.server.config.values  # (the dict itself: no method call per lookup)
+    return ZSetLimits(settings["zset-max-listpack-entries"], settings["zset-max-listpack-value"])
+
+
+def _as_zset(value: object) -> ZSetValue | None:
+    if value is None or type(value) is ZSetValue:
+        return value
+    raise WRONGTYPE
+
+
+def _read(c: Client, key: bytes) -> ZSetValue | None:
+    return _as_zset(lookup_read(c, key))
+
+
+def _to_write(c: Client, key: bytes) -> ZSetValue | None:
+    return _as_zset(c.db.get(key))
+
+
+def _emptied(c: Client, key: bytes, z: ZSetValue) -> None:
+    if not z.scores:
+        c.db.delete(key)
+        notify(c, GENERIC, b"del", key)
+    else:
+        c.db.signal_modified(key)
+
+
+def _with_scores(pairs: list[Pair], resp: int, flat: bool = False) -> list[Reply]:
+    """Members and scores: a flat array in RESP2, pairs in RESP3 (unless ``flat``)."""
+    if resp == 3 and not flat:
+        return [[member, score] for score, member in pairs]
+    out: list[Reply] = []
+    for score, member in pairs:
+        out.append(member)
+        out.append(format_double(score) if resp == 2 else score)
+    return out
+
+
+# -- ZADD, ZINCRBY, ZREM -------------------------------------------------------------------
+
+
+class _AddFlags:
+    __slots__ = ("ch", "gt", "incr", "lt", "nx", "xx")
+
+    def __init__(self) -> None:
+        self.nx = self.xx = self.gt = self.lt = self.ch = self.incr = False
+
+
+_ADD_FLAGS = (b"NX", b"XX", b"GT", b"LT", b"CH", b"INCR")
+
+
+def _parse_zadd(argv: list[bytes]) -> tuple[_AddFlags, list[float], list[bytes]]:
+    flags = _AddFlags()
+    i = 2
+    while i < len(argv):
+        token = argv[i].upper()
+        if token not in _ADD_FLAGS:
+            break
+        setattr(flags, token.decode().lower(), True)
+        i += 1
+    rest = argv[i:]
+    if not rest or len(rest) % 2:
+        raise SYNTAX
+    if flags.nx and flags.xx:
+        raise err("XX and NX options at the same time are not compatible")
+    if (flags.gt and flags.nx) or (flags.lt and flags.nx) or (flags.gt and flags.lt):
+        raise err("GT, LT, and/or NX options at the same time are not compatible")
+    if flags.incr and len(rest) > 2:
+        raise err("INCR option supports a single increment-element pair")
+    scores = [parse_double(raw) for raw in rest[0::2]]
+    return flags, scores, rest[1::2]
+
+
+NOP, ADDED, UPDATED, SAME = 0, 1, 2, 3
+
+
+def _add_one(
+    z: ZSetValue, member: bytes, score: float, flags: _AddFlags, limits: ZSetLimits
+) -> tuple[int, float]:
+    """zsetAdd: what happened (NOP, ADDED, UPDATED, SAME) and the member's score after."""
+    current = z.scores.get(member)
+    if current is None:
+        if flags.xx:
+            return NOP, score
+        z.set(member, score, limits)
+        return ADDED, score
+    if flags.nx:
+        return NOP, current
+    if flags.incr:
+        score = current + score
+        if score != score:
+            raise NAN_SCORE
+    if (flags.gt and score <= current) or (flags.lt and score >= current):
+        return NOP, current
+    if score == current:
+        return SAME, score
+    z.set(member, score, limits)
+    return UPDATED, score
+
+
+def cmd_zadd(c: Client, argv: list[bytes]) -> Reply | Written:
+    flags, scores, members = _parse_zadd(argv)
+    return _zadd(c, argv[1], flags, scores, members)
+
+
+def _zadd(
+    c: Client, key: bytes, flags: _AddFlags, scores: list[float], members: list[bytes]
+) -> Reply | Written:
+    z = _to_write(c, key)
+    limits = limits_of(c)
+    longest = max(len(member) for member in members)
+    if z is None:
+        if flags.xx:
+            return None if flags.incr else 0
+        z = ZSetValue.for_size(len(members), longest, limits)
+        c.db.set(key, z)
+    else:
+        z.prepare(len(members), longest, limits)
+    added = updated = processed = 0
+    score_after = 0.0
+    for score, member in zip(scores, members, strict=True):
+        outcome, score_after = _add_one(z, member, score, flags, limits)
+        added += outcome == ADDED
+        updated += outcome == UPDATED
+        processed += outcome != NOP
+    changed = added + updated
+    if changed:
+        c.db.signal_modified(key)
+        notify(c, ZSET, b"zincr" if flags.incr else b"zadd", key)
+    if flags.incr:
+        reply: Reply = score_after if processed else None
+    else:
+        reply = changed if flags.ch else added
+    return Written(reply, as_given(changed)) if changed else reply
+
+
+def cmd_zincrby(c: Client, argv: list[bytes]) -> Reply | Written:
+    flags = _AddFlags()
+    flags.incr = True
+    return _zadd(c, argv[1], flags, [parse_double(argv[2])], [argv[3]])
+
+
+def cmd_zrem(c: Client, argv: list[bytes]) -> Reply | Written:
+    key = argv[1]
+    z = _to_write(c, key)
+    if z is None:
+        return 0
+    removed = 0
+    for member in argv[2:]:
+        if z.remove(member):
+            removed += 1
+            if not z.scores:
+                break
+    if not removed:
+        return 0
+    notify(c, ZSET, b"zrem", key)
+    _emptied(c, key, z)
+    return Written(removed, as_given(removed))
+
+
+# -- lookups -------------------------------------------------------------------------------
+
+
+def cmd_zcard(c: Client, argv: list[bytes]) -> Reply:
+    z = _read(c, argv[1])
+    return 0 if z is None else len(z)
+
+
+def cmd_zscore(c: Client, argv: list[bytes]) -> Reply:
+    z = _read(c, argv[1])
+    return None if z is None else z.scores.get(argv[2])
+
+
+def cmd_zmscore(c: Client, argv: list[bytes]) -> Reply:
+    z = _read(c, argv[1])
+    if z is None:
+        return [None] * (len(argv) - 2)
+    return [z.scores.get(member) for member in argv[2:]]
+
+
+def _rank(c: Client, argv: list[bytes], reverse: bool) -> Reply:
+    if len(argv) > 4 or (len(argv) == 4 and argv[3].upper() != b"WITHSCORE"):
+        raise SYNTAX
+    with_score = len(argv) == 4
+    z = _read(c, argv[1])
+    rank = None if z is None else z.rank(argv[2])
+    if z is None or rank is None:
+        return NULL_ARRAY if with_score else None
+    if reverse:
+        rank = len(z) - 1 - rank
+    if with_score:
+        return [rank, z.scores[argv[2]]]
+    return rank
+
+
+def cmd_zrank(c: Client, argv: list[bytes]) -> Reply:
+    return _rank(c, argv, False)
+
+
+def cmd_zrevrank(c: Client, argv: list[bytes]) -> Reply:
+    return _rank(c, argv, True)
+
+
+def parse_score_range(low: bytes, high: bytes) -> ScoreRange:
+    """zslParseRange: ``(`` makes an end exclusive; ``-inf``/``+inf``; NaN refused."""
+    low_open, high_open = low[:1] == b"(", high[:1] == b"("
+    lo = _strtod(low[1:] if low_open else low)
+    hi = _strtod(high[1:] if high_open else high)
+    return ScoreRange(lo, hi, low_open, high_open)
+
+
+def _strtod(raw: bytes) -> float:
+    """A range end as zslParseRange reads it with plain ``strtod``: leading spaces are
+    skipped and nothing at all reads as 0; anything after the number, or NaN, is refused."""
+    text = raw.lstrip(b" \t\n\v\f\r")
+    if not text:
+        return 0.0
+    return parse_double(text, NOT_A_FLOAT_RANGE)
+
+
+def _lex_end(raw: bytes) -> tuple[bytes | None, bool, int]:
+    """One end of a lex range: (bound, exclusive, -1 for '-' / 1 for '+' / 0)."""
+    if raw == b"-":
+        return None, False, -1
+    if raw == b"+":
+        return None, False, 1
+    if raw[:1] == b"(":
+        return raw[1:], True, 0
+    if raw[:1] == b"[":
+        return raw[1:], False, 0
+    raise NOT_A_LEX_RANGE
+
+
+def parse_lex_range(low: bytes, high: bytes) -> LexRange | None:
+    """zslParseLexRange; None for a range that holds nothing by its ends alone (``+`` as
+    the minimum, ``-`` as the maximum)."""
+    lo, lo_open, lo_inf = _lex_end(low)
+    hi, hi_open, hi_inf = _lex_end(high)
+    if lo_inf == 1 or hi_inf == -1:
+        return None
+    return LexRange(lo, hi, lo_open, hi_open)
+
+
+def cmd_zcount(c: Client, argv: list[bytes]) -> Reply:
+    r = parse_score_range(argv[2], argv[3])
+    z = _read(c, argv[1])
+    if z is None or r.empty():
+        return 0
+    first, end = z.score_span(r)
+    return end - first
+
+
+def cmd_zlexcount(c: Client, argv: list[bytes]) -> Reply:
+    r = parse_lex_range(argv[2], argv[3])
+    z = _read(c, argv[1])
+    if z is None or r is None:
+        return 0
+    first, end = z.lex_span(r)
+    return end - first
+
+
+# -- ZRANGE and its family -----------------------------------------------------------------
+
+RANK, SCORE, LEX = 0, 1, 2
+
+
+class _RangeQuery:
+    __slots__ = ("by", "count", "high", "low", "offset", "reverse", "with_scores")
+
+    def __init__(self, by: int, reverse: bool) -> None:
+        self.by = by
+        self.reverse = reverse
+        self.with_scores = False
+        self.offset = 0
+        self.count = -1  # -1: no LIMIT
+        self.low = self.high = b""
+
+
+def _parse_range(
+    argv: list[bytes], at: int, by: int | None, reverse: bool | None, store: bool
+) -> _RangeQuery:
+    """zrangeGenericCommand's parsing: the options after ``<min> <max>`` (at ``at``); ``by``
+    and ``reverse`` are preset by the legacy commands (None: given by an option)."""
+    chosen_by, chosen_reverse = by, reverse
+    with_scores = False
+    offset, count = 0, -1
+    j = at + 2
+    while j < len(argv):
+        token = argv[j].upper()
+        left = len(argv) - j - 1
+        if token == b"WITHSCORES" and not store:
+            with_scores = True
+        elif token == b"LIMIT" and left >= 2:
+            offset = parse_int(argv[j + 1])
+            count = parse_int(argv[j + 2])
+            j += 2
+        elif token == b"REV" and chosen_reverse is None:
+            chosen_reverse = True
+        elif token == b"BYLEX" and chosen_by is None:
+            chosen_by = LEX
+        elif token == b"BYSCORE" and chosen_by is None:
+            chosen_by = SCORE
+        else:
+            raise SYNTAX
+        j += 1
+    q = _RangeQuery(RANK if chosen_by is None else chosen_by, bool(chosen_reverse))
+    if count != -1 and q.by == RANK:
+        raise err(
+            "syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX"
+        )
+    if with_scores and q.by == LEX:
+        raise err("syntax error, WITHSCORES not supported in combination with BYLEX")
+    q.with_scores, q.offset, q.count = with_scores, offset, count
+    low, high = argv[at], argv[at + 1]
+    if q.reverse and q.by != RANK:  # (given as max, min)
+        low, high = high, low
+    q.low, q.high = low, high
+    return q
+
+
+def _select(z: ZSetValue, q: _RangeQuery) -> list[Pair]:
+    """The pairs a parsed query selects, in reply order."""
+    n = len(z)
+    if q.by == RANK:
+        start, stop = parse_int(q.low), parse_int(q.high)
+        if start < 0:
+            start += n
+        if stop < 0:
+            stop += n
+        start = max(start, 0)
+        if start > stop or start >= n:
+            return []
+        stop = min(stop, n - 1)
+        if q.reverse:
+            pairs = z.by_rank(n - 1 - stop, n - 1 - start)
+            pairs.reverse()
+            return pairs
+        return z.by_rank(start, stop)
+    if q.by == SCORE:
+        r = parse_score_range(q.low, q.high)
+        first, end = (0, 0) if r.empty() else z.score_span(r)
+    else:
+        lr = parse_lex_range(q.low, q.high)
+        first, end = (0, 0) if lr is None else z.lex_span(lr)
+    return _limited(z, first, end, q)
+
+
+def _limited(z: ZSetValue, first: int, end: int, q: _RangeQuery) -> list[Pair]:
+    """Positions [first, end) after LIMIT offset count, from the top when reversed."""
+    if q.offset < 0 or q.count == 0 or first >= end:
+        return []
+    size = end - first - q.offset
+    if size <= 0:
+        return []
+    if q.count > 0:
+        size = min(size, q.count)
+    if q.reverse:
+        top = end - 1 - q.offset
+        pairs = z.by_rank(top - size + 1, top)
+        pairs.reverse()
+        return pairs
+    start = first + q.offset
+    return z.by_rank(start, start + size - 1)
+
+
+def _check_range_args(q: _RangeQuery) -> None:
+    """Redis parses the range before it looks the key up: errors first."""
+    if q.by == RANK:
+        parse_int(q.low)
+        parse_int(q.high)
+    elif q.by == SCORE:
+        parse_score_range(q.low, q.high)
+    else:
+        parse_lex_range(q.low, q.high)
+
+
+def _range_reply(c: Client, argv: list[bytes], by: int | None, reverse: bool | None) -> Reply:
+    q = _parse_range(argv, 2, by, reverse, store=False)
+    _check_range_args(q)
+    z = _read(c, argv[1])
+    if z is None:
+        return []
+    pairs = _select(z, q)
+    if q.with_scores:
+        return _with_scores(pairs, c.resp)
+    return [member for _, member in pairs]
+
+
+def cmd_zrange(c: Client, argv: list[bytes]) -> Reply:
+    return _range_reply(c, argv, None, None)
+
+
+def cmd_zrevrange(c: Client, argv: list[bytes]) -> Reply:
+    return _range_reply(c, argv, RANK, True)
+
+
+def cmd_zrangebyscore(c: Client, argv: list[bytes]) -> Reply:
+    return _range_reply(c, argv, SCORE, False)
+
+
+def cmd_zrevrangebyscore(c: Client, argv: list[bytes]) -> Reply:
+    return _range_reply(c, argv, SCORE, True)
+
+
+def cmd_zrangebylex(c: Client, argv: list[bytes]) -> Reply:
+    return _range_reply(c, argv, LEX, False)
+
+
+def cmd_zrevrangebylex(c: Client, argv: list[bytes]) -> Reply:
+    return _range_reply(c, argv, LEX, True)
+
+
+def cmd_zrangestore(c: Client, argv: list[bytes]) -> Reply | Written:
+    """ZRANGESTORE dst src min max [BYSCORE|BYLEX] [REV] [LIMIT offset count]"""
+    q = _parse_range(argv, 3, None, None, store=True)
+    _check_range_args(q)
+    z = _read(c, argv[2])
+    pairs = [] if z is None else _select(z, q)
+    return store_result(c, argv[1], pairs, b"zrangestore")
+
+
+def store_result(c: Client, destination: bytes, pairs: list[Pair], event: bytes) -> Written:
+    """The *STORE commands: destination replaced by a sorted set of pairs (deleted when
+    there are none), its encoding chosen by its size (zsetConvertToListpackIfNeeded)."""
+    if not pairs:
+        if c.db.delete(destination):
+            notify(c, GENERIC, b"del", destination)
+            return Written(0, ONE)
+        return Written(0, as_given(0))
+    limits = limits_of(c)
+    longest = max(len(member) for _, member in pairs)
+    result = ZSetValue.for_size(len(pairs), longest, limits)
+    for score, member in pairs:
+        result.set(member, score, limits)
+    c.db.set(destination, result)
+    notify(c, ZSET, event, destination)
+    return Written(len(result), ONE)
+
+
+# -- removals by range ---------------------------------------------------------------------
+
+
+def _remove_pairs(
+    c: Client, key: bytes, z: ZSetValue, pairs: list[Pair], event: bytes
+) -> Reply | Written:
+    if not pairs:
+        return 0
+    for _, member in pairs:
+        z.remove(member)
+    notify(c, ZSET, event, key)
+    _emptied(c, key, z)
+    return Written(len(pairs), as_given(len(pairs)))
+
+
+def cmd_zremrangebyrank(c: Client, argv: list[bytes]) -> Reply | Written:
+    start, stop = parse_int(argv[2]), parse_int(argv[3])
+    z = _to_write(c, argv[1])
+    if z is None:
+        return 0
+    q = _RangeQuery(RANK, False)
+    q.low, q.high = b"%d" % start, b"%d" % stop
+    return _remove_pairs(c, argv[1], z, _select(z, q), b"zremrangebyrank")
+
+
+def cmd_zremrangebyscore(c: Client, argv: list[bytes]) -> Reply | Written:
+    r = parse_score_range(argv[2], argv[3])
+    z = _to_write(c, argv[1])
+    if z is None or r.empty():
+        return 0
+    first, end = z.score_span(r)
+    pairs = z.by_rank(first, end - 1)
+    return _remove_pairs(c, argv[1], z, pairs, b"zremrangebyscore")
+
+
+def cmd_zremrangebylex(c: Client, argv: list[bytes]) -> Reply | Written:
+    r = parse_lex_range(argv[2], argv[3])
+    z = _to_write(c, argv[1])
+    if z is None or r is None:
+        return 0
+    first, end = z.lex_span(r)
+    pairs = z.by_rank(first, end - 1)
+    return _remove_pairs(c, argv[1], z, pairs, b"zremrangebylex")
+
+
+# -- pops ----------------------------------------------------------------------------------
+
+
+def _pop(z: ZSetValue, count: int, highest: bool) -> list[Pair]:
+    n = len(z)
+    take = min(count, n)
+    pairs = z.by_rank(n - take, n - 1) if highest else z.by_rank(0, take - 1)
+    if highest:
+        pairs.reverse()
+    for _, member in pairs:
+        z.remove(member)
+    return pairs
+
+
+def _zpop(c: Client, argv: list[bytes], highest: bool) -> Reply | Written:
+    if len(argv) > 3:
+        raise SYNTAX
+    count = 1
+    if len(argv) == 3:
+        count = parse_int(argv[2], OUT_OF_RANGE_POSITIVE)
+        if count < 0:
+            raise OUT_OF_RANGE_POSITIVE
+    key = argv[1]
+    z = _to_write(c, key)
+    if z is None or count == 0:
+        return []
+    pairs = _pop(z, count, highest)
+    notify(c, ZSET, b"zpopmax" if highest else b"zpopmin", key)
+    _emptied(c, key, z)
+    reply = _with_scores(pairs, c.resp, flat=len(argv) == 2)
+    return Written(reply, as_given(len(pairs)))
+
+
+def cmd_zpopmin(c: Client, argv: list[bytes]) -> Reply | Written:
+    return _zpop(c, argv, False)
+
+
+def cmd_zpopmax(c: Client, argv: list[bytes]) -> Reply | Written:
+    return _zpop(c, argv, True)
+
+
+def cmd_zmpop(c: Client, argv: list[bytes]) -> Reply | Written:
+    """ZMPOP numkeys key [key ...] MIN|MAX [COUNT count]"""
+    numkeys = parse_int(argv[1], NUMKEYS_NOT_POSITIVE)
+    if numkeys <= 0:
+        raise NUMKEYS_NOT_POSITIVE
+    where = 2 + numkeys
+    if where >= len(argv):
+        raise SYNTAX
+    side = argv[where].upper()
+    if side not in (b"MIN", b"MAX"):
+        raise SYNTAX
+    count = -1
+    j = where + 1
+    while j < len(argv):
+        if count == -1 and argv[j].upper() == b"COUNT" and j + 1 < len(argv):
+            count = parse_int(argv[j + 1], COUNT_NOT_POSITIVE)
+            if count <= 0:
+                raise COUNT_NOT_POSITIVE
+            j += 2
+        else:
+            raise SYNTAX
+    count = max(count, 1)
+    highest = side == b"MAX"
+    for key in argv[2:where]:
+        z = _to_write(c, key)
+        if z is None:
+            continue
+        pairs = _pop(z, count, highest)
+        notify(c, ZSET, b"zpopmax" if highest else b"zpopmin", key)
+        _emptied(c, key, z)
+        line = [b"ZPOPMAX" if highest else b"ZPOPMIN", key, b"%d" % len(pairs)]
+        reply = [key, _with_scores(pairs, c.resp, flat=False) if c.resp == 3
+                 else [[m, format_double(s)] for s, m in pairs]]  # fmt: skip
+        return Written(reply, Change(len(pairs), [line]))
+    return NULL_ARRAY
+
+
+# -- random members and ZSCAN --------------------------------------------------------------
+
+
+def cmd_zrandmember(c: Client, argv: list[bytes]) -> Reply:
+    if len(argv) > 4 or (len(argv) == 4 and argv[3].upper() != b"WITHSCORES"):
+        raise SYNTAX
+    if len(argv) == 2:
+        z = _read(c, argv[1])
+        return None if z is None else rng.choice(list(z.scores))
+    count = parse_int(argv[2])
+    with_scores = len(argv) == 4
+    if count == -(2**63):
+        raise err(
+            "value is out of range, value must between -9223372036854775807 and 9223372036854775807"
+        )
+    if with_scores and count < -(INT64_MAX // 2):  # (count * 2 would overflow)
+        raise err("value is out of range")
+    z = _read(c, argv[1])
+    if z is None or count == 0:
+        return []
+    members = list(z.scores)
+    if count < 0:
+        picked = [rng.choice(members) for _ in range(-count)]
+    elif count >= len(members):
+        picked = [member for _, member in z]
+    else:
+        picked = rng.sample(members, count)
+    if not with_scores:
+        return list(picked)
+    return _with_scores([(z.scores[m], m) for m in picked], c.resp)
+
+
+def cmd_zscan(c: Client, argv: list[bytes]) -> Reply:
+    """ZSCAN key cursor [MATCH pattern] [COUNT count]"""
+    cursor = parse_cursor(argv[2])
+    z = _read(c, argv[1])  # (before the options, as in Redis)
+    if z is None:
+        return [b"0", []]
+    count, pattern = 10, None
+    i = 3
+    while i < len(argv):
+        token = argv[i].upper()
+        if i + 1 >= len(argv):
+            raise SYNTAX
+        if token == b"COUNT":
+            count = parse_int(argv[i + 1])
+            if count < 1:
+                raise SYNTAX
+        elif token == b"MATCH":
+            pattern = argv[i + 1]
+        else:
+            raise SYNTAX
+        i += 2
+    if z.listpack:  # a listpack: everything at once, in order (as Redis)
+        cursor, members = 0, [member for _, member in z]
+    else:
+        cursor, members = scan_step(list(z.scores), cursor, count)
+    if pattern is not None and pattern != b"*":
+        match = compile_glob(pattern).match
+        members = [member for member in members if match(member) is not None]
+    flat: list[Reply] = []
+    for member in members:
+        flat.append(member)
+        flat.append(format_double(z.scores[member]))
+    return [b"%d" % cursor, flat]
+
+
+_ = NOT_FLOAT  # (re-exported for the family's tests)
+
+SPECS = (
+    spec("zadd", -4, "write denyoom fast", (1, 1, 1), cmd_zadd),
+    spec("zincrby", 4, "write denyoom fast", (1, 1, 1), cmd_zincrby),
+    spec("zrem", -3, "write fast", (1, 1, 1), cmd_zrem),
+    spec("zcard", 2, "readonly fast", (1, 1, 1), cmd_zcard),
+    spec("zscore", 3, "readonly fast", (1, 1, 1), cmd_zscore),
+    spec("zmscore", -3, "readonly fast", (1, 1, 1), cmd_zmscore),
+    spec("zrank", -3, "readonly fast", (1, 1, 1), cmd_zrank),
+    spec("zrevrank", -3, "readonly fast", (1, 1, 1), cmd_zrevrank),
+    spec("zcount", 4, "readonly fast", (1, 1, 1), cmd_zcount),
+    spec("zlexcount", 4, "readonly fast", (1, 1, 1), cmd_zlexcount),
+    spec("zrange", -4, "readonly", (1, 1, 1), cmd_zrange),
+    spec("zrevrange", -4, "readonly", (1, 1, 1), cmd_zrevrange),
+    spec("zrangebyscore", -4, "readonly", (1, 1, 1), cmd_zrangebyscore),
+    spec("zrevrangebyscore", -4, "readonly", (1, 1, 1), cmd_zrevrangebyscore),
+    spec("zrangebylex", -4, "readonly", (1, 1, 1), cmd_zrangebylex),
+    spec("zrevrangebylex", -4, "readonly", (1, 1, 1), cmd_zrevrangebylex),
+    spec("zrangestore", -5, "write denyoom", (1, 2, 1), cmd_zrangestore),
+    spec("zremrangebyrank", 4, "write", (1, 1, 1), cmd_zremrangebyrank),
+    spec("zremrangebyscore", 4, "write", (1, 1, 1), cmd_zremrangebyscore),
+    spec("zremrangebylex", 4, "write", (1, 1, 1), cmd_zremrangebylex),
+    spec("zpopmin", -2, "write fast", (1, 1, 1), cmd_zpopmin),
+    spec("zpopmax", -2, "write fast", (1, 1, 1), cmd_zpopmax),
+    spec("zmpop", -4, "write movablekeys", (0, 0, 0), cmd_zmpop),
+    spec("zrandmember", -2, "readonly", (1, 1, 1), cmd_zrandmember),
+    spec("zscan", -3, "readonly", (1, 1, 1), cmd_zscan),
+)

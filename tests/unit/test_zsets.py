@@ -1,0 +1,73 @@
+"""Sorted sets where Redis 7.2 (Headwater's level) differs from Debian's 7.0, which the
+differential tests cannot compare: ZRANK/ZREVRANK WITHSCORE, encodings by the 7.2 rules,
+scores printed in their shortest form, and the effects of ZMPOP."""
+
+from __future__ import annotations
+
+from tests.unit.conftest import Harness, error_text
+
+
+def test_zrank_withscore(h: Harness) -> None:
+    c = h.client()
+    h.call(c, "ZADD", "z", 1, "a", 2.5, "b", 3, "c")
+    assert h.call(c, "ZRANK", "z", "b", "WITHSCORE") == [1, b"2.5"]
+    assert h.call(c, "ZREVRANK", "z", "b", "withscore") == [1, b"2.5"]
+    assert h.call(c, "ZRANK", "z", "nope", "WITHSCORE") is None
+    assert h.raw(c) == b""
+    h.engine.execute(c, [b"ZRANK", b"z", b"nope", b"WITHSCORE"])
+    assert h.raw(c) == b"*-1\r\n"  # (a null array in RESP2, as Redis 7.2)
+    h.call(c, "HELLO", "3")
+    h.engine.execute(c, [b"ZRANK", b"z", b"c", b"WITHSCORE"])
+    assert h.raw(c) == b"*2\r\n:2\r\n,3\r\n"
+    assert error_text(h.call(c, "ZRANK", "z", "a", "WITHSCORES")) == "ERR syntax error"
+    assert error_text(h.call(c, "ZRANK", "z", "a", "WITHSCORE", "x")) == "ERR syntax error"
+
+
+def test_shortest_round_trip_scores(h: Harness) -> None:
+    c = h.client()
+    h.call(c, "ZADD", "z", "0.1", "a", "1e300", "b", "-0.3", "c", "100000000000000000000", "d")
+    assert h.call(c, "ZRANGE", "z", 0, -1, "WITHSCORES") == [
+        b"c", b"-0.3", b"a", b"0.1", b"d", b"1e+20", b"b", b"1e+300"
+    ]  # fmt: skip
+    assert h.call(c, "ZINCRBY", "z", "0.2", "a") == b"0.30000000000000004"
+
+
+def test_encodings_follow_the_limits(h: Harness) -> None:
+    c = h.client()
+    h.call(c, "ZADD", "small", *[x for n in range(128) for x in (n, f"m{n}")])
+    assert h.call(c, "OBJECT", "ENCODING", "small") == b"listpack"
+    h.call(c, "ZADD", "small", 1, "one-more")
+    assert h.call(c, "OBJECT", "ENCODING", "small") == b"skiplist"
+    h.call(c, "ZREM", "small", "one-more", "m1", "m2")
+    assert h.call(c, "OBJECT", "ENCODING", "small") == b"skiplist"  # never back
+    h.call(c, "ZADD", "long", 1, "x" * 65)
+    assert h.call(c, "OBJECT", "ENCODING", "long") == b"skiplist"
+    h.call(c, "ZRANGESTORE", "copy", "small", 0, 9)
+    assert h.call(c, "OBJECT", "ENCODING", "copy") == b"listpack"  # chosen afresh
+    h.call(c, "CONFIG", "SET", "zset-max-listpack-entries", 0)
+    h.call(c, "ZADD", "none", 1, "a")
+    assert h.call(c, "OBJECT", "ENCODING", "none") == b"skiplist"
+
+
+def test_zmpop_propagates_as_a_pop_of_the_key_it_took_from(h: Harness) -> None:
+    c = h.client()
+    h.call(c, "ZADD", "z", 1, "a", 2, "b", 3, "c")
+    assert h.call(c, "ZMPOP", 2, "nope", "z", "MAX", "COUNT", 2) == [
+        b"z",
+        [[b"c", b"3"], [b"b", b"2"]],
+    ]
+    assert h.effect_lines()[-1] == [b"ZPOPMAX", b"z", b"2"]
+    assert h.call(c, "ZMPOP", 1, "nope", "MIN") is None
+    assert h.effect_lines()[-1] == [b"ZPOPMAX", b"z", b"2"]  # (nothing popped: no effect)
+
+
+def test_resp3_shapes(h: Harness) -> None:
+    c = h.client()
+    h.call(c, "HELLO", "3")
+    h.call(c, "ZADD", "z", 1, "a", 2, "b")
+    h.engine.execute(c, [b"ZRANGE", b"z", b"0", b"-1", b"WITHSCORES"])
+    assert h.raw(c) == b"*2\r\n*2\r\n$1\r\na\r\n,1\r\n*2\r\n$1\r\nb\r\n,2\r\n"
+    h.engine.execute(c, [b"ZPOPMIN", b"z"])
+    assert h.raw(c) == b"*2\r\n$1\r\na\r\n,1\r\n"  # (no count: flat)
+    h.engine.execute(c, [b"ZPOPMIN", b"z", b"1"])
+    assert h.raw(c) == b"*1\r\n*2\r\n$1\r\nb\r\n,2\r\n"
