@@ -6,6 +6,7 @@ from collections.abc import Iterable
 
 from headwater.commands import (
     connection,
+    dump,
     groups,
     hashes,
     idmp,
@@ -37,6 +38,7 @@ FAMILIES = (
     pubsub,
     monitor,
     replication,
+    dump,
 )
 
 
