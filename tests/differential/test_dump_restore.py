@@ -147,8 +147,17 @@ def test_stream_dumps_are_byte_identical(
 
 
 _NOT_IN_7_0 = frozenset(
-    (b"active-time", b"nacked-count", b"radix-tree-nodes", b"idmp-duration", b"idmp-maxsize")
-    + (b"pids-tracked", b"iids-tracked", b"iids-added", b"iids-duplicates")
+    (
+        b"active-time",
+        b"nacked-count",
+        b"radix-tree-nodes",
+        b"idmp-duration",
+        b"idmp-maxsize",
+        b"pids-tracked",
+        b"iids-tracked",
+        b"iids-added",
+        b"iids-duplicates",
+    )
 )
 
 
