@@ -199,3 +199,60 @@ def test_old_type_of_string_with_lzf() -> None:
     c = h.client()
     assert h.call(c, "RESTORE", "k", 0, payload.wrap(body, 9)) == b"OK"
     assert h.call(c, "GET", "k") == b"abc" * 50
+
+
+# Payloads from Redis's own tests (tests/unit/type/stream-cgroups.tcl), which three of its
+# consumer-group tests RESTORE:
+#: DUMPed by Redis 5 (RDB 9, STREAM_LISTPACKS) after XADD x 1-0..6-0, XDEL x 3-0, XGROUP CREATE
+#: x g1 0 and g2 0, XREADGROUP GROUP g1 c11 COUNT 4, XTRIM x MAXLEN = 2
+REDIS5_STREAM = bytes.fromhex(
+    "0f011000000000000000010000000000000000c3404a405716570000002300020104010101846461746105"
+    "000103010020010381610204200a0001400a0062600a0002400a0063600a4022018164200a4039200a0065"
+    "600a0005400a0066200a00ff02060002026731050004000000000000000100000000000000003ef783437a"
+    "01000001000000000000000200000000000000003ef783437a010000010000000000000004000000000000"
+    "00003ef783437a01000001000000000000000500000000000000003ef783437a0100000101036331313ef7"
+    "83437a010000040000000000000001000000000000000000000000000000020000000000000000000000000"
+    "000000400000000000000000000000000000005000000000000000002673200000000090"
+    "03d52ef6867521dfa"
+)
+#: DUMPed by Redis 7.0 (RDB 10, STREAM_LISTPACKS_2) after XGROUP CREATE x g $ MKSTREAM,
+#: XADD x 1-1 f v, XREADGROUP GROUP g Alice STREAMS x >
+REDIS7_STREAM = bytes.fromhex(
+    "130110000000000000000100000000000000011d1d0000000a0001010001010181660200010201000100018176"
+    "020401ff01010101010000010101670101010100000000000000010000000000000001f55a71c784010000010105"
+    "416c696365f55a71c78401000001000000000000000100000000000000010b00a7a914a527ff9b9b"
+)
+
+
+def _info(h: Harness, c: object) -> dict[bytes, object]:
+    flat = h.call(c, "XINFO", "STREAM", "x", "FULL")  # type: ignore[arg-type]
+    return dict(zip(flat[0::2], flat[1::2], strict=True))
+
+
+def test_redis5_stream_payload() -> None:
+    """Redis's "Loading from legacy (Redis <= v6.2.x, rdb_ver < 10) persistence"."""
+    h = Harness()
+    c = h.client()
+    assert h.call(c, "RESTORE", "x", 0, REDIS5_STREAM) == b"OK"
+    info = _info(h, c)
+    assert info[b"max-deleted-entry-id"] == b"0-0"
+    assert info[b"entries-added"] == 2
+    groups = [dict(zip(g[0::2], g[1::2], strict=True)) for g in info[b"groups"]]  # type: ignore[attr-defined]
+    assert (groups[0][b"entries-read"], groups[0][b"lag"]) == (1, 1)
+    assert (groups[1][b"entries-read"], groups[1][b"lag"]) == (0, 2)
+    assert h.call(c, "XRANGE", "x", "-", "+") == [
+        [b"5-0", [b"data", b"e"]],
+        [b"6-0", [b"data", b"f"]],
+    ]
+
+
+def test_redis7_stream_payload() -> None:
+    """Redis's "Loading from legacy (Redis <= v7.0.x, rdb_ver < 11) persistence"."""
+    h = Harness()
+    c = h.client()
+    assert h.call(c, "RESTORE", "x", 0, REDIS7_STREAM) == b"OK"
+    group = dict(zip(*[iter(_info(h, c)[b"groups"][0])] * 2, strict=True))  # type: ignore[index]
+    consumer = dict(zip(*[iter(group[b"consumers"][0])] * 2, strict=True))
+    assert consumer[b"seen-time"] == consumer[b"active-time"]
+    # back to the same object bytes (that Redis wrote RDB version 11, a 7.2 development build)
+    assert h.call(c, "DUMP", "x")[:-10] == REDIS7_STREAM[:-10]
