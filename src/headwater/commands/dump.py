@@ -15,7 +15,7 @@ from headwater.commands.notify import lookup_read, notify
 from headwater.errors import SYNTAX, ReplyError, err
 from headwater.keyevents import GENERIC
 from headwater.ops.change import ONE, Change, Written, one_line
-from headwater.ops.dump import decode_payload, dump_payload, restore
+from headwater.ops.dump import Limits, decode_payload, dump_payload, restore
 from headwater.resp.types import OK, Reply
 
 BUSYKEY = ReplyError("BUSYKEY", "Target key name already exists.")
@@ -73,12 +73,13 @@ def cmd_restore(c: Client, argv: list[bytes]) -> Reply | Written:
     if ttl < 0:
         raise err("Invalid TTL value, must be >= 0")
     config = c.server.config
-    value = decode_payload(
-        argv[3],
+    limits = Limits(
         config["hash-max-listpack-entries"],
         config["hash-max-listpack-value"],
-        (config["stream-idmp-duration"], config["stream-idmp-maxsize"]),
+        config["stream-idmp-duration"],
+        config["stream-idmp-maxsize"],
     )
+    value = decode_payload(argv[3], limits)
     keyspace = c.server.keyspace
     if ttl and not opts.absttl:
         ttl += keyspace.now_ms

@@ -10,6 +10,8 @@ ABSTTL``), as in Redis.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from headwater.errors import ReplyError, err
 from headwater.keyspace import Database
 from headwater.rdb import payload as rdb_payload
@@ -18,6 +20,7 @@ from headwater.rdb.objects import (
     HashValue,
     ListValue,
     SetValue,
+    Value,
     ZSetValue,
     write_hash_object,
     write_stream_object,
@@ -51,11 +54,27 @@ def dump_payload(value: object) -> bytes:
     return rdb_payload.wrap(out)
 
 
-def decode_payload(
-    raw: bytes, hash_max_entries: int, hash_max_value: int, stream_idmp: tuple[int, int]
-) -> object:
+class MissingType(ReplyError):
+    """A value of a type Headwater does not hold yet (named, never dropped)."""
+
+    def __init__(self, kind: str, msg: str) -> None:
+        super().__init__("ERR", msg)
+        self.kind = kind
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The settings a loaded value takes from the server's configuration."""
+
+    hash_max_entries: int = 512
+    hash_max_value: int = 64
+    stream_idmp_duration: int = 100
+    stream_idmp_maxsize: int = 100
+
+
+def decode_payload(raw: bytes, limits: Limits) -> object:
     """The keyspace value a payload holds. Raises Redis's RESTORE errors (the version or
-    checksum; ``Bad data format``), or a clear one for a type Headwater does not hold yet."""
+    checksum; ``Bad data format``), or ``MissingType`` for a type Headwater does not hold."""
     try:
         rdb_payload.verify(raw)
     except rdb_payload.PayloadError:
@@ -64,25 +83,35 @@ def decode_payload(
         _, decoded = rdb_payload.load(raw)
     except RdbError:
         raise BAD_DATA from None
-    if isinstance(decoded, bytes | Stream):
-        if isinstance(decoded, Stream):
-            decoded.idmp_duration, decoded.idmp_maxsize = stream_idmp
+    return keyspace_value(decoded, limits)
+
+
+def keyspace_value(decoded: Value, limits: Limits) -> object:
+    """A decoded RDB value as the keyspace holds it (a string, a ``Hash`` with the encoding
+    Redis would give it by these limits, a ``Stream``)."""
+    if isinstance(decoded, bytes):
+        return decoded
+    if isinstance(decoded, Stream):
+        decoded.idmp_duration = limits.stream_idmp_duration
+        decoded.idmp_maxsize = limits.stream_idmp_maxsize
         return decoded
     if isinstance(decoded, HashValue):
         if decoded.expires:
-            raise ReplyError(
-                "ERR", "RESTORE of a hash with field expirations (Redis 7.4) is not supported yet"
+            raise MissingType(
+                "hash with field expirations",
+                "RESTORE of a hash with field expirations (Redis 7.4) is not supported yet",
             )
         h = Hash()
         for field, value in decoded.pairs:
             h[field] = value
-        h.listpack = len(h) <= hash_max_entries and all(
-            len(f) <= hash_max_value and len(v) <= hash_max_value for f, v in decoded.pairs
+        h.listpack = len(h) <= limits.hash_max_entries and all(
+            len(f) <= limits.hash_max_value and len(v) <= limits.hash_max_value
+            for f, v in decoded.pairs
         )
         return h
     kind = _MISSING_TYPES[type(decoded)]
-    raise ReplyError(
-        "ERR", f"RESTORE of a {kind} is not supported yet: this server has no {kind} type"
+    raise MissingType(
+        kind, f"RESTORE of a {kind} is not supported yet: this server has no {kind} type"
     )
 
 
