@@ -351,3 +351,35 @@ def test_damaged_payloads_get_redis_errors(
         assert ours.call("PING") == b"+PONG\r\n"
     finally:
         strict.close()
+
+
+@pytest.mark.parametrize(
+    "cmds",
+    [
+        [["XGROUP", "CREATE", "e", "g", "$", "MKSTREAM"]],
+        [
+            ["XADD", "e", "1-1", "f", "v"],
+            ["XADD", "e", "2-1", "f", "v"],
+            ["XDEL", "e", "1-1", "2-1"],
+        ],
+        [
+            ["XADD", "e", "5-5", "a", "1"],
+            ["XSETID", "e", "10-10", "ENTRIESADDED", 7, "MAXDELETEDID", "3-3"],
+        ],
+        [["XADD", "e", "1-1", "f", "v"], ["XTRIM", "e", "MAXLEN", 0]],
+        [["XADD", "e", "18446744073709551615-0", "f", "v"], ["XADD", "e", "1-1", "f", "v"]],
+        [["XADD", "e", "1-1", *[x for i in range(300) for x in (f"k{i}", "v" * i)]]],
+        [
+            ["XADD", "e", "1-1", "f", "-9223372036854775808"],
+            ["XADD", "e", "2-2", "f", "18446744073709551616"],
+        ],
+    ],
+)
+def test_edge_stream_dumps_are_byte_identical(
+    clients: tuple[RawClient, RawClient], cmds: list[list[str | int]]
+) -> None:
+    for cmd in cmds:
+        ours, theirs = _both(clients, *cmd)
+        assert ours == theirs, cmd
+    ours, theirs = _both(clients, "DUMP", "e")
+    assert ours == theirs

@@ -97,12 +97,35 @@ def encode_str(raw: bytes) -> bytes:
     return body + _backlen(len(body))
 
 
+#: the whole element (encoding byte, backlen 1) of each 7-bit unsigned integer
+_SMALL_INTS = [bytes((v, 1)) for v in range(128)]
+#: bytes that may start decimal integer text
+_INT_FIRST = frozenset(b"-0123456789")
+
+
 def encode(elements: Iterable[Element]) -> bytes:
-    """A listpack of these elements (``int`` as integers, ``bytes`` as ``lpAppend`` would)."""
-    parts = [encode_int(e) if isinstance(e, int) else encode_str(e) for e in elements]
-    total = HEADER_SIZE + sum(map(len, parts)) + 1
-    count = min(len(parts), COUNT_UNKNOWN)
-    return _HEADER.pack(total, count) + b"".join(parts) + b"\xff"
+    """A listpack of these elements (``int`` as integers, ``bytes`` as ``lpAppend`` would).
+    The common elements (small integers, short strings that are not integers) are written
+    inline; the rest by ``encode_int``/``encode_str``."""
+    out = bytearray(HEADER_SIZE)
+    count = 0
+    small = _SMALL_INTS
+    int_first = _INT_FIRST
+    for e in elements:
+        count += 1
+        if isinstance(e, int):
+            out += small[e] if 0 <= e <= 127 else encode_int(e)
+            continue
+        n = len(e)
+        if n < 64 and (n == 0 or e[0] not in int_first or not is_int_text(e)):
+            out.append(0x80 | n)
+            out += e
+            out.append(n + 1)
+        else:
+            out += encode_str(e)
+    out.append(_END)
+    _HEADER.pack_into(out, 0, len(out), min(count, COUNT_UNKNOWN))
+    return bytes(out)
 
 
 def decode(blob: bytes) -> list[Element]:
@@ -123,14 +146,21 @@ def decode(blob: bytes) -> list[Element]:
         start = pos
         first = blob[pos]
         value: Element
-        if first < 0x80:
-            value = first
-            pos += 1
-        elif first < 0xC0:
+        if first < 0x80:  # the usual elements: checked and taken inline
+            if blob[pos + 1] != 1:
+                raise RdbError(f"listpack element at {start} has a wrong backlen")
+            out.append(first)
+            pos += 2
+            continue
+        if first < 0xC0:  # a string of up to 63 bytes: its backlen is one byte
             size = first & 0x3F
-            value = blob[pos + 1 : pos + 1 + size]
             pos += 1 + size
-        elif first < 0xE0:
+            if pos >= end or blob[pos] != size + 1:
+                raise RdbError(f"listpack element at {start} has a wrong backlen or size")
+            out.append(blob[start + 1 : pos])
+            pos += 1
+            continue
+        if first < 0xE0:
             if pos + 2 > end:
                 raise RdbError("listpack element past the end")
             v = ((first & 0x1F) << 8) | blob[pos + 1]
