@@ -383,3 +383,14 @@ def test_edge_stream_dumps_are_byte_identical(
         assert ours == theirs, cmd
     ours, theirs = _both(clients, "DUMP", "e")
     assert ours == theirs
+
+
+@pytest.mark.parametrize("resp", [2, 3])
+def test_command_info_and_docs(
+    headwater: ServerProcess, redis_server: ServerProcess, resp: int
+) -> None:
+    from tests.differential.harness import assert_same
+
+    commands = ["COMMAND INFO dump restore", "COMMAND DOCS dump", "COMMAND DOCS restore"]
+    commands += ["DUMP", "RESTORE k 0", "COMMAND GETKEYS RESTORE k 0 x REPLACE"]
+    assert_same(headwater, redis_server, commands, resp)
