@@ -81,6 +81,7 @@ def test_restore_errors_in_redis_order() -> None:
         (("RESTORE", "n", 0, payload.wrap(b"\x63")), "ERR Bad data format"),
         (("RESTORE", "n", 0, payload.wrap(good[:-10] + b"x")), "ERR Bad data format"),
         (("RESTORE", "n", 0, good, "REPLACE", "ABSTTL", "FREQ"), "ERR syntax error"),
+        (("RESTORE", "n", 2**63 - 1, good), "ERR invalid expire time in 'restore' command"),
     ]
     for args, want in cases:
         assert error_text(h.call(c, *args)) == want, args

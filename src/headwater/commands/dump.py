@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from headwater.commands.args import parse_int
+from headwater.commands.args import INT64_MAX, parse_int
 from headwater.commands.context import Client, spec
 from headwater.commands.notify import lookup_read, notify
 from headwater.errors import SYNTAX, ReplyError, err
@@ -82,6 +82,8 @@ def cmd_restore(c: Client, argv: list[bytes]) -> Reply | Written:
     value = decode_payload(argv[3], limits)
     keyspace = c.server.keyspace
     if ttl and not opts.absttl:
+        if ttl > INT64_MAX - keyspace.now_ms:  # (Redis 7.0 overflows here, undefined in C)
+            raise err("invalid expire time in 'restore' command")
         ttl += keyspace.now_ms
     if ttl and ttl <= keyspace.now_ms and not keyspace.loading and not keyspace.replica:
         # already expired: the key is only deleted (if REPLACE found one), as in Redis
