@@ -53,6 +53,12 @@ HOT_MODULES = (
     "headwater.scripting.runtime",
     "headwater.scripting.commands",
     "headwater.scripting.function_commands",
+    # the RDB codec's byte loops (DUMP/RESTORE of big values, import-rdb): LZF compression of
+    # 2 MB 0.32 -> 0.04 s compiled; DUMP of a 1M-entry stream 28 -> 11 s (loaded machine)
+    "headwater.rdb.crc64",
+    "headwater.rdb.lzf",
+    "headwater.rdb.listpack",
+    "headwater.rdb.encoding",
 )
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))

@@ -271,7 +271,7 @@ rest = st.one_of(
 )
 commands = st.one_of(core, core, rest)
 single = commands.map(lambda argv: ("cmd", [argv]))
-step = st.one_of(
+step_without_restore = st.one_of(
     single,
     single,
     single,
@@ -279,6 +279,15 @@ step = st.one_of(
     st.integers(1, 1500).map(lambda ms: ("advance", ms)),
     st.just(("cron", None)),
 )
+# DUMP a key and RESTORE the payload elsewhere (issue 19): the effect carries the payload.
+# Drawn for one step in six (a branch of ``one_of`` above would be drawn far less often).
+restore_step = st.tuples(
+    st.sampled_from([*KEYS, "str", "h"]),
+    st.sampled_from([*KEYS, "copy"]),
+    st.sampled_from([0, 500, 5000]),
+    st.sampled_from([[], ["REPLACE"], ["REPLACE", "ABSTTL"]]),
+).map(lambda t: ("restore", t))
+step = st.integers(0, 5).flatmap(lambda k: restore_step if k == 0 else step_without_restore)
 
 
 def _without_consumer_times(state: dict[Any, Any]) -> dict[Any, Any]:
@@ -323,6 +332,16 @@ def _run(h: Harness, steps: list[tuple[str, Any]]) -> None:
     for kind, arg in steps:
         if kind == "advance":
             h.clock.advance(arg)
+            continue
+        if kind == "restore":
+            src, dst, ttl, opts = arg
+            dumped = h.call(c, "DUMP", src)
+            if isinstance(dumped, bytes):
+                when = h.engine.keyspace.now_ms + ttl if ttl and "ABSTTL" in opts else ttl
+                dirty, effects = h.engine.dirty, len(h.effects)
+                expired = h.engine.stats.expired_keys
+                h.call(c, "RESTORE", dst, when, dumped, *opts)
+                _check_counted(h, kind, [], h.engine.dirty - dirty, effects, expired)
             continue
         resolved = [_resolve(h, c, argv) for argv in arg] if kind != "cron" else []
         dirty, effects = h.engine.dirty, len(h.effects)

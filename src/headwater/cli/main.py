@@ -11,6 +11,7 @@ from headwater import REDIS_COMPAT_VERSION, __version__
 USAGE = """usage: headwater server [/path/to/headwater.conf] [--option value ...]
        headwater check-aof [--fix] <file.aof>
        headwater check-snapshot <file>
+       headwater import-rdb <dump.rdb> --dir <data dir> [--force]
        headwater --version
 
 Options are the config directives of redis.conf, e.g.:
@@ -47,6 +48,10 @@ def main(argv: list[str] | None = None) -> int:
         from headwater.persistence.snapshot import main as check_snapshot
 
         return check_snapshot(args[1:])
+    if args[0] == "import-rdb":
+        from headwater.persistence.import_rdb import main as import_rdb
+
+        return import_rdb(args[1:])
     if args[0] != "server":
         print(f"headwater: unknown command '{args[0]}'\n\n{USAGE}", end="", file=sys.stderr)
         return 1

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 
 from headwater.commands import (
     connection,
+    dump,
     groups,
     hashes,
     idmp,
@@ -41,6 +42,7 @@ FAMILIES = (
     monitor,
     replication,
     zsets,
+    dump,
 )
 
 
