@@ -17,6 +17,8 @@ from headwater.keyevents import GENERIC
 from headwater.ops.change import ONE, Change, Written, one_line
 from headwater.ops.dump import Limits, decode_payload, dump_payload, restore
 from headwater.resp.types import OK, Reply
+from headwater.structures.sets import SetLimits
+from headwater.structures.zsets import ZSetLimits
 
 BUSYKEY = ReplyError("BUSYKEY", "Target key name already exists.")
 
@@ -78,6 +80,12 @@ def cmd_restore(c: Client, argv: list[bytes]) -> Reply | Written:
         config["hash-max-listpack-value"],
         config["stream-idmp-duration"],
         config["stream-idmp-maxsize"],
+        SetLimits(
+            config["set-max-intset-entries"],
+            config["set-max-listpack-entries"],
+            config["set-max-listpack-value"],
+        ),
+        ZSetLimits(config["zset-max-listpack-entries"], config["zset-max-listpack-value"]),
     )
     value = decode_payload(argv[3], limits)
     keyspace = c.server.keyspace

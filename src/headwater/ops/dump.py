@@ -19,22 +19,27 @@ from headwater.rdb.encoding import RdbError
 from headwater.rdb.objects import (
     HashValue,
     ListValue,
-    SetValue,
     Value,
-    ZSetValue,
     write_hash_object,
+    write_set_object,
     write_stream_object,
     write_string_object,
+    write_zset_object,
 )
+from headwater.rdb.objects import SetValue as RdbSet
+from headwater.rdb.objects import ZSetValue as RdbZSet
 from headwater.rdb.streams import Unencodable
+from headwater.resp.encoder import format_double
 from headwater.stream.stream import Stream
+from headwater.structures.sets import HASHTABLE, INTSET, LISTPACK, SetLimits, SetValue
+from headwater.structures.zsets import ZSetLimits, ZSetValue
 from headwater.values import Hash
 
 BAD_PAYLOAD = err("DUMP payload version or checksum are wrong")
 BAD_DATA = err("Bad data format")
 
 #: values whose type Headwater does not hold yet (issue 19): refused by name, never dropped
-_MISSING_TYPES = {ListValue: "list", SetValue: "set", ZSetValue: "sorted set"}
+_MISSING_TYPES = {ListValue: "list"}
 
 
 def dump_payload(value: object) -> bytes:
@@ -44,6 +49,13 @@ def dump_payload(value: object) -> bytes:
         write_string_object(out, value)
     elif isinstance(value, Hash):
         write_hash_object(out, list(value.items()), value.listpack)
+    elif isinstance(value, SetValue):
+        # (intsets as intsets; any other set as a plain set, which Redis 7.0 can load and
+        # 7.2 turns back into a listpack when it is small: 7.0 has no listpack sets)
+        encoding = "intset" if value.encoding == INTSET else "hashtable"
+        write_set_object(out, value.ordered(), encoding)
+    elif isinstance(value, ZSetValue):
+        write_zset_object(out, list(value), value.listpack, format_double)
     elif isinstance(value, Stream):
         try:
             write_stream_object(out, value)
@@ -62,6 +74,10 @@ class MissingType(ReplyError):
         self.kind = kind
 
 
+_DEFAULT_SETS = SetLimits()
+_DEFAULT_ZSETS = ZSetLimits()
+
+
 @dataclass(frozen=True)
 class Limits:
     """The settings a loaded value takes from the server's configuration."""
@@ -70,6 +86,8 @@ class Limits:
     hash_max_value: int = 64
     stream_idmp_duration: int = 100
     stream_idmp_maxsize: int = 100
+    sets: SetLimits = _DEFAULT_SETS
+    zsets: ZSetLimits = _DEFAULT_ZSETS
 
 
 def decode_payload(raw: bytes, limits: Limits) -> object:
@@ -109,10 +127,31 @@ def keyspace_value(decoded: Value, limits: Limits) -> object:
             for f, v in decoded.pairs
         )
         return h
+    if isinstance(decoded, RdbSet):
+        return _loaded_set(decoded, limits.sets)
+    if isinstance(decoded, RdbZSet):
+        longest = max((len(m) for m, _ in decoded.items), default=0)
+        z = ZSetValue.for_size(len(decoded.items), longest, limits.zsets)
+        for member, score in decoded.items:
+            z.set(member, score, limits.zsets)
+        return z
     kind = _MISSING_TYPES[type(decoded)]
     raise MissingType(
         kind, f"RESTORE of a {kind} is not supported yet: this server has no {kind} type"
     )
+
+
+def _loaded_set(decoded: RdbSet, limits: SetLimits) -> SetValue:
+    """A set as Redis 7.2's loader builds it: a listpack payload stays a listpack in its
+    order (while within the limits); any other starts as an intset (a hashtable past
+    ``set-max-intset-entries``) and converts as members are added."""
+    if decoded.listpack:
+        s = SetValue(LISTPACK)
+    else:
+        s = SetValue(INTSET if len(decoded.members) <= limits.intset_entries else HASHTABLE)
+    for member in decoded.members:
+        s.add(member, limits)
+    return s
 
 
 def restore(db: Database, key: bytes, value: object, deadline_ms: int, replace: bool) -> bool:

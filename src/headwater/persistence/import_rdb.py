@@ -29,6 +29,8 @@ from headwater.ops.dump import Limits, MissingType, keyspace_value
 from headwater.persistence.snapshot import write_snapshot
 from headwater.rdb.encoding import RdbError
 from headwater.rdb.rdbfile import Aux, Function, Key, read_rdb
+from headwater.structures.sets import SetLimits
+from headwater.structures.zsets import ZSetLimits
 
 
 class RdbImportError(Exception):
@@ -153,6 +155,12 @@ def main(args: list[str]) -> int:
         defaults["hash-max-listpack-value"],
         defaults["stream-idmp-duration"],
         defaults["stream-idmp-maxsize"],
+        SetLimits(
+            defaults["set-max-intset-entries"],
+            defaults["set-max-listpack-entries"],
+            defaults["set-max-listpack-value"],
+        ),
+        ZSetLimits(defaults["zset-max-listpack-entries"], defaults["zset-max-listpack-value"]),
     )
     started = time.monotonic()
     try:

@@ -19,12 +19,12 @@ Type bytes (``rdb.h``) and the Redis version that first wrote each::
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
 from headwater.rdb import intset, listpack, ziplist
-from headwater.rdb.encoding import RdbError, Reader, write_len, write_string
+from headwater.rdb.encoding import RdbError, Reader, write_double, write_len, write_string
 from headwater.rdb.streams import (
     TYPE_STREAM_LISTPACKS,
     TYPE_STREAM_LISTPACKS_2,
@@ -86,6 +86,8 @@ class ListValue:
 class SetValue:
     KIND: ClassVar[str] = "set"
     members: list[bytes]
+    #: the payload's encoding was a listpack (its order is kept on load, as Redis 7.2 does)
+    listpack: bool = False
 
 
 @dataclass
@@ -187,7 +189,7 @@ def _read_set(r: Reader, t: int) -> Value:
     else:
         members = _as_bytes_list(listpack.decode(r.string()))
     _unique(members, "set members")
-    return SetValue(members)
+    return SetValue(members, t == TYPE_SET_LISTPACK)
 
 
 def _score(element: bytes | int) -> float:
@@ -333,6 +335,27 @@ def write_list_object(
     for node in node_values:
         write_len(out, _QUICKLIST_PACKED)
         write_string(out, listpack.encode(node))
+
+
+def write_zset_object(
+    out: bytearray,
+    pairs: Sequence[tuple[float, bytes]],
+    as_listpack: bool,
+    score_text: Callable[[float], bytes],
+) -> None:
+    """A sorted set as Redis 7.0 saves it: a listpack of member, score (as text, stored as an
+    integer when it is one) in order, or a ZSET_2 of (member, binary double) from the
+    highest down (Redis writes the skiplist from its tail, so that a load inserts at the
+    head)."""
+    if as_listpack:
+        out.append(TYPE_ZSET_LISTPACK)
+        write_string(out, listpack.encode([x for s, m in pairs for x in (m, score_text(s))]))
+        return
+    out.append(TYPE_ZSET_2)
+    write_len(out, len(pairs))
+    for score, member in reversed(pairs):
+        write_string(out, member)
+        write_double(out, score)
 
 
 def write_set_object(out: bytearray, members: Sequence[bytes], encoding: str) -> None:
