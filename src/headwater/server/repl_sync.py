@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import TYPE_CHECKING, BinaryIO
 
 from headwater.commands.context import Client
 from headwater.persistence.snapshot import write_snapshot
+from headwater.server.children import kill_child
 
 if TYPE_CHECKING:
     from headwater.server.protocol import Connection
@@ -201,9 +201,7 @@ class FullSync:
         child = self.child
         if child is None:
             return
-        with contextlib.suppress(OSError):
-            os.kill(child.pid, signal.SIGKILL)
-            os.waitpid(child.pid, 0)
+        kill_child(child.pid)
         with contextlib.suppress(OSError):
             child.path.unlink()
         self.child = None
