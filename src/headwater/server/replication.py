@@ -16,10 +16,10 @@ replica can continue the others' streams (PSYNC2).
 
 Full sync: ``PSYNC`` with an unknown history or an offset the backlog no longer holds gets
 ``+FULLRESYNC <replid> <offset>``; a forked child writes the snapshot of that moment (as
-BGSAVE does) to a temporary file, and when it has finished the primary sends
-``$<size>\\r\\n`` and the file, then what the stream added since. Replicas that ask while a
-child runs share its snapshot. Partial resync: ``+CONTINUE <replid>`` and the backlog from the
-replica's offset on.
+BGSAVE does) to a temporary file, which goes to the replica while it is written (the EOF
+form, ``$EOF:<mark>``) or once it is (``$<size>``), then what the stream added since
+(repl_sync.py). Replicas that ask while a child runs share its snapshot. Partial resync:
+``+CONTINUE <replid>`` and the backlog from the replica's offset on.
 
 ACKs: every replica sends ``REPLCONF ACK <offset>`` each second (and when asked by ``REPLCONF
 GETACK *``, which WAIT puts in the stream); its offset and the time of its last ACK (its lag)
@@ -361,6 +361,7 @@ class Replication:
         conf = self.handshakes.pop(c.id, {})
         host = c.addr.rsplit(":", 1)[0].strip("[]")
         peer = Peer(conn, c, conf.get("ip", host), int(conf.get("port", "0")), state)
+        peer.capa_eof = "eof" in conf.get("capa", "").split()
         c.is_replica = True
         c.reply_on = False  # nothing but the stream goes to a replica (Redis: no replies)
         self.peers.append(peer)
