@@ -107,8 +107,13 @@ def test_kill_9_of_the_primary_mid_sync() -> None:
         again.append(restart(replica_p))
         assert connect(again[0]).get("mine") == b"kept"
         assert connect(again[0]).exists("big") == 0
+        # (a crash while the child writes leaves its file; a replica's, its temporary file)
+        stale = [Path(primary_p.workdir) / n for n in ("temp-repl-9-1.hwsnap", "temp-9.9.hwsnap")]
+        for path in stale:
+            path.write_bytes(b"HWSNAP")
         again.append(restart(primary_p, *DURABLE))
         assert connect(again[1]).xlen("big") == ENTRIES
+        assert not any(path.exists() for path in stale)  # removed at the start
     finally:
         link.close()
         for server in (*again, replica_p, primary_p):

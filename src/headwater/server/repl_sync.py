@@ -36,8 +36,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("headwater")
 
 #: the snapshot goes to a replica in chunks of this size while its transport holds less than
-#: the high-water mark (else it is tried again after BULK_RETRY_S seconds)
-BULK_CHUNK = 1024 * 1024
+#: the high-water mark (else it is tried again after BULK_RETRY_S seconds); below malloc's
+#: mmap threshold (128 KiB, as the README advises), so that each chunk's memory is reused
+#: instead of being fresh pages (1 MiB chunks cost the primary ~0.3 s of page faults per
+#: 200 MB sent)
+BULK_CHUNK = 64 * 1024
 BULK_HIGH_WATER = 4 * 1024 * 1024
 BULK_RETRY_S = 0.005
 #: how often the primary checks a full sync's child (seconds)

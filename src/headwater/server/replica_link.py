@@ -263,9 +263,12 @@ class ReplicaLink:
             )
         self.transfer_size, self.transfer_read = (-1 if size is None else size), 0
         how = f"{size} bytes" if size is not None else "streamed with an EOF mark"
-        if self._diskless():
+        buffer = self._memory_for(size) if self._diskless() else None
+        if buffer is not None:
             log.warning("MASTER <-> REPLICA sync: receiving %s, loaded as it arrives", how)
-            rest = await self._receive_and_load(reader, size, mark, limit_s, replid, offset, db)
+            rest = await self._receive_and_load(
+                reader, buffer, size, mark, limit_s, replid, offset, db
+            )
         else:
             path = Path(self.repl.data_dir) / f"temp-{int(time.time())}.{os.getpid()}.hwsnap"
             log.warning("MASTER <-> REPLICA sync: receiving %s to disk", how)
@@ -288,6 +291,14 @@ class ReplicaLink:
         if mode == "on-empty-db":
             return all(not db.data for db in self.engine.keyspace.dbs)
         return bool(mode == "swapdb")
+
+    def _memory_for(self, size: int | None) -> SnapshotBuffer | None:
+        """Memory to receive the snapshot into (None: there is none, it goes to disk)."""
+        try:
+            return SnapshotBuffer(size, f"snapshot from {self.host}:{self.port}")
+        except (SnapshotError, OSError) as exc:  # (no address space for it, a bad size)
+            log.warning("Cannot receive the snapshot into memory (%s): to disk instead", exc)
+            return None
 
     async def _receive(
         self,
@@ -325,6 +336,7 @@ class ReplicaLink:
     async def _receive_and_load(
         self,
         reader: asyncio.StreamReader,
+        buffer: SnapshotBuffer,
         size: int | None,
         mark: bytes | None,
         limit_s: float,
@@ -340,11 +352,6 @@ class ReplicaLink:
         fresh = Keyspace(len(engine.keyspace.dbs))
         lazy: list[Node] = []
         libraries: list[bytes] = []
-        origin = f"snapshot from {self.host}:{self.port}"
-        try:
-            buffer = SnapshotBuffer(size, origin)
-        except (SnapshotError, OSError) as exc:  # (no address space for it, a bad size)
-            raise LinkError(f"Cannot receive the MASTER synchronization DB: {exc}") from None
         load = functools.partial(load_snapshot_buffer, buffer, fresh.dbs, lazy, libraries)
         loading = self.server.loop.run_in_executor(None, load)
         loading.add_done_callback(_retrieve)
@@ -662,6 +669,7 @@ class _SnapshotReceiver(asyncio.BufferedProtocol):
         self.transport = transport
         self.original = transport.get_protocol()
         self.done: asyncio.Future[int] = loop.create_future()
+        self.done.add_done_callback(_retrieve)  # (a link stopped meanwhile never asks)
 
     def install(self) -> None:
         self.transport.set_protocol(self)

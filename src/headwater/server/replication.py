@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -61,6 +62,8 @@ UNBLOCKED_ROLE = ReplyError(
 )
 GETACK = encode_command([b"REPLCONF", b"GETACK", b"*"])
 PING = encode_command([b"PING"])
+#: the names of a full sync's snapshot files (repl_sync.py's, replica_link.py's)
+STALE_SYNC_FILE = re.compile(r"temp-(repl-\d+-\d+|\d+\.\d+)\.hwsnap")
 #: the replication ID and offset a clean shutdown leaves in the data directory
 STATE_FILE = "replication.state"
 
@@ -103,10 +106,21 @@ class Replication:
         """At startup: the history a clean shutdown left (as Redis's RDB keeps its
         replication ID and offset), then the ``replicaof`` directive."""
         self._load_state()
+        self._remove_stale_files()
         target = self.config["replicaof"]
         if target is not None:
             self._become_replica(target)
         self.update_refusal()
+
+    def _remove_stale_files(self) -> None:
+        """Snapshots for or from a full sync that a crash left behind (the primary's child
+        writes ``temp-repl-<pid>-<n>.hwsnap``, a replica receives into ``temp-<time>.<pid>
+        .hwsnap``): nothing ever reads them again."""
+        for path in self.data_dir.glob("temp-*.hwsnap"):
+            if STALE_SYNC_FILE.fullmatch(path.name):
+                with contextlib.suppress(OSError):
+                    path.unlink()
+                    log.warning("Removed %s, left by a full sync that did not end", path.name)
 
     def close(self) -> None:
         if self.link is not None:
