@@ -22,6 +22,7 @@ from headwater.persistence.snapshot import (
     write_snapshot_to,
 )
 from headwater.stream.node import Node
+from headwater.stream.stream import Stream
 from tests.unit.test_rewrite import exact_state
 from tests.unit.test_snapshot_format import _filled, _fresh
 
@@ -156,3 +157,40 @@ def test_snapshot_written_right_after_a_lazy_load_is_the_same_bytes(tmp_path: Pa
     write_snapshot_to(again, dbs, [b"#!lua name=lib\nreturn 1"])
     assert again.getvalue() == data
     assert all(node.is_lazy for node in lazy)
+
+
+def test_a_chunk_no_longer_as_loaded_is_written_node_by_node(tmp_path: Path) -> None:
+    """A chunk whose nodes are no longer all lazy and back to back (one materialized by a
+    read) is written node by node: the same bytes. And a stream with a new node and a
+    tombstone, loaded lazily and written again, loads as the state it came from."""
+    data, source = _payload()
+    path = tmp_path / "a.hwsnap"
+    path.write_bytes(data)
+    dbs = _fresh()
+    load_snapshot(path, dbs, [])
+    stream = dbs[0].data[b"s"]
+    assert isinstance(stream, Stream)
+    stream.nodes[3].materialize()
+    again = io.BytesIO()
+    write_snapshot_to(again, dbs, [b"#!lua name=lib\nreturn 1"])
+    assert again.getvalue() == data  # (materializing changes no byte)
+    h = _filled()
+    c = h.client()
+    h.call(c, "XADD", "s", "9999999-0", "f", "new")  # a new last node
+    h.call(c, "XDEL", "s", "100-1")  # a tombstone in a loaded node
+    path.write_bytes(_bytes_of(h.engine.keyspace.dbs))
+    dbs = _fresh()
+    load_snapshot(path, dbs, [])
+    reloaded = _fresh()
+    buffer = SnapshotBuffer(None, "test", capacity=len(data) + 4096)
+    buffer.write(_bytes_of(dbs) + MARK)
+    buffer.end(buffer.filled - len(MARK))
+    load_snapshot_buffer(buffer, reloaded)
+    assert exact_state(reloaded) == exact_state(h.engine.keyspace.dbs)
+    assert exact_state(source)  # (the first harness is untouched)
+
+
+def _bytes_of(dbs: list[Database]) -> bytes:
+    out = io.BytesIO()
+    write_snapshot_to(out, dbs)
+    return out.getvalue()

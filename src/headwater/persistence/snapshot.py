@@ -84,7 +84,7 @@ from headwater.keyspace import Database, Keyspace
 from headwater.persistence.manifest import fsync_dir
 from headwater.stream.groups import Consumer, Group, id_key, key_id
 from headwater.stream.idmp import IdmpState, Producer
-from headwater.stream.node import Node
+from headwater.stream.node import LazySource, Node
 from headwater.stream.stream import Stream
 from headwater.values import Hash, RawString
 
@@ -255,30 +255,61 @@ def _write_stream(out: _Out, s: Stream) -> None:
 
 
 def _write_chunk(out: _Out, nodes: list[Node], fieldsets: list[int]) -> None:
+    sources = [node.lazy_source for node in nodes]
+    run = _one_run(sources)
     rows = bytearray()
     entries = blob = tomb = 0
-    # (a lazy node's columns come from the loaded bytes, as they are: no materializing)
-    columns = [node.snapshot_columns() for node in nodes]
-    for node, fieldset, (_ms, _seq, _offsets, node_blob, node_tomb) in zip(
-        nodes, fieldsets, columns, strict=False
-    ):
-        n, tlen = len(node), len(node_tomb) if node_tomb is not None else 0
+    for node, fieldset, source in zip(nodes, fieldsets, sources, strict=False):
+        if source is not None:  # a lazy node: its sizes from where its buffers lie
+            _columns, e0, e1, b0, b1, t0, t1 = source
+            n, blen, tlen = e1 - e0, b1 - b0, t1 - t0
+        else:
+            n, blen = len(node), len(node.blob)
+            tlen = len(node.tomb) if node.tomb is not None else 0
         master_ms, master_seq = node.master
         rows += _NODE_ROW.pack(
             master_ms, master_seq, fieldset, node.count, node.deleted, node.lp_bytes,
-            n, len(node_blob), tlen,
+            n, blen, tlen,
         )  # fmt: skip
         entries += n
-        blob += len(node_blob)
+        blob += blen
         tomb += tlen
     out.put(_CHUNK.pack(len(nodes), entries, blob, tomb))
     out.put(rows)
+    if run is not None:  # the chunk as it was loaded: each column in one piece
+        (ms_v, seq_v, off_v, blob_v, tomb_v), e0, e1, b0, b1, t0, t1 = run
+        for piece in (ms_v[e0 * 8 : e1 * 8], seq_v[e0 * 8 : e1 * 8], off_v[e0 * 4 : e1 * 4]):
+            out.put(piece)
+        out.put(blob_v[b0:b1])
+        if t1 > t0:
+            out.put(tomb_v[t0:t1])
+        return
+    # (a lazy node's columns come from the loaded bytes, as they are: no materializing)
+    columns = [node.snapshot_columns() for node in nodes]
     for column in range(4):  # ms, seq, offsets, blob
         for node_columns in columns:
             out.put(node_columns[column])  # type: ignore[arg-type]
     for *_rest, node_tomb in columns:
         if node_tomb is not None:
             out.put(node_tomb)
+
+
+def _one_run(sources: list[LazySource | None]) -> LazySource | None:
+    """The lazy nodes' buffers as one range of their snapshot's columns, when they are all
+    lazy, from the same chunk and back to back (a stream written as it was loaded), else
+    None."""
+    first = sources[0] if sources else None
+    if first is None:
+        return None
+    columns, e0, e_end, b0, b_end, t0, t_end = first
+    for source in sources[1:]:
+        if source is None or source[0] is not columns:
+            return None
+        _c, e1, e2, b1, b2, t1, t2 = source
+        if (e1, b1, t1) != (e_end, b_end, t_end):
+            return None
+        e_end, b_end, t_end = e2, b2, t2
+    return (columns, e0, e_end, b0, b_end, t0, t_end)
 
 
 def _write_group(out: _Out, g: Group, version: int = VERSION) -> None:

@@ -615,8 +615,8 @@ class ReplicaLink:
 def _bulk_header(header: bytes) -> tuple[int | None, bytes | None]:
     """``$<size>`` or ``$EOF:<40-byte mark>`` (the primary streams the snapshot and ends it
     with the mark, as Redis's diskless sync): (size, None), (None, mark) or (None, None)."""
-    if header.startswith(b"$EOF:"):
-        mark = header[5:]
+    if header.startswith(b"$EOF:"):  # (as Redis's replica: the first 40 bytes are the mark)
+        mark = header[5 : 5 + EOF_MARK_SIZE]
         return (None, mark) if len(mark) == EOF_MARK_SIZE else (None, None)
     size = _int(header[1:]) if header.startswith(b"$") else None
     return (size, None) if size is not None and size >= 0 else (None, None)

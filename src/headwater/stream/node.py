@@ -240,6 +240,11 @@ class Node:
         """Its buffers are still in the snapshot's bytes."""
         return self._lazy is not None
 
+    @property
+    def lazy_source(self) -> LazySource | None:
+        """Where a lazy node's buffers lie in its snapshot's bytes (None once it has its own)."""
+        return self._lazy
+
     def materialize(self) -> None:
         """Copy a lazy node's buffers from its snapshot now (nothing for other nodes)."""
         if self._lazy is not None:
