@@ -32,13 +32,13 @@ class SlowLink:
         while not self._closed:
             try:
                 client, _ = self._listener.accept()
+            except OSError:
+                return
+            try:
                 server = socket.create_connection(("127.0.0.1", self.target_port))
             except OSError:
-                if not self._closed:
-                    with contextlib.suppress(NameError):
-                        client.close()
-                    continue
-                return
+                client.close()
+                continue
             self._sockets += [client, server]
             threading.Thread(target=self._pump, args=(client, server, False), daemon=True).start()
             threading.Thread(target=self._pump, args=(server, client, True), daemon=True).start()

@@ -56,6 +56,13 @@ load, and the first load of a process freezes what it built (``load_snapshot``).
 this code does not know is refused; version 1 (node by node, fields per node) and version 2
 (no NACK zone: written before XNACK, when every pending entry had an owner) still load.
 
+A replica's full sync loads the same way from the link (``SnapshotBuffer``): the bytes go from
+the socket straight into anonymous memory, the load parses them and a thread checksums them as
+they arrive, and nothing is written to a file. The size is known at once, or (the EOF form,
+streamed while the primary's child writes it) only when the end mark comes. The primary's
+child writes with ``write_snapshot_to`` (no fsync: the file is scratch), and a stream still as
+it was loaded (lazy nodes, chunks back to back) goes out one piece per column.
+
 Why no compression: a 5,000,000-entry stream of 16-byte values is ~210 MB (Redis's RDB: 28 MB,
 LZF). zlib inflates ~0.6 GB/s on the project's machines, so inflating it alone would take
 ~0.35 s, more than building its nodes from the page cache (~0.2 s), and the standard library has
@@ -65,7 +72,6 @@ nothing faster. Loading speed matters more than size here; a version 3 could add
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import mmap
 import os
@@ -666,12 +672,6 @@ class SnapshotBuffer(_Arriving):
 
     def fail(self, exc: Exception) -> None:
         self._fail(exc)
-
-    def release(self) -> None:
-        """Give the memory back (after a failed load: nothing refers to it)."""
-        self.view.release()
-        with contextlib.suppress(BufferError):
-            self.memory.close()
 
 
 #: copies started by ``prefetch``, by the identity of their file
