@@ -16,13 +16,14 @@ the middle of the transfer.
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 
 import pytest
 import redis
 
 from tests.e2e.test_replication_e2e import log_of
-from tests.helpers import ServerProcess, start_headwater
+from tests.helpers import ServerProcess, encode_command, start_headwater
 from tests.support.replicas import connect, in_step, info, wait_until
 from tests.support.slow_link import SlowLink
 
@@ -139,7 +140,10 @@ def test_kill_9_of_the_replica_mid_sync() -> None:
         assert r.get("mine") == b"kept"
         assert r.exists("big") == 0
         # the primary saw its replica go: the snapshot's file does not stay behind
-        wait_until(lambda: info(primary)["connected_slaves"] == 0, what="the replica dropped")
+        try:
+            wait_until(lambda: info(primary)["connected_slaves"] == 0, what="replica dropped")
+        except AssertionError:
+            raise AssertionError(f"{info(primary)}\n{log_of(primary_p)[-2000:]}") from None
         wait_until(
             lambda: not list(Path(primary_p.workdir).glob("temp-*")), what="the file removed"
         )
@@ -153,3 +157,27 @@ def test_kill_9_of_the_replica_mid_sync() -> None:
         for server in (again, replica_p, primary_p):
             if server is not None:
                 server.stop()
+
+
+def test_a_replica_that_stops_reading_its_snapshot_is_disconnected() -> None:
+    """A replica whose transfer does not move for repl-timeout seconds is dropped, as Redis
+    drops one ("Disconnecting timedout replica (full sync)"): else it would hold the transfer
+    and the snapshot's file for good."""
+    primary_p = start_headwater("--repl-timeout", "2")
+    try:
+        primary = connect(primary_p)
+        fill(primary, "big", 60_000)  # more than the socket buffers and the high-water mark
+        with socket.create_connection(("127.0.0.1", primary_p.port)) as stuck:
+            stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+            for argv in (("PING",), ("REPLCONF", "capa", "eof"), ("PSYNC", "?", "-1")):
+                stuck.sendall(encode_command(*argv))
+            wait_until(lambda: info(primary)["connected_slaves"] == 1, what="the replica")
+            wait_until(
+                lambda: "Disconnecting timedout replica (full sync)" in log_of(primary_p),
+                timeout=15,
+                what="the timeout",
+            )
+            wait_until(lambda: info(primary)["connected_slaves"] == 0, what="dropped")
+        assert not list(Path(primary_p.workdir).glob("temp-*"))
+    finally:
+        primary_p.stop()

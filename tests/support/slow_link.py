@@ -52,10 +52,11 @@ class SlowLink:
                     time.sleep(self.pause)
         except OSError:
             pass
-        finally:
+        finally:  # (closed, not only shut down: a peer still writing gets a reset)
             for sock in (source, sink):
                 with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
+            source.close()
 
     def close(self) -> None:
         self._closed = True

@@ -75,6 +75,8 @@ class Peer:
     #: it reads the EOF form of the snapshot (``REPLCONF capa eof``), and it gets it
     capa_eof: bool = False
     eof_form: bool = False
+    #: when its snapshot's transfer last moved (monotonic seconds; repl-timeout judges it)
+    bulk_progress: float = field(default_factory=time.monotonic)
 
 
 @dataclass
@@ -131,6 +133,7 @@ class FullSync:
             fd = self._open(child, peer)
             if fd is not None:
                 peer.state = "send_bulk"
+                peer.bulk_progress = time.monotonic()
                 peer.eof_form = True
                 transport.write(b"$EOF:%s\r\n" % child.mark)
                 self._send_bulk(peer, child, fd, 0)
@@ -203,6 +206,7 @@ class FullSync:
                 fd = self._open(child, peer)
                 if fd is not None:
                     peer.state = "send_bulk"
+                    peer.bulk_progress = time.monotonic()
                     transport.write(b"$%d\r\n" % child.size)
                     self._send_bulk(peer, child, fd, 0)
         with contextlib.suppress(OSError):
@@ -221,13 +225,15 @@ class FullSync:
         try:
             while transport.get_write_buffer_size() < BULK_HIGH_WATER:
                 end = child.size if child.ok else os.fstat(fd).st_size
-                if sent >= end:
+                if sent >= end:  # (it has all there is: waiting is not its doing)
+                    peer.bulk_progress = time.monotonic()
                     break
                 chunk = os.pread(fd, min(BULK_CHUNK, end - sent), sent)
                 if not chunk:
                     raise OSError(f"the snapshot file ended after {sent} of {end} bytes")
                 transport.write(chunk)
                 sent += len(chunk)
+                peer.bulk_progress = time.monotonic()
         except OSError as exc:
             log.warning("Cannot send the snapshot to replica %s:%d: %s", peer.ip, peer.port, exc)
             os.close(fd)
@@ -253,6 +259,18 @@ class FullSync:
             child.size,
         )
         self.repl.update_refusal()
+
+    def check_timeouts(self, peers: list[Peer], timeout_s: float) -> None:
+        """From the cron: a replica whose snapshot has not moved for ``timeout_s`` seconds
+        (it stopped reading, its host froze) is disconnected, as Redis does (``repl-timeout``,
+        "Disconnecting timedout replica (full sync)"); else it would hold its transfer, and
+        the file, forever."""
+        now = time.monotonic()
+        for peer in peers:
+            if peer.state == "send_bulk" and now - peer.bulk_progress > timeout_s:
+                log.warning("Disconnecting timedout replica (full sync): %s:%d", peer.ip, peer.port)
+                if peer.conn.transport is not None:
+                    peer.conn.transport.abort()
 
     def kill(self) -> None:
         child = self.child

@@ -599,6 +599,7 @@ class Replication:
                 self.flush()
                 self.broadcast(PING)
             timeout = self.config["repl-timeout"]
+            self.full_sync.check_timeouts(self.peers, timeout)
             for peer in self.peers:
                 if peer.state == "online":
                     self._check_output_limit(peer)
