@@ -10,6 +10,9 @@ Headwater/Redis is printed beside its target. The load comes from ``redis-benchm
 can express the row, else from ``drive()``: a load client built on hiredis (its request
 encoder and its reply reader; sockets and ``selectors`` around them).
 
+What every row shares (servers, the ``Harness``, CPU accounting, the load clients) is in
+``harness.py``; the replication rows (issue 17) are in ``bench_repl.py``.
+
 The table, the date, the commit and the exact command line are appended to
 ``benchmarks/RESULTS.md`` (``--no-record`` skips that). See ``--help`` and ``--list``.
 
@@ -28,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import csv
 import datetime
 import functools
 import hashlib
@@ -36,7 +38,6 @@ import os
 import selectors
 import shlex
 import shutil
-import signal
 import socket
 import statistics
 import subprocess
@@ -44,341 +45,35 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import hiredis
 import redis
-
-REPO = Path(__file__).resolve().parent.parent
-RESULTS = REPO / "benchmarks" / "RESULTS.md"
-HOST = "127.0.0.1"
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-START_TIMEOUT = 60.0
-STOP_TIMEOUT = 30.0
-#: Rows measured while other processes used more than this share of all CPUs are flagged.
-NOISY = 0.10
-#: A 16-byte field value for the bulk loads (memory, restarts).
-VALUE16 = "0123456789abcdef"
-
-
-class ServerStartError(RuntimeError):
-    """A server process exited or never answered PING."""
-
-
-class LoadError(RuntimeError):
-    """redis-benchmark, redis-cli or the load client failed."""
-
-
-class CheckError(RuntimeError):
-    """A server's state after a run is not what the run must have left."""
-
-
-# -- servers -------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((HOST, 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def answers_ping(port: int) -> bool:
-    """True once the server answers PING (False while it refuses or answers -LOADING)."""
-    try:
-        with redis.Redis(host=HOST, port=port, socket_timeout=2.0) as r:
-            return bool(r.ping())
-    except (redis.RedisError, OSError):
-        return False
-
-
-@dataclass
-class ServerProcess:
-    name: str
-    argv: list[str]
-    port: int
-    log_path: Path
-    env: dict[str, str] | None = None
-    proc: subprocess.Popen[bytes] | None = None
-
-    def start(self, poll: float = 0.05) -> float:
-        """Spawn the server; seconds from the spawn until it answers PING (polled every
-        ``poll`` seconds: Redis answers -LOADING until its data is loaded)."""
-        started = time.perf_counter()
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(
-                self.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=self.env
-            )
-        deadline = time.monotonic() + START_TIMEOUT
-        while not answers_ping(self.port):
-            if self.proc.poll() is not None:
-                raise ServerStartError(
-                    f"{self.name} exited with status {self.proc.returncode}\n{self.log_tail()}"
-                )
-            if time.monotonic() > deadline:
-                raise ServerStartError(f"{self.name} did not answer PING\n{self.log_tail()}")
-            time.sleep(poll)
-        return time.perf_counter() - started
-
-    def log_tail(self, lines: int = 20) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
-        return "\n".join(f"  {self.name}| {line}" for line in text.splitlines()[-lines:])
-
-    @property
-    def pid(self) -> int:
-        if self.proc is None:
-            raise RuntimeError(f"{self.name} is not running")
-        return self.proc.pid
-
-    def cpu_ticks(self) -> int:
-        """User + system CPU time of the server so far, in clock ticks (0 if unknown)."""
-        if self.proc is None:
-            return 0
-        try:
-            stat = Path(f"/proc/{self.proc.pid}/stat").read_text()
-        except OSError:
-            return 0
-        fields = stat.rsplit(")", 1)[1].split()  # after "pid (comm)"
-        return int(fields[11]) + int(fields[12])
-
-    def rss_bytes(self) -> int:
-        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-        raise RuntimeError("no VmRSS line")
-
-    def client(self, timeout: float | None = 600.0) -> redis.Redis:
-        return redis.Redis(host=HOST, port=self.port, socket_timeout=timeout)
-
-    def stop(self) -> None:
-        proc = self.proc
-        if proc is not None and proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        self.proc = None
-
-
-def redis_argv(redis_server: str, port: int, data_dir: Path, *extra: str) -> list[str]:
-    return [
-        redis_server, "--port", str(port), "--bind", HOST, "--save", "",
-        "--appendonly", "no", "--dir", str(data_dir), *extra,
-    ]  # fmt: skip
-
-
-def headwater_argv(python: str, port: int, data_dir: Path, *extra: str) -> list[str]:
-    return [
-        python, "-m", "headwater.cli", "server", "--port", str(port), "--save", "",
-        "--appendonly", "no", "--dir", str(data_dir), *extra,
-    ]  # fmt: skip
-
-
-#: Extra options for an append-only server: no rewrite, so each AOF stays one incremental
-#: file, and for Redis no RDB preamble, so that both replay pure AOF.
-def aof_options(fsync: str) -> tuple[str, ...]:
-    return ("--appendonly", "yes", "--appendfsync", fsync, "--auto-aof-rewrite-percentage", "0")
-
-
-@contextlib.contextmanager
-def running(servers: Sequence[ServerProcess]) -> Iterator[None]:
-    """Start every server (in order); always stop all of them on the way out."""
-    try:
-        for server in servers:
-            server.start()
-        yield
-    finally:
-        for server in servers:
-            server.stop()
-
-
-@dataclass
-class Harness:
-    """What every row needs: the options, a scratch directory, and how to make servers."""
-
-    args: argparse.Namespace
-    tmp: Path
-    details: list[str] = field(default_factory=list)
-    _started: dict[str, tuple[ServerProcess, ServerProcess]] = field(default_factory=dict)
-
-    def make_pair(self, label: str, aof: str | None = None) -> tuple[ServerProcess, ServerProcess]:
-        """A (redis, headwater) pair in fresh directories, not started; ``aof`` is an
-        ``appendfsync`` mode for append-only servers."""
-        redis_extra = (*aof_options(aof), "--aof-use-rdb-preamble", "no") if aof else ()
-        hw_extra = aof_options(aof) if aof else ()
-        pair = []
-        for name in ("redis", "headwater"):
-            data = self.tmp / f"{label}-{name}"
-            data.mkdir(parents=True, exist_ok=True)
-            port = free_port()
-            if name == "redis":
-                argv = redis_argv(self.args.redis_server, port, data, *redis_extra)
-                env = None
-            else:
-                argv = headwater_argv(self.args.python, port, data, *hw_extra)
-                # As the README advises for Headwater: large blocks stay in the heap.
-                env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "131072"}
-            pair.append(ServerProcess(name, argv, port, self.tmp / f"{label}-{name}.log", env))
-        return pair[0], pair[1]
-
-    def pair(self, label: str, aof: str | None = None) -> tuple[ServerProcess, ServerProcess]:
-        """A started pair, shared by every row that asks for the same label."""
-        if label not in self._started:
-            servers = self.make_pair(label, aof)
-            self._started[label] = servers
-            for server in servers:
-                server.start()
-        return self._started[label]
-
-    def stop_all(self) -> None:
-        for servers in self._started.values():
-            for server in servers:
-                server.stop()
-        self._started.clear()
-
-    def note(self, text: str) -> None:
-        print(f"  {text}", flush=True)
-        self.details.append(text)
-
-    def n(self, full: int) -> int:
-        """Request count for a row: ``full``, a tenth with --quick, times --scale."""
-        base = full // 10 if self.args.quick else full
-        return max(int(base * self.args.scale), 100)
-
-
-# -- CPU accounting ------------------------------------------------------------------------
-
-
-def cpu_times() -> tuple[int, int]:
-    """(busy, total) jiffies over all CPUs, from /proc/stat; (0, 0) where unavailable."""
-    try:
-        with open("/proc/stat") as f:
-            fields = [int(x) for x in f.readline().split()[1:]]
-    except (OSError, ValueError):
-        return 0, 0
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
-    return sum(fields) - idle, sum(fields)
-
-
-def own_ticks() -> float:
-    """CPU time of this process and its reaped children (redis-benchmark), in ticks."""
-    times = os.times()
-    return (times.user + times.system + times.children_user + times.children_system) * (CLOCK_TICKS)
-
-
-@dataclass
-class Sample:
-    value: float
-    #: share of all CPUs that processes other than ours took meanwhile
-    background: float
-
-
-def measured(server: ServerProcess, work: Callable[[], float]) -> Sample:
-    """Run ``work`` (which returns the figure) and measure the CPU others took meanwhile."""
-    busy0, total0 = cpu_times()
-    ours0 = server.cpu_ticks() + own_ticks()
-    value = work()
-    busy1, total1 = cpu_times()
-    ours = server.cpu_ticks() + own_ticks() - ours0
-    total = total1 - total0
-    return Sample(value, max(busy1 - busy0 - ours, 0.0) / total if total > 0 else 0.0)
-
-
-# -- load: redis-benchmark, redis-cli --pipe, the hiredis load client -----------------------
-
-
-def redis_benchmark(
-    h: Harness, port: int, command: Sequence[str], *, clients: int, n: int, pipeline: int = 1
-) -> float:
-    """Requests per second of one redis-benchmark run of ``command``."""
-    argv = [
-        h.args.redis_benchmark, "-h", HOST, "-p", str(port), "-c", str(clients),
-        "-n", str(n), "-P", str(pipeline), "-r", str(h.args.keyspace), "--csv", *command,
-    ]  # fmt: skip
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=900, check=False)
-    if done.returncode != 0:
-        raise LoadError(f"{shlex.join(argv)}: status {done.returncode}\n{done.stderr}")
-    rows = [r for r in csv.reader(done.stdout.splitlines()) if r]
-    if len(rows) < 2 or rows[0][:2] != ["test", "rps"]:
-        raise LoadError(f"{shlex.join(argv)} printed:\n{done.stdout}{done.stderr}")
-    return float(rows[1][1])
-
-
-def pipe_load(port: int, command: Sequence[str], count: int, chunk: int = 10_000) -> float:
-    """Send ``command`` ``count`` times through ``redis-cli --pipe``; returns seconds."""
-    payload = hiredis.pack_command(tuple(command))
-    started = time.perf_counter()
-    proc = subprocess.Popen(
-        ["redis-cli", "-h", HOST, "-p", str(port), "--pipe"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    assert proc.stdin is not None
-    assert proc.stdout is not None
-    for start in range(0, count, chunk):
-        proc.stdin.write(payload * min(chunk, count - start))
-    proc.stdin.close()
-    output = proc.stdout.read().decode(errors="replace")
-    if proc.wait() != 0 or "errors: 0," not in output:
-        raise LoadError(f"redis-cli --pipe: {output}")
-    return time.perf_counter() - started
-
-
-def pack_all(commands: Sequence[Sequence[str | bytes]]) -> list[bytes]:
-    return [hiredis.pack_command(tuple(c)) for c in commands]
-
-
-def drive(port: int, payloads: Sequence[bytes], clients: int, expect: Any) -> float:
-    """Send every payload, ``clients`` connections with one request in flight each, and
-    return requests per second; every reply must equal ``expect`` (None: any non-error)."""
-    selector = selectors.DefaultSelector()
-    readers: dict[socket.socket, Any] = {}
-    for _ in range(min(clients, len(payloads))):
-        sock = socket.create_connection((HOST, port))
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        readers[sock] = hiredis.Reader()
-        selector.register(sock, selectors.EVENT_READ)
-    next_payload, answered = 0, 0
-    started = time.perf_counter()
-    try:
-        for sock in readers:
-            sock.sendall(payloads[next_payload])
-            next_payload += 1
-        while answered < len(payloads):
-            for key, _ in selector.select():
-                ready = key.fileobj
-                assert isinstance(ready, socket.socket)
-                reader = readers[ready]
-                data = ready.recv(65536)
-                if not data:
-                    raise LoadError("the server closed a connection")
-                reader.feed(data)
-                while (reply := reader.gets()) is not False:
-                    check_reply(reply, expect)
-                    answered += 1
-                    if next_payload < len(payloads):
-                        ready.sendall(payloads[next_payload])
-                        next_payload += 1
-        return len(payloads) / (time.perf_counter() - started)
-    finally:
-        for sock in readers:
-            sock.close()
-        selector.close()
-
-
-def check_reply(reply: Any, expect: Any) -> None:
-    if isinstance(reply, hiredis.ReplyError) or (expect is not None and reply != expect):
-        raise LoadError(f"reply {reply!r}, expected {expect!r}")
-
+from bench_repl import table_repl_cost, table_repl_fullsync, table_repl_lag, table_repl_psync
+from harness import (
+    HOST,
+    NOISY,
+    REPO,
+    RESULTS,
+    VALUE16,
+    CheckError,
+    Harness,
+    LoadError,
+    Sample,
+    ServerProcess,
+    ServerStartError,
+    compile_headwater,
+    drive,
+    expect_len,
+    fill_numbered,
+    measured,
+    pack_all,
+    pipe_load,
+    redis_benchmark,
+    running,
+)
 
 # -- rows ----------------------------------------------------------------------------------
 
@@ -448,12 +143,6 @@ def xadd_row(h: Harness, key: str, clients: int, pipeline: int, n: int, target: 
     return run_pairs(h, RatioRow(key, title, target, (side(redis_), side(headwater))))
 
 
-def expect_len(server: ServerProcess, key: str, length: int) -> None:
-    got = server.client().xlen(key)
-    if got != length:
-        raise CheckError(f"{server.name}: XLEN {key} = {got}, expected {length}")
-
-
 def row_xadd_1(h: Harness) -> RatioRow:
     return xadd_row(h, "xadd-1", 1, 1, 20_000, 0.8)
 
@@ -489,18 +178,6 @@ def row_xrange(h: Harness) -> RatioRow:
         return run_pairs(h, row)
     finally:
         h.args.keyspace = old
-
-
-def fill_numbered(server: ServerProcess, key: str, entries: int, batch: int = 10_000) -> None:
-    """``key`` holds exactly the entries 1-0 .. entries-0 (one 16-byte field each)."""
-    client = server.client()
-    client.delete(key)
-    for start in range(1, entries + 1, batch):
-        pipe = client.pipeline(transaction=False)
-        for i in range(start, min(start + batch, entries + 1)):
-            pipe.xadd(key, {"f": VALUE16}, id=f"{i}-0")
-        pipe.execute()
-    expect_len(server, key, entries)
 
 
 GROUP_STREAM = "bench:group"
@@ -1101,14 +778,6 @@ def inproc_worker(quick: bool) -> int:
     return 0
 
 
-def compile_headwater(python: str) -> None:
-    """Byte-compile Headwater's modules, as in an installed package (with
-    PYTHONDONTWRITEBYTECODE a source checkout is compiled again at every start)."""
-    code = "import headwater, os; print(os.path.dirname(headwater.__file__))"
-    where = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True)
-    subprocess.run([python, "-m", "compileall", "-q", where.stdout.strip()], check=False)
-
-
 def restart_table(h: Harness, label: str, aof: str | None, target: float) -> list[str]:
     """Load N entries into each server (appendonly as the row needs; SAVE for a snapshot),
     stop it, then time restarts from the spawn to the first PONG (polled every 5 ms),
@@ -1182,262 +851,6 @@ def table_spark(h: Harness) -> list[str]:
     if done.returncode != 0:
         raise LoadError(f"bench_spark.py failed:\n{done.stdout}\n{done.stderr}")
     return ["Spark connector (`benchmarks/bench_spark.py`):", "", "```", done.stdout.strip(), "```"]
-
-
-# -- replication (issue 17): Redis replicating to Redis, Headwater to Headwater ------------
-
-REPL_BACKLOG = "64mb"  # holds a 5 s cut at the psync row's rate on both servers
-
-
-@dataclass
-class ReplPair:
-    """A primary and its replica of one kind (redis or headwater), in fresh directories."""
-
-    kind: str
-    primary: ServerProcess
-    replica: ServerProcess
-
-    def attach(self, port: int | None = None) -> None:
-        """REPLICAOF the primary (or ``port``: a proxy in front of it); returns once the
-        link is up and the replica holds everything the primary wrote."""
-        self.replica.client().execute_command("REPLICAOF", HOST, port or self.primary.port)
-        self.wait_synced()
-
-    def detach(self) -> None:
-        self.replica.client().execute_command("REPLICAOF", "NO", "ONE")
-        deadline = time.monotonic() + 30
-        while info_field(self.primary, "replication", "connected_slaves") != "0":
-            if time.monotonic() > deadline:
-                raise CheckError(f"{self.kind}: the primary still lists its replica")
-            time.sleep(0.05)
-
-    def wait_synced(self, timeout: float = 600.0) -> float:
-        """Seconds until the replica's link is up and its offset is the primary's."""
-        started = time.monotonic()
-        while True:
-            replica = info_section(self.replica, "replication")
-            primary_offset = info_field(self.primary, "replication", "master_repl_offset")
-            if (
-                replica.get("master_link_status") == "up"
-                and replica.get("master_sync_in_progress", "0") == "0"
-                and replica.get("slave_repl_offset") == primary_offset
-            ):
-                return time.monotonic() - started
-            if time.monotonic() - started > timeout:
-                raise CheckError(f"{self.kind}: the replica did not catch up: {replica}")
-            time.sleep(0.02)
-
-
-def info_section(server: ServerProcess, section: str) -> dict[str, str]:
-    return {name: str(value) for name, value in server.client().info(section).items()}
-
-
-def info_field(server: ServerProcess, section: str, name: str) -> str:
-    return info_section(server, section).get(name, "")
-
-
-def repl_pairs(h: Harness, label: str) -> list[ReplPair]:
-    """(redis, headwater) primary/replica pairs, started, the replicas not attached yet."""
-    pairs = []
-    for kind in ("redis", "headwater"):
-        servers = []
-        for role in ("primary", "replica"):
-            data = h.tmp / f"{label}-{kind}-{role}"
-            data.mkdir(parents=True, exist_ok=True)
-            port = free_port()
-            extra = ("--repl-backlog-size", REPL_BACKLOG)
-            if kind == "redis":
-                # (Redis 7 waits 5 s by default before a diskless full sync, for more replicas)
-                extra += ("--repl-diskless-sync-delay", "0")
-                argv, env = redis_argv(h.args.redis_server, port, data, *extra), None
-            else:
-                argv = headwater_argv(h.args.python, port, data, *extra)
-                env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "131072"}
-            name = f"{kind}-{role}"
-            servers.append(ServerProcess(name, argv, port, h.tmp / f"{label}-{name}.log", env))
-        for server in servers:
-            server.start()
-        pairs.append(ReplPair(kind, servers[0], servers[1]))
-    return pairs
-
-
-def stop_pairs(pairs: Sequence[ReplPair]) -> None:
-    for pair in pairs:
-        pair.replica.stop()
-        pair.primary.stop()
-
-
-def table_repl_cost(h: Harness) -> list[str]:
-    """XADD c=50 on a primary alone, then with one replica attached (turns alternate)."""
-    pairs = repl_pairs(h, "repl-cost")
-    n = h.n(100_000)
-    command = ["XADD", "bench:repl", "*", "f", "__rand_int__"]
-    lines = [
-        "Replication's cost on XADD, 50 clients (redis-benchmark; median of "
-        f"{h.args.repeat} runs each way; target: Headwater's cost <= 15%, Redis's is the anchor):",
-        "",
-        "| server | alone rps | with a replica rps | cost | target |",
-        "|---|---:|---:|---:|---|",
-    ]
-    try:
-        for pair in pairs:
-            alone, attached = [], []
-            for _ in range(h.args.repeat):
-                for with_replica in (False, True):
-                    if with_replica:
-                        pair.attach()
-                    pair.primary.client().delete("bench:repl")
-                    rps = redis_benchmark(h, pair.primary.port, command, clients=50, n=n)
-                    if with_replica:
-                        pair.wait_synced()
-                        expect_len(pair.replica, "bench:repl", n)
-                        pair.detach()
-                    (attached if with_replica else alone).append(rps)
-                    print(f"  {pair.kind} {'with replica' if with_replica else 'alone'}: "
-                          f"{rps:,.0f} rps", flush=True)  # fmt: skip
-            a, r = statistics.median(alone), statistics.median(attached)
-            cost = 1 - r / a
-            target = "<= 15%" + (" (met)" if cost <= 0.15 else " (**not met**)")
-            lines.append(
-                f"| {pair.kind} | {a:,.0f} | {r:,.0f} | {cost:.0%} | "
-                f"{target if pair.kind == 'headwater' else 'anchor'} |"
-            )
-    finally:
-        stop_pairs(pairs)
-    return lines
-
-
-def table_repl_lag(h: Harness) -> list[str]:
-    """Replication lag under sustained XADD at half of Headwater's top rate with a replica:
-    a probe entry every 20 ms, timed from the primary's reply to the replica's XREAD."""
-    from repl_load import LagProbe, paced_xadd
-
-    pairs = repl_pairs(h, "repl-lag")
-    seconds = 3.0 if h.args.quick else 10.0
-    try:
-        for pair in pairs:
-            pair.attach()
-        top = redis_benchmark(
-            h, pairs[1].primary.port, ["XADD", "bench:top", "*", "f", "__rand_int__"],
-            clients=50, n=h.n(50_000),
-        )  # fmt: skip
-        rate = top / 2
-        lines = [
-            f"Replication lag under XADD at {rate:,.0f}/s for {seconds:.0f} s (half of "
-            f"Headwater's {top:,.0f} rps with a replica, 50 clients), probe every 20 ms "
-            "(target: Headwater's p99 < 100 ms):",
-            "",
-            "| server | probes | p50 ms | p99 ms | max ms | target |",
-            "|---|---:|---:|---:|---:|---|",
-        ]
-        for pair in pairs:
-            with LagProbe(pair.primary.port, pair.replica.port) as probe:
-                sent = paced_xadd(pair.primary.port, "bench:lag", rate, seconds)
-                pair.wait_synced()
-            stats = probe.summary()
-            expect_len(pair.replica, "bench:lag", sent)
-            met = stats["p99"] < 100
-            target = "anchor" if pair.kind == "redis" else ("met" if met else "**not met**")
-            lines.append(
-                f"| {pair.kind} | {stats['probes']:.0f} | {stats['p50']:.1f} | "
-                f"{stats['p99']:.1f} | {stats['max']:.1f} | {target} |"
-            )
-            print(f"  {pair.kind}: {stats}", flush=True)
-    finally:
-        stop_pairs(pairs)
-    return lines
-
-
-def table_repl_psync(h: Harness) -> list[str]:
-    """A replica cut off its primary for 5 s while XADDs go on, then let back: it must come
-    back with a partial resync that moves what the backlog gained, not the data set."""
-    from repl_load import LinkProxy, paced_xadd
-
-    pairs = repl_pairs(h, "repl-psync")
-    preload, rate, cut = h.n(200_000), 5_000, 5.0
-    lines = [
-        f"Partial resync after a {cut:.0f} s cut ({preload:,} entries before, XADD at "
-        f"{rate:,}/s during the cut; the link goes through a proxy that counts the bytes the "
-        "primary sends after the cut):",
-        "",
-        "| server | full syncs | partial syncs | backlog gained (bytes) | bytes sent after the cut "
-        "| catch-up s | only the backlog |",
-        "|---|---:|---:|---:|---:|---:|---|",
-    ]
-    proxies: list[LinkProxy] = []
-    try:
-        for pair in pairs:
-            fill_numbered(pair.primary, "bench:psync", preload)
-            proxy = LinkProxy(pair.primary.port)
-            proxies.append(proxy)
-            pair.attach(proxy.port)
-            before = info_section(pair.primary, "stats")
-            offset0 = int(info_field(pair.primary, "replication", "master_repl_offset"))
-            proxy.cut(cut)
-            paced_xadd(pair.primary.port, "bench:psync", rate, cut - 1.0)
-            gained = int(info_field(pair.primary, "replication", "master_repl_offset")) - offset0
-            sent0 = proxy.downstream_bytes
-            time.sleep(max(proxy.refusing_until - time.monotonic(), 0))
-            started = time.monotonic()
-            pair.wait_synced()
-            catch_up = time.monotonic() - started
-            moved = proxy.downstream_bytes - sent0
-            after = info_section(pair.primary, "stats")
-            full = int(after["sync_full"]) - int(before["sync_full"])
-            partial = int(after["sync_partial_ok"]) - int(before["sync_partial_ok"])
-            only = full == 0 and partial == 1 and moved < gained + 64 * 1024
-            lines.append(
-                f"| {pair.kind} | {full} | {partial} | {gained:,} | {moved:,} | {catch_up:.2f} "
-                f"| {'yes' if only else '**no**'} |"
-            )
-            print(f"  {pair.kind}: full {full}, partial {partial}, gained {gained:,}, "
-                  f"moved {moved:,}", flush=True)  # fmt: skip
-    finally:
-        for proxy in proxies:
-            proxy.close()
-        stop_pairs(pairs)
-    return lines
-
-
-def table_repl_fullsync(h: Harness) -> list[str]:
-    """A replica's full sync of N entries (REPLICAOF to caught up), against the same
-    primary's restart from its snapshot of them (spawn to first PONG)."""
-    entries = h.n(5_000_000)
-    compile_headwater(h.args.python)
-    pairs = repl_pairs(h, "repl-fullsync")
-    lines = [
-        f"Full sync of {entries:,} entries (REPLICAOF until the replica's offset is the "
-        f"primary's) against a restart from a snapshot of them (median of {h.args.repeat}; "
-        "target: Headwater's full sync <= 2x its snapshot load):",
-        "",
-        "| server | snapshot load s | full sync s | ratio | target |",
-        "|---|---:|---:|---:|---|",
-    ]
-    try:
-        for pair in pairs:
-            seconds = pipe_load(pair.primary.port, ["XADD", "s", "*", "f", VALUE16], entries)
-            h.note(f"repl-fullsync: loaded the {pair.kind} primary in {seconds:.1f} s")
-            pair.primary.client(timeout=None).save()
-            loads, syncs = [], []
-            for _ in range(h.args.repeat):
-                pair.primary.stop()
-                loads.append(pair.primary.start(poll=0.005))
-                expect_len(pair.primary, "s", entries)
-                fulls = int(info_field(pair.primary, "stats", "sync_full"))
-                started = time.monotonic()
-                pair.attach()
-                syncs.append(time.monotonic() - started)
-                if int(info_field(pair.primary, "stats", "sync_full")) != fulls + 1:
-                    raise CheckError(f"{pair.kind}: the attach was not one full sync")
-                expect_len(pair.replica, "s", entries)
-                pair.detach()
-            load, sync = statistics.median(loads), statistics.median(syncs)
-            ratio = sync / load
-            met = "anchor" if pair.kind == "redis" else ("met" if ratio <= 2 else "**not met**")
-            lines.append(f"| {pair.kind} | {load:.2f} | {sync:.2f} | {ratio:.2f}x | {met} |")
-    finally:
-        stop_pairs(pairs)
-    return lines
 
 
 TABLES: dict[str, Callable[[Harness], list[str]]] = {

@@ -45,7 +45,7 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench import (
+from harness import (
     CLOCK_TICKS,
     REPO,
     ServerProcess,

@@ -352,6 +352,11 @@ PARAMS: tuple[Param, ...] = (
     Param("repl-backlog-size", _int_parser(1, INT64_MAX, memory=True), "1048576"),
     Param("repl-ping-replica-period", _int_parser(1, 2**31 - 1), "10"),
     Param("repl-timeout", _int_parser(1, 2**31 - 1), "60"),
+    # the snapshot goes to a replica while the child writes it (server/repl_sync.py), and a
+    # replica loads it from the link as it arrives, beside its data until the load succeeds
+    # (swapdb: the default here, where Redis's is disabled; server/replica_link.py)
+    Param("repl-diskless-sync", _bool, "yes", printer=_yn),
+    Param("repl-diskless-load", _enum("disabled", "on-empty-db", "swapdb"), "swapdb"),
     Param(
         "min-replicas-to-write", _int_parser(0, 2**31 - 1), "0", aliases=("min-slaves-to-write",)
     ),

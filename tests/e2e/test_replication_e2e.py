@@ -21,33 +21,9 @@ import redis
 from headwater.keyspace import Keyspace
 from headwater.persistence.snapshot import write_snapshot
 from tests.helpers import ServerProcess, encode_command, free_port, raw_client, start_headwater
+from tests.support.replicas import connect, in_step, info, link_up, wait_until
 
 pytestmark = pytest.mark.e2e
-
-
-def wait_until(check: Callable[[], Any], timeout: float = 10.0, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what or check}")
-        time.sleep(0.05)
-
-
-def info(r: redis.Redis, section: str = "replication") -> dict[str, Any]:
-    return r.info(section)  # type: ignore[no-any-return]
-
-
-def link_up(r: redis.Redis) -> bool:
-    return info(r).get("master_link_status") == "up"
-
-
-def in_step(primary: redis.Redis, replica: redis.Redis) -> bool:
-    """The replica applied everything the primary has sent."""
-    offset = info(primary)["master_repl_offset"]
-    return bool(info(replica).get("slave_repl_offset") == offset and link_up(replica))
 
 
 def log_of(server: ServerProcess) -> str:
@@ -76,10 +52,6 @@ def pair() -> Iterator[tuple[ServerProcess, ServerProcess]]:
     yield primary, replica
     replica.stop()
     primary.stop()
-
-
-def connect(server: ServerProcess) -> redis.Redis:
-    return redis.Redis(port=server.port, socket_timeout=10)
 
 
 def group_state(r: redis.Redis, key: str) -> list[Any]:

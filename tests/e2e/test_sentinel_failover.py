@@ -18,23 +18,18 @@ ID, against whatever primary Sentinel names by then. In the middle, one server i
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 from redis.sentinel import Sentinel
 
-from tests.e2e.test_replication_e2e import connect, in_step, info, wait_until
-from tests.e2e.test_sentinel_smoke import start_sentinel
-from tests.helpers import HEADWATER, ROOT, ServerProcess, free_port, wait_for_port
+from tests.helpers import ServerProcess
+from tests.support.replicas import connect, in_step, info, wait_until
+from tests.support.sentinel import Cluster, sentinel_cluster, start_on
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis]
 
@@ -42,63 +37,10 @@ WRITERS = 8
 RETRYABLE = (redis.ConnectionError, redis.TimeoutError, redis.ReadOnlyError)
 
 
-def start_on(workdir: str, port: int, *args: str) -> ServerProcess:
-    """A Headwater server on ``workdir``'s data (kept across restarts)."""
-    cmd = [*HEADWATER, "server", "--port", str(port), "--dir", workdir, *args]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
-    wait_for_port(port, proc)
-    return ServerProcess(proc, port, workdir)
-
-
-@dataclass
-class Cluster:
-    servers: list[ServerProcess]
-    sentinel_ports: list[int]
-    sentinels: list[subprocess.Popen[bytes]] = field(default_factory=list)
-
-    def primary_port(self) -> int:
-        sentinel = redis.Redis(port=self.sentinel_ports[0], decode_responses=True)
-        return int(sentinel.sentinel_get_master_addr_by_name("mymaster")[1])
-
-    def by_port(self, port: int) -> ServerProcess:
-        return next(s for s in self.servers if s.port == port)
-
-
 @pytest.fixture
 def cluster() -> Iterator[Cluster]:
-    workdir = Path(tempfile.mkdtemp(prefix="hw-failover-"))
-    servers: list[ServerProcess] = []
-    sentinels: list[subprocess.Popen[bytes]] = []
-    try:
-        primary = start_on(tempfile.mkdtemp(prefix="hw-"), free_port())
-        servers.append(primary)
-        follow = ("--replicaof", "127.0.0.1", str(primary.port))
-        for _ in range(2):
-            servers.append(start_on(tempfile.mkdtemp(prefix="hw-"), free_port(), *follow))
-        p = connect(primary)
-        wait_until(lambda: all(in_step(p, connect(s)) for s in servers[1:]), what="replicas")
-        ports = []
-        for _ in range(3):
-            proc, port = start_sentinel(workdir, primary.port)
-            sentinels.append(proc)
-            ports.append(port)
-        sentinel = redis.Redis(port=ports[0], decode_responses=True)
-        wait_until(
-            lambda: (
-                len(sentinel.sentinel_slaves("mymaster")) == 2
-                and len(sentinel.sentinel_sentinels("mymaster")) == 2
-            ),
-            timeout=30,
-            what="Sentinel discovers the replicas and the other Sentinels",
-        )
-        yield Cluster(servers, ports, sentinels)
-    finally:
-        for proc in sentinels:
-            proc.kill()
-            proc.wait()
-        for server in servers:
-            server.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
+    with sentinel_cluster() as started:
+        yield started
 
 
 class Writers:

@@ -56,6 +56,13 @@ load, and the first load of a process freezes what it built (``load_snapshot``).
 this code does not know is refused; version 1 (node by node, fields per node) and version 2
 (no NACK zone: written before XNACK, when every pending entry had an owner) still load.
 
+A replica's full sync loads the same way from the link (``SnapshotBuffer``): the bytes go from
+the socket straight into anonymous memory, the load parses them and a thread checksums them as
+they arrive, and nothing is written to a file. The size is known at once, or (the EOF form,
+streamed while the primary's child writes it) only when the end mark comes. The primary's
+child writes with ``write_snapshot_to`` (no fsync: the file is scratch), and a stream still as
+it was loaded (lazy nodes, chunks back to back) goes out one piece per column.
+
 Why no compression: a 5,000,000-entry stream of 16-byte values is ~210 MB (Redis's RDB: 28 MB,
 LZF). zlib inflates ~0.6 GB/s on the project's machines, so inflating it alone would take
 ~0.35 s, more than building its nodes from the page cache (~0.2 s), and the standard library has
@@ -85,7 +92,7 @@ from headwater.keyspace import Database, Keyspace
 from headwater.persistence.manifest import fsync_dir
 from headwater.stream.groups import Consumer, Group, id_key, key_id
 from headwater.stream.idmp import IdmpState, Producer
-from headwater.stream.node import Node
+from headwater.stream.node import LazySource, Node
 from headwater.stream.stream import Stream
 from headwater.structures.sets import (
     HASHTABLE,
@@ -131,6 +138,14 @@ READ_CHUNK = 8 << 20
 #: by this many threads: the read is mostly page faults of fresh memory, which take a core
 #: each (the kernel handles them in parallel)
 READ_THREADS = 2
+#: address space a replica reserves for a snapshot whose size it learns only at its end (the
+#: EOF form): pages are taken only as bytes arrive
+RECEIVE_CAPACITY = 1 << 40
+#: Linux's MAP_NORESERVE (the mmap module names it from Python 3.13 on)
+MAP_NORESERVE = getattr(mmap, "MAP_NORESERVE", 0x4000)
+#: with the size unknown, the last bytes that arrived may be the checksum field and the EOF
+#: mark (40 bytes): they are checksummed once the end is known
+HOLD_BACK = 4 + 40
 #: arrays are kept in native byte order; the file is little-endian
 _SWAP = sys.byteorder == "big"
 
@@ -143,8 +158,14 @@ class SnapshotError(Exception):
 # Writing
 
 
+#: ``_Out`` gathers small pieces up to this many bytes and writes larger ones as they are:
+#: its buffer stays below malloc's mmap threshold (128 KiB, as the README advises), so it is
+#: reused instead of being fresh pages at every megabyte
+OUT_DIRECT = 64 * 1024
+
+
 class _Out:
-    """A checksumming writer that hands the file large chunks."""
+    """A checksumming writer that hands the file chunks of ``OUT_DIRECT`` bytes or more."""
 
     def __init__(self, f: BinaryIO) -> None:
         self.f = f
@@ -152,8 +173,13 @@ class _Out:
         self.crc = 0
 
     def put(self, data: bytes | bytearray | memoryview | array[int]) -> None:
+        if len(data) >= OUT_DIRECT:  # (as it is: no copy into the buffer)
+            self.drain()
+            self.crc = zlib.crc32(data, self.crc)
+            self.f.write(data)
+            return
         self.buf += data
-        if len(self.buf) >= 1 << 20:
+        if len(self.buf) >= OUT_DIRECT:
             self.drain()
 
     def drain(self) -> None:
@@ -180,30 +206,36 @@ def write_snapshot(path: Path, dbs: list[Database], libraries: Sequence[bytes] =
     ``libraries``: the code of the FUNCTION libraries."""
     tmp = path.with_name(f"temp-{os.getpid()}-{path.name}")
     with open(tmp, "wb") as f:
-        out = _Out(f)
-        out.put(MAGIC + _U16.pack(VERSION))
-        if libraries:
-            out.put(_U8.pack(FUNCTIONS))
-            out.u64(len(libraries))
-            for code in libraries:
-                out.blob(code)
-        persisted = dbs[0].keyspace.persisted if dbs else None
-        if persisted is not None:
-            out.put(_U8.pack(REGION))
-            out.blob(persisted.dump_state())
-        for db in dbs:
-            if db.data:
-                out.put(_U8.pack(SELECT) + _U32.pack(db.index))
-                for key, value in db.data.items():
-                    if not isinstance(value, RegionStream):  # (in the REGION record)
-                        _write_value(out, key, value, db.expires.get(key, -1))
-        out.put(_U8.pack(END))
-        out.drain()
-        f.write(_U32.pack(out.crc))
+        write_snapshot_to(f, dbs, libraries)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
     fsync_dir(path.parent)
+
+
+def write_snapshot_to(f: BinaryIO, dbs: list[Database], libraries: Sequence[bytes] = ()) -> None:
+    """The whole snapshot into ``f``, a megabyte or so at a time (a full sync's child writes a
+    file that the primary sends on as it grows: no fsync, no rename)."""
+    out = _Out(f)
+    out.put(MAGIC + _U16.pack(VERSION))
+    if libraries:
+        out.put(_U8.pack(FUNCTIONS))
+        out.u64(len(libraries))
+        for code in libraries:
+            out.blob(code)
+    persisted = dbs[0].keyspace.persisted if dbs else None
+    if persisted is not None:
+        out.put(_U8.pack(REGION))
+        out.blob(persisted.dump_state())
+    for db in dbs:
+        if db.data:
+            out.put(_U8.pack(SELECT) + _U32.pack(db.index))
+            for key, value in db.data.items():
+                if not isinstance(value, RegionStream):  # (in the REGION record)
+                    _write_value(out, key, value, db.expires.get(key, -1))
+    out.put(_U8.pack(END))
+    out.drain()
+    f.write(_U32.pack(out.crc))
 
 
 def _write_value(out: _Out, key: bytes, value: object, expire: int) -> None:
@@ -269,37 +301,61 @@ def _write_stream(out: _Out, s: Stream) -> None:
 
 
 def _write_chunk(out: _Out, nodes: list[Node], fieldsets: list[int]) -> None:
+    sources = [node.lazy_source for node in nodes]
+    run = _one_run(sources)
     rows = bytearray()
     entries = blob = tomb = 0
-    for node, fieldset in zip(nodes, fieldsets, strict=False):
-        node.materialize()  # (a lazy node's buffers are placeholders until then)
-        n, tlen = len(node.ms), len(node.tomb) if node.tomb is not None else 0
+    for node, fieldset, source in zip(nodes, fieldsets, sources, strict=False):
+        if source is not None:  # a lazy node: its sizes from where its buffers lie
+            _columns, e0, e1, b0, b1, t0, t1 = source
+            n, blen, tlen = e1 - e0, b1 - b0, t1 - t0
+        else:
+            n, blen = len(node), len(node.blob)
+            tlen = len(node.tomb) if node.tomb is not None else 0
         master_ms, master_seq = node.master
         rows += _NODE_ROW.pack(
             master_ms, master_seq, fieldset, node.count, node.deleted, node.lp_bytes,
-            n, len(node.blob), tlen,
+            n, blen, tlen,
         )  # fmt: skip
         entries += n
-        blob += len(node.blob)
+        blob += blen
         tomb += tlen
     out.put(_CHUNK.pack(len(nodes), entries, blob, tomb))
     out.put(rows)
-    for column in ("ms", "seq", "offsets"):
-        for node in nodes:
-            out.put(_little_endian(getattr(node, column)))
-    for node in nodes:
-        out.put(node.blob)
-    for node in nodes:
-        if node.tomb is not None:
-            out.put(node.tomb)
+    if run is not None:  # the chunk as it was loaded: each column in one piece
+        (ms_v, seq_v, off_v, blob_v, tomb_v), e0, e1, b0, b1, t0, t1 = run
+        for piece in (ms_v[e0 * 8 : e1 * 8], seq_v[e0 * 8 : e1 * 8], off_v[e0 * 4 : e1 * 4]):
+            out.put(piece)
+        out.put(blob_v[b0:b1])
+        if t1 > t0:
+            out.put(tomb_v[t0:t1])
+        return
+    # (a lazy node's columns come from the loaded bytes, as they are: no materializing)
+    columns = [node.snapshot_columns() for node in nodes]
+    for column in range(4):  # ms, seq, offsets, blob
+        for node_columns in columns:
+            out.put(node_columns[column])  # type: ignore[arg-type]
+    for *_rest, node_tomb in columns:
+        if node_tomb is not None:
+            out.put(node_tomb)
 
 
-def _little_endian(values: array[int]) -> array[int] | bytes:
-    if not _SWAP:
-        return values
-    swapped = array(values.typecode, values)
-    swapped.byteswap()
-    return swapped
+def _one_run(sources: list[LazySource | None]) -> LazySource | None:
+    """The lazy nodes' buffers as one range of their snapshot's columns, when they are all
+    lazy, from the same chunk and back to back (a stream written as it was loaded), else
+    None."""
+    first = sources[0] if sources else None
+    if first is None:
+        return None
+    columns, e0, e_end, b0, b_end, t0, t_end = first
+    for source in sources[1:]:
+        if source is None or source[0] is not columns:
+            return None
+        _c, e1, e2, b1, b2, t1, t2 = source
+        if (e1, b1, t1) != (e_end, b_end, t_end):
+            return None
+        e_end, b_end, t_end = e2, b2, t2
+    return (columns, e0, e_end, b0, b_end, t0, t_end)
 
 
 def _write_group(out: _Out, g: Group, version: int = VERSION) -> None:
@@ -380,9 +436,10 @@ class _In:
     def take(self, n: int) -> memoryview:
         end = self.pos + n
         if end > self.ready:
-            if end > len(self.data) or self.wait_for is None:
+            if end <= len(self.data) and self.wait_for is not None:
+                self.ready = min(self.wait_for(end), len(self.data))
+            if end > self.ready:  # (wait_for stops short when the bytes end before ``end``)
                 raise SnapshotError(f"{self.origin}: truncated at offset {self.pos}")
-            self.ready = min(self.wait_for(end), len(self.data))
         chunk = self.data[self.pos : end]
         self.pos = end
         return chunk
@@ -429,7 +486,110 @@ def pread_into(fd: int, into: memoryview, offset: int) -> int:
     return os.preadv(fd, [into], offset)
 
 
-class _PrivateCopy:
+class _Arriving:
+    """A snapshot's bytes arriving in anonymous memory of this process while the load parses
+    them: ``filled`` grows, ``wait_for`` holds the load until the bytes it needs are there, and
+    a thread computes the CRC-32 of what has arrived without a gap (``zlib.crc32`` releases the
+    GIL, so it runs on another core). ``size`` is the snapshot's size in bytes, None while it
+    is not known (a replica receiving the EOF form: the end shows only when it comes). A
+    failure (a read error, a lost connection) is kept as ``failure`` and raised by
+    ``wait_for`` and ``intact``."""
+
+    def __init__(self, capacity: int, size: int | None, origin: str, reserve: bool) -> None:
+        # (private: shared anonymous memory is tmpfs, whose pages cost more to fault in;
+        # ``reserve``: address space for an unknown size, pages taken only as bytes arrive)
+        flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | (MAP_NORESERVE if reserve else 0)
+        self.memory = mmap.mmap(-1, capacity, flags=flags)
+        if hasattr(mmap, "MADV_HUGEPAGE"):
+            self.memory.madvise(mmap.MADV_HUGEPAGE)
+        self.view = memoryview(self.memory)
+        self.size = size
+        #: the first ``filled`` bytes are there
+        self.filled = 0
+        self.failure: Exception | None = None
+        self._crc = 0
+        self._origin = origin
+        self._changed = threading.Condition()
+        self._threads: list[threading.Thread] = []
+
+    def _start(self, jobs: Sequence[Callable[[], None]]) -> None:
+        for job in jobs:
+            thread = threading.Thread(target=job, name="snapshot-load", daemon=True)
+            self._threads.append(thread)
+            thread.start()
+
+    def _fail(self, exc: Exception) -> None:
+        with self._changed:
+            if self.failure is None:
+                self.failure = exc
+            self._changed.notify_all()
+
+    def _ended(self) -> bool:
+        return self.size is not None and self.filled >= self.size
+
+    def records(self) -> memoryview:
+        """What the records are parsed from: the bytes before the checksum field (all the
+        memory while the size is not known)."""
+        return self.view if self.size is None else self.view[: self.size - 4]
+
+    def wait_for(self, end: int) -> int:
+        """Blocks until the first ``end`` bytes are there, or no more will come (then it
+        returns fewer); returns how many are there."""
+        if self.filled >= end:
+            return self.filled
+        with self._changed:
+            while self.filled < end and self.failure is None and not self._ended():
+                self._changed.wait()
+        if self.failure is not None:
+            raise self.failure
+        return self.filled
+
+    def _checksum(self) -> None:
+        """The CRC-32 of every byte before the checksum field, chunk by chunk as they arrive."""
+        done = 0
+        try:
+            while (upto := self._checkable(done)) > done:
+                with self.view[done:upto] as chunk:
+                    self._crc = zlib.crc32(chunk, self._crc)
+                done = upto
+        except Exception:  # the bytes stopped coming: wait_for raises it to the load as well
+            return
+
+    def _checkable(self, done: int) -> int:
+        """Waits until bytes after ``done`` can be checksummed; returns where they end
+        (``done`` once every byte is). With the size unknown, the last ``HOLD_BACK`` bytes
+        that arrived may be the checksum field and an EOF mark: they wait for the end."""
+        with self._changed:
+            while True:
+                if self.failure is not None:
+                    raise self.failure
+                end = self.size - 4 if self.size is not None else self.filled - HOLD_BACK
+                ready = min(self.filled, end, done + READ_CHUNK)
+                if ready > done or (self.size is not None and done >= end):
+                    return max(ready, done)
+                self._changed.wait()
+
+    @property
+    def threaded(self) -> bool:
+        """Checksummed by a thread (else it was complete and checksummed on return)."""
+        return bool(self._threads)
+
+    def finish(self) -> None:
+        """Waits for the threads (they end once every byte is there, or none will come)."""
+        for thread in self._threads:
+            thread.join()
+
+    def intact(self) -> bool:
+        """The checksum matches (after ``finish``); raises the failure if any."""
+        if self.failure is not None:
+            raise self.failure
+        if self.size is None:
+            raise SnapshotError(f"{self._origin}: the snapshot did not end")
+        (crc,) = _U32.unpack_from(self.view, self.size - 4)
+        return self._crc == int(crc)
+
+
+class _PrivateCopy(_Arriving):
     """The file's bytes in anonymous memory of this process, so that nothing done to the file
     afterwards (truncated or rewritten in place, a disk error) can reach the loaded data: a
     mapping of the file itself kills the process with SIGBUS when a mapped page is gone.
@@ -448,47 +608,32 @@ class _PrivateCopy:
     def __init__(
         self, fd: int, size: int, origin: str, read_at: ReadAt, owns_fd: bool = False
     ) -> None:
-        # (private: shared anonymous memory is tmpfs, whose pages cost more to fault in)
-        self.memory = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-        if hasattr(mmap, "MADV_HUGEPAGE"):
-            self.memory.madvise(mmap.MADV_HUGEPAGE)
-        self.view = memoryview(self.memory)
-        self.size = size
-        #: the first ``filled`` bytes are read
-        self.filled = 0
-        self.failure: Exception | None = None
+        super().__init__(size, size, origin, reserve=False)
         #: the next chunk a reader takes, and the ends of chunks read beyond ``filled``
         self._next = 0
         self._read_ends: dict[int, int] = {}
-        self._crc = 0
         self._fd = fd
         #: ``finish`` closes the file (a prefetched copy's)
         self._owns_fd = owns_fd
-        self._origin = origin
         self._read_at = read_at
-        self._changed = threading.Condition()
-        self._threads: list[threading.Thread] = []
         if size < THREADED_CRC_BYTES:
             self._read()
             self._checksum()
         else:
-            jobs = [self._read] * READ_THREADS + [self._checksum]
-            for job in jobs:
-                thread = threading.Thread(target=job, name="snapshot-load", daemon=True)
-                self._threads.append(thread)
-                thread.start()
+            self._start([self._read] * READ_THREADS + [self._checksum])
         if self.failure is not None:
             raise self.failure
 
     def _read(self) -> None:
         """Reads chunks until none is left; the readers take turns at the next one."""
+        size = len(self.view)
         try:
             while True:
                 with self._changed:
                     start = self._next
-                    if start >= self.size or self.failure is not None:
+                    if start >= size or self.failure is not None:
                         return
-                    end = self._next = min(start + READ_CHUNK, self.size)
+                    end = self._next = min(start + READ_CHUNK, size)
                 self._read_range(start, end)
                 with self._changed:
                     self._read_ends[start] = end
@@ -496,10 +641,7 @@ class _PrivateCopy:
                         self.filled = self._read_ends.pop(self.filled)
                     self._changed.notify_all()
         except Exception as exc:  # (OSError mostly) for the load to raise
-            with self._changed:
-                if self.failure is None:
-                    self.failure = exc
-                self._changed.notify_all()
+            self._fail(exc)
 
     def _read_range(self, start: int, end: int) -> None:
         while start < end:
@@ -511,49 +653,65 @@ class _PrivateCopy:
                 )
             start += n
 
-    def _checksum(self) -> None:
-        """The CRC-32 of every byte before the checksum field, chunk by chunk as they arrive."""
-        end = self.size - 4
-        done = 0
-        try:
-            while done < end:
-                upto = min(self.wait_for(min(done + READ_CHUNK, end)), end)
-                with self.view[done:upto] as chunk:
-                    self._crc = zlib.crc32(chunk, self._crc)
-                done = upto
-        except Exception:  # the read failed: wait_for raises it to the load as well
-            return
-
-    def wait_for(self, end: int) -> int:
-        """Blocks until the first ``end`` bytes have been read; returns how many have."""
-        if self.filled >= end:
-            return self.filled
-        with self._changed:
-            while self.filled < end and self.failure is None:
-                self._changed.wait()
-        if self.failure is not None:
-            raise self.failure
-        return self.filled
-
-    @property
-    def threaded(self) -> bool:
-        """Read by threads (else it was complete and checksummed on return)."""
-        return bool(self._threads)
-
     def finish(self) -> None:
         """Waits for the threads (the file may be closed after this)."""
-        for thread in self._threads:
-            thread.join()
+        super().finish()
         if self._owns_fd:
             self._owns_fd = False
             os.close(self._fd)
 
-    def intact(self) -> bool:
-        """The checksum matches (after ``finish``); raises the read's failure if any."""
-        if self.failure is not None:
-            raise self.failure
-        (crc,) = _U32.unpack_from(self.view, self.size - 4)
-        return self._crc == int(crc)
+
+class SnapshotBuffer(_Arriving):
+    """A snapshot a replica receives from its primary (``server/replica_link.py``), loaded
+    while it arrives and never written to a file. The receiver (the event loop) hands each
+    piece to ``write``; ``load_snapshot_buffer``, in a thread of its own, parses what has
+    arrived and waits for the rest. The size is given at once (``$<size>``) or, for the EOF
+    form (``$EOF:<mark>``), by ``end`` once the mark has shown where the snapshot ends: until
+    then the buffer is address space reserved for ``capacity`` bytes (``MAP_NORESERVE``:
+    memory is taken only as the bytes arrive). A transfer cut short ends with ``fail``: the
+    load then raises, and nothing of it reaches the caller's databases."""
+
+    def __init__(self, size: int | None, origin: str, capacity: int = RECEIVE_CAPACITY) -> None:
+        if size is not None and size < _SMALLEST:
+            raise SnapshotError(f"{origin}: not a Headwater snapshot ({size} bytes)")
+        super().__init__(capacity if size is None else size, size, origin, size is None)
+        self._start([self._checksum])
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        end = self.filled + len(data)
+        if end > len(self.view):
+            raise SnapshotError(f"{self._origin}: more than {len(self.view)} bytes")
+        self.view[self.filled : end] = data
+        self.advance(len(data))
+
+    def space(self, most: int) -> memoryview:
+        """Where the next bytes go (at most ``most``), for a receiver that reads them into
+        the buffer itself (then ``advance``)."""
+        room = len(self.view) - self.filled
+        if room <= 0:
+            raise SnapshotError(f"{self._origin}: more than {len(self.view)} bytes")
+        return self.view[self.filled : self.filled + min(most, room)]
+
+    def advance(self, n: int) -> None:
+        """``n`` more bytes are there (written by ``write``, or into ``space``)."""
+        with self._changed:
+            self.filled += n
+            self._changed.notify_all()
+
+    def find(self, mark: bytes, start: int) -> int:
+        """Where ``mark`` is in the bytes there from ``start`` on (-1: not there)."""
+        return self.memory.find(mark, start, self.filled)
+
+    def end(self, size: int) -> None:
+        """The snapshot is the first ``size`` bytes written (what came after is not)."""
+        with self._changed:
+            if size < _SMALLEST or size > self.filled:
+                self.failure = SnapshotError(f"{self._origin}: not a Headwater snapshot")
+            self.size = size
+            self._changed.notify_all()
+
+    def fail(self, exc: Exception) -> None:
+        self._fail(exc)
 
 
 #: copies started by ``prefetch``, by the identity of their file
@@ -625,7 +783,7 @@ def load_snapshot(
 
 
 def _load_copy(
-    copy: _PrivateCopy,
+    copy: _Arriving,
     dbs: list[Database],
     lazy: list[Node] | None,
     origin: str,
@@ -640,11 +798,13 @@ def _load_copy(
     collecting = gc.isenabled()
     gc.disable()  # nodes are acyclic; collections during the load would only walk them
     try:
-        inp = _In(copy.view[:-4], origin, _HEADER, copy.wait_for)
+        inp = _In(copy.records(), origin, _HEADER, copy.wait_for)
         codes: list[bytes] = []
         _load_records(inp, dbs, version, loaded, lazy_nodes, codes)
         copy.finish()
         intact = copy.intact()
+        if intact and inp.pos != (copy.size or 0) - 4:
+            raise SnapshotError(f"{origin}: data after the end marker")
         if intact and collecting and not gc.get_freeze_count():
             # The process's first load (its startup): what it built is long-lived and
             # acyclic. In the permanent generation it is never walked by the collector (the
@@ -673,6 +833,21 @@ def _load_copy(
     if lazy is not None and lazy_nodes:
         lazy.extend(reversed(lazy_nodes))  # materialize_some pops: the file's order
     return len(loaded)
+
+
+def load_snapshot_buffer(
+    buffer: SnapshotBuffer,
+    dbs: list[Database],
+    lazy: list[Node] | None = None,
+    libraries: list[bytes] | None = None,
+) -> int:
+    """``load_snapshot`` from a ``SnapshotBuffer`` while it fills (run it in a thread of its
+    own: it waits for the bytes the receiver has not written yet). The same guarantees: on
+    any error, the transfer's failure included, the databases are left empty."""
+    try:
+        return _load_copy(buffer, dbs, lazy, buffer._origin, libraries)
+    finally:
+        buffer.finish()
 
 
 def materialize_some(lazy: list[Node], budget_s: float) -> int:
@@ -733,8 +908,6 @@ def _load_records(
         loaded.append((db, key))
         if expire >= 0:
             db.set_expire(key, expire)
-    if inp.pos != len(inp.data):
-        raise SnapshotError(f"{inp.origin}: data after the end marker")
 
 
 def _load_region(inp: _In, dbs: list[Database], data: bytes) -> None:

@@ -10,10 +10,8 @@ cron starts it once no child runs.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
-import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +23,7 @@ from headwater.persistence.manifest import Manifest, ManifestEntry, write_manife
 from headwater.persistence.rewrite import write_base
 from headwater.persistence.snapshot import write_snapshot
 from headwater.server.aof_log import AofLog, next_seq
+from headwater.server.children import kill_child
 
 log = logging.getLogger("headwater")
 
@@ -123,9 +122,7 @@ class AofRewrite:
         child = self.child
         if child is None:
             return
-        with contextlib.suppress(OSError):
-            os.kill(child.pid, signal.SIGKILL)
-            os.waitpid(child.pid, 0)
+        kill_child(child.pid)
         self.child = None
         directory = self.aof.dir
         for path in directory.glob(f"temp-*{child.base_name}"):

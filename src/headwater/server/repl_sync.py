@@ -1,7 +1,18 @@
 """Full syncs (the primary's side): a forked child writes the snapshot of the moment, as
-BGSAVE does; replicas that ask while it runs share it; once it is written, each replica gets
-``$<size>\\r\\n`` and the file a chunk at a time as its transport drains, then the stream that
-gathered meanwhile in its buffer (``Peer.pending``).
+BGSAVE does, into a temporary file; replicas that ask while it runs share it.
+
+A replica that reads the EOF form (``REPLCONF capa eof``; Headwater's and Redis's do) gets it
+while the child writes it, as Redis's diskless sync does: ``$EOF:<40-byte mark>\\r\\n`` at once,
+then the file's bytes as they appear in it, and once the child has exited with success and
+every byte has gone, the mark. With ``repl-diskless-sync no``, and for a replica without the
+capability (or one that asked with SYNC), the transfer waits for the child: ``$<size>\\r\\n`` and
+the file. Either way the bytes go a chunk at a time while the replica's transport holds less
+than ``BULK_HIGH_WATER``, then the stream that gathered meanwhile in the replica's buffer
+(``Peer.pending``). A child that fails closes its replicas' connections: a replica never
+applies a snapshot that did not end (the mark, or the size, tells it where the end is).
+
+The file is scratch (no fsync: nothing restarts from it); it is unlinked once the child has
+ended, each replica reading through its own descriptor.
 """
 
 from __future__ import annotations
@@ -9,14 +20,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING
 
 from headwater.commands.context import Client
-from headwater.persistence.snapshot import write_snapshot
+from headwater.persistence.snapshot import write_snapshot_to
+from headwater.server.children import kill_child
 
 if TYPE_CHECKING:
     from headwater.server.protocol import Connection
@@ -25,8 +36,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("headwater")
 
 #: the snapshot goes to a replica in chunks of this size while its transport holds less than
-#: the high-water mark (else it is tried again after BULK_RETRY_S seconds)
-BULK_CHUNK = 1024 * 1024
+#: the high-water mark (else it is tried again after BULK_RETRY_S seconds); below malloc's
+#: mmap threshold (128 KiB, as the README advises), so that each chunk's memory is reused
+#: instead of being fresh pages (1 MiB chunks cost the primary ~0.3 s of page faults per
+#: 200 MB sent)
+BULK_CHUNK = 64 * 1024
 BULK_HIGH_WATER = 4 * 1024 * 1024
 BULK_RETRY_S = 0.005
 #: how often the primary checks a full sync's child (seconds)
@@ -58,6 +72,11 @@ class Peer:
     since_snapshot: int = 0
     #: when its stream output first passed the soft limit (monotonic seconds)
     soft_since: float | None = None
+    #: it reads the EOF form of the snapshot (``REPLCONF capa eof``), and it gets it
+    capa_eof: bool = False
+    eof_form: bool = False
+    #: when its snapshot's transfer last moved (monotonic seconds; repl-timeout judges it)
+    bulk_progress: float = field(default_factory=time.monotonic)
 
 
 @dataclass
@@ -72,6 +91,12 @@ class SyncChild:
     #: proxies its primary's stream, which need not say it again): sent as ``db=<n>`` after
     #: +FULLRESYNC, where Redis puts it in the RDB (``repl-stream-db``)
     stream_db: int = 0
+    #: the EOF form's mark (40 random hex digits, as Redis's)
+    mark: bytes = field(default_factory=lambda: os.urandom(20).hex().encode())
+    #: None while the child runs; then whether it wrote the whole snapshot
+    ok: bool | None = None
+    #: the snapshot's size once the child has ended
+    size: int = 0
 
 
 class FullSync:
@@ -91,19 +116,30 @@ class FullSync:
         if child is None:
             child = self._fork()
         child.peers.append(peer)
-        if not peer.old_sync:
-            transport = peer.conn.transport
-            if transport is not None:
-                line = b"+FULLRESYNC %s %d" % (self.repl.state.replid.encode(), child.offset)
-                if child.stream_db:
-                    line += b" db=%d" % child.stream_db
-                transport.write(line + b"\r\n")
+        transport = peer.conn.transport
+        if not peer.old_sync and transport is not None:
+            line = b"+FULLRESYNC %s %d" % (self.repl.state.replid.encode(), child.offset)
+            if child.stream_db:
+                line += b" db=%d" % child.stream_db
+            transport.write(line + b"\r\n")
         log.warning(
-            "Replica %s:%d asks for synchronization: full resync, snapshot at offset %d",
+            "Replica %s:%d asks for synchronization: full resync, snapshot at offset %d%s",
             peer.ip,
             peer.port,
             child.offset,
+            " (streamed while it is written)" if self._streams_to(peer) else "",
         )
+        if self._streams_to(peer) and transport is not None:
+            fd = self._open(child, peer)
+            if fd is not None:
+                peer.state = "send_bulk"
+                peer.bulk_progress = time.monotonic()
+                peer.eof_form = True
+                transport.write(b"$EOF:%s\r\n" % child.mark)
+                self._send_bulk(peer, child, fd, 0)
+
+    def _streams_to(self, peer: Peer) -> bool:
+        return peer.capa_eof and not peer.old_sync and self.repl.config["repl-diskless-sync"]
 
     def _fork(self) -> SyncChild:
         self._temp_seq += 1
@@ -111,32 +147,54 @@ class FullSync:
         engine = self.repl.engine
         # the stream after the snapshot starts with a SELECT (Redis: slaveseldb = -1)
         self.repl.feed.db = None
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
         pid = os.fork()
         if pid == 0:  # the child: write the snapshot and leave without running any cleanup
             code = 1
             try:
-                write_snapshot(path, engine.keyspace.dbs, engine.scripting.library_codes())
+                with os.fdopen(fd, "wb") as f:
+                    write_snapshot_to(f, engine.keyspace.dbs, engine.scripting.library_codes())
                 code = 0
             finally:
                 os._exit(code)
+        os.close(fd)
         stream_db = self.repl.stream_db_now() if self.repl.master is not None else 0
         self.child = SyncChild(pid, path, self.repl.state.offset, [], stream_db)
-        self.repl.server.loop.call_later(CHILD_POLL_S, self._poll_child)
+        log.warning("Background snapshot for replicas started by pid %d", pid)
+        self.repl.server.loop.call_later(CHILD_POLL_S, self._poll_child, self.child)
         return self.child
 
-    def _poll_child(self) -> None:
-        child = self.child
-        if child is None:
+    def _open(self, child: SyncChild, peer: Peer) -> int | None:
+        """The replica's own descriptor of the snapshot file (None: it was closed)."""
+        try:
+            return os.open(child.path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError as exc:
+            log.warning("Cannot read the snapshot for replicas: %s", exc)
+            if peer.conn.transport is not None:
+                peer.conn.transport.close()
+            return None
+
+    def _poll_child(self, child: SyncChild) -> None:
+        if child.ok is not None:  # (killed)
             return
         try:
             done, status = os.waitpid(child.pid, os.WNOHANG)
         except ChildProcessError:
             done, status = child.pid, 1 << 8
         if not done:
-            self.repl.server.loop.call_later(CHILD_POLL_S, self._poll_child)
+            self.repl.server.loop.call_later(CHILD_POLL_S, self._poll_child, child)
             return
-        self.child = None
+        if self.child is child:
+            self.child = None
         ok = os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+        try:
+            child.size = os.stat(child.path).st_size
+        except OSError as exc:
+            log.warning("Cannot read the snapshot for replicas: %s", exc)
+            ok = False
+        child.ok = ok
+        if ok:
+            log.warning("Snapshot for replicas written by pid %d: %d bytes", child.pid, child.size)
         for peer in child.peers:
             transport = peer.conn.transport
             if peer.client.closed or transport is None or transport.is_closing():
@@ -144,45 +202,50 @@ class FullSync:
             if not ok:
                 log.warning("Snapshot for replica %s:%d failed: closing it", peer.ip, peer.port)
                 transport.close()
-                continue
-            try:  # each replica reads its own handle (the file is unlinked below)
-                f = open(child.path, "rb")  # noqa: SIM115 (closed by _send_bulk)
-                size = os.fstat(f.fileno()).st_size
-            except OSError as exc:
-                log.warning("Cannot read the snapshot for replicas: %s", exc)
-                transport.close()
-                continue
-            peer.state = "send_bulk"
-            transport.write(b"$%d\r\n" % size)
-            self._send_bulk(peer, f, size, 0)
+            elif peer.state == "wait_bgsave":
+                fd = self._open(child, peer)
+                if fd is not None:
+                    peer.state = "send_bulk"
+                    peer.bulk_progress = time.monotonic()
+                    transport.write(b"$%d\r\n" % child.size)
+                    self._send_bulk(peer, child, fd, 0)
         with contextlib.suppress(OSError):
             child.path.unlink()
         self.repl.update_refusal()
 
-    def _send_bulk(self, peer: Peer, f: BinaryIO, size: int, sent: int) -> None:
+    def _send_bulk(self, peer: Peer, child: SyncChild, fd: int, sent: int) -> None:
         """Send the snapshot a chunk at a time while the replica's transport takes it (its
-        buffer below ``BULK_HIGH_WATER``), then what the stream added since: the primary's
-        memory holds a few chunks, not the whole snapshot."""
+        buffer below ``BULK_HIGH_WATER``) and the file has bytes not sent yet, then (the
+        EOF form) the mark, then what the stream added since: the primary's memory holds a
+        few chunks, not the whole snapshot."""
         transport = peer.conn.transport
-        if peer.client.closed or transport is None or transport.is_closing():
-            f.close()
+        if peer.client.closed or transport is None or transport.is_closing() or child.ok is False:
+            os.close(fd)
             return
         try:
-            while sent < size and transport.get_write_buffer_size() < BULK_HIGH_WATER:
-                chunk = f.read(min(BULK_CHUNK, size - sent))
+            while transport.get_write_buffer_size() < BULK_HIGH_WATER:
+                end = child.size if child.ok else os.fstat(fd).st_size
+                if sent >= end:  # (it has all there is: waiting is not its doing)
+                    peer.bulk_progress = time.monotonic()
+                    break
+                chunk = os.pread(fd, min(BULK_CHUNK, end - sent), sent)
                 if not chunk:
-                    raise OSError(f"the snapshot file ended after {sent} of {size} bytes")
+                    raise OSError(f"the snapshot file ended after {sent} of {end} bytes")
                 transport.write(chunk)
                 sent += len(chunk)
+                peer.bulk_progress = time.monotonic()
         except OSError as exc:
             log.warning("Cannot send the snapshot to replica %s:%d: %s", peer.ip, peer.port, exc)
-            f.close()
+            os.close(fd)
             transport.close()
             return
-        if sent < size:
-            self.repl.server.loop.call_later(BULK_RETRY_S, self._send_bulk, peer, f, size, sent)
+        if not child.ok or sent < child.size:
+            loop = self.repl.server.loop
+            loop.call_later(BULK_RETRY_S, self._send_bulk, peer, child, fd, sent)
             return
-        f.close()
+        os.close(fd)
+        if peer.eof_form:
+            transport.write(child.mark)
         if peer.pending:
             transport.write(bytes(peer.pending))
         peer.since_snapshot = len(peer.pending)
@@ -193,17 +256,28 @@ class FullSync:
             "Synchronization with replica %s:%d succeeded (%d bytes of snapshot)",
             peer.ip,
             peer.port,
-            size,
+            child.size,
         )
         self.repl.update_refusal()
+
+    def check_timeouts(self, peers: list[Peer], timeout_s: float) -> None:
+        """From the cron: a replica whose snapshot has not moved for ``timeout_s`` seconds
+        (it stopped reading, its host froze) is disconnected, as Redis does (``repl-timeout``,
+        "Disconnecting timedout replica (full sync)"); else it would hold its transfer, and
+        the file, forever."""
+        now = time.monotonic()
+        for peer in peers:
+            if peer.state == "send_bulk" and now - peer.bulk_progress > timeout_s:
+                log.warning("Disconnecting timedout replica (full sync): %s:%d", peer.ip, peer.port)
+                if peer.conn.transport is not None:
+                    peer.conn.transport.abort()
 
     def kill(self) -> None:
         child = self.child
         if child is None:
             return
-        with contextlib.suppress(OSError):
-            os.kill(child.pid, signal.SIGKILL)
-            os.waitpid(child.pid, 0)
+        kill_child(child.pid)
+        child.ok = False  # (its transfers stop at their next chunk)
         with contextlib.suppress(OSError):
             child.path.unlink()
         self.child = None

@@ -9,11 +9,18 @@ and ``REPLCONF capa eof capa psync2``; then ``PSYNC <replid> <offset+1>`` with t
 server has (``PSYNC ? -1`` if none). Every failure closes the link with a log line that says
 why, and the task tries again a second later; the data served meanwhile is what it was.
 
-* ``+FULLRESYNC <replid> <offset>``: ``$<size>\\r\\n`` and the snapshot follow. They are written
-  to a temporary file and loaded into a *fresh* keyspace only once every byte has arrived; if
-  the primary vanishes midway, or the file does not load (checksum, structure), nothing of it
-  is applied. Only then are the databases swapped, the AOF restarted on the new data (its
-  base rewritten, as Redis does after a sync), and the primary's ID and offset adopted.
+* ``+FULLRESYNC <replid> <offset>``: the snapshot follows, as ``$<size>\\r\\n`` and its bytes,
+  or (the EOF form, which the primary streams while its child writes it) ``$EOF:<40-byte
+  mark>\\r\\n``, its bytes and the mark. It is loaded into a *fresh* keyspace beside the data
+  served: by default while it arrives (``repl-diskless-load swapdb``: read from the socket
+  straight into memory, ``_SnapshotReceiver``, and parsed by a thread as the bytes come,
+  ``SnapshotBuffer``), or once it is all in a temporary file (``disabled``, and
+  ``on-empty-db`` when this server holds keys). If the primary vanishes midway, or the
+  snapshot does not load (checksum, structure, an end in the wrong place), nothing of it is
+  applied and the data served is unchanged. Only then are the databases swapped, the AOF
+  restarted on the new data (its base rewritten, as Redis does after a sync), and the
+  primary's ID and offset adopted. Stream bytes that came with the snapshot's end are applied
+  first.
 * ``+CONTINUE [<replid>]``: the stream goes on from our offset (a changed ID is adopted, with
   the old one as ``replid2``, as Redis does for a promoted primary's replicas).
 
@@ -30,18 +37,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, BinaryIO, Protocol, runtime_checkable
 
 import hiredis
 
 from headwater.engine.replay import Replayer
 from headwater.keyspace import Keyspace
-from headwater.persistence.snapshot import SnapshotError, load_snapshot
+from headwater.persistence.snapshot import (
+    SnapshotBuffer,
+    SnapshotError,
+    load_snapshot,
+    load_snapshot_buffer,
+)
 from headwater.replication.state import new_replid, valid_replid
 from headwater.resp.encoder import encode_command
 from headwater.resp.parser import bulks_size
@@ -53,6 +67,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("headwater")
 
+#: the EOF form's mark (``$EOF:<mark>``): 40 bytes, as Redis's RDB_EOF_MARK_SIZE
+EOF_MARK_SIZE = 40
 #: seconds between two attempts to connect
 RETRY_S = 1.0
 #: seconds between ACKs
@@ -171,13 +187,14 @@ class ReplicaLink:
             replid, start = "?", -1
         writer.write(encode_command([b"PSYNC", replid.encode(), b"%d" % start]))
         reply = await self._line(reader, limit_s)
+        rest = b""
         if reply.startswith(b"+FULLRESYNC"):
-            await self._full_sync(reader, reply, limit_s)
+            rest = await self._full_sync(reader, reply, limit_s)
         elif reply.startswith(b"+CONTINUE"):
             self._continue(reply)
         else:
             raise LinkError(f"Unexpected reply to PSYNC from master: {_show(reply)}")
-        await self._stream(reader, writer, limit_s)
+        await self._stream(reader, writer, limit_s, rest)
 
     async def _handshake(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, limit_s: float
@@ -221,7 +238,9 @@ class ReplicaLink:
 
     # -- sync ------------------------------------------------------------------------------
 
-    async def _full_sync(self, reader: asyncio.StreamReader, reply: bytes, limit_s: float) -> None:
+    async def _full_sync(self, reader: asyncio.StreamReader, reply: bytes, limit_s: float) -> bytes:
+        """Receive and load the snapshot; returns the bytes of the stream read after it (the
+        EOF form: they may arrive with its end)."""
         parts = reply.split()
         shape = len(parts) in (3, 4)
         replid = parts[1].decode("ascii", "replace") if shape else ""
@@ -236,45 +255,170 @@ class ReplicaLink:
         self.role_state = "sync"
         self.syncing = True
         header = await self._line(reader, limit_s)
-        size = _int(header[1:]) if header.startswith(b"$") else None
-        if size is None or size < 0:
+        size, mark = _bulk_header(header)
+        if size is None and mark is None:
             raise LinkError(
                 "Bad protocol from MASTER, the first byte is not '$' (we received "
                 f"'{_show(header)}'), are you sure the host and port are right?"
             )
-        self.transfer_size, self.transfer_read = size, 0
-        path = Path(self.repl.data_dir) / f"temp-{int(time.time())}.{os.getpid()}.hwsnap"
-        try:
-            await self._receive(reader, path, size, limit_s)
-            self._load(path, replid, offset, db)
-        finally:
-            with contextlib.suppress(OSError):
-                path.unlink()
+        self.transfer_size, self.transfer_read = (-1 if size is None else size), 0
+        how = f"{size} bytes" if size is not None else "streamed with an EOF mark"
+        buffer = self._memory_for(size) if self._diskless() else None
+        if buffer is not None:
+            log.warning("MASTER <-> REPLICA sync: receiving %s, loaded as it arrives", how)
+            rest = await self._receive_and_load(
+                reader, buffer, size, mark, limit_s, replid, offset, db
+            )
+        else:
+            path = Path(self.repl.data_dir) / f"temp-{int(time.time())}.{os.getpid()}.hwsnap"
+            log.warning("MASTER <-> REPLICA sync: receiving %s to disk", how)
+            try:
+                with _open_temp(path) as f:
+                    end, rest = await self._receive(reader, size, mark, limit_s, f.write)
+                    f.truncate(end)  # (the EOF form: the mark and what followed it are not)
+                keys, fresh, lazy, libraries = self._load_file(path)
+            finally:
+                with contextlib.suppress(OSError):
+                    path.unlink()
+            self._install(keys, fresh, lazy, libraries, replid, offset, db)
         self.syncing = False
+        return rest
+
+    def _diskless(self) -> bool:
+        """Load from the link (``repl-diskless-load``): always (swapdb), when this server holds
+        no keys (on-empty-db), or never (disabled: to a temporary file, then loaded)."""
+        mode = self.engine.config["repl-diskless-load"]
+        if mode == "on-empty-db":
+            return all(not db.data for db in self.engine.keyspace.dbs)
+        return bool(mode == "swapdb")
+
+    def _memory_for(self, size: int | None) -> SnapshotBuffer | None:
+        """Memory to receive the snapshot into (None: there is none, it goes to disk)."""
+        try:
+            return SnapshotBuffer(size, f"snapshot from {self.host}:{self.port}")
+        except (SnapshotError, OSError) as exc:  # (no address space for it, a bad size)
+            log.warning("Cannot receive the snapshot into memory (%s): to disk instead", exc)
+            return None
 
     async def _receive(
-        self, reader: asyncio.StreamReader, path: Path, size: int, limit_s: float
-    ) -> None:
-        with _open_temp(path) as f:
-            while self.transfer_read < size:
-                chunk = await asyncio.wait_for(
-                    reader.read(min(SNAPSHOT_READ_SIZE, size - self.transfer_read)), limit_s
+        self,
+        reader: asyncio.StreamReader,
+        size: int | None,
+        mark: bytes | None,
+        limit_s: float,
+        write: Callable[[bytes], object],
+    ) -> tuple[int, bytes]:
+        """Hand the snapshot's bytes to ``write`` as they arrive: ``size`` of them, or (the
+        EOF form) up to the ``mark``. Returns the snapshot's size and what came after the
+        mark, which ``write`` was given too (the sink cuts it off)."""
+        tail = b""  # the last bytes before this read: a mark may begin in them
+        while size is None or self.transfer_read < size:
+            want = SNAPSHOT_READ_SIZE if size is None else size - self.transfer_read
+            chunk = await asyncio.wait_for(reader.read(min(SNAPSHOT_READ_SIZE, want)), limit_s)
+            if not chunk:
+                of = "" if size is None else f" of {size}"
+                raise LinkError(
+                    "I/O error trying to sync with MASTER: connection lost after "
+                    f"{self.transfer_read}{of} bytes of the snapshot (nothing of it is applied)"
                 )
-                if not chunk:
-                    raise LinkError(
-                        "I/O error trying to sync with MASTER: connection lost after "
-                        f"{self.transfer_read} of {size} bytes of the snapshot (nothing of it "
-                        "is applied)"
-                    )
-                f.write(chunk)
-                self.transfer_read += len(chunk)
-                self.last_io = time.monotonic()
+            self.last_io = time.monotonic()
+            write(chunk)
+            before = self.transfer_read
+            self.transfer_read += len(chunk)
+            if mark is None:
+                continue
+            found = _find_mark(tail, chunk, mark)
+            if found is not None:  # (negative: the mark began in the bytes before this read)
+                return before + found, chunk[found + len(mark) :]
+            tail = (tail + chunk[-(len(mark) - 1) :])[-(len(mark) - 1) :]
+        return self.transfer_read, b""
 
-    def _load(self, path: Path, replid: str, offset: int, stream_db: int) -> None:
-        """The whole snapshot is here: load it beside the data, then swap."""
+    async def _receive_and_load(
+        self,
+        reader: asyncio.StreamReader,
+        buffer: SnapshotBuffer,
+        size: int | None,
+        mark: bytes | None,
+        limit_s: float,
+        replid: str,
+        offset: int,
+        stream_db: int,
+    ) -> bytes:
+        """The snapshot goes into memory as it arrives (no file) while a thread loads it into
+        a fresh keyspace beside the data served (Redis's ``repl-diskless-load swapdb``); once
+        both have ended the databases are swapped. A transfer cut short, or a snapshot that
+        does not load, leaves the data served as it was."""
         engine = self.engine
-        durability = self.server.durability
         fresh = Keyspace(len(engine.keyspace.dbs))
+        lazy: list[Node] = []
+        libraries: list[bytes] = []
+        load = functools.partial(load_snapshot_buffer, buffer, fresh.dbs, lazy, libraries)
+        loading = self.server.loop.run_in_executor(None, load)
+        loading.add_done_callback(_retrieve)
+        received = False
+        try:
+            pending = _buffered(reader)
+            transport = self._writer.transport if self._writer is not None else None
+            if pending is not None and isinstance(transport, _Switchable):
+                end, rest = await self._receive_into(
+                    reader, pending, transport, buffer, size, mark, limit_s
+                )
+            else:  # (through the reader: a copy per read)
+                end, rest = await self._receive(reader, size, mark, limit_s, buffer.write)
+            received = True
+            if mark is not None:
+                buffer.end(end)
+        finally:
+            if not received:  # (the load stops at the first byte it misses)
+                buffer.fail(ConnectionError("the transfer of the snapshot stopped"))
+        try:
+            keys = await loading
+        except Exception as exc:  # (whatever stopped it: nothing of it is applied)
+            raise LinkError(
+                f"Failed trying to load the MASTER synchronization DB: {exc} "
+                "(the data served is unchanged)"
+            ) from None
+        self._install(keys, fresh, lazy, libraries, replid, offset, stream_db)
+        return rest
+
+    async def _receive_into(
+        self,
+        reader: asyncio.StreamReader,
+        pending: bytearray,
+        transport: _Switchable,
+        buffer: SnapshotBuffer,
+        size: int | None,
+        mark: bytes | None,
+        limit_s: float,
+    ) -> tuple[int, bytes]:
+        """``_receive`` into ``buffer`` without a copy: the socket is read straight into it
+        (``_SnapshotReceiver``). ``pending``: what the reader holds already. Returns the
+        snapshot's size, and b"" (what came after the mark stays in the reader)."""
+        take = len(pending) if size is None else min(len(pending), size)
+        buffer.write(pending[:take])
+        del pending[:take]
+        self.transfer_read = take
+        if mark is not None:
+            at = buffer.find(mark, 0)
+            if at >= 0:  # the whole snapshot came with the header: the rest is the stream's
+                pending[:0] = buffer.view[at + len(mark) : buffer.filled]
+                return at, b""
+        elif take == size:
+            return size, b""
+        loop = self.server.loop
+        receiver = _SnapshotReceiver(self, buffer, size, mark, reader, transport, loop)
+        receiver.install()
+        while not receiver.done.done():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(receiver.done), ACK_PERIOD_S)
+            if not receiver.done.done() and time.monotonic() - self.last_io > limit_s:
+                receiver.give_back()
+                raise LinkError("Timeout receiving bulk data from MASTER...")
+        return receiver.done.result(), b""
+
+    def _load_file(self, path: Path) -> tuple[int, Keyspace, list[Node], list[bytes]]:
+        """The whole snapshot is in ``path``: load it into a fresh keyspace."""
+        fresh = Keyspace(len(self.engine.keyspace.dbs))
         lazy: list[Node] = []
         libraries: list[bytes] = []
         try:
@@ -284,6 +428,21 @@ class ReplicaLink:
                 f"Failed trying to load the MASTER synchronization DB from disk: {exc} "
                 "(the data served is unchanged)"
             ) from None
+        return keys, fresh, lazy, libraries
+
+    def _install(
+        self,
+        keys: int,
+        fresh: Keyspace,
+        lazy: list[Node],
+        libraries: list[bytes],
+        replid: str,
+        offset: int,
+        stream_db: int,
+    ) -> None:
+        """The snapshot loaded: swap it in for the data, and adopt the primary's history."""
+        engine = self.engine
+        durability = self.server.durability
         aof_on = durability.aof.writer is not None
         if aof_on:
             durability.stop_aof()
@@ -319,8 +478,13 @@ class ReplicaLink:
     # -- the stream ------------------------------------------------------------------------
 
     async def _stream(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, limit_s: float
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        limit_s: float,
+        first: bytes = b"",
     ) -> None:
+        """Apply the stream (``first``: its bytes that came with the snapshot's end)."""
         replayer = self._replayer = Replayer(self.engine)
         master = replayer.client
         master.select(self.repl.stream_db)
@@ -332,6 +496,10 @@ class ReplicaLink:
         log.warning("MASTER <-> REPLICA link is up")
         parser = hiredis.Reader()
         received = bytearray()  # what the parser was fed and the backlog did not get yet
+        if first:
+            parser.feed(first)
+            received += first
+            self._apply(parser, received)
         # (the ACKs and the timeout on a timer of their own: a wait_for around each read
         # made a task and a timer handle per chunk, most of a replica's cost per command)
         keepalive = _Keepalive(self, writer, limit_s)
@@ -468,6 +636,134 @@ class _Keepalive:
         if self.handle is not None:
             self.handle.cancel()
             self.handle = None
+
+
+def _bulk_header(header: bytes) -> tuple[int | None, bytes | None]:
+    """``$<size>`` or ``$EOF:<40-byte mark>`` (the primary streams the snapshot and ends it
+    with the mark, as Redis's diskless sync): (size, None), (None, mark) or (None, None)."""
+    if header.startswith(b"$EOF:"):  # (as Redis's replica: the first 40 bytes are the mark)
+        mark = header[5 : 5 + EOF_MARK_SIZE]
+        return (None, mark) if len(mark) == EOF_MARK_SIZE else (None, None)
+    size = _int(header[1:]) if header.startswith(b"$") else None
+    return (size, None) if size is not None and size >= 0 else (None, None)
+
+
+def _find_mark(tail: bytes, chunk: bytes, mark: bytes) -> int | None:
+    """Where ``mark`` begins in ``chunk`` (negative: in ``tail``, the bytes before it), or
+    None. Only a mark that ends in ``chunk`` counts: one wholly in ``tail`` was looked for
+    in the reads before."""
+    at = (tail + chunk[: len(mark) - 1]).find(mark)
+    if at >= 0:
+        return at - len(tail)
+    at = chunk.find(mark)
+    return at if at >= 0 else None
+
+
+@runtime_checkable
+class _Switchable(Protocol):
+    """A transport whose protocol can be changed while it runs (asyncio's and uvloop's)."""
+
+    def get_protocol(self) -> asyncio.BaseProtocol: ...
+    def set_protocol(self, protocol: asyncio.BaseProtocol) -> None: ...
+    def resume_reading(self) -> None: ...
+
+
+class _SnapshotReceiver(asyncio.BufferedProtocol):
+    """The snapshot's bytes read from the socket straight into the ``SnapshotBuffer``: no
+    allocation and no copy per read (through the reader, each read allocates twice and copies
+    twice, and pieces of 256 KiB and more are fresh pages each time: with 200 MB that was most
+    of a full sync's CPU on the replica). It stands in for the link's stream protocol during
+    the transfer; once the end has come (``size`` bytes, or the EOF ``mark``) it gives the
+    transport back, with the bytes read after the end fed to the reader, and sets ``done``
+    to the snapshot's size."""
+
+    def __init__(
+        self,
+        link: ReplicaLink,
+        buffer: SnapshotBuffer,
+        size: int | None,
+        mark: bytes | None,
+        reader: asyncio.StreamReader,
+        transport: _Switchable,
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
+        self.link = link
+        self.buffer = buffer
+        self.size = size
+        self.mark = mark or b""
+        self.reader = reader
+        self.transport = transport
+        self.original = transport.get_protocol()
+        self.done: asyncio.Future[int] = loop.create_future()
+        self.done.add_done_callback(_retrieve)  # (a link stopped meanwhile never asks)
+
+    def install(self) -> None:
+        self.transport.set_protocol(self)
+        self.transport.resume_reading()  # (the reader may have paused it)
+
+    def give_back(self) -> None:
+        if self.transport.get_protocol() is self:
+            self.transport.set_protocol(self.original)
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        most = SNAPSHOT_READ_SIZE
+        if self.size is not None:
+            most = min(most, self.size - self.buffer.filled)
+        return self.buffer.space(most)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        buffer = self.buffer
+        start = buffer.filled
+        buffer.advance(nbytes)
+        link = self.link
+        link.transfer_read = buffer.filled
+        link.last_io = time.monotonic()
+        if self.size is not None:
+            if buffer.filled >= self.size:
+                self._end(self.size)
+            return
+        at = buffer.find(self.mark, max(start - len(self.mark) + 1, 0))
+        if at >= 0:
+            self._end(at)
+
+    def _end(self, size: int) -> None:
+        self.give_back()
+        rest = self.buffer.view[size + len(self.mark) : self.buffer.filled]
+        if rest:
+            self.reader.feed_data(bytes(rest))
+        if not self.done.done():
+            self.done.set_result(size)
+
+    def eof_received(self) -> bool:
+        self._lost()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._lost()
+        self.original.connection_lost(exc)
+
+    def _lost(self) -> None:
+        if not self.done.done():
+            of = "" if self.size is None else f" of {self.size}"
+            self.done.set_exception(
+                LinkError(
+                    "I/O error trying to sync with MASTER: connection lost after "
+                    f"{self.buffer.filled}{of} bytes of the snapshot (nothing of it is applied)"
+                )
+            )
+
+
+def _buffered(reader: asyncio.StreamReader) -> bytearray | None:
+    """What ``reader`` has read and not handed out yet (CPython's StreamReader keeps it in
+    ``_buffer``; None where it does not, and the transfer then goes through the reader)."""
+    pending = getattr(reader, "_buffer", None)
+    return pending if isinstance(pending, bytearray) else None
+
+
+def _retrieve(future: asyncio.Future[int]) -> None:
+    """(A load whose transfer stopped ends with the failure nobody awaits any more.)"""
+    if not future.cancelled():
+        future.exception()
 
 
 def _open_temp(path: Path) -> BinaryIO:

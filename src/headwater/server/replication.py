@@ -16,10 +16,10 @@ replica can continue the others' streams (PSYNC2).
 
 Full sync: ``PSYNC`` with an unknown history or an offset the backlog no longer holds gets
 ``+FULLRESYNC <replid> <offset>``; a forked child writes the snapshot of that moment (as
-BGSAVE does) to a temporary file, and when it has finished the primary sends
-``$<size>\\r\\n`` and the file, then what the stream added since. Replicas that ask while a
-child runs share its snapshot. Partial resync: ``+CONTINUE <replid>`` and the backlog from the
-replica's offset on.
+BGSAVE does) to a temporary file, which goes to the replica while it is written (the EOF
+form, ``$EOF:<mark>``) or once it is (``$<size>``), then what the stream added since
+(repl_sync.py). Replicas that ask while a child runs share its snapshot. Partial resync:
+``+CONTINUE <replid>`` and the backlog from the replica's offset on.
 
 ACKs: every replica sends ``REPLCONF ACK <offset>`` each second (and when asked by ``REPLCONF
 GETACK *``, which WAIT puts in the stream); its offset and the time of its last ACK (its lag)
@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -61,6 +62,8 @@ UNBLOCKED_ROLE = ReplyError(
 )
 GETACK = encode_command([b"REPLCONF", b"GETACK", b"*"])
 PING = encode_command([b"PING"])
+#: the names of a full sync's snapshot files (repl_sync.py's, replica_link.py's)
+STALE_SYNC_FILE = re.compile(r"temp-(repl-\d+-\d+|\d+\.\d+)\.hwsnap")
 #: the replication ID and offset a clean shutdown leaves in the data directory
 STATE_FILE = "replication.state"
 
@@ -103,10 +106,21 @@ class Replication:
         """At startup: the history a clean shutdown left (as Redis's RDB keeps its
         replication ID and offset), then the ``replicaof`` directive."""
         self._load_state()
+        self._remove_stale_files()
         target = self.config["replicaof"]
         if target is not None:
             self._become_replica(target)
         self.update_refusal()
+
+    def _remove_stale_files(self) -> None:
+        """Snapshots for or from a full sync that a crash left behind (the primary's child
+        writes ``temp-repl-<pid>-<n>.hwsnap``, a replica receives into ``temp-<time>.<pid>
+        .hwsnap``): nothing ever reads them again."""
+        for path in self.data_dir.glob("temp-*.hwsnap"):
+            if STALE_SYNC_FILE.fullmatch(path.name):
+                with contextlib.suppress(OSError):
+                    path.unlink()
+                    log.warning("Removed %s, left by a full sync that did not end", path.name)
 
     def close(self) -> None:
         if self.link is not None:
@@ -361,6 +375,7 @@ class Replication:
         conf = self.handshakes.pop(c.id, {})
         host = c.addr.rsplit(":", 1)[0].strip("[]")
         peer = Peer(conn, c, conf.get("ip", host), int(conf.get("port", "0")), state)
+        peer.capa_eof = "eof" in conf.get("capa", "").split()
         c.is_replica = True
         c.reply_on = False  # nothing but the stream goes to a replica (Redis: no replies)
         self.peers.append(peer)
@@ -584,6 +599,7 @@ class Replication:
                 self.flush()
                 self.broadcast(PING)
             timeout = self.config["repl-timeout"]
+            self.full_sync.check_timeouts(self.peers, timeout)
             for peer in self.peers:
                 if peer.state == "online":
                     self._check_output_limit(peer)

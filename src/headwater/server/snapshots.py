@@ -3,10 +3,8 @@ DEBUG RELOAD, and the lazily loaded stream nodes the cron copies out of a loaded
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
-import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +19,7 @@ from headwater.persistence.snapshot import (
     write_snapshot,
 )
 from headwater.server.aof_load import StartupError
+from headwater.server.children import kill_child
 from headwater.stream.node import Node
 
 log = logging.getLogger("headwater")
@@ -159,9 +158,7 @@ class Snapshots:
 
     def kill_child(self) -> None:
         if self.child is not None:
-            with contextlib.suppress(OSError):
-                os.kill(self.child[0], signal.SIGKILL)
-                os.waitpid(self.child[0], 0)
+            kill_child(self.child[0])
         self.child = None
 
     def save_at_shutdown(self) -> None:

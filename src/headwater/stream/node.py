@@ -49,6 +49,7 @@ import sys
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator, Sequence
+from typing import TypeAlias
 
 from headwater.errors import require
 from headwater.stream.ids import StreamID
@@ -150,6 +151,8 @@ _SWAP = sys.byteorder == "big"
 #: node's entries [e0, e1), blob bytes [b0, b1) and tomb bytes [t0, t1) in them
 LazySource = tuple[tuple[memoryview, ...], int, int, int, int, int, int]
 
+#: bytes of a node's column, as ``snapshot_columns`` gives them
+Buffer: TypeAlias = "memoryview | array[int] | bytearray"
 #: the values at which an integer element's encoded size grows
 _LP_INT_STEPS = frozenset((128, 4096, 32768, 8388608, 2**31))
 #: listpack header (total bytes u32 + element count u16) and end marker
@@ -237,10 +240,37 @@ class Node:
         """Its buffers are still in the snapshot's bytes."""
         return self._lazy is not None
 
+    @property
+    def lazy_source(self) -> LazySource | None:
+        """Where a lazy node's buffers lie in its snapshot's bytes (None once it has its own)."""
+        return self._lazy
+
     def materialize(self) -> None:
         """Copy a lazy node's buffers from its snapshot now (nothing for other nodes)."""
         if self._lazy is not None:
             self._materialize(self._lazy)
+
+    def snapshot_columns(self) -> tuple[Buffer, Buffer, Buffer, Buffer, Buffer | None]:
+        """The node's ms, seq, offsets, blob and tomb bytes as a snapshot stores them
+        (little-endian), without materializing a lazy node: a snapshot written right after a
+        load (a full sync's child) copies them from the loaded bytes as they are."""
+        lazy = self._lazy
+        if lazy is not None:
+            (ms_v, seq_v, off_v, blob_v, tomb_v), e0, e1, b0, b1, t0, t1 = lazy
+            tomb_lazy = tomb_v[t0:t1] if t1 > t0 else None
+            return (
+                ms_v[e0 * 8 : e1 * 8],
+                seq_v[e0 * 8 : e1 * 8],
+                off_v[e0 * 4 : e1 * 4],
+                blob_v[b0:b1],
+                tomb_lazy,
+            )
+        if _SWAP:
+            columns = [array(a.typecode, a) for a in (self.ms, self.seq, self.offsets)]
+            for column in columns:
+                column.byteswap()
+            return columns[0], columns[1], columns[2], self.blob, self.tomb
+        return self.ms, self.seq, self.offsets, self.blob, self.tomb
 
     def _materialize(self, source: LazySource) -> None:
         # All five are set at once: every write of a buffer in this class reads one first,
