@@ -593,7 +593,10 @@ def test_backlog_overrun_falls_back_to_a_full_sync() -> None:
         pipe.execute()
         wait_until(lambda: in_step(primary, replica), what="full resync")
         stats = info(primary, "stats")
-        assert (stats["sync_full"], stats["sync_partial_err"]) == (2, 1)
+        assert (stats["sync_full"], stats["sync_partial_err"]) == (2, 1), (
+            log_of(primary_p),
+            log_of(replica_p),
+        )
         assert replica.xlen("s") == 201
         assert info(primary)["repl_backlog_histlen"] == 16 * 1024
     finally:
