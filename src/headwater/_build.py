@@ -51,6 +51,14 @@ HOT_MODULES = (
     "headwater.scripting.runtime",
     "headwater.scripting.commands",
     "headwater.scripting.function_commands",
+    "headwater.activeactive.envelope",
+    "headwater.activeactive.apply",
+    "headwater.activeactive.inbox",
+    "headwater.activeactive.idmode",
+    "headwater.activeactive.rstream",
+    "headwater.activeactive.region",
+    "headwater.commands.region_keyspace",
+    "headwater.commands.region_streams",
 )
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))

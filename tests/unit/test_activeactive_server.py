@@ -393,7 +393,7 @@ def test_the_server_keeps_one_copy_of_its_own_effects() -> None:
         h.call(c, "XADD", "s", "*", "a", "1")
     rk = h.engine.region
     assert rk is not None
-    assert rk.region.outbox == [] and [e.seq for e in rk.own] == [1, 2, 3, 4, 5]
+    assert rk.region.outbox == [] and [e.seq for e in rk.own_effects()] == [1, 2, 3, 4, 5]
 
 
 @pytest.mark.parametrize("entries", ["3", "1"])
