@@ -26,7 +26,6 @@ from headwater.config import Config
 from headwater.errors import WRONGTYPE, ReplyError, err
 from headwater.keyspace import Database, Keyspace
 from headwater.ops.change import Change, Written
-from headwater.resp.encoder import encode_command
 from headwater.resp.types import Reply
 from headwater.stream.idmp import IdmpState
 from headwater.stream.ids import StreamID, format_id
@@ -57,10 +56,11 @@ class RegionKeyspace:
         self.region = region
         self.db = db
         #: this region's own effects, in sequence order, from ``own_first`` on: what peers
-        #: resume from (rebuilt by the AOF replay; snapshots save them), each as the RESP
-        #: command the links send (``encode_command`` of its line): encoded once, and bytes
-        #: are not walked by the garbage collector, as thousands of tuples would be
-        self.own: list[bytes] = []
+        #: resume from (rebuilt by the AOF replay; snapshots save them), each as its line in a
+        #: tuple: a tuple of bytes is untracked by the garbage collector's first pass, where
+        #: the effects' nested tuples would be walked by every full collection; encoded only
+        #: when a link ships it
+        self.own: list[tuple[bytes, ...]] = []
         self.own_first = 1
         #: the links to the peers (the server layer sets them; None: no peers, or no server)
         self.links: Links | None = None
@@ -92,7 +92,7 @@ class RegionKeyspace:
             line = effect.to_line()
         self.applied.append(line)
         if effect.origin == self.region.id:
-            self.own.append(encode_command(line))
+            self.own.append(tuple(line))
 
     def received(self, effect: Effect, line: list[bytes]) -> None:
         """A link read ``line`` for ``effect`` (which it is about to offer): when the effect
@@ -102,7 +102,7 @@ class RegionKeyspace:
 
     def own_effects(self) -> list[Effect]:
         """The own effects kept (``own``), decoded."""
-        return [from_line(decode_command(raw)) for raw in self.own]
+        return [from_line(list(line)) for line in self.own]
 
     def sync(self, key: bytes) -> None:
         """Make ``db.data[key]`` the stream when it exists, nothing when it is a tombstone;
@@ -135,7 +135,7 @@ class RegionKeyspace:
     def load_state(self, data: bytes) -> None:
         """A snapshot's region: replaces this one; database 0 shows its visible streams."""
         own = load_state(self.region, data)  # (and the own effects peers may need)
-        self.own = [encode_command(effect.to_line()) for effect in own]
+        self.own = [tuple(effect.to_line()) for effect in own]
         own_seq = self.region.inbox.applied[self.region.id]
         self.own_first = own[0].seq if own else own_seq + 1
         self.received_lines.clear()
@@ -259,22 +259,6 @@ def attach_region(config: Config, keyspace: Keyspace) -> RegionKeyspace | None:
     rk = RegionKeyspace(region, keyspace.dbs[0])
     keyspace.persisted = rk
     return rk
-
-
-def decode_command(raw: bytes) -> list[bytes]:
-    """The argv of one RESP array of bulk strings (``encode_command``'s output)."""
-    if not raw.startswith(b"*"):
-        raise err("not a RESP command")
-    end = raw.index(b"\r\n")
-    count = int(raw[1:end])
-    pos = end + 2
-    argv: list[bytes] = []
-    for _ in range(count):
-        end = raw.index(b"\r\n", pos)
-        size = int(raw[pos + 1 : end])
-        argv.append(raw[end + 2 : end + 2 + size])
-        pos = end + 4 + size
-    return argv
 
 
 # ---------------------------------------------------------------------------------------------

@@ -221,7 +221,7 @@ class RegionLinks:
         first = feed.next_seq - self.rk.own_first
         if first >= upto:
             return
-        transport.write(b"".join(self.rk.own[first:upto]))  # (encoded when made)
+        transport.write(b"".join([encode_command(list(line)) for line in self.rk.own[first:upto]]))
         feed.next_seq = self.rk.own_first + upto
 
     def _durable_seq(self) -> int:
