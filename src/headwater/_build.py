@@ -16,8 +16,12 @@ from importlib.machinery import EXTENSION_SUFFIXES
 #: The per-command path (RESP codec, protocol, dispatch, argument parsing, the stream, group,
 #: IDMP and string commands, entry encoders, the write operations and their changes) and the
 #: stream structures, measured with the in-process rows of ``benchmarks/bench.py --rows
-#: inproc``, and the keyspace and clock every command reads. Not compiled: ``values.py`` and
-#: ``resp/types.py`` (subclasses of bytes, str and dict, which mypyc's native classes cannot be).
+#: inproc``, and the keyspace and clock every command reads; an active-active region's XADD
+#: path (``activeactive`` without persist/journal, ``region_keyspace``, ``region_streams``:
+#: ``benchmarks/activeactive_inproc.py``). Not compiled: ``values.py`` and ``resp/types.py``
+#: (subclasses of bytes, str and dict, which mypyc's native classes cannot be), and
+#: ``server/aa_links.py`` (compiled, its import died with a segmentation fault, not
+#: investigated yet; its work is per chunk read, not per effect).
 HOT_MODULES = (
     "headwater.clock",
     "headwater.keyspace",
@@ -59,6 +63,14 @@ HOT_MODULES = (
     "headwater.rdb.lzf",
     "headwater.rdb.listpack",
     "headwater.rdb.encoding",
+    "headwater.activeactive.envelope",
+    "headwater.activeactive.apply",
+    "headwater.activeactive.inbox",
+    "headwater.activeactive.idmode",
+    "headwater.activeactive.rstream",
+    "headwater.activeactive.region",
+    "headwater.commands.region_keyspace",
+    "headwater.commands.region_streams",
 )
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))

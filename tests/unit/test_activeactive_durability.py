@@ -153,7 +153,9 @@ def test_a_snapshot_brings_back_the_same_region(tmp_path: Path) -> None:
     assert check_snapshot(path)[0], check_snapshot(path)[1]
     # the own effects peers may still need come back too (a restarted region serves them)
     live_rk, restarted_rk = live.engine.region, restarted.engine.region
-    assert [e.to_line() for e in restarted_rk.own] == [e.to_line() for e in live_rk.own]
+    assert [e.to_line() for e in restarted_rk.own_effects()] == [
+        e.to_line() for e in live_rk.own_effects()
+    ]
     assert restarted_rk.own_first == live_rk.own_first == 1
     assert live_rk.trim_own(10) == 10 and live_rk.own_first == 11
     write_snapshot(path, live.engine.keyspace.dbs)

@@ -393,7 +393,42 @@ def test_the_server_keeps_one_copy_of_its_own_effects() -> None:
         h.call(c, "XADD", "s", "*", "a", "1")
     rk = h.engine.region
     assert rk is not None
-    assert rk.region.outbox == [] and [e.seq for e in rk.own] == [1, 2, 3, 4, 5]
+    assert rk.region.outbox == [] and [e.seq for e in rk.own_effects()] == [1, 2, 3, 4, 5]
+
+
+def test_own_effects_are_kept_as_the_words_of_their_lines() -> None:
+    """(untracked by the garbage collector once it has seen them: no full collection walks
+    them; the links encode them when they ship them)"""
+    import gc
+
+    h = _region()
+    c = h.client()
+    h.call(c, "XADD", "s", "*", "a", "1")
+    rk = h.engine.region
+    assert rk is not None
+    gc.collect()
+    assert [type(line) for line in rk.own] == [tuple] and not gc.is_tracked(rk.own[0])
+    assert list(rk.own[0]) == rk.own_effects()[0].to_line()
+
+
+def test_a_received_effect_is_logged_with_the_line_read() -> None:
+    from headwater.activeactive.envelope import Add, Effect
+
+    h = _region(region_id=2)
+    rk = h.engine.region
+    assert rk is not None
+    first = Effect(1, 1, ((1, 1),), (Add(b"s", (5, 1), (b"a", b"1")),))
+    second = Effect(1, 2, ((1, 2),), (Add(b"s", (6, 1), (b"b", b"2")),))
+    read = [e.to_line() for e in (first, second)]  # (as a link's parser gives them)
+    rk.received(second, read[1])  # arrives first: waits in the inbox
+    assert rk.region.receive(second) == 0 and rk.take_lines() == []
+    rk.received(first, read[0])
+    assert rk.region.receive(first) == 2
+    lines = rk.take_lines()
+    assert lines[0] is read[0] and lines[1] is read[1] and rk.received_lines == {}
+    rk.received(first, read[0])  # a duplicate: already applied, nothing kept
+    assert rk.region.receive(first) == 0 and rk.received_lines == {}
+    assert h.call(h.client(), "XLEN", "s") == 2
 
 
 @pytest.mark.parametrize("entries", ["3", "1"])

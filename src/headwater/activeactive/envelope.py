@@ -142,13 +142,23 @@ class Effect(NamedTuple):
         return 0
 
     def to_line(self) -> list[bytes]:
-        line = [b"AAEFFECT", b"%d" % self.origin, b"%d" % self.seq, b"%d" % len(self.vector)]
-        for region, seq in self.vector:
-            line += [b"%d" % region, b"%d" % seq]
-        line.append(b"%d" % len(self.ops))
+        seq = b"%d" % self.seq
+        line = [b"AAEFFECT", _num(self.origin), seq, _num(len(self.vector))]
+        for region, applied in self.vector:
+            # (an own effect's vector holds its own sequence: formatted once)
+            line += [_num(region), seq if applied == self.seq else b"%d" % applied]
+        line.append(_num(len(self.ops)))
         for op in self.ops:
             line += _op_words(op)
         return line
+
+
+#: the small counts and region ids of effect lines, formatted once (a line has several)
+_SMALL = [b"%d" % i for i in range(256)]
+
+
+def _num(n: int) -> bytes:
+    return _SMALL[n] if 0 <= n < 256 else b"%d" % n
 
 
 def make_vector(applied: dict[int, int]) -> tuple[tuple[int, int], ...]:
@@ -168,7 +178,7 @@ def _points(points: Points) -> list[bytes]:
 
 def _op_words(op: Op) -> list[bytes]:
     if isinstance(op, Add):
-        return [b"ADD", op.key, format_id(op.sid), b"%d" % len(op.pairs), *op.pairs]
+        return [b"ADD", op.key, format_id(op.sid), _num(len(op.pairs)), *op.pairs]
     if isinstance(op, Remove):
         return [b"REMOVE", op.key, *_points(op.entries)]
     if isinstance(op, Cut):

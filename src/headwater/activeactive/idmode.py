@@ -63,14 +63,15 @@ class IdRequest:
         self.ms = ms
         self.seq = seq
 
-    @classmethod
-    def parse(cls, raw: bytes) -> IdRequest:
+    @staticmethod
+    def parse(raw: bytes) -> IdRequest:
+        # (the class named, not ``cls``: compiled, that is a direct call of the constructor)
         if raw == b"*":
-            return cls(None, None)
+            return IdRequest(None, None)
         ms, seq = parse_id(raw, allow_auto_seq=True)
         if b"-" not in raw or seq == AUTO_SEQ:
-            return cls(ms, None)
-        return cls(ms, seq)
+            return IdRequest(ms, None)
+        return IdRequest(ms, seq)
 
 
 def region_seq_after(region: int, capacity: int, after: int | None) -> int | None:

@@ -255,11 +255,20 @@ class RegionStream:
         return sum(s.length for s in self.subs.values())
 
     def exists(self) -> bool:
-        return bool(self.groups) or any(s.length for s in self.subs.values())
+        if self.groups:
+            return True
+        for s in self.subs.values():  # noqa: SIM110 (loops, not generators: run on every XADD)
+            if s.length:
+                return True
+        return False
 
     def last_id(self) -> StreamID:
         """The merged last ID: the greatest ever made in any sub-log, or XSETID's."""
-        return max([self.floor, *(s.last_id for s in self.subs.values())])
+        last = self.floor
+        for s in self.subs.values():
+            if s.last_id > last:
+                last = s.last_id
+        return last
 
     def own_last(self, region: int) -> StreamID:
         stream = self.subs.get(region)

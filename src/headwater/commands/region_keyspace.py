@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from headwater.activeactive.envelope import Effect, Move
+from headwater.activeactive.envelope import Effect, Move, from_line
 from headwater.activeactive.journal import local_line
 from headwater.activeactive.persist import dump_state, load_state
 from headwater.activeactive.region import Region
@@ -56,8 +56,11 @@ class RegionKeyspace:
         self.region = region
         self.db = db
         #: this region's own effects, in sequence order, from ``own_first`` on: what peers
-        #: resume from (rebuilt by the AOF replay; a snapshot keeps none of them)
-        self.own: list[Effect] = []
+        #: resume from (rebuilt by the AOF replay; snapshots save them), each as its line in a
+        #: tuple: a tuple of bytes is untracked by the garbage collector's first pass, where
+        #: the effects' nested tuples would be walked by every full collection; encoded only
+        #: when a link ships it
+        self.own: list[tuple[bytes, ...]] = []
         self.own_first = 1
         #: the links to the peers (the server layer sets them; None: no peers, or no server)
         self.links: Links | None = None
@@ -65,8 +68,11 @@ class RegionKeyspace:
         self.local_lines: list[list[bytes]] = []
         #: keys whose streams may hold IDMP iids (the expiry cron's)
         self.idmp_keys: set[bytes] = set()
-        #: effects applied since the handler last took them (their lines go to the engine)
-        self.applied: list[Effect] = []
+        #: the lines of the effects applied since the handler last took them (for the engine)
+        self.applied: list[list[bytes]] = []
+        #: the lines received for remote effects not applied yet, by (origin, seq): a link
+        #: gives them (``received``) so that the line read is logged as it came
+        self.received_lines: dict[tuple[int, int], list[bytes]] = {}
         #: groups whose local state a command may have changed, and whether their cursors or
         #: counters did (logged as AALOCAL lines after the effects)
         self.groups: list[tuple[bytes, RegionGroup, bool]] = []
@@ -79,9 +85,24 @@ class RegionKeyspace:
                 self.sync(op.dst)
             else:
                 self.sync(op.key)
-        self.applied.append(effect)
+        line: list[bytes] | None = None
+        if self.received_lines:
+            line = self.received_lines.pop((effect.origin, effect.seq), None)
+        if line is None:
+            line = effect.to_line()
+        self.applied.append(line)
         if effect.origin == self.region.id:
-            self.own.append(effect)
+            self.own.append(tuple(line))
+
+    def received(self, effect: Effect, line: list[bytes]) -> None:
+        """A link read ``line`` for ``effect`` (which it is about to offer): when the effect
+        is applied, that line is logged, not a new one made from the effect."""
+        if effect.seq > self.region.inbox.applied.get(effect.origin, 0):
+            self.received_lines[(effect.origin, effect.seq)] = line
+
+    def own_effects(self) -> list[Effect]:
+        """The own effects kept (``own``), decoded."""
+        return [from_line(list(line)) for line in self.own]
 
     def sync(self, key: bytes) -> None:
         """Make ``db.data[key]`` the stream when it exists, nothing when it is a tombstone;
@@ -109,13 +130,15 @@ class RegionKeyspace:
     # -- snapshots (``Keyspace.persisted``) ------------------------------------------------
 
     def dump_state(self) -> bytes:
-        return dump_state(self.region, self.own)
+        return dump_state(self.region, self.own_effects())
 
     def load_state(self, data: bytes) -> None:
         """A snapshot's region: replaces this one; database 0 shows its visible streams."""
-        self.own = load_state(self.region, data)  # (and the own effects peers may need)
+        own = load_state(self.region, data)  # (and the own effects peers may need)
+        self.own = [tuple(effect.to_line()) for effect in own]
         own_seq = self.region.inbox.applied[self.region.id]
-        self.own_first = self.own[0].seq if self.own else own_seq + 1
+        self.own_first = own[0].seq if own else own_seq + 1
+        self.received_lines.clear()
         for key, value in list(self.db.data.items()):
             if isinstance(value, RegionStream) and key not in self.region.streams:
                 self.db.delete(key)
@@ -180,6 +203,7 @@ class RegionKeyspace:
         self.own.clear()
         self.own_first = 1
         self.applied.clear()
+        self.received_lines.clear()
         self.groups.clear()
         self.local_lines.clear()
         self.idmp_keys.clear()
@@ -187,10 +211,12 @@ class RegionKeyspace:
     def take_lines(self) -> list[list[bytes]]:
         # (the links ship ``own``, which the sink filled: the region's outbox is not used)
         self.region.outbox.clear()
-        effects, self.applied = self.applied, []
-        lines = [effect.to_line() for effect in effects]
-        lines += self.local_lines
-        self.local_lines = []
+        lines, self.applied = self.applied, []
+        if self.local_lines:
+            lines += self.local_lines
+            self.local_lines = []
+        if not self.groups:
+            return lines
         touched, self.groups = self.groups, []
         logged: list[RegionGroup] = []
         for key, group, moved in touched:

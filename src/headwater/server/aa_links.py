@@ -103,6 +103,35 @@ class PeerLink:
         return f"{self.host}:{self.port}"
 
 
+class _Watchdog:
+    """A link's timeout: the connection is aborted (its reader then sees the end of the
+    stream) once nothing came from the peer for ``limit_s`` (it sends AAPING each second)."""
+
+    def __init__(self, link: PeerLink, writer: asyncio.StreamWriter, limit_s: float) -> None:
+        self.link = link
+        self.writer = writer
+        self.limit_s = limit_s
+        self.timed_out = False
+        self.handle: asyncio.TimerHandle | None = None
+        link.last_io = time.monotonic()
+        self._arm()
+
+    def _arm(self) -> None:
+        self.handle = asyncio.get_running_loop().call_later(PING_S, self._tick)
+
+    def _tick(self) -> None:
+        if time.monotonic() - self.link.last_io > self.limit_s:
+            self.timed_out = True
+            self.writer.transport.abort()
+            return
+        self._arm()
+
+    def cancel(self) -> None:
+        if self.handle is not None:
+            self.handle.cancel()
+            self.handle = None
+
+
 class RegionLinks:
     def __init__(self, server: Server, rk: RegionKeyspace) -> None:
         self.server = server
@@ -163,9 +192,9 @@ class RegionLinks:
     def flush(self) -> None:
         """Once per loop turn, after the AOF write: own effects now durable go to the
         feeds."""
-        own = self.rk.own
-        while len(self._bounds) < len(own):
-            self._bounds.append(self.engine.effect_seq)
+        missing = len(self.rk.own) - len(self._bounds)
+        if missing > 0:
+            self._bounds += [self.engine.effect_seq] * missing
         if self.feeds:
             for feed in list(self.feeds):
                 self._send(feed)
@@ -192,8 +221,7 @@ class RegionLinks:
         first = feed.next_seq - self.rk.own_first
         if first >= upto:
             return
-        parts = [encode_command(e.to_line()) for e in self.rk.own[first:upto]]
-        transport.write(b"".join(parts))
+        transport.write(b"".join([encode_command(list(line)) for line in self.rk.own[first:upto]]))
         feed.next_seq = self.rk.own_first + upto
 
     def _durable_seq(self) -> int:
@@ -311,43 +339,59 @@ class RegionLinks:
             argv += [b"%d" % region, b"%d" % seq]
         writer.write(encode_command(argv))
         reply = hiredis.Reader()
-        await self._stream(link, reader, reply, limit_s)
+        await self._stream(link, reader, writer, reply, limit_s)
 
     async def _stream(
         self,
         link: PeerLink,
         reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
         parser: hiredis.Reader,
         limit_s: float,
     ) -> None:
         streaming = False
-        while True:
-            data = await asyncio.wait_for(reader.read(READ_SIZE), limit_s)
-            if not data:
-                raise EOFError("connection closed by the peer")
-            link.last_io = time.monotonic()
-            parser.feed(data)
-            effects: list[Effect] = []
-            while (item := parser.gets()) is not False:
-                if isinstance(item, hiredis.ReplyError):
-                    raise LinkError(f"refused: {item}")
-                if not streaming:
-                    streaming = self._handshake(link, item)
-                    continue
-                if not isinstance(item, list) or not item:
-                    raise LinkError(f"not an effect: {item!r:.80}")
-                if item[0] == b"AAPING" and len(item) == 2:
-                    link.peer_seq = max(link.peer_seq, int(item[1]))
-                    continue
-                try:
-                    effect = from_line(item)
-                except ReplyError as exc:
-                    raise LinkError(f"{exc.msg}: {item[:6]!r}") from None
-                if effect.origin != link.region:
-                    raise LinkError(f"region {link.region} sent an effect of {effect.origin}")
-                effects.append(effect)
-            if effects:
-                self._apply(link, effects)
+        # (the timeout on a timer of its own, as the replica link: a wait_for around each read
+        # made a task and a timer handle per chunk)
+        watchdog = _Watchdog(link, writer, limit_s)
+        try:
+            while True:
+                data = await reader.read(READ_SIZE)
+                if not data:
+                    if watchdog.timed_out:
+                        raise TimeoutError(f"no data nor AAPING for {limit_s:g} s")
+                    raise EOFError("connection closed by the peer")
+                link.last_io = time.monotonic()
+                streaming = self._feed(link, parser, data, streaming)
+        finally:
+            watchdog.cancel()
+
+    def _feed(self, link: PeerLink, parser: hiredis.Reader, data: bytes, streaming: bool) -> bool:
+        """Parse what was read; apply the effects in it (in one go); whether the handshake
+        is done."""
+        parser.feed(data)
+        effects: list[Effect] = []
+        while (item := parser.gets()) is not False:
+            if isinstance(item, hiredis.ReplyError):
+                raise LinkError(f"refused: {item}")
+            if not streaming:
+                streaming = self._handshake(link, item)
+                continue
+            if not isinstance(item, list) or not item:
+                raise LinkError(f"not an effect: {item!r:.80}")
+            if item[0] == b"AAPING" and len(item) == 2:
+                link.peer_seq = max(link.peer_seq, int(item[1]))
+                continue
+            try:
+                effect = from_line(item)
+            except ReplyError as exc:
+                raise LinkError(f"{exc.msg}: {item[:6]!r}") from None
+            if effect.origin != link.region:
+                raise LinkError(f"region {link.region} sent an effect of {effect.origin}")
+            effects.append(effect)
+            self.rk.received(effect, item)  # (logged as read: no second line made)
+        if effects:
+            self._apply(link, effects)
+        return streaming
 
     def _handshake(self, link: PeerLink, item: object) -> bool:
         if item == b"OK":
