@@ -344,6 +344,11 @@ NOTIFICATIONS: dict[str, list[str]] = {
         "cli: ZADD y 1 a",
         "cli: ZMPOP 1 y MAX",
         "cli: ZMPOP 1 y MAX",
+        "cli: ZADD p 1 a 2 b",
+        "cli: ZUNIONSTORE u 2 p z",
+        "cli: ZINTERSTORE u 2 p z",
+        "cli: ZDIFFSTORE u 2 p p",
+        "cli: ZDIFFSTORE u 2 p p",
     ],
     "hash": [
         "cli: CONFIG SET notify-keyspace-events Eh",

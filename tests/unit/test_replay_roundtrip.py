@@ -266,6 +266,11 @@ rest = st.one_of(
         lambda t: ["ZREMRANGEBYSCORE", t[0], *t[1].split()]
     ),
     st.tuples(zset_key, zset_key).map(lambda t: ["ZRANGESTORE", t[0], t[1], "0", "1"]),
+    st.tuples(
+        st.sampled_from(["ZUNIONSTORE", "ZINTERSTORE", "ZDIFFSTORE"]),
+        zset_key,
+        st.sampled_from([[], ["WEIGHTS", "2", "-1"], ["AGGREGATE", "MAX"]]),
+    ).map(lambda t: [t[0], t[1], "2", "z1", "set1", *(t[2] if t[0] != "ZDIFFSTORE" else [])]),
     st.sampled_from([["SELECT", "0"], ["SELECT", "1"]]),
     st.just(["FLUSHDB"]),
 )

@@ -21,6 +21,7 @@ from headwater.keyevents import GENERIC, ZSET
 from headwater.ops.change import ONE, Change, Written, as_given
 from headwater.resp.encoder import format_double
 from headwater.resp.types import NULL_ARRAY, Reply
+from headwater.structures.sets import SetValue
 from headwater.structures.zsets import LexRange, Pair, ScoreRange, ZSetLimits, ZSetValue
 
 NOT_A_FLOAT_RANGE = err("min or max is not a float")
@@ -28,6 +29,7 @@ NOT_A_LEX_RANGE = err("min or max not valid string range item")
 NAN_SCORE = err("resulting score is not a number (NaN)")
 OUT_OF_RANGE_POSITIVE = err("value is out of range, must be positive")
 NUMKEYS_NOT_POSITIVE = err("numkeys should be greater than 0")
+LIMIT_NEGATIVE = err("LIMIT can't be negative")
 COUNT_NOT_POSITIVE = err("count should be greater than 0")
 #: ZRANDMEMBER's picks (a test may seed it)
 rng = random.Random()
@@ -595,6 +597,163 @@ def cmd_zmpop(c: Client, argv: list[bytes]) -> Reply | Written:
     return NULL_ARRAY
 
 
+# -- ZUNION, ZINTER, ZDIFF and their STORE forms, ZINTERCARD -------------------------------
+
+UNION, INTER, DIFF = 0, 1, 2
+_AGGREGATES = {b"SUM": 0, b"MIN": 1, b"MAX": 2}
+WEIGHT_NOT_FLOAT = err("weight value is not a float")
+
+
+def _operand(c: Client, key: bytes, write: bool) -> dict[bytes, float] | None:
+    """An input of the algebra: a sorted set's scores, or a set's members at score 1."""
+    value = c.db.get(key) if write else lookup_read(c, key)
+    if value is None:
+        return None
+    if type(value) is ZSetValue:
+        return value.scores
+    if type(value) is SetValue:
+        return dict.fromkeys(value.members, 1.0)
+    raise WRONGTYPE
+
+
+def _combine(total: float, value: float, aggregate: int) -> float:
+    """zunionInterAggregate: +inf plus -inf is 0, as in Redis."""
+    if aggregate == 0:
+        total += value
+        return 0.0 if total != total else total
+    return min(total, value) if aggregate == 1 else max(total, value)
+
+
+def _weighted(score: float, weight: float) -> float:
+    value = score * weight
+    return 0.0 if value != value else value  # (0 * inf)
+
+
+def _algebra(
+    sources: list[dict[bytes, float] | None], weights: list[float], op: int, aggregate: int
+) -> dict[bytes, float]:
+    """The result's scores, computed as Redis does (inputs by size for the intersection and
+    the union, so that sums add up in Redis's order)."""
+    if op == DIFF:
+        first = sources[0]
+        if not first:
+            return {}
+        others = [s for s in sources[1:] if s]
+        return {m: sc for m, sc in first.items() if not any(m in o for o in others)}
+    order = sorted(range(len(sources)), key=lambda i: len(sources[i] or ()))
+    if op == INTER:
+        if any(not sources[i] for i in order):
+            return {}
+        smallest, rest = order[0], order[1:]
+        out: dict[bytes, float] = {}
+        for member, score in sources[smallest].items():  # type: ignore[union-attr]
+            total = _weighted(score, weights[smallest])
+            for i in rest:
+                other = sources[i].get(member)  # type: ignore[union-attr]
+                if other is None:
+                    break
+                total = _combine(total, _weighted(other, weights[i]), aggregate)
+            else:
+                out[member] = total
+        return out
+    union: dict[bytes, float] = {}
+    for i in order:
+        for member, score in (sources[i] or {}).items():
+            value = _weighted(score, weights[i])
+            current = union.get(member)
+            union[member] = value if current is None else _combine(current, value, aggregate)
+    return union
+
+
+def _parse_algebra(
+    c: Client, argv: list[bytes], at: int, op: int, store: bool, count_only: bool
+) -> tuple[list[dict[bytes, float] | None], list[float], int, bool, int]:
+    """numkeys at ``at``, the keys (looked up first, as Redis does), then WEIGHTS,
+    AGGREGATE, WITHSCORES or LIMIT: (sources, weights, aggregate, with_scores, limit)."""
+    numkeys = parse_int(argv[at])
+    if numkeys < 1:
+        name = argv[0].decode("utf-8", "replace").lower()
+        raise err(f"at least 1 input key is needed for '{name}' command")
+    if numkeys > len(argv) - at - 1:
+        raise SYNTAX
+    keys = argv[at + 1 : at + 1 + numkeys]
+    sources = [_operand(c, key, store) for key in keys]
+    weights = [1.0] * numkeys
+    aggregate, with_scores, limit = 0, False, 0
+    j = at + 1 + numkeys
+    while j < len(argv):
+        token = argv[j].upper()
+        left = len(argv) - j
+        if op != DIFF and not count_only and left >= numkeys + 1 and token == b"WEIGHTS":
+            weights = [parse_double(raw, WEIGHT_NOT_FLOAT) for raw in argv[j + 1 : j + 1 + numkeys]]
+            j += 1 + numkeys
+        elif op != DIFF and not count_only and left >= 2 and token == b"AGGREGATE":
+            chosen = _AGGREGATES.get(argv[j + 1].upper())
+            if chosen is None:
+                raise SYNTAX
+            aggregate = chosen
+            j += 2
+        elif not store and not count_only and token == b"WITHSCORES":
+            with_scores = True
+            j += 1
+        elif count_only and left >= 2 and token == b"LIMIT":
+            limit = parse_int(argv[j + 1], LIMIT_NEGATIVE)
+            if limit < 0:
+                raise LIMIT_NEGATIVE
+            j += 2
+        else:
+            raise SYNTAX
+    return sources, weights, aggregate, with_scores, limit
+
+
+def _ordered(scores: dict[bytes, float]) -> list[Pair]:
+    return sorted((score, member) for member, score in scores.items())
+
+
+def _algebra_reply(c: Client, argv: list[bytes], op: int) -> Reply:
+    sources, weights, aggregate, with_scores, _ = _parse_algebra(c, argv, 1, op, False, False)
+    pairs = _ordered(_algebra(sources, weights, op, aggregate))
+    if with_scores:
+        return _with_scores(pairs, c.resp)
+    return [member for _, member in pairs]
+
+
+def _algebra_store(c: Client, argv: list[bytes], op: int, event: bytes) -> Reply | Written:
+    sources, weights, aggregate, _, _ = _parse_algebra(c, argv, 2, op, True, False)
+    return store_result(c, argv[1], _ordered(_algebra(sources, weights, op, aggregate)), event)
+
+
+def cmd_zunion(c: Client, argv: list[bytes]) -> Reply:
+    return _algebra_reply(c, argv, UNION)
+
+
+def cmd_zinter(c: Client, argv: list[bytes]) -> Reply:
+    return _algebra_reply(c, argv, INTER)
+
+
+def cmd_zdiff(c: Client, argv: list[bytes]) -> Reply:
+    return _algebra_reply(c, argv, DIFF)
+
+
+def cmd_zunionstore(c: Client, argv: list[bytes]) -> Reply | Written:
+    return _algebra_store(c, argv, UNION, b"zunionstore")
+
+
+def cmd_zinterstore(c: Client, argv: list[bytes]) -> Reply | Written:
+    return _algebra_store(c, argv, INTER, b"zinterstore")
+
+
+def cmd_zdiffstore(c: Client, argv: list[bytes]) -> Reply | Written:
+    return _algebra_store(c, argv, DIFF, b"zdiffstore")
+
+
+def cmd_zintercard(c: Client, argv: list[bytes]) -> Reply:
+    """ZINTERCARD numkeys key [key ...] [LIMIT limit]"""
+    sources, weights, aggregate, _, limit = _parse_algebra(c, argv, 1, INTER, False, True)
+    found = len(_algebra(sources, weights, INTER, aggregate))
+    return min(found, limit) if limit else found
+
+
 # -- random members and ZSCAN --------------------------------------------------------------
 
 
@@ -688,6 +847,13 @@ SPECS = (
     spec("zpopmin", -2, "write fast", (1, 1, 1), cmd_zpopmin),
     spec("zpopmax", -2, "write fast", (1, 1, 1), cmd_zpopmax),
     spec("zmpop", -4, "write movablekeys", (0, 0, 0), cmd_zmpop),
+    spec("zunion", -3, "readonly movablekeys", (0, 0, 0), cmd_zunion),
+    spec("zinter", -3, "readonly movablekeys", (0, 0, 0), cmd_zinter),
+    spec("zdiff", -3, "readonly movablekeys", (0, 0, 0), cmd_zdiff),
+    spec("zunionstore", -4, "write denyoom movablekeys", (1, 1, 1), cmd_zunionstore),
+    spec("zinterstore", -4, "write denyoom movablekeys", (1, 1, 1), cmd_zinterstore),
+    spec("zdiffstore", -4, "write denyoom movablekeys", (1, 1, 1), cmd_zdiffstore),
+    spec("zintercard", -3, "readonly movablekeys", (0, 0, 0), cmd_zintercard),
     spec("zrandmember", -2, "readonly", (1, 1, 1), cmd_zrandmember),
     spec("zscan", -3, "readonly", (1, 1, 1), cmd_zscan),
 )
