@@ -71,3 +71,51 @@ def test_resp3_shapes(h: Harness) -> None:
     assert h.raw(c) == b"*2\r\n$1\r\na\r\n,1\r\n"  # (no count: flat)
     h.engine.execute(c, [b"ZPOPMIN", b"z", b"1"])
     assert h.raw(c) == b"*1\r\n*2\r\n$1\r\nb\r\n,2\r\n"
+
+
+def test_bzpopmin_waits_and_is_served_in_order(h: Harness) -> None:
+    a, b, writer = h.client(), h.client(), h.client()
+    h.engine.execute(a, [b"BZPOPMIN", b"z1", b"z2", b"0"])
+    h.engine.execute(b, [b"BZPOPMAX", b"z2", b"0"])
+    assert h.raw(a) == b"" and h.raw(b) == b""  # both wait
+    assert h.call(writer, "ZADD", "z2", 1, "low", 2, "high") == 2
+    assert h.raw(a) == b"*3\r\n$2\r\nz2\r\n$3\r\nlow\r\n$1\r\n1\r\n"  # first come, first served
+    assert h.raw(b) == b"*3\r\n$2\r\nz2\r\n$4\r\nhigh\r\n$1\r\n2\r\n"
+    assert h.call(writer, "EXISTS", "z2") == 0
+    assert [b"ZPOPMIN", b"z2"] in h.effect_lines()
+    assert [b"ZPOPMAX", b"z2"] in h.effect_lines()
+
+
+def test_blocking_pops_time_out_and_refuse_bad_timeouts(h: Harness) -> None:
+    c = h.client()
+    h.engine.execute(c, [b"BZPOPMIN", b"z", b"0.5"])
+    assert h.raw(c) == b""
+    h.scheduler.advance(600)
+    assert h.raw(c) == b"*-1\r\n"
+    h.engine.execute(c, [b"BZMPOP", b"0.1", b"1", b"z", b"MIN"])
+    h.scheduler.advance(200)
+    assert h.raw(c) == b"*-1\r\n"
+    for timeout, text in (
+        ("x", "ERR timeout is not a float or out of range"),
+        ("-1", "ERR timeout is negative"),
+        ("inf", "ERR timeout is negative"),  # (as Redis's cast of inf to long long)
+        ("1e300", "ERR timeout is negative"),
+        ("nan", "ERR timeout is not a float or out of range"),
+    ):
+        assert error_text(h.call(c, "BZPOPMIN", "z", timeout)) == text
+    assert error_text(h.call(c, "BZMPOP", "x", "0", "z", "MIN")) == (
+        "ERR numkeys should be greater than 0"
+    )
+    h.call(c, "MULTI")
+    h.call(c, "BZPOPMIN", "z", "0")
+    assert h.call(c, "EXEC") == [None]  # (never blocks inside a transaction)
+
+
+def test_bzmpop_pops_at_once_from_the_first_non_empty_key(h: Harness) -> None:
+    c = h.client()
+    h.call(c, "ZADD", "b", 1, "x", 2, "y", 3, "z")
+    assert h.call(c, "BZMPOP", 0, 2, "a", "b", "MAX", "COUNT", 2) == [
+        b"b",
+        [[b"z", b"3"], [b"y", b"2"]],
+    ]
+    assert h.effect_lines()[-1] == [b"ZPOPMAX", b"b", b"2"]

@@ -8,10 +8,11 @@ in Redis 7.2's shortest round-trip form.
 
 from __future__ import annotations
 
+import math
 import random
 
 from headwater.commands.args import INT64_MAX, parse_double, parse_int
-from headwater.commands.context import Client, spec
+from headwater.commands.context import Block, Client, spec
 from headwater.commands.keys import parse_cursor
 from headwater.commands.notify import lookup_read, notify
 from headwater.commands.sets import scan_step
@@ -31,6 +32,8 @@ OUT_OF_RANGE_POSITIVE = err("value is out of range, must be positive")
 NUMKEYS_NOT_POSITIVE = err("numkeys should be greater than 0")
 LIMIT_NEGATIVE = err("LIMIT can't be negative")
 COUNT_NOT_POSITIVE = err("count should be greater than 0")
+TIMEOUT_NOT_FLOAT = err("timeout is not a float or out of range")
+TIMEOUT_OUT_OF_RANGE = err("timeout is out of range")
 #: ZRANDMEMBER's picks (a test may seed it)
 rng = random.Random()
 
@@ -163,6 +166,8 @@ def _zadd(
     changed = added + updated
     if changed:
         c.db.signal_modified(key)
+        if added:
+            c.db.signal_ready(key)  # (clients blocked in BZPOPMIN & co. on an empty key)
         notify(c, ZSET, b"zincr" if flags.incr else b"zadd", key)
     if flags.incr:
         reply: Reply = score_after if processed else None
@@ -560,12 +565,12 @@ def cmd_zpopmax(c: Client, argv: list[bytes]) -> Reply | Written:
     return _zpop(c, argv, True)
 
 
-def cmd_zmpop(c: Client, argv: list[bytes]) -> Reply | Written:
-    """ZMPOP numkeys key [key ...] MIN|MAX [COUNT count]"""
-    numkeys = parse_int(argv[1], NUMKEYS_NOT_POSITIVE)
+def _parse_mpop(argv: list[bytes], at: int) -> tuple[list[bytes], bool, int]:
+    """``numkeys key [key ...] MIN|MAX [COUNT count]`` from ``at``: (keys, highest, count)."""
+    numkeys = parse_int(argv[at], NUMKEYS_NOT_POSITIVE)
     if numkeys <= 0:
         raise NUMKEYS_NOT_POSITIVE
-    where = 2 + numkeys
+    where = at + 1 + numkeys
     if where >= len(argv):
         raise SYNTAX
     side = argv[where].upper()
@@ -581,9 +586,13 @@ def cmd_zmpop(c: Client, argv: list[bytes]) -> Reply | Written:
             j += 2
         else:
             raise SYNTAX
-    count = max(count, 1)
-    highest = side == b"MAX"
-    for key in argv[2:where]:
+    return argv[at + 1 : where], side == b"MAX", max(count, 1)
+
+
+def _mpop(c: Client, keys: list[bytes], highest: bool, count: int) -> Written | None:
+    """Pop from the first non-empty key (None: all empty); propagated as ZPOPMIN/ZPOPMAX of
+    that key and the number popped, as Redis rewrites ZMPOP."""
+    for key in keys:
         z = _to_write(c, key)
         if z is None:
             continue
@@ -594,7 +603,70 @@ def cmd_zmpop(c: Client, argv: list[bytes]) -> Reply | Written:
         reply = [key, _with_scores(pairs, c.resp, flat=False) if c.resp == 3
                  else [[m, format_double(s)] for s, m in pairs]]  # fmt: skip
         return Written(reply, Change(len(pairs), [line]))
-    return NULL_ARRAY
+    return None
+
+
+def cmd_zmpop(c: Client, argv: list[bytes]) -> Reply | Written:
+    """ZMPOP numkeys key [key ...] MIN|MAX [COUNT count]"""
+    keys, highest, count = _parse_mpop(argv, 1)
+    popped = _mpop(c, keys, highest, count)
+    return popped if popped is not None else NULL_ARRAY
+
+
+# -- blocking pops -------------------------------------------------------------------------
+
+
+def parse_seconds_timeout(c: Client, raw: bytes) -> int:
+    """A blocking command's timeout in seconds (getTimeoutFromObjectOrReply, UNIT_SECONDS):
+    milliseconds, rounded up; 0 waits for ever."""
+    seconds = parse_double(raw, TIMEOUT_NOT_FLOAT)
+    ms = seconds * 1000.0
+    # (past 64 bits, Redis's cast to long long gives LLONG_MIN on x86: "negative")
+    whole = math.ceil(ms) if -(2.0**63) <= ms < 2.0**63 else -(2**63)
+    if whole < 0:
+        raise err("timeout is negative")
+    if whole > 0 and whole > INT64_MAX - c.server.keyspace.now_ms:
+        raise TIMEOUT_OUT_OF_RANGE
+    return whole
+
+
+def _block_on(c: Client, keys: list[bytes], timeout_ms: int) -> Block:
+    deadline = c.server.clock.monotonic_ms() + timeout_ms if timeout_ms else 0
+    return Block(list(keys), deadline, NULL_ARRAY, wakes_on=ZSetValue)
+
+
+def _bzpop(c: Client, argv: list[bytes], highest: bool) -> Reply | Written | Block:
+    """BZPOPMIN/BZPOPMAX key [key ...] timeout: the first non-empty key in order, else wait
+    (propagated as the ZPOPMIN/ZPOPMAX of that key, as Redis rewrites it)."""
+    timeout_ms = parse_seconds_timeout(c, argv[-1])
+    keys = argv[1:-1]
+    for key in keys:
+        z = _to_write(c, key)
+        if z is None:
+            continue
+        score, member = _pop(z, 1, highest)[0]
+        notify(c, ZSET, b"zpopmax" if highest else b"zpopmin", key)
+        _emptied(c, key, z)
+        line = [b"ZPOPMAX" if highest else b"ZPOPMIN", key]
+        reply = [key, member, format_double(score) if c.resp == 2 else score]
+        return Written(reply, Change(1, [line]))
+    return _block_on(c, keys, timeout_ms)
+
+
+def cmd_bzpopmin(c: Client, argv: list[bytes]) -> Reply | Written | Block:
+    return _bzpop(c, argv, False)
+
+
+def cmd_bzpopmax(c: Client, argv: list[bytes]) -> Reply | Written | Block:
+    return _bzpop(c, argv, True)
+
+
+def cmd_bzmpop(c: Client, argv: list[bytes]) -> Reply | Written | Block:
+    """BZMPOP timeout numkeys key [key ...] MIN|MAX [COUNT count]"""
+    keys, highest, count = _parse_mpop(argv, 2)
+    timeout_ms = parse_seconds_timeout(c, argv[1])  # (after the rest, as in Redis)
+    popped = _mpop(c, keys, highest, count)
+    return popped if popped is not None else _block_on(c, keys, timeout_ms)
 
 
 # -- ZUNION, ZINTER, ZDIFF and their STORE forms, ZINTERCARD -------------------------------
@@ -854,6 +926,9 @@ SPECS = (
     spec("zinterstore", -4, "write denyoom movablekeys", (1, 1, 1), cmd_zinterstore),
     spec("zdiffstore", -4, "write denyoom movablekeys", (1, 1, 1), cmd_zdiffstore),
     spec("zintercard", -3, "readonly movablekeys", (0, 0, 0), cmd_zintercard),
+    spec("bzpopmin", -3, "write noscript blocking fast", (1, -2, 1), cmd_bzpopmin),
+    spec("bzpopmax", -3, "write noscript blocking fast", (1, -2, 1), cmd_bzpopmax),
+    spec("bzmpop", -5, "write blocking movablekeys", (0, 0, 0), cmd_bzmpop),
     spec("zrandmember", -2, "readonly", (1, 1, 1), cmd_zrandmember),
     spec("zscan", -3, "readonly", (1, 1, 1), cmd_zscan),
 )
