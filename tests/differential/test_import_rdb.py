@@ -66,8 +66,7 @@ def _fill(c: RawClient) -> None:
 
 
 def _state(c: RawClient) -> list[object]:
-    """What both servers must agree on. (Not OBJECT ENCODING of the 600-field hash: Headwater's
-    snapshot does not record a hash's encoding, so any hash loaded from one reports listpack.)"""
+    """What both servers must agree on."""
     out: list[object] = []
     for args in (
         ("GET", "plain"),
@@ -90,6 +89,8 @@ def _state(c: RawClient) -> list[object]:
         ("SELECT", 5),
         ("GET", "in-db-5"),
         ("SELECT", 0),
+        ("OBJECT", "ENCODING", "big"),
+        ("OBJECT", "ENCODING", "small"),
     ):
         out.append(_decode(c.call(*args)))
     groups = out[8]  # (XINFO GROUPS)

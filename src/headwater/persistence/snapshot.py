@@ -12,6 +12,12 @@ Layout (all integers little-endian)::
     0x04 STREAM    bytes key, i64 expire, the stream (below)
     0x05 FUNCTIONS u64 n, n * bytes   FUNCTION libraries' code (only when there are some,
                                       before the first SELECT)
+    0x06 REGION    bytes              an active-active region's state (``activeactive``)
+    0x07 SET       bytes key, u8 encoding, u64 n, n * bytes member, i64 expire
+    0x08 ZSET      bytes key, u8 listpack, u64 n, n * (bytes member, f64 score), i64 expire
+    0x09 HASH2     bytes key, u8 listpack, then as HASH (HASH, which older files hold, did
+                                      not record the encoding: read back by the default
+                                      limits, 512 fields of up to 64 bytes)
 
 ``bytes`` is a u64 length then the bytes. A stream (version 2 and 3) is::
 
@@ -118,6 +124,8 @@ REGION = 0x06
 SET = 0x07
 #: a sorted set: listpack or not, then (member, score as an IEEE double) in order
 ZSET = 0x08
+#: a hash with its encoding (HASH, older, had none)
+HASH2 = 0x09
 _F64 = struct.Struct("<d")
 
 _U8 = struct.Struct("<B")
@@ -245,8 +253,9 @@ def _write_value(out: _Out, key: bytes, value: object, expire: int) -> None:
         out.i64(expire)
         _write_stream(out, value)
     elif isinstance(value, Hash):
-        out.put(_U8.pack(HASH))
+        out.put(_U8.pack(HASH2))
         out.blob(key)
+        out.put(_U8.pack(value.listpack))
         out.u64(len(value))
         for field, item in value.items():
             out.blob(field)
@@ -928,11 +937,15 @@ def _read_plain(inp: _In, kind: int) -> tuple[object, int]:
         raw = inp.u8()
         value = inp.blob()
         return (RawString(value) if raw else value), inp.i64()
-    if kind == HASH:
+    if kind in (HASH, HASH2):
+        listpack = bool(inp.u8()) if kind == HASH2 else None
         h = Hash()
+        longest = 0
         for _ in range(inp.u64()):
             field = inp.blob()
-            h[field] = inp.blob()
+            value = h[field] = inp.blob()
+            longest = max(longest, len(field), len(value))
+        h.listpack = listpack if listpack is not None else len(h) <= 512 and longest <= 64
         return h, inp.i64()
     if kind == SET:
         return _read_set(inp), inp.i64()
