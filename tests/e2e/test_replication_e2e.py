@@ -580,10 +580,15 @@ def test_wrong_masterauth_is_logged_and_retried() -> None:
 def test_backlog_overrun_falls_back_to_a_full_sync() -> None:
     """More was written during the cut than the backlog holds: PSYNC is refused (counted in
     sync_partial_err) and a full sync brings the replica up to date."""
-    primary_p = start_headwater("--repl-backlog-size", "16kb")
-    replica_p = start_headwater("--replicaof", "127.0.0.1", str(primary_p.port))
+    # (a password keeps out a stray replica of another test, still retrying a port that
+    # this primary now has: its full syncs would count here; seen in parallel suite runs)
+    primary_p = start_headwater("--repl-backlog-size", "16kb", "--requirepass", "pw")
+    replica_p = start_headwater(
+        "--replicaof", "127.0.0.1", str(primary_p.port), "--masterauth", "pw"
+    )
     try:
-        primary, replica = connect(primary_p), connect(replica_p)
+        primary = redis.Redis(port=primary_p.port, password="pw", socket_timeout=10)
+        replica = connect(replica_p)
         primary.xadd("s", {"a": "0"}, id="1-0")
         wait_until(lambda: in_step(primary, replica), what="sync")
         replica.execute_command("CLIENT", "KILL", "TYPE", "master")
