@@ -91,11 +91,13 @@ def parse_cursor(raw: bytes) -> int:
     return (sign * int(digits)) % 2**64
 
 
-def cmd_scan(c: Client, argv: list[bytes]) -> Reply:
-    """SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]"""
-    cursor = parse_cursor(argv[1])
+def parse_scan_options(
+    argv: list[bytes], start: int, with_type: bool = False
+) -> tuple[int, bytes | None, bytes | None]:
+    """The options of the SCAN family from ``start``: COUNT (>= 1), MATCH and, for SCAN
+    itself, TYPE; (count, pattern, type). Anything else is a syntax error, as in Redis."""
     count, pattern, type_filter = 10, None, None
-    i = 2
+    i = start
     while i < len(argv):
         token = argv[i].upper()
         if i + 1 >= len(argv):
@@ -106,11 +108,26 @@ def cmd_scan(c: Client, argv: list[bytes]) -> Reply:
                 raise SYNTAX
         elif token == b"MATCH":
             pattern = argv[i + 1]
-        elif token == b"TYPE":
+        elif token == b"TYPE" and with_type:
             type_filter = argv[i + 1].lower()
         else:
             raise SYNTAX
         i += 2
+    return count, pattern, type_filter
+
+
+def matching(items: list[bytes], pattern: bytes | None) -> list[bytes]:
+    """The items a SCAN-family MATCH pattern keeps (all of them without one, or with ``*``)."""
+    if pattern is None or pattern == b"*":
+        return items
+    match = compile_glob(pattern).match
+    return [item for item in items if match(item) is not None]
+
+
+def cmd_scan(c: Client, argv: list[bytes]) -> Reply:
+    """SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]"""
+    cursor = parse_cursor(argv[1])
+    count, pattern, type_filter = parse_scan_options(argv, 2, with_type=True)
 
     cursor, keys = c.db.scan(cursor, count)
     match = compile_glob(pattern).match if pattern not in (None, b"*") else None

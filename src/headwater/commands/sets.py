@@ -14,10 +14,9 @@ from collections.abc import Iterable
 
 from headwater.commands.args import parse_int
 from headwater.commands.context import Client, spec
-from headwater.commands.keys import parse_cursor
+from headwater.commands.keys import matching, parse_cursor, parse_scan_options
 from headwater.commands.notify import lookup_read, notify
 from headwater.errors import SYNTAX, WRONGTYPE, err
-from headwater.glob import compile_glob
 from headwater.keyevents import GENERIC, SET
 from headwater.ops.change import ONE, Change, Written, as_given
 from headwater.resp.types import Reply, RSet
@@ -334,28 +333,12 @@ def cmd_sscan(c: Client, argv: list[bytes]) -> Reply:
     s = _read(c, argv[1])  # (before the options, as in Redis: a missing key answers at once)
     if s is None:
         return [b"0", []]
-    count, pattern = 10, None
-    i = 3
-    while i < len(argv):
-        token = argv[i].upper()
-        if i + 1 >= len(argv):
-            raise SYNTAX
-        if token == b"COUNT":
-            count = parse_int(argv[i + 1])
-            if count < 1:
-                raise SYNTAX
-        elif token == b"MATCH":
-            pattern = argv[i + 1]
-        else:
-            raise SYNTAX
-        i += 2
+    count, pattern, _ = parse_scan_options(argv, 3)
     if s.encoding != HASHTABLE:  # intset and listpack: everything at once (Redis does the same)
         cursor, found = 0, s.ordered()
     else:
         cursor, found = scan_step(list(s.members), cursor, count)
-    if pattern is not None and pattern != b"*":
-        match = compile_glob(pattern).match
-        found = [member for member in found if match(member) is not None]
+    found = matching(found, pattern)
     return [b"%d" % cursor, found]
 
 

@@ -13,11 +13,10 @@ import random
 
 from headwater.commands.args import INT64_MAX, parse_double, parse_int
 from headwater.commands.context import Block, Client, spec
-from headwater.commands.keys import parse_cursor
+from headwater.commands.keys import matching, parse_cursor, parse_scan_options
 from headwater.commands.notify import lookup_read, notify
 from headwater.commands.sets import scan_step
 from headwater.errors import NOT_FLOAT, SYNTAX, WRONGTYPE, err
-from headwater.glob import compile_glob
 from headwater.keyevents import GENERIC, ZSET
 from headwater.ops.change import ONE, Change, Written, as_given
 from headwater.resp.encoder import format_double
@@ -864,28 +863,12 @@ def cmd_zscan(c: Client, argv: list[bytes]) -> Reply:
     z = _read(c, argv[1])  # (before the options, as in Redis)
     if z is None:
         return [b"0", []]
-    count, pattern = 10, None
-    i = 3
-    while i < len(argv):
-        token = argv[i].upper()
-        if i + 1 >= len(argv):
-            raise SYNTAX
-        if token == b"COUNT":
-            count = parse_int(argv[i + 1])
-            if count < 1:
-                raise SYNTAX
-        elif token == b"MATCH":
-            pattern = argv[i + 1]
-        else:
-            raise SYNTAX
-        i += 2
+    count, pattern, _ = parse_scan_options(argv, 3)
     if z.listpack:  # a listpack: everything at once, in order (as Redis)
         cursor, members = 0, [member for _, member in z]
     else:
         cursor, members = scan_step(list(z.scores), cursor, count)
-    if pattern is not None and pattern != b"*":
-        match = compile_glob(pattern).match
-        members = [member for member in members if match(member) is not None]
+    members = matching(members, pattern)
     flat: list[Reply] = []
     for member in members:
         flat.append(member)
