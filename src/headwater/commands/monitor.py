@@ -86,7 +86,7 @@ def show_command(pubsub: PubSub, c: Client, argv: list[bytes], source: str | Non
     hold = output_hold(c)
     for monitor in pubsub.monitors:
         monitor.out.append(line)
-        pending[monitor] = None
+        pending.add(monitor)
         if monitor.seen_seq < hold:
             monitor.seen_seq = hold
 

@@ -28,7 +28,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Protocol
 
-from headwater.commands.context import Block, Client, help_handler, reject_subcommand, spec
+from headwater.commands.context import (
+    Block,
+    Client,
+    PendingReplies,
+    help_handler,
+    reject_subcommand,
+    spec,
+)
 from headwater.commands.monitor import feed_monitors, output_hold, stop_monitor
 from headwater.errors import ReplyError, err, require, subcommand_syntax
 from headwater.glob import compile_glob, glob_match
@@ -82,7 +89,7 @@ def confirmation(resp: int, kind: bytes, name: bytes | None, count: int) -> byte
 class PubSub:
     """Every channel's, pattern's and shard channel's subscribers, and the monitors."""
 
-    def __init__(self, pending: dict[Client, None]) -> None:
+    def __init__(self, pending: PendingReplies) -> None:
         self.channels: dict[bytes, Subscribers] = {}
         self.patterns: dict[bytes, Subscribers] = {}
         self.shard_channels: dict[bytes, Subscribers] = {}
@@ -148,7 +155,7 @@ class PubSub:
             else:
                 resp3 = resp3 or heads[1] + body
                 client.out.append(resp3)
-        self.pending.update(clients)
+        self.pending.add_all(clients)
         if hold:
             for client in clients:
                 if client.seen_seq < hold:

@@ -31,6 +31,7 @@ from headwater.commands.context import (
     Block,
     Client,
     CommandSpec,
+    PendingReplies,
     Persistence,
     Replication,
     ServerInfo,
@@ -108,7 +109,7 @@ class Engine:
         self.dirty_at_last_save = 0
         self.last_save_time = self.info.start_time_ms // 1000
         self.blocking = BlockingRegistry()
-        self.pending: dict[Client, None] = {}  # clients with output to flush, in order
+        self.pending = PendingReplies()  # clients with output to flush, in order
         self.pubsub = PubSub(self.pending)
         self.keyspace.notify_flags = self.config["notify-keyspace-events"]
         self.keyspace.on_new_key = self._new_key
@@ -162,7 +163,7 @@ class Engine:
             self.pubsub.forget(c)
         c.closed = True
         self.clients.pop(c.id, None)
-        self.pending.pop(c, None)
+        self.pending.discard(c)
 
     def _config_changed(self, name: str, value: Any) -> None:
         if name == "notify-keyspace-events":
@@ -201,7 +202,7 @@ class Engine:
                 self.log("warning", "Possible SECURITY ATTACK detected: HTTP sent to the port")
                 c.out.clear()
                 c.close_after_reply = True
-                self.pending[c] = None
+                self.pending.add(c)
                 return
             self._reject(c, None, unknown_command(argv))
             return
@@ -248,7 +249,7 @@ class Engine:
             self.execute(c, argv)
             reply = b"".join(c.out)
             c.out.clear()
-            self.pending.pop(c, None)
+            self.pending.discard(c)
             return _first_error(reply)
         return self.apply_row(c, row, argv)
 
@@ -321,7 +322,7 @@ class Engine:
             c.skip_next_reply = False
             return
         encode_into(c.out, reply, c.resp)
-        self.pending[c] = None
+        self.pending.add(c)
 
     # -- transactions and effects ----------------------------------------------------------
 

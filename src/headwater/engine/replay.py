@@ -206,7 +206,7 @@ class Replayer:
         if c.in_multi:
             engine.execute(c, [b"DISCARD"])
             c.out.clear()
-        engine.pending.pop(c, None)
+        engine.pending.discard(c)
         return result
 
     @staticmethod

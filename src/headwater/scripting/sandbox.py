@@ -224,16 +224,24 @@ function entry.run_eval(f, nkeys, ...)
   rawset(api, 'ARGV', argv)
   return finish(xpcall(f, error_handler))
 end
+-- the function FCALL runs, with its arguments: upvalues of one closure made once (xpcall
+-- passes no arguments in Lua 5.1), instead of a new closure per call (FCALL never nests)
+local current_f, current_keys, current_argv
+local function call_current()
+  local f, keys, argv = current_f, current_keys, current_argv
+  current_f, current_keys, current_argv = nil, nil, nil
+  return f(keys, argv)
+end
 function entry.run_function(f, nkeys, ...)
   rawset(api, 'KEYS', nil)
   rawset(api, 'ARGV', nil)
   local keys, argv = {...}, {}
-  local n = #keys
-  for i = nkeys + 1, n do
+  for i = nkeys + 1, #keys do
     argv[i - nkeys] = keys[i]
     keys[i] = nil
   end
-  return finish(xpcall(function() return f(keys, argv) end, error_handler))
+  current_f, current_keys, current_argv = f, keys, argv
+  return finish(xpcall(call_current, error_handler))
 end
 function entry.load_library(f)
   env_meta.__index = library_api

@@ -168,8 +168,7 @@ class Server:
         if self._stopped.done():
             return  # shutting down: the AOF is closed and the connections with it
         pending, held = self.engine.pending, self.held
-        for client in held:
-            pending[client] = None
+        pending.add_all(held)
         held.clear()
         self.flush()
 

@@ -38,7 +38,7 @@ import socket
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from headwater.commands.context import Client
+from headwater.commands.context import Client, PendingReplies
 from headwater.commands.gate import ReplyGate
 from headwater.resp.parser import RequestError, RequestParser
 
@@ -236,7 +236,7 @@ class Connection(asyncio.Protocol):
             log.warning("closing client that reached max query buffer length (id=%d)", c.id)
         log.info("Protocol error (%s) from client id=%d addr=%s", exc, c.id, c.addr)
         c.close_after_reply = True
-        self.engine.pending[c] = None
+        self.engine.pending.add(c)
         self.server.schedule_flush()
 
     # -- output ----------------------------------------------------------------------------
@@ -323,7 +323,7 @@ class ReplySender(Protocol):
 
 
 def send_replies(
-    pending: dict[Client, None],
+    pending: PendingReplies,
     held: dict[Client, None],
     connections: Mapping[Client, ReplySender],
     hold_nobody: bool,
@@ -333,8 +333,7 @@ def send_replies(
     (``Durability.holds_nobody``), so none is asked. Sending may make more clients pending
     (a client closed for its output limit unblocks nobody, but a resumed one may)."""
     while pending:
-        batch = list(pending)
-        pending.clear()
+        batch = pending.take()
         for client in batch:
             conn = connections.get(client)
             if conn is None:

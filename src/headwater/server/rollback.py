@@ -143,7 +143,7 @@ def answer_dropped(engine: Engine, kept: int, error: ReplyError) -> int:
         except (ValueError, IndexError):  # (not RESP: cannot happen, but never crash here)
             replies = 1
         client.out[:] = [encoded * replies]
-        engine.pending[client] = None
+        engine.pending.add(client)
         failed += 1
     return failed
 
