@@ -232,8 +232,10 @@ class Replication(Protocol):
         ...
 
 
-class ServerAPI(Protocol):
-    """The part of the engine that handlers may use."""
+class ServerAPI:
+    """The part of the engine that handlers may use. A base class of the engine, not a
+    Protocol: compiled, ``c.server.keyspace`` is then a field read, where a Protocol's
+    attribute is a generic lookup by name (several per command on the hot path)."""
 
     keyspace: Keyspace
     config: Config
@@ -243,6 +245,8 @@ class ServerAPI(Protocol):
     clients: dict[int, Client]
     table: dict[bytes, CommandSpec]
     dirty_at_last_save: int
+    #: changes so far (INFO); handlers return theirs, the engine counts them
+    dirty: int
     #: snapshots and the AOF, if the layer above provides them
     persistence: Persistence | None
     #: primary/replica replication, if the layer above provides it
@@ -262,29 +266,38 @@ class ServerAPI(Protocol):
     last_save_time: int
 
     @property
-    def blocked_count(self) -> int: ...
+    def blocked_count(self) -> int:
+        raise NotImplementedError
 
     @property
-    def dirty(self) -> int:
-        """Changes so far (INFO); handlers return theirs, the engine counts them."""
-        ...
+    def propagating(self) -> bool:
+        """Whether effects are consumed now: a handler may skip building one otherwise."""
+        raise NotImplementedError
 
-    @property
-    def propagating(self) -> bool: ...
+    def exec_queued(self, client: Client, queued: list[tuple[CommandSpec, list[bytes]]]) -> Reply:
+        raise NotImplementedError
 
-    def exec_queued(
-        self, client: Client, queued: list[tuple[CommandSpec, list[bytes]]]
-    ) -> Reply: ...
-    def kill_client(self, client: Client) -> None: ...
-    def unblock_client(self, client: Client, error: bool) -> bool: ...
-    def request_shutdown(self, save: bool | None, now: bool, force: bool) -> None: ...
-    def blocking_keys_count(self) -> int: ...
-    def used_memory(self) -> int: ...
+    def kill_client(self, client: Client) -> None:
+        raise NotImplementedError
+
+    def unblock_client(self, client: Client, error: bool) -> bool:
+        raise NotImplementedError
+
+    def request_shutdown(self, save: bool | None, now: bool, force: bool) -> None:
+        raise NotImplementedError
+
+    def blocking_keys_count(self) -> int:
+        raise NotImplementedError
+
+    def used_memory(self) -> int:
+        raise NotImplementedError
+
     def scripting_memory(self) -> list[str]:
         """INFO memory's lines on scripts and functions."""
-        ...
+        raise NotImplementedError
 
-    def log(self, level: str, message: str) -> None: ...
+    def log(self, level: str, message: str) -> None:
+        raise NotImplementedError
 
 
 class Client:

@@ -64,7 +64,7 @@ from headwater.resp.encoder import encode_into
 from headwater.resp.types import QUEUED, Raw, Reply
 from headwater.scripting.commands import SPECS as SCRIPTING_SPECS
 from headwater.scripting.function_commands import SPECS as FUNCTION_SPECS
-from headwater.scripting.runtime import Scripting
+from headwater.scripting.runtime import ScriptHost, Scripting
 
 log = logging.getLogger("headwater")
 
@@ -79,7 +79,9 @@ class Scheduler(Protocol):
     def call_later(self, delay: float, callback: Callable[[], None]) -> Any: ...
 
 
-class Engine:
+class Engine(ScriptHost):
+    """Runs commands: dispatch, the one choke point of effects, blocking, transactions."""
+
     def __init__(
         self,
         config: Config | None = None,

@@ -22,7 +22,7 @@ _RO_WITH_WRITE_FLAG = err("Can not execute a script with write flag using *_ro c
 
 def scripting_of(c: Client) -> Scripting:
     """The engine's scripting (the engine implements ``ScriptHost``)."""
-    return cast(ScriptHost, c.server).scripting  # type: ignore[attr-defined,no-any-return]
+    return cast(ScriptHost, c.server).scripting
 
 
 def parse_numkeys(argv: list[bytes]) -> int:

@@ -21,7 +21,7 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 from lupa import lua51
 
@@ -88,20 +88,29 @@ def version_number(version: str) -> int:
     return (major << 16) | (minor << 8) | patch
 
 
-class ScriptHost(ServerAPI, Protocol):
-    """What scripting needs from the engine, beyond what every handler may use."""
+class ScriptHost(ServerAPI):
+    """What scripting needs from the engine, beyond what every handler may use (the
+    engine derives from it: compiled, these are direct calls)."""
 
     lookup: dict[bytes, CommandSpec]
     refuse_writes: ReplyError | None
-    replication_refusal: ReplyError | None
-    busy_reply: ReplyError | None
     shutdown_requested: tuple[bool | None, bool, bool] | None
+    scripting: Scripting
 
-    def call(self, c: Client, row: CommandSpec, argv: list[bytes]) -> Reply | Block: ...
-    def start_collecting(self) -> bool: ...
-    def finish_collecting(self) -> None: ...
-    def collected_effects(self) -> list[tuple[int, list[bytes]]] | None: ...
-    def poll_while_busy(self, running: Client) -> None: ...
+    def call(self, c: Client, row: CommandSpec, argv: list[bytes]) -> Reply | Block:
+        raise NotImplementedError
+
+    def start_collecting(self) -> bool:
+        raise NotImplementedError
+
+    def finish_collecting(self) -> None:
+        raise NotImplementedError
+
+    def collected_effects(self) -> list[tuple[int, list[bytes]]] | None:
+        raise NotImplementedError
+
+    def poll_while_busy(self, running: Client) -> None:
+        raise NotImplementedError
 
 
 # (plain classes, not dataclasses: mypyc compiles their __init__; a dataclass's is generated
