@@ -51,10 +51,14 @@ def lua_number_to_int(value: float) -> int:
 
 
 class ReplyReader:
-    """Reads one encoded reply into Lua values (tables made by ``lua.table_from``)."""
+    """Reads one encoded reply into Lua values (tables made by ``lua.table_from``, the
+    ``{ok=…}`` and ``{err=…}`` ones by Lua functions: a call into Lua costs half of a
+    ``table_from``)."""
 
-    def __init__(self, lua: Any) -> None:
+    def __init__(self, lua: Any, make_ok: Any = None, make_err: Any = None) -> None:
         self.lua = lua
+        self.make_ok = make_ok or (lambda text: lua.table_from({b"ok": text}))
+        self.make_err = make_err or (lambda text: lua.table_from({b"err": text}))
         self.data = b""
         self.pos = 0
 
@@ -84,9 +88,9 @@ class ReplyReader:
         if kind == b":":
             return int(line)
         if kind == b"+":
-            return table({b"ok": line})
+            return self.make_ok(line)
         if kind == b"-":
-            return table({b"err": line})
+            return self.make_err(line)
         if kind in (b"*", b">"):
             count = int(line)
             if count < 0:
@@ -126,10 +130,12 @@ def reply_to_lua(reader: ReplyReader, reply: Reply, resp: int) -> tuple[bool, An
     kind = type(reply)
     if kind is bytes or kind is int:
         return False, reply
+    if isinstance(reply, Status):  # (SET's +OK: without encoding it and reading it back)
+        return False, reader.make_ok(bytes(reply))
     if reply is None and resp == 2:
         return False, False
     if isinstance(reply, ReplyError):
-        return True, reader.lua.table_from({b"err": reply.line()})
+        return True, reader.make_err(reply.line())
     out: list[bytes] = []
     encode_into(out, reply, resp)
     return reader.read(b"".join(out))

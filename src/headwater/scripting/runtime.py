@@ -208,7 +208,7 @@ class Scripting:
         # (each read of a Lua table's field from Python makes a new wrapper: read them once)
         self.run_eval = self.entry.run_eval
         self.run_function = self.entry.run_function
-        self.reader = ReplyReader(lua)
+        self.reader = ReplyReader(lua, self.entry.ok_table, self.entry.err_table)
         client = Client(self.host, 0)
         client.authenticated = True
         self.client = client

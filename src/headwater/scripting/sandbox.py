@@ -250,6 +250,8 @@ function entry.load_library(f)
   return finish(ok, result)
 end
 function entry.is_table(value) return type(value) == 'table' end
+function entry.ok_table(text) return {ok = text} end
+function entry.err_table(text) return {err = text} end
 local raw_operations = {rawset = rawset, setmetatable = setmetatable}
 -- 'readonly', or pcall's results
 function entry.checked_call(name, t, ...)
