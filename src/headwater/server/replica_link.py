@@ -48,7 +48,8 @@ from typing import TYPE_CHECKING, BinaryIO, Protocol, runtime_checkable
 
 import hiredis
 
-from headwater.engine.replay import Replayer
+from headwater.engine.replay import Replayer, StreamGarbage
+from headwater.errors import ReplyError
 from headwater.keyspace import Keyspace
 from headwater.persistence.snapshot import (
     SnapshotBuffer,
@@ -58,7 +59,6 @@ from headwater.persistence.snapshot import (
 )
 from headwater.replication.state import new_replid, valid_replid
 from headwater.resp.encoder import encode_command
-from headwater.resp.parser import bulks_size
 from headwater.stream.node import Node
 
 if TYPE_CHECKING:
@@ -527,40 +527,31 @@ class ReplicaLink:
         applied = 0  # bytes of received applied and not yet flushed
         keyspace = self.engine.keyspace
         keyspace.loading = True  # the primary's commands find alive what it had alive
+        failures: list[tuple[list[bytes], ReplyError]] = []
         try:
             while True:
                 try:
-                    argv = parser.gets()
-                except hiredis.ProtocolError as exc:
-                    raise LinkError(
-                        f"Protocol error from master ({exc}): garbage on the replication link"
-                    ) from None
-                if argv is False:
-                    break
-                size = bulks_size(argv) if type(argv) is list and argv else -1
-                if size < 0:
-                    raise LinkError(
-                        f"Protocol error from master: {_show(repr(argv).encode())} is not a command"
-                    )
+                    size, getack = replayer.apply_link_run(parser, failures)
+                except StreamGarbage as exc:
+                    applied += exc.applied
+                    raise LinkError(str(exc)) from None
+                finally:
+                    for argv, error in failures:
+                        log.warning(
+                            "== CRITICAL == This replica failed to apply a command of its "
+                            "master: %r: -%s %s",
+                            [a[:64] for a in argv[:6]],
+                            error.code,
+                            error.msg,
+                        )
+                    failures.clear()
                 applied += size
-                name = argv[0].upper()
-                if name == b"PING":
-                    continue
-                if name == b"REPLCONF" and len(argv) > 1 and argv[1].upper() == b"GETACK":
-                    replayer.end_of_chunk()
-                    self._flush_applied(received, applied)
-                    applied = 0
-                    self.send_ack()
-                    continue
-                error = replayer.apply_streamed(argv)
-                if error is not None:
-                    log.warning(
-                        "== CRITICAL == This replica failed to apply a command of its master: "
-                        "%r: -%s %s",
-                        [a[:64] for a in argv[:6]],
-                        error.code,
-                        error.msg,
-                    )
+                if not getack:
+                    break
+                replayer.end_of_chunk()
+                self._flush_applied(received, applied)
+                applied = 0
+                self.send_ack()
         finally:
             replayer.end_of_chunk()
             keyspace.loading = False
