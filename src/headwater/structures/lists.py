@@ -112,6 +112,8 @@ def entry_size(member: bytes) -> int:
                     return _int_entry_size(value)
         return n + 2
     body = n + (2 if n < 4096 else 5)
+    if body <= 127:
+        return body + 1
     if body < 16383:
         return body + 2
     if body < 2097151:
