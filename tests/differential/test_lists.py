@@ -421,3 +421,49 @@ def test_dump_matches_redis_node_for_node(
             finally:
                 c.close()
         assert dumps[0] == dumps[1], command[:3]
+
+
+@pytest.mark.parametrize("fill", ["5", "-1"])
+def test_node_layout_follows_redis_through_random_edits(
+    headwater: ServerProcess, redis_server: ServerProcess, fill: str
+) -> None:
+    """Random pushes, LINSERTs (into a neighbour, a new node, or a split and merges), LSETs,
+    LREMs, pops and trims on both servers: the DUMP payloads, which spell out every node,
+    stay identical (7.0 and 7.2 lay out quicklist nodes alike away from the 8 KB edge)."""
+    import random
+
+    rng = random.Random(int(fill) + 19)
+    words = [f"w{i}" for i in range(12)] + ["x" * 300, "7", "-300"]
+    clients = [RawClient(s.port) for s in (headwater, redis_server)]
+    try:
+        for c in clients:
+            c.call("DEL", "k")
+            c.call("CONFIG", "SET", "list-max-ziplist-size", fill)
+        for step in range(400):
+            roll = rng.random()
+            if roll < 0.3:
+                command = [
+                    rng.choice(["LPUSH", "RPUSH"]),
+                    "k",
+                    *rng.choices(words, k=rng.randint(1, 8)),
+                ]
+            elif roll < 0.7:
+                where = rng.choice(["BEFORE", "AFTER"])
+                command = ["LINSERT", "k", where, rng.choice(words), rng.choice(words)]
+            elif roll < 0.8:
+                command = ["LSET", "k", str(rng.randint(-5, 5)), rng.choice(words)]
+            elif roll < 0.87:
+                command = ["LREM", "k", str(rng.randint(-2, 2)), rng.choice(words)]
+            elif roll < 0.95:
+                command = [rng.choice(["LPOP", "RPOP"]), "k", str(rng.randint(1, 3))]
+            else:
+                command = ["LTRIM", "k", str(rng.randint(0, 3)), str(rng.randint(-4, -1))]
+            replies = [c.call(*command) for c in clients]
+            assert replies[0] == replies[1], command
+            if step % 10 == 9:
+                dumps = [c.call("DUMP", "k") for c in clients]
+                assert dumps[0] == dumps[1], (step, command)
+    finally:
+        for c in clients:
+            c.call("CONFIG", "SET", "list-max-ziplist-size", "-2")
+            c.close()
