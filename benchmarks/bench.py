@@ -465,6 +465,47 @@ def row_publish(h: Harness) -> RatioRow:
     return run_pairs(h, row)
 
 
+def _expect_llen(server: ServerProcess, key: str, length: int) -> None:
+    got = server.client().llen(key)
+    if got != length:
+        raise CheckError(f"{server.name}: LLEN {key} = {got}, expected {length}")
+
+
+def row_lpush_50(h: Harness) -> RatioRow:
+    """LPUSH of one 12-byte member (redis-benchmark's __rand_int__), 50 clients."""
+    n = h.n(100_000)
+    command = ["LPUSH", "bench:list", "__rand_int__"]
+    sides = []
+    for server in h.pair("plain"):
+
+        def run(server: ServerProcess = server) -> float:
+            server.client().delete("bench:list")
+            rps = redis_benchmark(h, server.port, command, clients=50, n=n)
+            _expect_llen(server, "bench:list", n)
+            return rps
+
+        sides.append(Side(server.name, server, run))
+    return run_pairs(h, RatioRow("lpush-50", "LPUSH, 50 clients", 0.7, (sides[0], sides[1])))
+
+
+def row_rpop_50(h: Harness) -> RatioRow:
+    """RPOP from a list filled beforehand with as many 16-byte members, 50 clients (the
+    list is empty at the end: every RPOP popped one)."""
+    n = h.n(100_000)
+    sides = []
+    for server in h.pair("plain"):
+
+        def run(server: ServerProcess = server) -> float:
+            server.client().delete("bench:list")
+            pipe_load(server.port, ["RPUSH", "bench:list", VALUE16], n)
+            rps = redis_benchmark(h, server.port, ["RPOP", "bench:list"], clients=50, n=n)
+            _expect_llen(server, "bench:list", 0)
+            return rps
+
+        sides.append(Side(server.name, server, run))
+    return run_pairs(h, RatioRow("rpop-50", "RPOP, 50 clients", 0.7, (sides[0], sides[1])))
+
+
 RATIO_ROWS: dict[str, Callable[[Harness], RatioRow]] = {
     "xadd-1": row_xadd_1,
     "xadd-50": row_xadd_50,
@@ -477,6 +518,8 @@ RATIO_ROWS: dict[str, Callable[[Harness], RatioRow]] = {
     "evalsha": row_evalsha,
     "fcall": row_fcall,
     "publish": row_publish,
+    "lpush-50": row_lpush_50,
+    "rpop-50": row_rpop_50,
 }
 
 
@@ -549,6 +592,27 @@ def table_memory(h: Harness) -> list[str]:
         f"Memory, RSS growth per entry after {entries:,} `XADD mem * f <16 bytes>` "
         f"(`redis-cli --pipe`): redis {per_entry['redis']:.1f} B, headwater "
         f"{per_entry['headwater']:.1f} B, ratio {ratio:.2f}x (target <= 2.0x)."
+    ]
+
+
+def table_list_memory(h: Harness) -> list[str]:
+    """RSS growth per element after RPUSHes of one 16-byte member through ``redis-cli
+    --pipe``, each server freshly started (as ``table_memory``)."""
+    elements = h.n(1_000_000)
+    print(f"list-memory: RSS growth after {elements:,} RPUSHes", flush=True)
+    per_element = {}
+    for server in h.make_pair("list-memory"):
+        with running([server]):
+            before = server.rss_bytes()
+            seconds = pipe_load(server.port, ["RPUSH", "mem", VALUE16], elements)
+            _expect_llen(server, "mem", elements)
+            per_element[server.name] = (server.rss_bytes() - before) / elements
+        h.note(f"{server.name}: {per_element[server.name]:.1f} B/element, in {seconds:.1f} s")
+    ratio = per_element["headwater"] / per_element["redis"]
+    return [
+        f"List memory, RSS growth per element after {elements:,} `RPUSH mem <16 bytes>` "
+        f"(`redis-cli --pipe`): redis {per_element['redis']:.1f} B, headwater "
+        f"{per_element['headwater']:.1f} B, ratio {ratio:.2f}x (target <= 2.0x)."
     ]
 
 
@@ -855,6 +919,7 @@ def table_spark(h: Harness) -> list[str]:
 
 TABLES: dict[str, Callable[[Harness], list[str]]] = {
     "memory": table_memory,
+    "list-memory": table_list_memory,
     "idmp": table_idmp,
     "inproc": table_inproc,
     "snapshot": table_snapshot,
@@ -865,7 +930,16 @@ TABLES: dict[str, Callable[[Harness], list[str]]] = {
     "repl-psync": table_repl_psync,
     "repl-fullsync": table_repl_fullsync,
 }
-DEFAULT_ROWS = (*RATIO_ROWS, "memory", "idmp", "inproc", "repl-cost", "repl-lag", "repl-psync")
+DEFAULT_ROWS = (
+    *RATIO_ROWS,
+    "memory",
+    "list-memory",
+    "idmp",
+    "inproc",
+    "repl-cost",
+    "repl-lag",
+    "repl-psync",
+)
 #: One line per row for ``--list``.
 ROW_INFO = {
     "xadd-1": "XADD s * f <rand>, 1 client (redis-benchmark), target >= 0.8x",
@@ -879,7 +953,10 @@ ROW_INFO = {
     "evalsha": "EVALSHA of redis-py's Lock release script, 50 clients (redis-benchmark), >= 0.5x",
     "fcall": "FCALL of a function doing one XADD, 50 clients (redis-benchmark), >= 0.5x",
     "publish": "PUBLISH, 1 channel, 10 subscribers, 50 publishers: messages delivered/s, >= 0.6x",
+    "lpush-50": "LPUSH l <rand>, 50 clients (redis-benchmark), target >= 0.7x",
+    "rpop-50": "RPOP from a list filled first, 50 clients (redis-benchmark), target >= 0.7x",
     "memory": "RSS growth per entry after 1M XADDs via redis-cli --pipe, <= 2.0x",
+    "list-memory": "RSS growth per element after 1M RPUSHes of 16 bytes (--pipe), <= 2.0x",
     "idmp": "IDMP/IDMPAUTO overhead table, 1 client, sizes 8/64/512 (Headwater only)",
     "inproc": "us per command with the engine driven in process (no sockets)",
     "snapshot": "slow: restart from a SAVEd snapshot at 5M entries, <= 1.0x",

@@ -49,6 +49,8 @@ HOT_MODULES = (
     "headwater.structures.sets",
     "headwater.commands.zsets",
     "headwater.structures.zsets",
+    "headwater.commands.lists",
+    "headwater.structures.lists",
     "headwater.ops.change",
     "headwater.ops.streams",
     "headwater.ops.groups",

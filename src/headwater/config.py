@@ -317,6 +317,14 @@ PARAMS: tuple[Param, ...] = (
         "64",
         aliases=("zset-max-ziplist-value",),
     ),
+    Param(
+        "list-max-listpack-size",
+        _int_parser(-(2**31), 2**31 - 1),
+        "-2",
+        aliases=("list-max-ziplist-size",),
+    ),
+    # (accepted and kept, not applied: interior nodes are never LZF-compressed here)
+    Param("list-compress-depth", _int_parser(0, 2**31 - 1), "0"),
     Param("stream-node-max-bytes", _int_parser(0, INT64_MAX, memory=True), "4096"),
     Param("stream-node-max-entries", _int_parser(0, INT64_MAX), "100"),
     Param("stream-idmp-duration", _int_parser(1, 86400), "100"),

@@ -10,7 +10,9 @@ from pathlib import Path
 import hiredis
 import pytest
 
+from headwater.rdb import listpack
 from headwater.rdb.crc64 import crc64
+from headwater.rdb.encoding import write_string
 from tests.helpers import HEADWATER, ROOT, RawClient, ServerProcess, start_headwater, start_redis
 
 
@@ -51,6 +53,8 @@ def _fill(c: RawClient) -> None:
     c.call("SADD", "workers", "w1", "w2")
     c.call("ZADD", "delayed", 1.5, "job1", 3, "job2")
     c.call("ZADD", "ranked", *[x for i in range(200) for x in (i % 13, f"m{i}")])
+    c.call("RPUSH", "queue", "a", "b", -7, "x" * 80)
+    c.call("RPUSH", "backlog", *[f"job-{i}" for i in range(2000)])
     c.call("XGROUP", "CREATE", "stream", "grp", "0")
     c.call("XREADGROUP", "GROUP", "grp", "alice", "COUNT", 10, "STREAMS", "stream", ">")
     c.call("SELECT", 5)
@@ -85,6 +89,9 @@ def _state(c: RawClient) -> list[object]:
         ("ZRANGE", "delayed", 0, -1, "WITHSCORES"),
         ("ZRANGE", "ranked", 0, -1, "WITHSCORES"),
         ("OBJECT", "ENCODING", "ranked"),
+        ("LRANGE", "queue", 0, -1),
+        ("LRANGE", "backlog", 0, -1),
+        ("DUMP", "backlog"),
         ("FCALL", "f", 0),
         ("SELECT", 5),
         ("GET", "in-db-5"),
@@ -115,7 +122,7 @@ def test_import_of_a_redis_dump(redis: ServerProcess, tmp_path: Path) -> None:
     done = _import(rdb, data_dir)
     assert done.returncode == 0, done.stderr
     assert (
-        "Imported 12 keys (db0: 11, db5: 1)" in done.stdout
+        "Imported 14 keys (db0: 13, db5: 1)" in done.stdout
         and "1 expired keys skipped" in done.stdout
     )
     assert "1 function libraries" in done.stdout
@@ -132,6 +139,18 @@ def test_import_of_a_redis_dump(redis: ServerProcess, tmp_path: Path) -> None:
     assert got == want
 
 
+def _with_field_ttls(rdb: bytes) -> bytes:
+    """Redis's file with one more key before its end: a Redis 7.4 hash whose field has a TTL
+    (RDB_TYPE_HASH_LISTPACK_EX), a type Headwater does not hold yet."""
+    body = bytearray(rdb[:-9])  # (without the EOF opcode and the checksum)
+    body += b"\x19"  # type 25
+    write_string(body, b"ttl-hash")
+    body += (10**13).to_bytes(8, "little")  # the smallest field expiry
+    write_string(body, listpack.encode([b"f", b"v", 10**13]))
+    body += b"\xff"
+    return bytes(body) + crc64(bytes(body)).to_bytes(8, "little")
+
+
 def test_refuses_types_not_held_and_bad_files(redis: ServerProcess, tmp_path: Path) -> None:
     c = RawClient(redis.port)
     try:
@@ -142,14 +161,17 @@ def test_refuses_types_not_held_and_bad_files(redis: ServerProcess, tmp_path: Pa
         c.call("SAVE")
     finally:
         c.close()
-    rdb = Path(redis.workdir) / "dump.rdb"
+    saved = Path(redis.workdir) / "dump.rdb"
+    rdb = tmp_path / "newer.rdb"
+    rdb.write_bytes(_with_field_ttls(saved.read_bytes()))
     data_dir = tmp_path / "data"
     done = _import(rdb, data_dir)
     assert done.returncode == 1
-    assert "1 list key(s): 'queue' (db 0)" in done.stderr
-    assert "workers" not in done.stderr and "delayed" not in done.stderr  # (sets are held)
+    assert "1 hash with field expirations key(s): 'ttl-hash' (db 0)" in done.stderr
+    # (lists, sets and sorted sets are held)
+    assert "queue" not in done.stderr and "workers" not in done.stderr
     assert not data_dir.exists()
-    data = rdb.read_bytes()
+    data = saved.read_bytes()
     half = tmp_path / "half.rdb"
     half.write_bytes(data[: len(data) // 2])
     done = _import(half, data_dir)

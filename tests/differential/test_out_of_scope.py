@@ -13,8 +13,8 @@ import pytest
 from tests.differential.harness import assert_same
 from tests.helpers import ServerProcess, start_redis
 
-# What Redis's own stream tests and client libraries send next to streams.
-OUT_OF_SCOPE = ["LPUSH", "RPUSH", "LRANGE", "BLPOP"]
+# Geo and HyperLogLog commands: the types Headwater does not have yet.
+OUT_OF_SCOPE = ["GEOADD", "PFADD", "PFCOUNT", "GEOSEARCH"]
 
 
 @pytest.fixture(scope="module")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -108,6 +111,58 @@ def test_sorted_sets(client: redis.Redis) -> None:
     assert client.zadd("l", {"x": 0, "y": 0}) == 2
     assert client.zrangebylex("l", "-", "[x") == [b"x"]
     assert dict(client.zscan_iter("l")) == {b"x": 0.0, b"y": 0.0}
+
+
+def test_lists(client: redis.Redis, headwater: ServerProcess) -> None:
+    assert client.rpush("l", "a", "b", "c") == 3
+    assert client.lpush("l", "z") == 4
+    assert client.lrange("l", 0, -1) == [b"z", b"a", b"b", b"c"]
+    assert client.lindex("l", -1) == b"c"
+    assert client.linsert("l", "BEFORE", "b", "x") == 5
+    assert client.lset("l", 0, "first") is True
+    assert client.lpos("l", "b") == 3
+    assert client.lpos("l", "nope", count=0) == []
+    assert client.lrem("l", 0, "x") == 1
+    assert client.ltrim("l", 0, 2) is True
+    assert client.lpop("l", 2) == [b"first", b"a"]
+    assert client.lmove("l", "m", "LEFT", "RIGHT") == b"b"
+    assert client.exists("l") == 0
+    assert client.rpoplpush("m", "m") == b"b"
+    assert client.lmpop(2, "nope", "m", direction="RIGHT", count=5) == [b"m", [b"b"]]
+    assert client.blpop(["m"], timeout=0.05) is None  # (a timeout: None in both protocols)
+    client.rpush("q", *[f"job-{i}" for i in range(5000)])
+    assert client.llen("q") == 5000
+    assert client.lrange("q", 0, -1)[4999] == b"job-4999"
+    assert client.object("encoding", "q") == b"quicklist"
+    # a blocked client is served by a push from another
+    blocked = redis.Redis(port=headwater.port, socket_timeout=10)
+    try:
+        client.delete("jobs")
+        got: list[object] = []
+        waiter = threading.Thread(target=lambda: got.append(blocked.brpop(["jobs"], timeout=5)))
+        waiter.start()
+        time.sleep(0.2)
+        client.lpush("jobs", "j1")
+        waiter.join(5)
+        assert got == [(b"jobs", b"j1")] or got == [[b"jobs", b"j1"]]
+    finally:
+        blocked.close()
+
+
+async def _async_lists(port: int) -> None:
+    r = redis.asyncio.Redis(port=port)
+    try:
+        await r.delete("al")
+        assert await r.rpush("al", 1, 2, 3) == 3
+        assert await r.blmove("al", "al2", 1, "LEFT", "RIGHT") == b"1"
+        assert await r.brpoplpush("al", "al2", 1) == b"3"
+        assert await r.lrange("al2", 0, -1) == [b"3", b"1"]  # (RPOPLPUSH pushes at the head)
+    finally:
+        await r.aclose()
+
+
+def test_lists_asyncio(headwater: ServerProcess) -> None:
+    asyncio.run(_async_lists(headwater.port))
 
 
 def test_pipeline_without_transaction(client: redis.Redis) -> None:
@@ -307,8 +362,6 @@ async def test_async_client(headwater: ServerProcess, protocol: int) -> None:
 
 @pytest.mark.asyncio
 async def test_async_concurrent_clients(headwater: ServerProcess) -> None:
-    import asyncio
-
     clients = [redis.asyncio.Redis(port=headwater.port) for _ in range(20)]
     try:
         await clients[0].delete("shared")

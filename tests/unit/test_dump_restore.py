@@ -13,7 +13,7 @@ from headwater.rdb.encoding import write_string
 from headwater.stream.stream import Stream
 from tests.unit.conftest import Harness, error_text
 
-#: redis-server 7.0's DUMP of ``RPUSH l a 123 -7 <46 b's>`` (a list: not held by Headwater yet)
+#: redis-server 7.0's DUMP of ``RPUSH l a 123 -7 <46 b's>`` (a quicklist 2 of one LZF node)
 LIST_DUMP = bytes.fromhex(
     "120102c3173f0f3f00000004008161027b01dff902ae62e02400012fff0a005ddc81c9f4ffe07f"
 )
@@ -89,12 +89,14 @@ def test_restore_errors_in_redis_order() -> None:
     assert h.call(c, "GET", "k") == b"v"
 
 
-def test_missing_types_are_refused_by_name() -> None:
+def test_lists_and_sets_restore_and_dump_back_as_redis_wrote_them() -> None:
     h = Harness()
     c = h.client()
-    assert "list" in error_text(h.call(c, "RESTORE", "l", 0, LIST_DUMP))
-    assert h.call(c, "EXISTS", "l") == 0
-    assert h.call(c, "RESTORE", "s", 0, INTSET_DUMP) == b"OK"  # (sets are held now)
+    assert h.call(c, "RESTORE", "l", 0, LIST_DUMP) == b"OK"
+    assert h.call(c, "LRANGE", "l", 0, -1) == [b"a", b"123", b"-7", b"b" * 46]
+    assert h.call(c, "OBJECT", "ENCODING", "l") == b"listpack"  # (7.2: one small node)
+    assert h.call(c, "DUMP", "l") == LIST_DUMP
+    assert h.call(c, "RESTORE", "s", 0, INTSET_DUMP) == b"OK"
     assert h.call(c, "TYPE", "s") == b"set"
 
 

@@ -69,7 +69,7 @@ def test_redis_payloads_decode() -> None:
 
 def test_redis_payloads_reencode_byte_for_byte() -> None:
     out = bytearray()
-    write_list_object(out, [], [[b"a", b"123", b"-7", b"b" * 46]])
+    write_list_object(out, [[b"a", b"123", b"-7", b"b" * 46]])
     assert payload.wrap(out) == LIST_DUMP
     out = bytearray()
     write_set_object(out, [b"1", b"2", b"70000", b"-5"], "intset")

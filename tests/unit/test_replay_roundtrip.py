@@ -40,6 +40,7 @@ from hypothesis import strategies as st
 from headwater.engine.core import Engine
 from headwater.engine.replay import Replayer
 from headwater.stream.stream import Stream
+from headwater.structures.lists import ListValue
 from tests.unit.conftest import Harness
 from tests.unit.test_rewrite import exact_state
 
@@ -53,6 +54,8 @@ consumer = st.sampled_from(CONSUMERS)
 small = st.integers(0, 12)
 value = st.sampled_from(["v", "12", "x" * 40])
 set_key = st.sampled_from(["set1", "set2", "str"])
+list_key = st.sampled_from(["l1", "l2", "str"])
+side = st.sampled_from(["LEFT", "RIGHT"])
 zset_key = st.sampled_from(["z1", "z2", "str"])
 zscore = st.sampled_from(["1", "-2.5", "0", "inf", "3e2"])
 member = st.sampled_from(["1", "2", "-7", "a", "bb", "x" * 70])
@@ -271,6 +274,26 @@ rest = st.one_of(
         zset_key,
         st.sampled_from([[], ["WEIGHTS", "2", "-1"], ["AGGREGATE", "MAX"]]),
     ).map(lambda t: [t[0], t[1], "2", "z1", "set1", *(t[2] if t[0] != "ZDIFFSTORE" else [])]),
+    # lists (LINSERT, LREM, LTRIM replay as given: the same list gives the same result)
+    st.tuples(
+        st.sampled_from(["LPUSH", "RPUSH", "LPUSHX", "RPUSHX"]),
+        list_key,
+        st.lists(member, min_size=1, max_size=40),
+    ).map(lambda t: [t[0], t[1], *t[2]]),
+    st.tuples(st.sampled_from(["LPOP", "RPOP"]), list_key, st.sampled_from([[], ["1"], ["5"]])).map(
+        lambda t: [t[0], t[1], *t[2]]
+    ),
+    st.tuples(list_key, side).map(lambda t: ["LMPOP", "2", "nolist", t[0], t[1], "COUNT", "3"]),
+    st.tuples(list_key, list_key, side, side).map(lambda t: ["LMOVE", *t]),
+    st.tuples(list_key, list_key).map(lambda t: ["RPOPLPUSH", *t]),
+    st.tuples(list_key, st.sampled_from(["BEFORE", "AFTER"]), member, member).map(
+        lambda t: ["LINSERT", *t]
+    ),
+    st.tuples(list_key, st.sampled_from(["0", "-1", "3"]), member).map(lambda t: ["LSET", *t]),
+    st.tuples(list_key, st.sampled_from(["0", "2", "-1"]), member).map(lambda t: ["LREM", *t]),
+    st.tuples(list_key, st.sampled_from(["1 -2", "0 4", "5 2"])).map(
+        lambda t: ["LTRIM", t[0], *t[1].split()]
+    ),
     st.sampled_from([["SELECT", "0"], ["SELECT", "1"]]),
     st.just(["FLUSHDB"]),
 )
@@ -376,6 +399,8 @@ def _check_counted(
 def _check_invariants(engine: Engine) -> None:
     for db in engine.keyspace.dbs:
         for value in db.data.values():
+            if isinstance(value, ListValue):
+                value.check_invariants()
             if isinstance(value, Stream):
                 value.check_invariants()
                 for group in value.groups.values():
@@ -393,7 +418,9 @@ def _check_invariants(engine: Engine) -> None:
 def test_state_after_replay_is_the_state_before(
     steps: list[tuple[str, Any]], small_nodes: bool, tmp_path_factory: Any
 ) -> None:
-    config = [("stream-node-max-entries", "3")] if small_nodes else []
+    config = (
+        [("stream-node-max-entries", "3"), ("list-max-listpack-size", "4")] if small_nodes else []
+    )
     h = Harness()
     for name, setting in config:
         h.call(h.client(), "CONFIG", "SET", name, setting)

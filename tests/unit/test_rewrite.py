@@ -22,6 +22,7 @@ from headwater.persistence.snapshot import (
 )
 from headwater.stream.groups import key_id
 from headwater.stream.stream import Stream
+from headwater.structures.lists import ListValue
 from headwater.structures.sets import SetValue
 from headwater.structures.zsets import ZSetValue
 from tests.unit.conftest import Harness
@@ -41,6 +42,10 @@ def canonical(dbs: list[Database]) -> dict[tuple[int, bytes], Any]:
             elif isinstance(value, ZSetValue):
                 value.check_invariants()
                 out[db.index, key] = ("zset", list(value), ttl)
+            elif isinstance(value, ListValue):
+                # (members in order: replayed RPUSHes lay the nodes out by the push rules)
+                value.check_invariants()
+                out[db.index, key] = ("list", list(value), ttl)
             elif isinstance(value, SetValue):
                 # (members only: replaying SADDs may choose another encoding and order, as
                 # it does for Redis's own AOF rewrite)
@@ -129,6 +134,10 @@ def apply(h: Harness, c: Any, op: tuple[Any, ...], counter: list[int]) -> None:
         h.call(c, "ZADD", "z", args[0], "a", 1.5, "b", "-inf", "c", 0.1, "d")
         h.call(c, "ZADD", "zbig", *[x for n in range(200) for x in (n % 9 + 0.25, f"m{n}")])
         h.call(c, "ZINCRBY", "z", 2, "a")
+        h.call(c, "RPUSH", "l", args[0], "a", "b" * 70, -(2**40))
+        h.call(c, "LPUSH", "lbig", *[f"e{n}-{args[0]}" for n in range(300)])
+        h.call(c, "LINSERT", "lbig", "AFTER", f"e150-{args[0]}", "y" * 500)
+        h.call(c, "LREM", "l", 1, "a")
         h.call(c, "SELECT", 0)
     elif kind == "cfg":
         h.call(c, "XCFGSET", "s", "IDMP-MAXSIZE", args[0])
@@ -171,6 +180,11 @@ def exact_state(dbs: list[Database]) -> dict[tuple[int, bytes], Any]:
                 continue
             if isinstance(value, ZSetValue):
                 out[db.index, key] = ("ZSetValue", value.listpack, list(value), ttl)
+                continue
+            if isinstance(value, ListValue):
+                value.check_invariants()
+                layout = [(n.items(), n.size) for n in value.nodes]
+                out[db.index, key] = ("ListValue", value.listpack, value.fill, layout, ttl)
                 continue
             if not isinstance(value, Stream):
                 out[db.index, key] = (type(value).__name__, value, ttl)

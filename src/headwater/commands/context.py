@@ -146,6 +146,13 @@ class Block:
     #: also run the command again at this monotonic time (XREADGROUP … CLAIM: when the oldest
     #: pending entry becomes claimable); 0 = only when a key is ready
     retry_at_ms: float = 0
+    #: where the client may not wait (MULTI/EXEC, a script) the reply is a null bulk string
+    #: rather than ``timeout_reply`` (BLMOVE and BRPOPLPUSH: ``$-1`` there, ``*-1`` on timeout)
+    null_if_denied: bool = False
+
+    def reply_if_denied(self) -> Reply:
+        """The reply when the client may not wait (Redis: CLIENT_DENY_BLOCKING)."""
+        return None if self.null_if_denied else self.timeout_reply
 
 
 class ServerInfo:

@@ -86,6 +86,7 @@ def cmd_restore(c: Client, argv: list[bytes]) -> Reply | Written:
             config["set-max-listpack-value"],
         ),
         ZSetLimits(config["zset-max-listpack-entries"], config["zset-max-listpack-value"]),
+        config["list-max-listpack-size"],
     )
     value = decode_payload(argv[3], limits)
     keyspace = c.server.keyspace

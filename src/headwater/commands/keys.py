@@ -10,6 +10,7 @@ from headwater.glob import compile_glob
 from headwater.keyevents import GENERIC
 from headwater.ops.change import ONE, Written, as_given, one_line
 from headwater.resp.types import OK, Reply, Status
+from headwater.structures.lists import ListValue
 from headwater.structures.sets import SetValue
 from headwater.structures.zsets import ZSetValue
 from headwater.values import Hash, string_encoding, type_name
@@ -274,7 +275,7 @@ def object_encoding(value: object) -> bytes:
         return string_encoding(value)
     if isinstance(value, Hash):
         return b"listpack" if value.listpack else b"hashtable"
-    if isinstance(value, (SetValue, ZSetValue)):
+    if isinstance(value, (SetValue, ZSetValue, ListValue)):
         return value.encoding_name()
     return getattr(value, "ENCODING", b"unknown")
 

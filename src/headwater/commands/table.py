@@ -12,6 +12,7 @@ from headwater.commands import (
     idmp,
     introspection,
     keys,
+    lists,
     monitor,
     pubsub,
     replication,
@@ -42,6 +43,7 @@ FAMILIES = (
     monitor,
     replication,
     zsets,
+    lists,
     dump,
 )
 

@@ -343,7 +343,7 @@ class Engine(ScriptHost):
                 else:
                     reply = self.call(c, row, argv)
                 if isinstance(reply, Block):
-                    reply = reply.timeout_reply
+                    reply = reply.reply_if_denied()
                 if len(out) > sent:  # messages to itself: inside EXEC's reply, as in Redis
                     reply = _after_pushes(out, sent, reply, c.resp)
                 replies.append(reply)

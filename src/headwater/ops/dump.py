@@ -21,6 +21,7 @@ from headwater.rdb.objects import (
     ListValue,
     Value,
     write_hash_object,
+    write_list_object,
     write_set_object,
     write_stream_object,
     write_string_object,
@@ -31,6 +32,8 @@ from headwater.rdb.objects import ZSetValue as RdbZSet
 from headwater.rdb.streams import Unencodable
 from headwater.resp.encoder import format_double
 from headwater.stream.stream import Stream
+from headwater.structures.lists import ListValue as KeyspaceList
+from headwater.structures.lists import Node
 from headwater.structures.sets import HASHTABLE, INTSET, LISTPACK, SetLimits, SetValue
 from headwater.structures.zsets import ZSetLimits, ZSetValue
 from headwater.values import Hash
@@ -38,8 +41,8 @@ from headwater.values import Hash
 BAD_PAYLOAD = err("DUMP payload version or checksum are wrong")
 BAD_DATA = err("Bad data format")
 
-#: values whose type Headwater does not hold yet (issue 19): refused by name, never dropped
-_MISSING_TYPES = {ListValue: "list"}
+#: values whose type Headwater does not hold yet: refused by name, never dropped
+_MISSING_TYPES: dict[type, str] = {}
 
 
 def dump_payload(value: object) -> bytes:
@@ -56,6 +59,9 @@ def dump_payload(value: object) -> bytes:
         write_set_object(out, value.ordered(), encoding)
     elif isinstance(value, ZSetValue):
         write_zset_object(out, list(value), value.listpack, format_double)
+    elif isinstance(value, KeyspaceList):
+        # (a quicklist 2 of its nodes, as both 7.0 and 7.2 save a list; a listpack as one)
+        write_list_object(out, value.node_items())
     elif isinstance(value, Stream):
         try:
             write_stream_object(out, value)
@@ -88,6 +94,8 @@ class Limits:
     stream_idmp_maxsize: int = 100
     sets: SetLimits = _DEFAULT_SETS
     zsets: ZSetLimits = _DEFAULT_ZSETS
+    #: ``list-max-listpack-size``
+    list_fill: int = -2
 
 
 def decode_payload(raw: bytes, limits: Limits) -> object:
@@ -135,6 +143,8 @@ def keyspace_value(decoded: Value, limits: Limits) -> object:
         for member, score in decoded.items:
             z.set(member, score, limits.zsets)
         return z
+    if isinstance(decoded, ListValue):
+        return loaded_list(decoded, limits.list_fill)
     kind = _MISSING_TYPES[type(decoded)]
     raise MissingType(
         kind, f"RESTORE of a {kind} is not supported yet: this server has no {kind} type"
@@ -152,6 +162,20 @@ def _loaded_set(decoded: RdbSet, limits: SetLimits) -> SetValue:
     for member in decoded.members:
         s.add(member, limits)
     return s
+
+
+def loaded_list(decoded: ListValue, fill: int) -> KeyspaceList:
+    """A list as Redis 7.2's loader builds it: a quicklist of the stored nodes as they are
+    (a linked list's members pushed one by one), then a listpack if it fits one."""
+    lst = KeyspaceList.quicklist(fill)
+    if decoded.nodes is None:
+        for member in decoded.items:
+            lst.push(member, head=False)
+    else:
+        lst.nodes = [Node.of(members) for members in decoded.nodes]
+        lst.count = len(decoded.items)
+    lst.shrunk(fill, halve=False)
+    return lst
 
 
 def restore(db: Database, key: bytes, value: object, deadline_ms: int, replace: bool) -> bool:

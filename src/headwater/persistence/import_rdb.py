@@ -4,7 +4,7 @@ The whole file is read and checked first (header, every record, the end marker a
 then every key is converted (``ops.dump.keyspace_value``: the same conversion RESTORE uses);
 only when all of it is good is the snapshot written, durably (``write_snapshot``: a temporary
 file, fsync, rename). So a truncated or corrupt file, or one holding types Headwater does not
-hold yet (lists, sets, sorted sets, hashes with field TTLs; each named with its keys), leaves
+hold yet (hashes with field TTLs, module values; each named with its keys), leaves
 the data directory untouched. Keys already expired are skipped, as Redis's loader skips them.
 FUNCTION libraries are carried over; LRU/LFU hints (IDLE, FREQ) and AUX fields are not kept.
 
@@ -161,6 +161,7 @@ def main(args: list[str]) -> int:
             defaults["set-max-listpack-value"],
         ),
         ZSetLimits(defaults["zset-max-listpack-entries"], defaults["zset-max-listpack-value"]),
+        defaults["list-max-listpack-size"],
     )
     started = time.monotonic()
     try:

@@ -31,12 +31,15 @@ from headwater.resp.encoder import format_double
 from headwater.stream.groups import UNKNOWN, Group, key_id, nack_commands
 from headwater.stream.ids import MIN_ID, format_id
 from headwater.stream.stream import Entry, Stream
+from headwater.structures.lists import ListValue
 from headwater.structures.sets import SetValue
 from headwater.structures.zsets import ZSetValue
 from headwater.values import Hash, RawString
 
 Command = list[bytes]
 _HSET_CHUNK = 64
+#: members per RPUSH (Redis's AOF_REWRITE_ITEMS_PER_CMD)
+_LIST_CHUNK = 64
 
 
 def rewrite_commands(dbs: list[Database]) -> Iterator[Command]:
@@ -71,6 +74,17 @@ def _value_commands(key: bytes, value: object) -> Iterator[Command]:
         items = [x for score, member in value for x in (format_double(score), member)]
         for i in range(0, len(items), 2 * _HSET_CHUNK):
             yield [b"ZADD", key, *items[i : i + 2 * _HSET_CHUNK]]
+    elif isinstance(value, ListValue):
+        # (RPUSH batches as Redis's rewriteListObject; replay lays the nodes out by the push
+        # rules, so a layout LINSERT made may come back packed differently, as in Redis)
+        batch: list[bytes] = []
+        for member in value:
+            batch.append(member)
+            if len(batch) == _LIST_CHUNK:
+                yield [b"RPUSH", key, *batch]
+                batch = []
+        if batch:
+            yield [b"RPUSH", key, *batch]
     elif isinstance(value, RawString):  # APPEND to an existing string makes it raw
         yield [b"SET", key, b""]
         yield [b"APPEND", key, bytes(value)]

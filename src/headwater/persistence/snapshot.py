@@ -100,6 +100,8 @@ from headwater.stream.groups import Consumer, Group, id_key, key_id
 from headwater.stream.idmp import IdmpState, Producer
 from headwater.stream.node import LazySource, Node
 from headwater.stream.stream import Stream
+from headwater.structures.lists import ListInvariantError, ListValue
+from headwater.structures.lists import Node as ListNode
 from headwater.structures.sets import (
     HASHTABLE,
     INTSET,
@@ -126,6 +128,9 @@ SET = 0x07
 ZSET = 0x08
 #: a hash with its encoding (HASH, older, had none)
 HASH2 = 0x09
+#: a list: listpack or not, its quicklist fill, then its nodes as they are in memory (each:
+#: listpack size, the members back to back, their starts as little-endian 4-byte integers)
+LIST = 0x0A
 _F64 = struct.Struct("<d")
 
 _U8 = struct.Struct("<B")
@@ -277,6 +282,21 @@ def _write_value(out: _Out, key: bytes, value: object, expire: int) -> None:
         for score, member in value:
             out.blob(member)
             out.put(_F64.pack(score))
+        out.i64(expire)
+    elif isinstance(value, ListValue):
+        out.put(_U8.pack(LIST))
+        out.blob(key)
+        out.put(_U8.pack(value.listpack))
+        out.i64(value.fill)
+        out.u64(len(value.nodes))
+        for node in value.nodes:
+            out.u64(node.size)
+            out.blob(node.buf)
+            starts = node.normalized_starts()
+            if _SWAP:
+                starts = array("i", starts)
+                starts.byteswap()
+            out.blob(starts.tobytes())
         out.i64(expire)
     elif isinstance(value, bytes):
         out.put(_U8.pack(STRING))
@@ -951,6 +971,8 @@ def _read_plain(inp: _In, kind: int) -> tuple[object, int]:
         return _read_set(inp), inp.i64()
     if kind == ZSET:
         return _read_zset(inp), inp.i64()
+    if kind == LIST:
+        return _read_list(inp), inp.i64()
     raise SnapshotError(f"{inp.origin}: unknown record type {kind} at offset {inp.pos - 1}")
 
 
@@ -966,6 +988,32 @@ def _read_zset(inp: _In) -> ZSetValue:
     except ZSetInvariantError as exc:
         raise SnapshotError(f"{inp.origin}: {exc}") from None
     return z
+
+
+def _read_list(inp: _In) -> ListValue:
+    lst = ListValue()
+    lst.listpack = bool(inp.u8())
+    lst.fill = inp.i64()
+    count = 0
+    for _ in range(inp.u64()):
+        size = inp.u64()
+        buf = inp.take(inp.u64())
+        starts = inp.take(inp.u64())
+        node = ListNode.packed(buf, starts, size)
+        if _SWAP:
+            node.starts.byteswap()
+        lst.nodes.append(node)
+        count += len(node.starts)
+    lst.count = count
+    try:
+        for node in lst.nodes:  # (the cheap checks: a full check walks every member)
+            if node.starts and (node.starts[0] != 0 or node.starts[-1] > len(node.buf)):
+                raise ListInvariantError("a node's starts lie outside its members")
+        if lst.listpack and len(lst.nodes) > 1:
+            raise ListInvariantError("a listpack of several nodes")
+    except ListInvariantError as exc:
+        raise SnapshotError(f"{inp.origin}: {exc}") from None
+    return lst
 
 
 def _read_set(inp: _In) -> SetValue:

@@ -80,6 +80,9 @@ _QUICKLIST_PACKED = 2
 class ListValue:
     KIND: ClassVar[str] = "list"
     items: list[bytes]
+    #: the members of each stored listpack (or ziplist) node, as stored; None for a linked
+    #: list (type 1), whose members Redis pushes one by one
+    nodes: list[list[bytes]] | None = field(default=None, compare=False)
 
 
 @dataclass
@@ -159,21 +162,25 @@ def _read_list(r: Reader, t: int) -> Value:
     if t == TYPE_LIST:
         return ListValue(_strings(r))
     if t == TYPE_LIST_ZIPLIST:
-        return ListValue(_as_bytes_list(ziplist.decode(r.string())))
-    items: list[bytes] = []
+        items = _as_bytes_list(ziplist.decode(r.string()))
+        return ListValue(items, [items])
+    items = []
+    nodes: list[list[bytes]] = []
     for _ in range(r.count()):
         if t == TYPE_LIST_QUICKLIST:
-            node = ziplist.decode(r.string())
+            node = _as_bytes_list(ziplist.decode(r.string()))
         else:
             container = r.length()
             if container == _QUICKLIST_PLAIN:
-                items.append(r.string())
-                continue
-            if container != _QUICKLIST_PACKED:
+                node = [r.string()]
+            elif container != _QUICKLIST_PACKED:
                 raise RdbError(f"unknown quicklist container {container}")
-            node = listpack.decode(r.string())
-        items += _as_bytes_list(node)
-    return ListValue(items)
+            else:
+                node = _as_bytes_list(listpack.decode(r.string()))
+        if node:  # (Redis skips empty nodes)
+            nodes.append(node)
+            items += node
+    return ListValue(items, nodes)
 
 
 def _unique(members: list[bytes], what: str) -> None:
@@ -325,11 +332,10 @@ def write_stream_object(
     write_stream(out, stream, rdb_type)
 
 
-def write_list_object(
-    out: bytearray, items: Sequence[bytes], node_values: Sequence[Sequence[bytes]]
-) -> None:
+def write_list_object(out: bytearray, node_values: Sequence[Sequence[bytes]]) -> None:
     """A list as a quicklist 2 of packed nodes (``node_values``: the items of each node, as
-    the list's ``list-max-listpack-size`` split them)."""
+    the list's ``list-max-listpack-size`` split them), as Redis 7.0 and 7.2 save any list
+    (7.2's listpack encoding as one node)."""
     out.append(TYPE_LIST_QUICKLIST_2)
     write_len(out, len(node_values))
     for node in node_values:

@@ -449,7 +449,7 @@ class Scripting:
         if host.pubsub.monitors:
             self._show_monitors(client, row, argv)
         if isinstance(reply, Block):  # a script never blocks (Redis 7.4+)
-            reply = reply.timeout_reply
+            reply = reply.reply_if_denied()
         failed, value = reply_to_lua(reader, reply, run.resp)
         if failed and raise_error:
             raise LuaRaise(value[b"err"])
@@ -473,7 +473,7 @@ class Scripting:
         if effects is not None:
             del effects[mark:]
         if isinstance(reply, Block):
-            reply = reply.timeout_reply
+            reply = reply.reply_if_denied()
         assert self.reader is not None
         failed, value = reply_to_lua(self.reader, reply, client.resp)
         if failed and raise_error:
