@@ -329,6 +329,8 @@ class Client:
         #: replaying an AOF or obeying a primary: commands carry concrete values (XADD IDMP
         #: with an explicit ID) and are applied, not judged
         self.replaying = False
+        #: the client scripts call commands through (Redis's CLIENT_SCRIPT)
+        self.is_script = False
         #: a replica attached to this server (after SYNC/PSYNC), or this server's primary
         self.is_replica = False
         self.is_master = False

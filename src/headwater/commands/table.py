@@ -17,6 +17,7 @@ from headwater.commands import (
     replication,
     server,
     sets,
+    sort,
     streams,
     strings,
     transactions,
@@ -43,6 +44,7 @@ FAMILIES = (
     replication,
     zsets,
     dump,
+    sort,
 )
 
 

@@ -202,6 +202,7 @@ class Scripting:
         self.reader = ReplyReader(lua)
         client = Client(self.host, 0)
         client.authenticated = True
+        client.is_script = True
         self.client = client
         libraries.install(self)
 
