@@ -172,6 +172,9 @@ class ServerInfo:
         self.start_time_ms = 0
         self.start_mono_ms = 0.0
         self.event_loop = "asyncio"
+        #: the process's memory when the engine started, and the highest seen (MEMORY STATS)
+        self.startup_memory = 0
+        self.peak_memory = 0
 
 
 class Stats:

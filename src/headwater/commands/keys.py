@@ -5,7 +5,7 @@ from __future__ import annotations
 from headwater.commands.args import INT64_MAX, INT64_MIN, parse_int, strict_int
 from headwater.commands.context import Client, help_handler, reject_subcommand, spec
 from headwater.commands.notify import lookup_read, notify, notify_in, peek_read
-from headwater.errors import DB_INDEX_OUT_OF_RANGE, NO_SUCH_KEY, NOT_INTEGER, SYNTAX, err
+from headwater.errors import DB_INDEX_OUT_OF_RANGE, NO_SUCH_KEY, SYNTAX, err
 from headwater.glob import compile_glob
 from headwater.keyevents import GENERIC
 from headwater.keyspace import Database
@@ -72,13 +72,15 @@ def cmd_renamenx(c: Client, argv: list[bytes]) -> Reply | Written:
 # Between databases: COPY, MOVE, SWAPDB (write rules in ops/generic.py)
 
 SAME_OBJECT = err("source and destination objects are the same")
+#: Redis's getIntFromObjectOrReply past 32 bits
+INT_RANGE = err("value is out of range, value must between -2147483648 and 2147483647")
 
 
 def _database(c: Client, raw: bytes) -> Database:
     """A database named by index, as Redis's getIntFromObject + selectDb check it."""
     index = parse_int(raw)
     if not -(2**31) <= index < 2**31:
-        raise NOT_INTEGER
+        raise INT_RANGE
     dbs = c.server.keyspace.dbs
     if not 0 <= index < len(dbs):
         raise DB_INDEX_OUT_OF_RANGE

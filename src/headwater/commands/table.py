@@ -12,6 +12,7 @@ from headwater.commands import (
     idmp,
     introspection,
     keys,
+    memory,
     monitor,
     pubsub,
     replication,
@@ -45,6 +46,7 @@ FAMILIES = (
     zsets,
     dump,
     sort,
+    memory,
 )
 
 

@@ -102,6 +102,7 @@ class Engine:
         self.info = ServerInfo()
         self.info.start_time_ms = self.clock.now_ms()
         self.info.start_mono_ms = self.clock.monotonic_ms()
+        self.info.startup_memory = self.info.peak_memory = self.used_memory()
         self.clients: dict[int, Client] = {}
         self.next_client_id = 1
         self.dirty = 0
