@@ -413,6 +413,14 @@ class Keyspace:
                 counter += 1
         return ((self.now_ms // 60000) & 0xFFFF) << 8 | counter
 
+    def restored_word(self, idle_s: int, freq: int) -> int | None:
+        """The access word RESTORE's IDLETIME or FREQ gives a key (Redis's
+        objectSetLRUOrLFU: FREQ counts under an LFU policy, IDLETIME otherwise); None when
+        the one given does not apply (-1: not given)."""
+        if self.lfu:
+            return ((self.now_ms // 60000) & 0xFFFF) << 8 | freq if freq >= 0 else None
+        return self.now_ms - idle_s * 1000 if idle_s >= 0 else None
+
     def idle_ms(self, word: int) -> int:
         """Milliseconds since the access a word records, on Redis's wrapping 24-bit clock
         of seconds (estimateObjectIdleTime)."""

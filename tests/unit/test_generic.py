@@ -444,3 +444,18 @@ def test_jemalloc_classes_and_sds_sizes() -> None:
         5120,
     ]
     assert [sds_size(n) for n in (0, 1, 3, 30, 31, 45, 300)] == [8, 8, 8, 32, 48, 64, 320]
+
+
+def test_restore_idletime_and_freq_set_the_access_word(h: Harness) -> None:
+    c = h.client()
+    h.call(c, "SET", "k", "v")
+    payload = h.call(c, "DUMP", "k")
+    h.call(c, "RESTORE", "r", "0", payload, "IDLETIME", "1000")
+    assert h.call(c, "OBJECT", "IDLETIME", "r") == 1000
+    h.call(c, "RESTORE", "f", "0", payload, "FREQ", "100")  # (no LFU policy: ignored)
+    assert h.call(c, "OBJECT", "IDLETIME", "f") == 0
+    h.call(c, "CONFIG", "SET", "maxmemory-policy", "allkeys-lfu")
+    h.call(c, "RESTORE", "f", "0", payload, "FREQ", "100", "REPLACE")
+    assert h.call(c, "OBJECT", "FREQ", "f") == 100
+    h.call(c, "RESTORE", "i", "0", payload, "IDLETIME", "5")  # (LFU: ignored)
+    assert h.call(c, "OBJECT", "FREQ", "i") == 5

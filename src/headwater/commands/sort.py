@@ -295,6 +295,6 @@ def cmd_sort_ro(c: Client, argv: list[bytes]) -> Reply | Written:
 
 
 SPECS = (
-    spec("sort", -2, "write denyoom", (1, 1, 1), cmd_sort),
-    spec("sort_ro", -2, "readonly", (1, 1, 1), cmd_sort_ro),
+    spec("sort", -2, "write denyoom movablekeys", (1, 1, 1), cmd_sort),
+    spec("sort_ro", -2, "readonly movablekeys", (1, 1, 1), cmd_sort_ro),
 )
