@@ -292,7 +292,8 @@ SCENARIOS: dict[str, list[str]] = {
         "CONFIG SET maxmemory-policy volatile-lfu",
         "OBJECT IDLETIME b",
         "CONFIG SET maxmemory-policy noeviction",
-        "CONFIG GET lfu-*",
+        "CONFIG GET lfu-log-factor",
+        "CONFIG GET lfu-decay-time",
     ],
     "encodings": [
         "SET i 12345",
