@@ -268,6 +268,8 @@ PARAMS: tuple[Param, ...] = (
         ),
         "noeviction",
     ),
+    Param("lfu-log-factor", _int_parser(0, 2**31 - 1), "10"),
+    Param("lfu-decay-time", _int_parser(0, 2**31 - 1), "1"),
     Param("appendonly", _bool, "yes", printer=_yn),
     Param("appendfsync", _enum("everysec", "always", "no"), "everysec"),
     Param("appendfilename", _string, "appendonly.aof", mutable=False),

@@ -9,6 +9,15 @@ Rules
 * A key whose deadline has passed is gone: lookups delete it lazily; ``active_expire`` deletes
   it from the cron. Each deletion by expiry is logged in ``Keyspace.expired`` so the engine can
   propagate a ``DEL`` (AOF and replicas must not rely on their own clocks).
+* Every key has an access word in ``Database.lru`` (Redis keeps it in the object's 24-bit
+  ``lru`` field), set when the key is created and on each lookup by ``get`` (``peek`` looks
+  without touching, as Redis's ``LOOKUP_NOTOUCH``). Under an LRU (or no) maxmemory-policy it is
+  the command time in ms of the last access; under an LFU policy it is Redis's LFU word,
+  ``(minutes & 0xFFFF) << 8 | counter``, the counter growing logarithmically with accesses
+  (``lfu-log-factor``) and decaying one per ``lfu-decay-time`` minutes. As in Redis a switch
+  of policy reinterprets the words already there. A key loaded from a snapshot has none until
+  it is used (OBJECT IDLETIME then counts from that moment). The cost on the hot path is one
+  dict store per lookup.
 
 Value types live in ``headwater.values`` (this module is compiled by mypyc; they subclass
 builtins, which compiled classes cannot).
@@ -59,11 +68,31 @@ class Database:
         #: keys of streams that may hold IDMP iids, for the expiry cron (may be stale)
         self.idmp_keys: set[bytes] = set()
         self.ready: list[bytes] = []  # keys with waiters that a write made ready
+        #: key -> access word (module doc): last access ms, or the LFU word under LFU
+        self.lru: dict[bytes, int] = {}
 
     # -- lookups -----------------------------------------------------------------------------
 
     def get(self, key: bytes) -> Any:
-        """The live value at key, or None (deleting it first if it has expired)."""
+        """The live value at key, or None (deleting it first if it has expired); an access
+        (Redis's lookupKey: the key's LRU time or LFU counter is updated)."""
+        if self.expires and key in self.expires and self.is_expired(key):
+            if not self.keyspace.replica:
+                self._expire(key)
+            return None
+        value = self.data.get(key)
+        if value is not None:
+            keyspace = self.keyspace
+            if keyspace.touch:
+                if keyspace.lfu:
+                    self.lru[key] = keyspace.lfu_touched(self.lru.get(key, -1))
+                else:
+                    self.lru[key] = keyspace.now_ms
+        return value
+
+    def peek(self, key: bytes) -> Any:
+        """``get`` without the access (Redis's LOOKUP_NOTOUCH: TYPE, EXISTS, TTL, OBJECT,
+        SCAN …); an expired key is still deleted."""
         if self.expires and key in self.expires and self.is_expired(key):
             if not self.keyspace.replica:
                 self._expire(key)
@@ -71,7 +100,15 @@ class Database:
         return self.data.get(key)
 
     def exists(self, key: bytes) -> bool:
-        return self.get(key) is not None
+        return self.peek(key) is not None
+
+    def access_word(self, key: bytes) -> int:
+        """The key's access word (module doc); a key without one (loaded from a snapshot
+        and not used since) gets a fresh one now. The key must exist."""
+        word = self.lru.get(key)
+        if word is None:
+            word = self.lru[key] = self.keyspace.fresh_word()
+        return word
 
     def is_expired(self, key: bytes) -> bool:
         when = self.expires.get(key)
@@ -89,9 +126,12 @@ class Database:
 
     def set(self, key: bytes, value: Any, keep_ttl: bool = False) -> None:
         """Store value at key (overwriting, and clearing the TTL unless keep_ttl)."""
-        if self.keyspace.notify_flags & NEW:
+        keyspace = self.keyspace
+        if keyspace.notify_flags & NEW:
             self._announce_if_new(key)
         self.data[key] = value
+        if not keyspace.lfu or key not in self.lru:  # (LFU: an overwrite keeps the counter)
+            self.lru[key] = keyspace.now_ms if not keyspace.lfu else keyspace.fresh_word()
         if not keep_ttl and self.expires:
             self.expires.pop(key, None)
         if self.watched:
@@ -126,11 +166,16 @@ class Database:
     def rename(self, src: bytes, dst: bytes) -> None:
         value = self.data[src]
         when = self.expires.get(src)
+        word = self.lru.get(src)
         self._remove(src)
         self.expires.pop(dst, None)
         if self.keyspace.notify_flags & NEW:
             self._announce_if_new(dst)
         self.data[dst] = value
+        if word is not None:  # (the value keeps its access word, as Redis's object does)
+            self.lru[dst] = word
+        else:
+            self.lru.pop(dst, None)
         if when is not None:
             self.set_expire(dst, when)
         self.signal_modified(src)
@@ -147,6 +192,7 @@ class Database:
         self.data.clear()
         self.expires.clear()
         self._deadlines.clear()
+        self.lru.clear()
         return removed
 
     def take_contents(self, other: Database) -> None:
@@ -158,6 +204,7 @@ class Database:
         self.expires = other.expires
         self._deadlines = other._deadlines
         self.idmp_keys = other.idmp_keys
+        self.lru = other.lru
         for key in list(self.watched):
             if key in before or key in self.data:
                 self.signal_modified(key)
@@ -165,8 +212,49 @@ class Database:
             if key in self.data:
                 self.signal_ready(key)
 
+    def swap_contents(self, other: Database) -> None:
+        """SWAPDB: the two databases exchange their keys (with their TTLs and access words);
+        their clients, WATCHes and blocked clients stay where they are. Before the swap,
+        WATCHers of a key that exists in either database are told (Redis's
+        touchAllWatchedKeysInDb, expired keys as it judges them); after it, clients blocked
+        on a key that exists now, or existed before, run again (a key appearing through the
+        swap serves them; a vanished one lets XREADGROUP answer as Redis 7.2 does)."""
+        self._touch_for_swap(other)
+        other._touch_for_swap(self)
+        mine, theirs = self.data, other.data
+        self.data, other.data = other.data, self.data
+        self.expires, other.expires = other.expires, self.expires
+        self._deadlines, other._deadlines = other._deadlines, self._deadlines
+        self.idmp_keys, other.idmp_keys = other.idmp_keys, self.idmp_keys
+        self.lru, other.lru = other.lru, self.lru
+        for db, before in ((self, mine), (other, theirs)):
+            for key in list(db.blocking):
+                if key in db.data or key in before:
+                    db.signal_ready(key)
+
+    def _touch_for_swap(self, replaced_with: Database) -> None:
+        """WATCHers of this database's keys, before its contents become ``replaced_with``'s
+        (Redis's touchAllWatchedKeysInDb(emptied, replaced_with))."""
+        for key, watchers in list(self.watched.items()):
+            exists_here = key in self.data
+            exists_there = key in replaced_with.data
+            if not (exists_here or exists_there):
+                continue
+            for wk in watchers:
+                if wk.expired:
+                    if not exists_there:
+                        wk.expired = False  # an expired key deleted: no logical change
+                        continue
+                    if replaced_with.is_expired(key):
+                        continue  # still an expired key
+                elif not exists_here and replaced_with.is_expired(key):
+                    wk.expired = True  # nothing replaced by an expired key
+                    continue
+                wk.client.dirty_cas = True
+
     def _remove(self, key: bytes) -> None:
         del self.data[key]
+        self.lru.pop(key, None)
         if self.expires:
             self.expires.pop(key, None)
         if self.blocking:
@@ -250,6 +338,19 @@ class Database:
         return deleted
 
 
+#: Redis's LFU_INIT_VAL: the counter of a new key under an LFU policy
+LFU_INIT_VAL = 5
+#: Redis's LRU_CLOCK_MAX: the LRU clock is 24 bits of seconds and wraps (~194 days)
+LRU_CLOCK_MAX = (1 << 24) - 1
+#: LFU's logarithmic increments draw from this (a test may seed it)
+lfu_rng = random.Random()
+
+
+def lru_clock(ms: int) -> int:
+    """Redis's LRU clock at ms: seconds, 24 bits."""
+    return (ms // 1000) & LRU_CLOCK_MAX
+
+
 def _no_new_key_listener(db: int, key: bytes) -> None:
     """A keyspace without an engine (tools, tests) publishes nothing."""
 
@@ -273,6 +374,65 @@ class Keyspace:
         self.on_new_key: Callable[[int, bytes], None] = _no_new_key_listener
         #: what snapshots save beside the databases (an active-active region; None: nothing)
         self.persisted: PersistedState | None = None
+        #: lookups update access words (off for the commands of a CLIENT NO-TOUCH client)
+        self.touch = True
+        #: an LFU maxmemory-policy is set: access words are LFU words (``Database.lru``)
+        self.lfu = False
+        self.lfu_log_factor = 10  # lfu-log-factor
+        self.lfu_decay_time = 1  # lfu-decay-time (minutes)
+
+    # -- access words (``Database.lru``) -------------------------------------------------------
+
+    def fresh_word(self) -> int:
+        """The access word of a value created now (Redis's createObject)."""
+        if self.lfu:
+            return ((self.now_ms // 60000) & 0xFFFF) << 8 | LFU_INIT_VAL
+        return self.now_ms
+
+    def lfu_counter(self, word: int) -> int:
+        """The LFU counter of a word, decayed by the minutes elapsed since its last access
+        (Redis's LFUDecrAndReturn; nothing is stored)."""
+        counter = word & 255
+        if self.lfu_decay_time:
+            ldt = (word >> 8) & 0xFFFF
+            now = (self.now_ms // 60000) & 0xFFFF
+            elapsed = now - ldt if now >= ldt else 65535 - ldt + now
+            periods = elapsed // self.lfu_decay_time
+            counter = max(counter - periods, 0)
+        return counter
+
+    def lfu_touched(self, word: int) -> int:
+        """The LFU word after one more access (Redis's updateLFU: decay, then a logarithmic
+        increment); ``word`` -1: a key without one, taken as new."""
+        if word < 0:
+            word = self.fresh_word()
+        counter = self.lfu_counter(word)
+        if counter < 255:
+            base = max(counter - LFU_INIT_VAL, 0)
+            if lfu_rng.random() < 1.0 / (base * self.lfu_log_factor + 1):
+                counter += 1
+        return ((self.now_ms // 60000) & 0xFFFF) << 8 | counter
+
+    def restored_word(self, idle_s: int, freq: int) -> int | None:
+        """The access word RESTORE's IDLETIME or FREQ gives a key (Redis's
+        objectSetLRUOrLFU: FREQ counts under an LFU policy, IDLETIME otherwise); None when
+        the one given does not apply (-1: not given)."""
+        if self.lfu:
+            return ((self.now_ms // 60000) & 0xFFFF) << 8 | freq if freq >= 0 else None
+        return self.now_ms - idle_s * 1000 if idle_s >= 0 else None
+
+    def idle_ms(self, word: int) -> int:
+        """Milliseconds since the access a word records, on Redis's wrapping 24-bit clock
+        of seconds (estimateObjectIdleTime)."""
+        now, then = lru_clock(self.now_ms), lru_clock(word)
+        if now >= then:
+            return (now - then) * 1000
+        return (now + (LRU_CLOCK_MAX - then)) * 1000
+
+    def swap(self, first: int, second: int) -> None:
+        """SWAPDB first second (indexes already checked)."""
+        if first != second:
+            self.dbs[first].swap_contents(self.dbs[second])
 
     def __iter__(self) -> Iterator[Database]:
         return iter(self.dbs)

@@ -26,6 +26,13 @@ class Hash(dict[bytes, bytes]):
         super().__init__()
         self.listpack = True
 
+    def copy(self) -> Hash:
+        """A twin with the same fields and encoding (a ``Hash``, not a plain dict)."""
+        twin = Hash()
+        twin.update(self)
+        twin.listpack = self.listpack
+        return twin
+
 
 def type_name(value: object) -> bytes:
     if type(value) is bytes or isinstance(value, bytes):

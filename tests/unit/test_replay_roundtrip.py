@@ -296,6 +296,19 @@ rest = st.one_of(
     ),
     st.sampled_from([["SELECT", "0"], ["SELECT", "1"]]),
     st.just(["FLUSHDB"]),
+    # generic (issue 19): COPY of every type, MOVE, SWAPDB, SORT … STORE (its empty result)
+    st.tuples(
+        st.sampled_from([*KEYS, "set1", "z1", "str", "h"]),
+        st.sampled_from([*KEYS, "set2", "z2", "copy"]),
+        st.sampled_from([[], ["REPLACE"], ["DB", "1"], ["DB", "0", "REPLACE"]]),
+    ).map(lambda t: ["COPY", t[0], t[1], *t[2]]),
+    st.tuples(
+        st.sampled_from([*KEYS, "set1", "z2", "str", "copy"]), st.sampled_from(["0", "1"])
+    ).map(lambda t: ["MOVE", *t]),
+    st.sampled_from([["SWAPDB", "0", "1"], ["SWAPDB", "1", "1"]]),
+    st.tuples(st.sampled_from(["set1", "z1", "nokey"]), st.sampled_from(["copy", "str"])).map(
+        lambda t: ["SORT", t[0], "LIMIT", "5", "0", "STORE", t[1]]
+    ),
 )
 commands = st.one_of(core, core, rest)
 single = commands.map(lambda argv: ("cmd", [argv]))

@@ -179,6 +179,9 @@ class ServerInfo:
         self.start_time_ms = 0
         self.start_mono_ms = 0.0
         self.event_loop = "asyncio"
+        #: the process's memory when the engine started, and the highest seen (MEMORY STATS)
+        self.startup_memory = 0
+        self.peak_memory = 0
 
 
 class Stats:
@@ -349,6 +352,8 @@ class Client:
         #: replaying an AOF or obeying a primary: commands carry concrete values (XADD IDMP
         #: with an explicit ID) and are applied, not judged
         self.replaying = False
+        #: the client scripts call commands through (Redis's CLIENT_SCRIPT)
+        self.is_script = False
         #: a replica attached to this server (after SYNC/PSYNC), or this server's primary
         self.is_replica = False
         self.is_master = False

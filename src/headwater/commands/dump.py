@@ -33,8 +33,8 @@ def cmd_dump(c: Client, argv: list[bytes]) -> Reply:
 class RestoreOpts:
     replace: bool = False
     absttl: bool = False
-    idle_s: int = -1  # IDLETIME: checked, then unused (no LRU clock is kept)
-    freq: int = -1  # FREQ: checked, then unused (no LFU counter is kept)
+    idle_s: int = -1  # IDLETIME: the key's idle time (under an LRU or no eviction policy)
+    freq: int = -1  # FREQ: the key's LFU counter (under an LFU policy)
 
 
 def parse_restore(argv: list[bytes]) -> RestoreOpts:
@@ -101,6 +101,9 @@ def cmd_restore(c: Client, argv: list[bytes]) -> Reply | Written:
             return Written(OK, one_line(1, [b"DEL", key]))
         return OK
     restore(db, key, value, ttl, opts.replace)
+    word = keyspace.restored_word(opts.idle_s, opts.freq)
+    if word is not None:
+        db.lru[key] = word
     notify(c, GENERIC, b"restore", key)
     change: Change = ONE
     if ttl and not opts.absttl:  # propagated with the deadline, as Redis rewrites it

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from headwater.commands.args import INT64_MAX, INT64_MIN, parse_int
+from headwater.commands.args import INT64_MAX, INT64_MIN, parse_int, strict_int
 from headwater.commands.context import Client, help_handler, reject_subcommand, spec
-from headwater.commands.notify import lookup_read, notify
-from headwater.errors import NO_SUCH_KEY, SYNTAX, err
+from headwater.commands.notify import lookup_read, notify, notify_in, peek_read
+from headwater.errors import DB_INDEX_OUT_OF_RANGE, NO_SUCH_KEY, SYNTAX, err
 from headwater.glob import compile_glob
 from headwater.keyevents import GENERIC
+from headwater.keyspace import Database
 from headwater.ops.change import ONE, Written, as_given, one_line
+from headwater.ops.generic import copy_key, move_key
 from headwater.resp.types import OK, Reply, Status
 from headwater.structures.lists import ListValue
 from headwater.structures.sets import SetValue
@@ -29,15 +31,16 @@ def cmd_del(c: Client, argv: list[bytes]) -> Reply | Written:
 
 
 def cmd_exists(c: Client, argv: list[bytes]) -> Reply:
-    return sum(1 for key in argv[1:] if lookup_read(c, key) is not None)
+    return sum(1 for key in argv[1:] if peek_read(c, key) is not None)
 
 
 def cmd_touch(c: Client, argv: list[bytes]) -> Reply:
-    return cmd_exists(c, argv)
+    """TOUCH key [key ...]: EXISTS that counts as an access of each key."""
+    return sum(1 for key in argv[1:] if lookup_read(c, key) is not None)
 
 
 def cmd_type(c: Client, argv: list[bytes]) -> Reply:
-    value = lookup_read(c, argv[1])
+    value = peek_read(c, argv[1])
     return Status(b"none" if value is None else type_name(value))
 
 
@@ -64,6 +67,81 @@ def cmd_rename(c: Client, argv: list[bytes]) -> Reply | Written:
 
 def cmd_renamenx(c: Client, argv: list[bytes]) -> Reply | Written:
     return _rename(c, argv, nx=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Between databases: COPY, MOVE, SWAPDB (write rules in ops/generic.py)
+
+SAME_OBJECT = err("source and destination objects are the same")
+#: Redis's getIntFromObjectOrReply past 32 bits
+INT_RANGE = err("value is out of range, value must between -2147483648 and 2147483647")
+
+
+def _database(c: Client, raw: bytes) -> Database:
+    """A database named by index, as Redis's getIntFromObject + selectDb check it."""
+    index = parse_int(raw)
+    if not -(2**31) <= index < 2**31:
+        raise INT_RANGE
+    dbs = c.server.keyspace.dbs
+    if not 0 <= index < len(dbs):
+        raise DB_INDEX_OUT_OF_RANGE
+    return dbs[index]
+
+
+def cmd_copy(c: Client, argv: list[bytes]) -> Reply | Written:
+    """COPY source destination [DB destination-db] [REPLACE]"""
+    dst, replace = c.db, False
+    i = 3
+    while i < len(argv):
+        token = argv[i].upper()
+        if token == b"REPLACE":
+            replace = True
+        elif token == b"DB" and i + 1 < len(argv):
+            dst = _database(c, argv[i + 1])
+            i += 1
+        else:
+            raise SYNTAX
+        i += 1
+    key, new_key = argv[1], argv[2]
+    if dst is c.db and key == new_key:
+        raise SAME_OBJECT
+    if not copy_key(c.db, key, dst, new_key, replace):
+        return 0
+    notify_in(c, dst.index, GENERIC, b"copy_to", new_key)
+    return Written(1, ONE)
+
+
+def cmd_move(c: Client, argv: list[bytes]) -> Reply | Written:
+    """MOVE key db"""
+    dst = _database(c, argv[2])
+    if dst is c.db:
+        raise SAME_OBJECT
+    key = argv[1]
+    if not move_key(c.db, key, dst):
+        return 0
+    notify(c, GENERIC, b"move_from", key)
+    notify_in(c, dst.index, GENERIC, b"move_to", key)
+    return Written(1, ONE)
+
+
+def _swap_index(raw: bytes, which: str) -> int:
+    index = strict_int(raw)
+    if index is None:
+        raise err(f"invalid {which} DB index")
+    return index
+
+
+def cmd_swapdb(c: Client, argv: list[bytes]) -> Reply | Written:
+    """SWAPDB index1 index2: clients keep their database number and see the other's keys;
+    WATCHers of keys in either are told, blocked clients whose key appears are served."""
+    first = _swap_index(argv[1], "first")
+    second = _swap_index(argv[2], "second")
+    keyspace = c.server.keyspace
+    count = len(keyspace.dbs)
+    if not (0 <= first < count and 0 <= second < count):
+        raise DB_INDEX_OUT_OF_RANGE
+    keyspace.swap(first, second)
+    return Written(OK, ONE)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -134,7 +212,7 @@ def cmd_scan(c: Client, argv: list[bytes]) -> Reply:
     match = compile_glob(pattern).match if pattern not in (None, b"*") else None
     kept: list[Reply] = []
     for key in keys:
-        value = c.db.get(key)
+        value = c.db.peek(key)
         if value is None or (match is not None and match(key) is None):
             continue
         if type_filter is not None and type_name(value) != type_filter:
@@ -229,7 +307,7 @@ def cmd_pexpireat(c: Client, argv: list[bytes]) -> Reply | Written:
 
 
 def _ttl(c: Client, key: bytes, in_ms: bool, absolute: bool) -> Reply:
-    if lookup_read(c, key) is None:
+    if peek_read(c, key) is None:
         return -2
     when = c.db.expires.get(key)
     if when is None:
@@ -281,26 +359,66 @@ def object_encoding(value: object) -> bytes:
 
 
 def cmd_object_encoding(c: Client, argv: list[bytes]) -> Reply:
-    value = lookup_read(c, argv[2], notify_miss=False)
+    value = peek_read(c, argv[2], notify_miss=False)
     return None if value is None else object_encoding(value)
 
 
 def cmd_object_refcount(c: Client, argv: list[bytes]) -> Reply:
-    value = lookup_read(c, argv[2], notify_miss=False)
+    value = peek_read(c, argv[2], notify_miss=False)
     if value is None:
         return None
     shared = isinstance(value, bytes) and string_encoding(value) == b"int"
     return _SHARED_REFCOUNT if shared and 0 <= int(value) < 10000 else 1
 
 
+_POLICY_NOTE = (
+    "Please note that when switching between policies at runtime LRU and LFU data will take "
+    "some time to adjust."
+)
+LFU_NOT_SELECTED = err(
+    "An LFU maxmemory policy is not selected, access frequency not tracked. " + _POLICY_NOTE
+)
+LFU_SELECTED = err("An LFU maxmemory policy is selected, idle time not tracked. " + _POLICY_NOTE)
+
+
+def cmd_object_idletime(c: Client, argv: list[bytes]) -> Reply:
+    """OBJECT IDLETIME key: seconds since the key's last access (refused under LFU)."""
+    key = argv[2]
+    if peek_read(c, key, notify_miss=False) is None:
+        return None
+    keyspace = c.server.keyspace
+    if keyspace.lfu:
+        raise LFU_SELECTED
+    return keyspace.idle_ms(c.db.access_word(key)) // 1000
+
+
+def cmd_object_freq(c: Client, argv: list[bytes]) -> Reply:
+    """OBJECT FREQ key: the key's LFU counter, decayed to now (only under an LFU policy)."""
+    key = argv[2]
+    if peek_read(c, key, notify_miss=False) is None:
+        return None
+    keyspace = c.server.keyspace
+    if not keyspace.lfu:
+        raise LFU_NOT_SELECTED
+    return keyspace.lfu_counter(c.db.access_word(key))
+
+
 OBJECT_HELP = [
     b"OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
     b"ENCODING <key>",
-    b"    Return the kind of internal representation used to store the value of <key>.",
+    b"    Return the kind of internal representation used in order to store the value",
+    b"    associated with a <key>.",
+    b"FREQ <key>",
+    b"    Return the access frequency index of the <key>. The returned integer is",
+    b"    proportional to the logarithm of the recent access frequency of the key.",
+    b"IDLETIME <key>",
+    b"    Return the idle time of the <key>, that is the approximated number of",
+    b"    seconds elapsed since the last access to the key.",
     b"REFCOUNT <key>",
-    b"    Return the number of references of the value of <key>.",
+    b"    Return the number of references of the value associated with the specified",
+    b"    <key>.",
     b"HELP",
-    b"    Print this help.",
+    b"    Prints this help.",
 ]
 
 
@@ -330,6 +448,9 @@ SPECS = (
     spec("expiretime", 2, "readonly fast", (1, 1, 1), cmd_expiretime),
     spec("pexpiretime", 2, "readonly fast", (1, 1, 1), cmd_pexpiretime),
     spec("persist", 2, "write fast", (1, 1, 1), cmd_persist),
+    spec("copy", -3, "write denyoom", (1, 2, 1), cmd_copy),
+    spec("move", 3, "write fast", (1, 1, 1), cmd_move),
+    spec("swapdb", 3, "write fast", (0, 0, 0), cmd_swapdb),
     spec(
         "object",
         -2,
@@ -338,6 +459,8 @@ SPECS = (
         subcommands=(
             spec("object|encoding", 3, "readonly", (2, 2, 1), cmd_object_encoding),
             spec("object|refcount", 3, "readonly", (2, 2, 1), cmd_object_refcount),
+            spec("object|freq", 3, "readonly", (2, 2, 1), cmd_object_freq),
+            spec("object|idletime", 3, "readonly", (2, 2, 1), cmd_object_idletime),
             spec("object|help", 2, "loading stale", handler=cmd_object_help),
         ),
     ),

@@ -28,6 +28,15 @@ def notify(c: Client, event_class: int, event: bytes, key: bytes) -> None:
         publish_event(server.pubsub, flags, event, key, c.db.index, hold)
 
 
+def notify_in(c: Client, db: int, event_class: int, event: bytes, key: bytes) -> None:
+    """``notify`` for a key of another database than the client's (MOVE, COPY … DB)."""
+    server = c.server
+    flags = server.keyspace.notify_flags
+    if flags & event_class:
+        hold = server.effect_seq + 1 if server.replies_wait_for_disk else 0
+        publish_event(server.pubsub, flags, event, key, db, hold)
+
+
 def publish_event(
     pubsub: PubSub, flags: int, event: bytes, key: bytes, db: int, hold: int = 0
 ) -> None:
@@ -46,6 +55,14 @@ def lookup_read(c: Client, key: bytes, notify_miss: bool = True) -> Any:
     of the wrong type is a hit. Writes look their keys up with ``c.db.get`` and count
     nothing, as in Redis."""
     value = c.db.get(key)
+    count_read(c, key, value, notify_miss)
+    return value
+
+
+def peek_read(c: Client, key: bytes, notify_miss: bool = True) -> Any:
+    """``lookup_read`` without the access (Redis's LOOKUP_NOTOUCH: TYPE, EXISTS, the TTL
+    family, OBJECT): the key's LRU time and LFU counter stay as they were."""
+    value = c.db.peek(key)
     count_read(c, key, value, notify_miss)
     return value
 

@@ -17,7 +17,8 @@ from headwater.activeactive.journal import apply_local
 from headwater.activeactive.rstream import RegionStream
 from headwater.commands import keys as plain_keys
 from headwater.commands import region_streams as rs
-from headwater.commands import strings
+from headwater.commands import sort, strings
+from headwater.commands.args import strict_int
 from headwater.commands.context import Client, CommandSpec, Handler, spec
 from headwater.commands.notify import notify
 from headwater.commands.region_keyspace import (
@@ -150,6 +151,50 @@ def _not_on_streams(name: str, handler: Handler, step: int = 0) -> Handler:
         return result
 
     return refuse_on_streams
+
+
+def _region_stream_at(c: Client, key: bytes) -> bool:
+    rk = c.server.region
+    return rk is not None and isinstance(rk.db.data.get(key), RegionStream)
+
+
+def _copy(c: Client, argv: list[bytes]) -> Reply | Written:
+    """COPY: a region stream is neither copied nor replaced (its region record would not
+    follow); other values copy as on a plain server."""
+    if _region_stream_at(c, argv[1]) or _region_stream_at(c, argv[2]):
+        raise unsupported("COPY of or onto a stream key")
+    result: Reply | Written = plain_keys.cmd_copy(c, argv)
+    return result
+
+
+def _move(c: Client, argv: list[bytes]) -> Reply | Written:
+    """MOVE: a region stream stays in database 0."""
+    rk = c.server.region
+    if rk is not None and c.db is rk.db and _region_stream_at(c, argv[1]):
+        raise unsupported("MOVE of a stream key")
+    result: Reply | Written = plain_keys.cmd_move(c, argv)
+    return result
+
+
+def _swapdb(c: Client, argv: list[bytes]) -> Reply | Written:
+    """SWAPDB: database 0 holds the region's streams and cannot be swapped."""
+    rk = c.server.region
+    if rk is not None and rk.db.index in (strict_int(argv[1]), strict_int(argv[2])):
+        raise unsupported("SWAPDB of database 0")
+    result: Reply | Written = plain_keys.cmd_swapdb(c, argv)
+    return result
+
+
+def _sort(c: Client, argv: list[bytes]) -> Reply | Written:
+    """SORT … STORE onto a region stream is refused (it would replace it behind the
+    region's back)."""
+    rk = c.server.region
+    if rk is not None and c.db is rk.db:
+        for i in range(2, len(argv) - 1):
+            if argv[i].upper() == b"STORE" and _region_stream_at(c, argv[i + 1]):
+                raise unsupported("SORT ... STORE onto a stream key")
+    result: Reply | Written = sort.cmd_sort(c, argv)
+    return result
 
 
 #: stream commands whose active-active rules are not built yet: refused with a clear error
@@ -316,6 +361,10 @@ HANDLERS: dict[str, Handler] = {
     "flushall": cmd_flushall,
     "rename": cmd_rename,
     "renamenx": cmd_renamenx,
+    "copy": _copy,
+    "move": _move,
+    "swapdb": _swapdb,
+    "sort": _sort,
     "expire": _not_on_streams("EXPIRE", plain_keys.cmd_expire),
     "pexpire": _not_on_streams("PEXPIRE", plain_keys.cmd_pexpire),
     "expireat": _not_on_streams("EXPIREAT", plain_keys.cmd_expireat),

@@ -13,11 +13,13 @@ from headwater.commands import (
     introspection,
     keys,
     lists,
+    memory,
     monitor,
     pubsub,
     replication,
     server,
     sets,
+    sort,
     streams,
     strings,
     transactions,
@@ -45,6 +47,8 @@ FAMILIES = (
     zsets,
     lists,
     dump,
+    sort,
+    memory,
 )
 
 

@@ -105,6 +105,7 @@ class Engine(ScriptHost):
         self.info = ServerInfo()
         self.info.start_time_ms = self.clock.now_ms()
         self.info.start_mono_ms = self.clock.monotonic_ms()
+        self.info.startup_memory = self.info.peak_memory = self.used_memory()
         self.clients: dict[int, Client] = {}
         self.next_client_id = 1
         self.dirty = 0
@@ -115,6 +116,8 @@ class Engine(ScriptHost):
         self.pubsub = PubSub(self.pending)
         self.keyspace.notify_flags = self.config["notify-keyspace-events"]
         self.keyspace.on_new_key = self._new_key
+        for name in ("maxmemory-policy", "lfu-log-factor", "lfu-decay-time"):
+            self._config_changed(name, self.config[name])
         self.config.listeners.append(self._config_changed)
         self.effect_sinks: list[EffectSink] = []
         self.shutdown_requested: tuple[bool | None, bool, bool] | None = None
@@ -170,6 +173,12 @@ class Engine(ScriptHost):
     def _config_changed(self, name: str, value: Any) -> None:
         if name == "notify-keyspace-events":
             self.keyspace.notify_flags = value
+        elif name == "maxmemory-policy":
+            self.keyspace.lfu = value.endswith("-lfu")
+        elif name == "lfu-log-factor":
+            self.keyspace.lfu_log_factor = value
+        elif name == "lfu-decay-time":
+            self.keyspace.lfu_decay_time = value
 
     def _new_key(self, db: int, key: bytes) -> None:
         """The ``new`` keyspace event (the keyspace calls it only while class n is on)."""
@@ -284,6 +293,8 @@ class Engine(ScriptHost):
 
     def call(self, c: Client, row: CommandSpec, argv: list[bytes]) -> Reply | Block:
         """Run the handler; returns its reply (errors as ReplyError values) and propagates."""
+        if c.no_touch and self.keyspace.touch and row.name != "touch":
+            return self._call_untouched(c, row, argv)
         self.stats.total_commands_processed += 1
         started = time.perf_counter()
         effects_before = self.effect_seq
@@ -310,6 +321,16 @@ class Engine(ScriptHost):
         elif self.replies_wait_for_disk and row.sees_data:
             c.seen_seq = self.effect_seq  # it may have read effects not yet on disk
         return reply  # type: ignore[no-any-return]
+
+    def _call_untouched(self, c: Client, row: CommandSpec, argv: list[bytes]) -> Reply | Block:
+        """``call`` for a CLIENT NO-TOUCH client: its lookups leave the keys' access times
+        and LFU counters alone (TOUCH excepted, as in Redis 7.2)."""
+        keyspace = self.keyspace
+        keyspace.touch = False
+        try:
+            return self.call(c, row, argv)
+        finally:
+            keyspace.touch = True
 
     def _error(self, exc: ReplyError) -> ReplyError:
         self.stats.total_error_replies += 1

@@ -211,6 +211,7 @@ class Scripting:
         self.reader = ReplyReader(lua, self.entry.ok_table, self.entry.err_table)
         client = Client(self.host, 0)
         client.authenticated = True
+        client.is_script = True
         self.client = client
         libraries.install(self)
 

@@ -93,6 +93,12 @@ class Consumer:
         self.seen_time = now_ms  # last attempt to read or claim
         self.active_time = -1  # last successful delivery or claim (-1: never)
 
+    def copy(self) -> Consumer:
+        twin = Consumer(self.name, self.seen_time)
+        twin.pel = self.pel.copy()
+        twin.active_time = self.active_time
+        return twin
+
 
 class Group:
     __slots__ = (
@@ -115,6 +121,17 @@ class Group:
         self.consumers: dict[bytes, Consumer] = {}
         self.nacked: dict[int, None] = {}  # the NACK zone: unowned keys, oldest nack first
         self.reclaim_checked_ms = 0  # last look for idle consumers (when reclaiming is on)
+
+    def copy(self) -> Group:
+        """An independent twin: PEL, NACK zone and consumers with their times (COPY of a
+        stream; NACK tuples are immutable and shared)."""
+        twin = Group(self.name, self.last_id, self.entries_read)
+        twin.pel = dict(self.pel)
+        twin.order = self.order.copy()
+        twin.consumers = {name: consumer.copy() for name, consumer in self.consumers.items()}
+        twin.nacked = dict(self.nacked)
+        twin.reclaim_checked_ms = self.reclaim_checked_ms
+        return twin
 
     # -- consumers -------------------------------------------------------------------------
 

@@ -146,6 +146,18 @@ class IdmpState:
         self.added = 0  # lifetime: entries added with IDMP/IDMPAUTO
         self.duplicates = 0  # lifetime: duplicates answered from the map
 
+    def copy(self) -> IdmpState:
+        """An independent twin with the same maps, order and counters (COPY of a stream)."""
+        twin = IdmpState()
+        for pid, producer in self.producers.items():
+            copied = Producer()
+            copied.iids = dict(producer.iids)
+            copied.order = deque(producer.order)
+            twin.adopt(pid, copied)
+        twin.added = self.added
+        twin.duplicates = self.duplicates
+        return twin
+
     def forget(self, pid: bytes, iid: bytes) -> None:
         """Drop one iid (a replay learns that the primary had expired or evicted it)."""
         producer = self.producers.get(pid)

@@ -290,6 +290,21 @@ class Node:
         self.tomb = bytearray(tomb_v[t0:t1]) if t1 > t0 else None
         self._lazy = None
 
+    def copy(self) -> Node:
+        """An independent twin with buffers of its own (COPY of a stream); the field names,
+        which nothing writes, are shared."""
+        if self._lazy is not None:
+            self._materialize(self._lazy)
+        twin = Node(self.master, self.fields, self.field_list, self.lp_bytes)
+        twin.ms = array("Q", self.ms)
+        twin.seq = array("Q", self.seq)
+        twin.offsets = array("I", self.offsets)
+        twin.blob = bytearray(self.blob)
+        twin.tomb = bytearray(self.tomb) if self.tomb is not None else None
+        twin.count = self.count
+        twin.deleted = self.deleted
+        return twin
+
     # -- writing ---------------------------------------------------------------------------
 
     def append(self, sid: StreamID, pairs: Sequence[bytes]) -> None:

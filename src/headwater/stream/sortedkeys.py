@@ -53,6 +53,14 @@ class SortedKeys:
     def first(self) -> int:
         return self.chunks[0][0]
 
+    def copy(self) -> SortedKeys:
+        """An independent twin (COPY of a stream)."""
+        twin = SortedKeys()
+        twin.chunks = [list(chunk) for chunk in self.chunks]
+        twin.lasts = list(self.lasts)
+        twin.size = self.size
+        return twin
+
     def last(self) -> int:
         return self.lasts[-1]
 

@@ -74,6 +74,25 @@ class Stream:
     def __len__(self) -> int:
         return self.length
 
+    def copy(self) -> Stream:
+        """An independent twin (Redis's streamDup, for COPY): the entries in nodes of their
+        own, the counters, the consumer groups with their PELs and consumers, and the IDMP
+        maps and settings."""
+        twin = Stream()
+        twin.nodes = [node.copy() for node in self.nodes]
+        twin.firsts = list(self.firsts)
+        twin.length = self.length
+        twin.last_id = self.last_id
+        twin.last_trimmed = self.last_trimmed
+        twin.first_id = self.first_id
+        twin.max_deleted_id = self.max_deleted_id
+        twin.entries_added = self.entries_added
+        twin.groups = {name: group.copy() for name, group in self.groups.items()}
+        twin.idmp = self.idmp.copy() if self.idmp is not None else None
+        twin.idmp_duration = self.idmp_duration
+        twin.idmp_maxsize = self.idmp_maxsize
+        return twin
+
     # -- appending -------------------------------------------------------------------------
 
     def append(

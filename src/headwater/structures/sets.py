@@ -134,6 +134,13 @@ class SetValue:
             return sorted(self.members, key=int)
         return list(self.members)
 
+    #: SORT … BY nosort keeps no order of a set (DESC and LIMIT apply to its iteration order)
+    SORT_ORDERED = False
+
+    def sort_elements(self) -> list[bytes]:
+        """What SORT sorts: the members in iteration order."""
+        return self.ordered()
+
     def copy(self) -> SetValue:
         twin = SetValue(self.encoding)
         twin.members = dict(self.members)

@@ -106,6 +106,24 @@ class ZSetValue:
     def encoding_name(self) -> bytes:
         return b"listpack" if self.listpack else b"skiplist"
 
+    #: SORT … BY nosort keeps a sorted set's order (DESC reverses it)
+    SORT_ORDERED = True
+
+    def sort_elements(self) -> list[bytes]:
+        """What SORT sorts: the members by rank. Redis's SORT converts a listpack sorted set
+        to a skiplist first, so this does too (OBJECT ENCODING shows it afterwards)."""
+        self.listpack = False
+        return [member for _, member in self]
+
+    def copy(self) -> ZSetValue:
+        """An independent twin with the same encoding (zsetDup; the pairs, immutable, are
+        shared)."""
+        twin = ZSetValue(self.listpack)
+        twin.scores = dict(self.scores)
+        twin.chunks = [list(chunk) for chunk in self.chunks]
+        twin.lasts = list(self.lasts)
+        return twin
+
     def prepare(self, size_hint: int, longest: int, limits: ZSetLimits) -> None:
         """Before adding about ``size_hint`` members (zsetTypeMaybeConvert)."""
         if self.listpack and (

@@ -1,0 +1,101 @@
+"""Issue #19's "done when": ``COMMAND LIST`` on Headwater contains every command that
+redis-server 7.0.15 lists, except the documented exclusions (README: answered as unknown
+commands, or coming with the operability and replication work).
+
+The test names what is still missing, so a failure reads as a to-do list. It is expected to
+fail (xfail, not strict) while other families of the issue land; the lead removes the mark
+once they have.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+
+import pytest
+
+from tests.helpers import RawClient, ServerProcess
+
+#: what issue #19 leaves out, as COMMAND LIST names it (patterns)
+EXCLUDED = {
+    # cluster
+    "cluster": "cluster",
+    "cluster|*": "cluster",
+    "asking": "cluster",
+    "readonly": "cluster",
+    "readwrite": "cluster",
+    "restore-asking": "cluster",
+    # modules
+    "module": "modules",
+    "module|*": "modules",
+    # client-side caching
+    "client|tracking": "client-side caching",
+    "client|trackinginfo": "client-side caching",
+    "client|caching": "client-side caching",
+    "client|getredir": "client-side caching",
+    "migrate": "MIGRATE",
+    "lolwut": "LOLWUT",
+    # operability, later
+    "acl": "ACL",
+    "acl|*": "ACL",
+    "slowlog": "SLOWLOG",
+    "slowlog|*": "SLOWLOG",
+    "latency": "LATENCY",
+    "latency|*": "LATENCY",
+    "memory|doctor": "MEMORY DOCTOR",
+    # replication commands, in the replication issue
+    "failover": "replication",
+}
+
+
+def _names(server: ServerProcess) -> set[str]:
+    client = RawClient(server.port)
+    try:
+        client.sock.sendall(b"*2\r\n$7\r\nCOMMAND\r\n$4\r\nLIST\r\n")
+        reply = client.read_reply()
+    finally:
+        client.close()
+    lines = reply.split(b"\r\n")
+    return {lines[i].decode() for i in range(2, len(lines), 2) if lines[i - 1].startswith(b"$")}
+
+
+def _excluded(name: str) -> bool:
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in EXCLUDED)
+
+
+def missing_commands(headwater: ServerProcess, redis_server: ServerProcess) -> list[str]:
+    return sorted(n for n in _names(redis_server) - _names(headwater) if not _excluded(n))
+
+
+@pytest.mark.xfail(reason="other families of issue #19 are still landing", strict=False)
+def test_command_list_has_every_redis_command(
+    headwater: ServerProcess, redis_server: ServerProcess
+) -> None:
+    missing = missing_commands(headwater, redis_server)
+    assert not missing, f"{len(missing)} commands of redis-server 7.0 missing: {missing}"
+
+
+def test_exclusions_are_all_real_redis_commands(redis_server: ServerProcess) -> None:
+    """Each exclusion names something redis-server lists (no stale pattern hides a typo)."""
+    names = _names(redis_server)
+    for pattern in EXCLUDED:
+        assert any(fnmatch.fnmatchcase(n, pattern) for n in names), pattern
+
+
+def test_generic_commands_are_listed(headwater: ServerProcess) -> None:
+    """This branch's part of the list: nothing of it may go missing again."""
+    names = _names(headwater)
+    for name in (
+        "copy",
+        "move",
+        "swapdb",
+        "sort",
+        "sort_ro",
+        "object|freq",
+        "object|idletime",
+        "memory|usage",
+        "memory|stats",
+        "memory|purge",
+        "memory|malloc-stats",
+        "memory|help",
+    ):
+        assert name in names, name
