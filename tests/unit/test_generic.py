@@ -329,16 +329,28 @@ def test_sort_nosort_of_a_set_in_a_script_is_sorted(h: Harness) -> None:
     assert h.call(c, "EVAL", script, "1", "s") == [b"c", b"b", b"a"]
 
 
-def test_sort_store_is_refused_until_lists_exist_and_changes_nothing(h: Harness) -> None:
+def test_sort_store_writes_a_list_converted_as_redis_7_2_does(h: Harness) -> None:
+    """A quicklist pushed at the tail, then listTypeTryConversion AUTO: a listpack when the
+    result fits one, a quicklist of full nodes otherwise; COPY keeps the twin's layout."""
     c = h.client()
-    h.call(c, "SADD", "s", "1")
-    h.call(c, "SET", "d", "keep")
-    h.effects.clear()
-    assert "list type" in error_text(h.call(c, "SORT", "s", "STORE", "d"))
-    assert h.call(c, "GET", "d") == b"keep"
-    assert h.call(c, "SORT", "nokey", "STORE", "d") == 0
-    assert h.call(c, "EXISTS", "d") == 0
-    assert h.effect_lines() == [[b"SORT", b"nokey", b"STORE", b"d"]]
+    h.call(c, "SADD", "s", *[str(i) for i in range(300)])
+    assert h.call(c, "SORT", "s", "LIMIT", "0", "3", "STORE", "small") == 3
+    assert h.call(c, "LRANGE", "small", "0", "-1") == [b"0", b"1", b"2"]
+    assert h.call(c, "OBJECT", "ENCODING", "small") == b"listpack"
+    h.call(c, "CONFIG", "SET", "list-max-listpack-size", "128")
+    assert h.call(c, "SORT", "s", "STORE", "big") == 300
+    assert h.call(c, "OBJECT", "ENCODING", "big") == b"quicklist"
+    assert h.call(c, "LRANGE", "big", "0", "-1") == [str(i).encode() for i in range(300)]
+    big = h.engine.keyspace.dbs[0].data[b"big"]
+    assert [node.count for node in big.nodes] == [128, 128, 44]
+    big.check_invariants()
+    assert h.call(c, "COPY", "big", "twin") == 1
+    twin = h.engine.keyspace.dbs[0].data[b"twin"]
+    twin.check_invariants()
+    assert [node.count for node in twin.nodes] == [128, 128, 44]
+    h.call(c, "RPUSH", "twin", "x")
+    assert h.call(c, "LLEN", "big") == 300  # (independent)
+    assert h.effect_lines()[-1] == [b"RPUSH", b"twin", b"x"]
 
 
 def test_sort_counts_its_lookups_as_reads(h: Harness) -> None:

@@ -25,8 +25,7 @@ element itself) fill the reply, nil (or an empty string when stored) for a missi
 STORE writes the result as a list at the destination (deleting it when the result is empty),
 with the ``sortstore`` event; its effect is the command as given (deterministic: the sort is
 a total order but for ALPHA ties between equal weights, where, as in Redis, the order is the
-input's). The list type arrives with the list family: ``store_as_list`` is the one place
-that builds it.
+input's).
 """
 
 from __future__ import annotations
@@ -42,10 +41,10 @@ from headwater.errors import SYNTAX, WRONGTYPE, err
 from headwater.keyevents import GENERIC, LIST
 from headwater.ops.change import Change, Written
 from headwater.resp.types import Reply
+from headwater.structures.lists import ListValue
 from headwater.values import Hash
 
 SCORES_NOT_DOUBLES = err("One or more scores can't be converted into double")
-NO_LIST_TYPE = err("SORT ... STORE needs the list type, which this server does not have yet")
 
 
 @runtime_checkable
@@ -280,10 +279,8 @@ def _store(c: Client, key: bytes, chosen: list[bytes], gets: list[bytes]) -> Rep
 
 
 def store_as_list(c: Client, elements: list[bytes]) -> object:
-    """The list SORT … STORE writes (Redis: a quicklist, then listTypeTryConversion): built
-    by the list type, which arrives with the list family (issue #19). Until then STORE of a
-    non-empty result is refused by name, before anything changes."""
-    raise NO_LIST_TYPE
+    """The list SORT … STORE writes (Redis: a quicklist, then listTypeTryConversion)."""
+    return ListValue.of(elements, c.server.config["list-max-listpack-size"])
 
 
 def cmd_sort(c: Client, argv: list[bytes]) -> Reply | Written:

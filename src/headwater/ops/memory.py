@@ -27,8 +27,10 @@ jemalloc's size classes:
 
 Small values come out exactly as Redis 7.2 reports them (``tests/differential`` compares
 the ones whose encoding 7.0 shares); big hashtables are within a few percent (Redis's table
-may be mid-rehash, and its sample is in hash order). A value type of the list family, or any
-other, provides ``memory_usage(samples)`` (the robj included) to be counted.
+may be mid-rehash, and its sample is in hash order). Lists: a listpack's allocation, or the
+quicklist (40 bytes) and its average node (32 bytes and its listpack) over the first
+``samples`` nodes times their number. Any other type provides ``memory_usage(samples)`` (the
+robj included) to be counted.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from typing import Protocol, runtime_checkable
 from headwater.resp.encoder import format_double
 from headwater.stream.node import lp_str
 from headwater.stream.stream import Stream
+from headwater.structures.lists import EMPTY_SIZE, ListValue
 from headwater.structures.sets import INTSET, LISTPACK, SetValue
 from headwater.structures.zsets import ZSetValue
 from headwater.values import EMBSTR_MAX, Hash, RawString, string_encoding
@@ -55,6 +58,8 @@ STREAM_CONSUMER = 32  # sizeof(streamConsumer) (7.2: with active_time)
 RAX_NODE = 4 + 8 * 30  # sizeof(raxNode) plus Redis's fixed overhead per node
 STREAM_ID = 16
 ZSET = 16  # sizeof(zset)
+QUICKLIST = 40  # sizeof(quicklist)
+QUICKLIST_NODE = 32  # sizeof(quicklistNode)
 ZSKIPLIST = 32  # sizeof(zskiplist)
 ZSKIPLIST_NODE = 24  # sizeof(zskiplistNode) without its levels
 ZSKIPLIST_LEVEL = 16
@@ -181,6 +186,18 @@ def _zset(value: ZSetValue, samples: int) -> int:
     return size + _sampled(costs, len(value))
 
 
+def _list(value: ListValue, samples: int) -> int:
+    """objectComputeSize of a list: a listpack's allocation, or the quicklist's struct and
+    the average node (its struct and its listpack) of the first ``samples`` times their
+    number."""
+    if value.listpack:
+        size = value.nodes[0].size if value.nodes else EMPTY_SIZE
+        return ROBJ + malloc_size(size)
+    nodes = value.nodes
+    sampled = [QUICKLIST_NODE + malloc_size(node.size) for node in nodes[:samples]]
+    return ROBJ + QUICKLIST + (sum(sampled) * len(nodes) // len(sampled) if sampled else 0)
+
+
 def _rax(keys: int) -> int:
     """Redis's streamRadixTreeMemoryUsage for a tree of ``keys`` IDs (a node per key plus
     the head, for IDs that share most of their bytes)."""
@@ -223,6 +240,8 @@ def value_usage(value: object, samples: int, node_max_bytes: int = 4096) -> int:
         return _zset(value, samples)
     if isinstance(value, Stream):
         return _stream(value, samples, node_max_bytes)
+    if isinstance(value, ListValue):
+        return _list(value, samples)
     if isinstance(value, Measurable):
         return value.memory_usage(samples)
     return ROBJ + sys.getsizeof(value)  # (a type that measures nothing: its Python object)

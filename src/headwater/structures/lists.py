@@ -497,6 +497,36 @@ class ListValue:
     def node_items(self) -> list[list[bytes]]:
         return [node.items() for node in self.nodes]
 
+    # -- COPY and SORT (commands/sort.py, ops/generic.py) ----------------------------------
+
+    #: SORT … BY nosort keeps a list's order
+    SORT_ORDERED = True
+
+    def sort_elements(self) -> list[bytes]:
+        return list(self)
+
+    def copy(self) -> ListValue:
+        """An independent twin, node for node (same encoding, same layout)."""
+        twin = ListValue()
+        twin.nodes = [
+            Node.packed(memoryview(node.buf), node.starts.tobytes(), node.size)
+            for node in self.nodes
+        ]
+        for node, original in zip(twin.nodes, self.nodes, strict=True):
+            node.base = original.base
+        twin.count, twin.listpack, twin.fill = self.count, self.listpack, self.fill
+        return twin
+
+    @classmethod
+    def of(cls, members: list[bytes], fill: int) -> ListValue:
+        """A list of these members, as Redis builds one and then converts it (SORT … STORE:
+        a quicklist pushed at the tail, then listTypeTryConversion AUTO)."""
+        lst = cls.quicklist(fill)
+        for member in members:
+            lst.push(member, False)
+        lst.shrunk(fill, halve=False)
+        return lst
+
     # -- the middle ------------------------------------------------------------------------
 
     def set(self, index: int, member: bytes) -> bool:
