@@ -496,5 +496,5 @@ SPECS = (
     spec("substr", 4, "readonly", (1, 1, 1), cmd_getrange),
     spec("setrange", 4, "write denyoom", (1, 1, 1), cmd_setrange),
     spec("incrbyfloat", 3, "write denyoom fast", (1, 1, 1), cmd_incrbyfloat),
-    spec("lcs", -3, "readonly", (1, 1, 1), cmd_lcs),
+    spec("lcs", -3, "readonly", (1, 2, 1), cmd_lcs),
 )

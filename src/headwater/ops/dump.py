@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from headwater.errors import ReplyError, err
 from headwater.keyspace import Database
+from headwater.ops.hashttl import track_field_ttls
 from headwater.rdb import payload as rdb_payload
 from headwater.rdb.encoding import RdbError
 from headwater.rdb.objects import (
@@ -114,14 +115,13 @@ def keyspace_value(decoded: Value, limits: Limits) -> object:
         decoded.idmp_maxsize = limits.stream_idmp_maxsize
         return decoded
     if isinstance(decoded, HashValue):
-        if decoded.expires:
-            raise MissingType(
-                "hash with field expirations",
-                "RESTORE of a hash with field expirations (Redis 7.4) is not supported yet",
-            )
         h = Hash()
         for field, value in decoded.pairs:
             h[field] = value
+        if decoded.expires:
+            ttls = h.field_ttls()
+            for field, when in decoded.expires.items():
+                ttls.set(field, when)
         h.listpack = len(h) <= limits.hash_max_entries and all(
             len(f) <= limits.hash_max_value and len(v) <= limits.hash_max_value
             for f, v in decoded.pairs
@@ -161,5 +161,6 @@ def restore(db: Database, key: bytes, value: object, deadline_ms: int, replace: 
     db.set(key, value)
     if deadline_ms:
         db.set_expire(key, deadline_ms)
+    track_field_ttls(db, key, value)
     db.signal_ready(key)
     return deleted

@@ -26,6 +26,7 @@ from pathlib import Path
 from headwater.config import Config
 from headwater.keyspace import Keyspace
 from headwater.ops.dump import Limits, MissingType, keyspace_value
+from headwater.ops.hashttl import track_field_ttls
 from headwater.persistence.snapshot import write_snapshot
 from headwater.rdb.encoding import RdbError
 from headwater.rdb.rdbfile import Aux, Function, Key, read_rdb
@@ -104,6 +105,7 @@ def _load_key(
     db.data[record.key] = value
     if record.expire_ms >= 0:
         db.set_expire(record.key, record.expire_ms)
+    track_field_ttls(db, record.key, value)
     report.keys += 1
     report.per_db[record.db] += 1
 
