@@ -304,7 +304,8 @@ def cmd_getrange(c: Client, argv: list[bytes]) -> Reply:
     value = _get_string(c, argv[1])
     if value is None:
         return b""
-    return value[slice(*byte_range(start, end, len(value)))]
+    low, high = byte_range(start, end, len(value))
+    return value[low:high]
 
 
 def byte_range(start: int, end: int, length: int) -> tuple[int, int]:
