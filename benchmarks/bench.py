@@ -45,7 +45,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -70,6 +70,7 @@ from harness import (
     fill_numbered,
     measured,
     pack_all,
+    pipe_chunks,
     pipe_load,
     redis_benchmark,
     running,
@@ -506,6 +507,22 @@ def row_rpop_50(h: Harness) -> RatioRow:
     return run_pairs(h, RatioRow("rpop-50", "RPOP, 50 clients", 0.7, (sides[0], sides[1])))
 
 
+def row_hset_50(h: Harness) -> RatioRow:
+    """HSET of a random field (of 1M) of one hash, 16-byte values, 50 clients (issue 19)."""
+    command = ["HSET", "hash", "f:__rand_int__", VALUE16]
+
+    def side(server: ServerProcess) -> Side:
+        def run() -> float:
+            return redis_benchmark(h, server.port, command, clients=50, n=h.n(100_000))
+
+        return Side(server.name, server, run)
+
+    redis_, headwater = h.pair("hset")
+    return run_pairs(
+        h, RatioRow("hset-50", "HSET, 50 clients", 0.7, (side(redis_), side(headwater)))
+    )
+
+
 RATIO_ROWS: dict[str, Callable[[Harness], RatioRow]] = {
     "xadd-1": row_xadd_1,
     "xadd-50": row_xadd_50,
@@ -520,6 +537,7 @@ RATIO_ROWS: dict[str, Callable[[Harness], RatioRow]] = {
     "publish": row_publish,
     "lpush-50": row_lpush_50,
     "rpop-50": row_rpop_50,
+    "hset-50": row_hset_50,
 }
 
 
@@ -613,6 +631,37 @@ def table_list_memory(h: Harness) -> list[str]:
         f"List memory, RSS growth per element after {elements:,} `RPUSH mem <16 bytes>` "
         f"(`redis-cli --pipe`): redis {per_element['redis']:.1f} B, headwater "
         f"{per_element['headwater']:.1f} B, ratio {ratio:.2f}x (target <= 2.0x)."
+    ]
+
+
+def table_hash_memory(h: Harness) -> list[str]:
+    """RSS growth per field of one hash after 1M ``HSET memh <16-byte field> <16 bytes>``
+    through ``redis-cli --pipe``, each server freshly started (issue 19)."""
+    fields = h.n(1_000_000)
+    print(f"hash-memory: RSS growth after {fields:,} HSETs", flush=True)
+
+    def chunks() -> Iterator[bytes]:
+        for start in range(0, fields, 10_000):
+            yield b"".join(
+                hiredis.pack_command((b"HSET", b"memh", b"field:%010d" % i, VALUE16.encode()))
+                for i in range(start, min(start + 10_000, fields))
+            )
+
+    per_field = {}
+    for server in h.make_pair("hash-memory"):
+        with running([server]):
+            before = server.rss_bytes()
+            seconds = pipe_chunks(server.port, chunks())
+            got = server.client().hlen("memh")
+            if got != fields:
+                raise CheckError(f"{server.name}: HLEN memh = {got}, expected {fields}")
+            per_field[server.name] = (server.rss_bytes() - before) / fields
+        h.note(f"{server.name}: {per_field[server.name]:.1f} B/field, loaded in {seconds:.1f} s")
+    ratio = per_field["headwater"] / per_field["redis"]
+    return [
+        f"Hash memory, RSS growth per field after {fields:,} `HSET memh <16-byte field> "
+        f"<16 bytes>` (`redis-cli --pipe`): redis {per_field['redis']:.1f} B, headwater "
+        f"{per_field['headwater']:.1f} B, ratio {ratio:.2f}x (target <= 2.0x)."
     ]
 
 
@@ -925,6 +974,7 @@ TABLES: dict[str, Callable[[Harness], list[str]]] = {
     "snapshot": table_snapshot,
     "aof-replay": table_aof_replay,
     "spark": table_spark,
+    "hash-memory": table_hash_memory,
     "repl-cost": table_repl_cost,
     "repl-lag": table_repl_lag,
     "repl-psync": table_repl_psync,
@@ -934,6 +984,7 @@ DEFAULT_ROWS = (
     *RATIO_ROWS,
     "memory",
     "list-memory",
+    "hash-memory",
     "idmp",
     "inproc",
     "repl-cost",
@@ -957,6 +1008,8 @@ ROW_INFO = {
     "rpop-50": "RPOP from a list filled first, 50 clients (redis-benchmark), target >= 0.7x",
     "memory": "RSS growth per entry after 1M XADDs via redis-cli --pipe, <= 2.0x",
     "list-memory": "RSS growth per element after 1M RPUSHes of 16 bytes (--pipe), <= 2.0x",
+    "hset-50": "HSET hash f:<rand> <16 bytes>, 50 clients (redis-benchmark), >= 0.7x",
+    "hash-memory": "RSS growth per field of one hash after 1M HSETs (16-byte fields), <= 2.0x",
     "idmp": "IDMP/IDMPAUTO overhead table, 1 client, sizes 8/64/512 (Headwater only)",
     "inproc": "us per command with the engine driven in process (no sockets)",
     "snapshot": "slow: restart from a SAVEd snapshot at 5M entries, <= 1.0x",

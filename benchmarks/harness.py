@@ -16,7 +16,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -287,6 +287,13 @@ def redis_benchmark(
 def pipe_load(port: int, command: Sequence[str], count: int, chunk: int = 10_000) -> float:
     """Send ``command`` ``count`` times through ``redis-cli --pipe``; returns seconds."""
     payload = hiredis.pack_command(tuple(command))
+    return pipe_chunks(
+        port, (payload * min(chunk, count - start) for start in range(0, count, chunk))
+    )
+
+
+def pipe_chunks(port: int, chunks: Iterable[bytes]) -> float:
+    """Send the commands (RESP, in chunks) through ``redis-cli --pipe``; returns seconds."""
     started = time.perf_counter()
     proc = subprocess.Popen(
         ["redis-cli", "-h", HOST, "-p", str(port), "--pipe"],
@@ -296,8 +303,8 @@ def pipe_load(port: int, command: Sequence[str], count: int, chunk: int = 10_000
     )
     assert proc.stdin is not None
     assert proc.stdout is not None
-    for start in range(0, count, chunk):
-        proc.stdin.write(payload * min(chunk, count - start))
+    for data in chunks:
+        proc.stdin.write(data)
     proc.stdin.close()
     output = proc.stdout.read().decode(errors="replace")
     if proc.wait() != 0 or "errors: 0," not in output:

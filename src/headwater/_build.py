@@ -44,6 +44,8 @@ HOT_MODULES = (
     "headwater.commands.context",
     "headwater.commands.gate",
     "headwater.commands.strings",
+    "headwater.commands.hashes",
+    "headwater.structures.fieldttl",
     "headwater.commands.notify",
     "headwater.commands.sets",
     "headwater.structures.sets",

@@ -18,6 +18,11 @@ Rules
   of policy reinterprets the words already there. A key loaded from a snapshot has none until
   it is used (OBJECT IDLETIME then counts from that moment). The cost on the hot path is one
   dict store per lookup.
+* Hash fields expire too (Redis 7.4): the hash commands delete due fields when they touch a
+  hash and the cron deletes them from ``Database.field_deadlines`` (a heap of each such
+  hash's earliest deadline, maybe stale: the cron checks what is really there); each such
+  deletion is logged in ``Keyspace.expired`` as ``(db, key, fields, emptied)``, which the
+  engine propagates as ``HDEL``s.
 
 Value types live in ``headwater.values`` (this module is compiled by mypyc; they subclass
 builtins, which compiled classes cannot).
@@ -63,6 +68,8 @@ class Database:
         self.data: dict[bytes, Any] = {}
         self.expires: dict[bytes, int] = {}
         self._deadlines: list[tuple[int, bytes]] = []  # heap; stale entries skipped lazily
+        #: (earliest field deadline, key) of hashes with field TTLs: a heap, maybe stale
+        self.field_deadlines: list[tuple[int, bytes]] = []
         self.watched: dict[bytes, list[WatchedKey]] = {}
         self.blocking: dict[bytes, Any] = {}  # key -> waiters, owned by the blocking registry
         #: keys of streams that may hold IDMP iids, for the expiry cron (may be stale)
@@ -151,6 +158,10 @@ class Database:
         heapq.heappush(self._deadlines, (when_ms, key))
         self.signal_modified(key)
 
+    def schedule_fields(self, key: bytes, when_ms: int) -> None:
+        """The hash at key has a field due at ``when_ms`` (for the cron)."""
+        heapq.heappush(self.field_deadlines, (when_ms, key))
+
     def persist(self, key: bytes) -> bool:
         if self.expires.pop(key, None) is None:
             return False
@@ -193,6 +204,7 @@ class Database:
         self.expires.clear()
         self._deadlines.clear()
         self.lru.clear()
+        self.field_deadlines.clear()
         return removed
 
     def take_contents(self, other: Database) -> None:
@@ -203,6 +215,7 @@ class Database:
         self.data = other.data
         self.expires = other.expires
         self._deadlines = other._deadlines
+        self.field_deadlines = other.field_deadlines
         self.idmp_keys = other.idmp_keys
         self.lru = other.lru
         for key in list(self.watched):
@@ -227,6 +240,7 @@ class Database:
         self._deadlines, other._deadlines = other._deadlines, self._deadlines
         self.idmp_keys, other.idmp_keys = other.idmp_keys, self.idmp_keys
         self.lru, other.lru = other.lru, self.lru
+        self.field_deadlines, other.field_deadlines = other.field_deadlines, self.field_deadlines
         for db, before in ((self, mine), (other, theirs)):
             for key in list(db.blocking):
                 if key in db.data or key in before:
@@ -264,7 +278,7 @@ class Database:
 
     def _expire(self, key: bytes) -> None:
         self._remove(key)
-        self.keyspace.expired.append((self.index, key))
+        self.keyspace.expired.append((self.index, key, None, True))
         self.signal_modified(key)
 
     # -- WATCH and blocking hooks ------------------------------------------------------------
@@ -365,7 +379,9 @@ class Keyspace:
         #: (Redis: expireIfNeeded on a replica), and the cron expires nothing
         self.replica = False
         self.dbs = [Database(self, i) for i in range(databases)]
-        self.expired: list[tuple[int, bytes]] = []  # (db, key) deleted by expiry, to propagate
+        #: deleted by expiry, to propagate: (db, key, None, True) for a key, (db, key, fields,
+        #: emptied) for fields of a hash (emptied: the hash went with its last field)
+        self.expired: list[tuple[int, bytes, list[bytes] | None, bool]] = []
         self.ready_dbs: list[Database] = []  # databases with keys in their ``ready`` list
         #: ``notify-keyspace-events`` (headwater.keyevents flags): handlers test it before
         #: firing an event, so that nothing configured costs nothing more

@@ -7,6 +7,9 @@ subclass builtins, which mypyc's native classes cannot.
 
 from __future__ import annotations
 
+from headwater.errors import require
+from headwater.structures.fieldttl import FieldTtls
+
 #: Redis's OBJ_ENCODING_EMBSTR_SIZE_LIMIT.
 EMBSTR_MAX = 44
 
@@ -18,13 +21,36 @@ class RawString(bytes):
 
 
 class Hash(dict[bytes, bytes]):
-    """A hash; ``listpack`` turns false for good once it outgrows the listpack limits."""
+    """A hash; ``listpack`` turns false for good once it outgrows the listpack limits.
+    ``ttls`` holds its fields' deadlines (Redis 7.4 field expiration): None until a field
+    first gets one, so a hash that never had one pays one slot; once made it stays (as Redis
+    keeps such a hash ``listpackex``), maybe empty."""
 
-    __slots__ = ("listpack",)
+    __slots__ = ("listpack", "ttls")
 
     def __init__(self) -> None:
         super().__init__()
         self.listpack = True
+        self.ttls: FieldTtls | None = None
+
+    def field_ttls(self) -> FieldTtls:
+        """The deadlines, made on first use."""
+        if self.ttls is None:
+            self.ttls = FieldTtls()
+        return self.ttls
+
+    def has_field_ttls(self) -> bool:
+        return self.ttls is not None and len(self.ttls) > 0
+
+    def encoding_name(self) -> bytes:
+        if not self.listpack:
+            return b"hashtable"
+        return b"listpack" if self.ttls is None else b"listpackex"
+
+    def check_invariants(self) -> None:
+        require(len(self) > 0, "an empty hash is kept in the keyspace")
+        if self.ttls is not None:
+            self.ttls.check_invariants(self)
 
     def copy(self) -> Hash:
         """A twin with the same fields and encoding (a ``Hash``, not a plain dict)."""

@@ -72,7 +72,7 @@ def test_active_expiry_deletes_due_keys_and_logs_them() -> None:
     ks.now_ms = 1049
     assert db.active_expire(budget=1000) == 50
     assert len(db) == 50 and len(ks.expired) == 50
-    assert all(dbi == 1 for dbi, _ in ks.expired)
+    assert all(dbi == 1 and fields is None for dbi, _, fields, _ in ks.expired)
 
 
 def test_persist_and_reset_expiry_leave_no_stale_deadline() -> None:

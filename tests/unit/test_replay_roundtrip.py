@@ -226,6 +226,22 @@ rest = st.one_of(
     st.just(["INCR", "n"]),
     st.just(["HSET", "h", "f", "1", "g", "2"]),
     st.just(["HDEL", "h", "f"]),
+    # hash field TTLs (Redis 7.4): set, kept, dropped, expired lazily and by the cron
+    st.tuples(
+        st.sampled_from(["HPEXPIRE", "HEXPIRE", "HPEXPIREAT"]),
+        st.sampled_from([[], ["NX"], ["XX"], ["GT"], ["LT"]]),
+        st.sampled_from(["0", "1", "300", "900"]),
+    ).map(lambda t: [t[0], "h", t[2], *t[1], "FIELDS", "2", "f", "g"]),
+    st.just(["HPERSIST", "h", "FIELDS", "2", "g", "x"]),
+    st.just(["HINCRBYFLOAT", "h", "g", "1.5"]),
+    st.just(["HINCRBY", "h", "f", "2"]),
+    st.just(["HGETALL", "h"]),
+    # strings changed in place, and the float sum propagated as SET … KEEPTTL
+    st.just(["SETRANGE", "str", "3", "xy"]),
+    st.just(["SETBIT", "bits", "13", "1"]),
+    st.just(["BITFIELD", "bits", "OVERFLOW", "SAT", "INCRBY", "u4", "2", "5"]),
+    st.just(["BITOP", "XOR", "bits2", "bits", "str"]),
+    st.just(["INCRBYFLOAT", "fl", "0.1"]),
     st.just(["RENAME", "s", "t"]),
     # sets: every shape of their effects (SPOP's are what it picked at random)
     st.tuples(set_key, st.lists(member, min_size=1, max_size=4)).map(

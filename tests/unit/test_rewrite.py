@@ -25,6 +25,7 @@ from headwater.stream.stream import Stream
 from headwater.structures.lists import ListValue
 from headwater.structures.sets import SetValue
 from headwater.structures.zsets import ZSetValue
+from headwater.values import Hash
 from tests.unit.conftest import Harness
 
 
@@ -37,8 +38,10 @@ def canonical(dbs: list[Database]) -> dict[tuple[int, bytes], Any]:
             if isinstance(value, Stream):
                 value.check_invariants()
                 out[db.index, key] = (_stream(value), ttl)
-            elif isinstance(value, dict):
-                out[db.index, key] = ("hash", dict(value), ttl)
+            elif isinstance(value, Hash):
+                value.check_invariants()
+                deadlines = {} if value.ttls is None else dict(value.ttls.deadlines)
+                out[db.index, key] = ("hash", dict(value), deadlines, ttl)
             elif isinstance(value, ZSetValue):
                 value.check_invariants()
                 out[db.index, key] = ("zset", list(value), ttl)
@@ -127,6 +130,10 @@ def apply(h: Harness, c: Any, op: tuple[Any, ...], counter: list[int]) -> None:
         h.call(c, "SET", "k", "v", *(["PX", "100000"] if args[1] else []))
         h.call(c, "HSET", "h", "a", args[0], "b", "2")
         h.call(c, "APPEND", "raw", "x")
+        h.call(c, "HSET", "ht", "a", 1, "b", 2, "c", args[0])
+        h.call(c, "HPEXPIRE", "ht", 100_000 + args[0], "FIELDS", 2, "a", "b")
+        h.call(c, "HPEXPIRE", "ht", 200_000, "FIELDS", 1, "c")
+        h.call(c, "HPERSIST", "ht", "FIELDS", 1, "b")
         h.call(c, "SADD", "ints", args[0], 7, -3)
         h.call(c, "SADD", "mixed", args[0], "a", "b" * 70)
         h.call(c, "SADD", "big", *range(args[0] * 100, args[0] * 100 + 700))
@@ -185,6 +192,11 @@ def exact_state(dbs: list[Database]) -> dict[tuple[int, bytes], Any]:
                 value.check_invariants()
                 layout = [(n.items(), n.size) for n in value.nodes]
                 out[db.index, key] = ("ListValue", value.listpack, value.fill, layout, ttl)
+                continue
+            if isinstance(value, Hash):
+                value.check_invariants()
+                deadlines = None if value.ttls is None else dict(value.ttls.deadlines)
+                out[db.index, key] = ("Hash", dict(value), value.listpack, deadlines, ttl)
                 continue
             if not isinstance(value, Stream):
                 out[db.index, key] = (type(value).__name__, value, ttl)

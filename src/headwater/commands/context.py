@@ -195,6 +195,7 @@ class Stats:
         self.total_error_replies = 0
         self.errorstats: dict[str, int] = {}
         self.expired_keys = 0
+        self.expired_subkeys = 0  # hash fields deleted by expiry (Redis 7.4)
         self.keyspace_hits = 0
         self.keyspace_misses = 0
         self.net_input_bytes = 0

@@ -11,6 +11,7 @@ from headwater.keyevents import GENERIC
 from headwater.keyspace import Database
 from headwater.ops.change import ONE, Written, as_given, one_line
 from headwater.ops.generic import copy_key, move_key
+from headwater.ops.hashttl import track_field_ttls
 from headwater.resp.types import OK, Reply, Status
 from headwater.structures.lists import ListValue
 from headwater.structures.sets import SetValue
@@ -55,6 +56,7 @@ def _rename(c: Client, argv: list[bytes], nx: bool) -> Reply | Written:
             return 0
         c.db.delete(dst)
     c.db.rename(src, dst)
+    track_field_ttls(c.db, dst, c.db.data[dst])
     c.db.signal_ready(dst)
     notify(c, GENERIC, b"rename_from", src)
     notify(c, GENERIC, b"rename_to", dst)
@@ -352,7 +354,7 @@ def object_encoding(value: object) -> bytes:
     if isinstance(value, bytes):
         return string_encoding(value)
     if isinstance(value, Hash):
-        return b"listpack" if value.listpack else b"hashtable"
+        return value.encoding_name()
     if isinstance(value, (SetValue, ZSetValue, ListValue)):
         return value.encoding_name()
     return getattr(value, "ENCODING", b"unknown")

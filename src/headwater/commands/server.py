@@ -146,6 +146,7 @@ def _section_stats(c: Client) -> list[str]:
         f"sync_partial_ok:{s.sync_partial_ok}",
         f"sync_partial_err:{s.sync_partial_err}",
         f"expired_keys:{s.expired_keys}",
+        f"expired_subkeys:{s.expired_subkeys}",
         "evicted_keys:0",
         "evicted_clients:0",
         f"evicted_scripts:{s.evicted_scripts}",

@@ -1,17 +1,32 @@
 """String commands: the metadata type for checkpoints and markers.
 
-Redis ``t_string.c`` semantics: integers are strict int64 text, INCR/APPEND keep the TTL, SET
-without KEEPTTL clears it, and relative expiries are propagated as absolute ``PXAT``.
+Redis ``t_string.c`` semantics: integers are strict int64 text, INCR/APPEND/SETRANGE keep the
+TTL, SET without KEEPTTL clears it, and relative expiries are propagated as absolute ``PXAT``.
+INCRBYFLOAT adds in C's ``long double`` (``commands/ldouble.py``) and propagates the result
+as ``SET key value KEEPTTL``, as Redis does, so a replica never redoes float arithmetic.
+A string changed in place (APPEND, SETRANGE, SETBIT …) is a ``RawString``: Redis keeps such
+strings ``raw``. The bit commands are in ``commands/bitops.py``.
 """
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass
 
+from headwater.commands import ldouble
 from headwater.commands.args import INT64_MAX, INT64_MIN, parse_int, strict_int
 from headwater.commands.context import Client, spec
 from headwater.commands.notify import lookup_read, notify
-from headwater.errors import NOT_INTEGER, OVERFLOW, SYNTAX, WRONGTYPE, err, wrong_arity
+from headwater.errors import (
+    NOT_FLOAT,
+    NOT_INTEGER,
+    OVERFLOW,
+    SYNTAX,
+    WRONGTYPE,
+    ReplyError,
+    err,
+    wrong_arity,
+)
 from headwater.keyevents import GENERIC, STRING
 from headwater.ops.change import ONE, Written, as_given, one_line
 from headwater.resp.types import OK, Reply
@@ -19,6 +34,10 @@ from headwater.values import RawString
 
 #: a plain ``SET key value``'s answer (built once: SET is a hot path)
 _SET_OK = Written(OK, ONE)
+TOO_BIG = err("string exceeds maximum allowed size (proto-max-bulk-len)")
+OFFSET_OUT_OF_RANGE = err("offset is out of range")
+NAN_OR_INF = err("increment would produce NaN or Infinity")
+LCS_NOT_STRINGS = err("The specified keys must contain string values")
 
 # ---------------------------------------------------------------------------------------------
 # Lookups
@@ -275,6 +294,187 @@ def cmd_strlen(c: Client, argv: list[bytes]) -> Reply:
     return 0 if value is None else len(value)
 
 
+# ---------------------------------------------------------------------------------------------
+# Ranges: GETRANGE, SUBSTR, SETRANGE
+
+
+def cmd_getrange(c: Client, argv: list[bytes]) -> Reply:
+    """GETRANGE key start end  (SUBSTR: the same)"""
+    start, end = parse_int(argv[2]), parse_int(argv[3])
+    value = _get_string(c, argv[1])
+    if value is None:
+        return b""
+    low, high = byte_range(start, end, len(value))
+    return value[low:high]
+
+
+def byte_range(start: int, end: int, length: int) -> tuple[int, int]:
+    """Redis's GETRANGE rules for an inclusive start/end pair (negatives count from the end,
+    then clamped): a half-open Python slice, empty when nothing is in range."""
+    if (start < 0 and end < 0 and start > end) or length == 0:
+        return 0, 0
+    if start < 0:
+        start = max(length + start, 0)
+    if end < 0:
+        end = max(length + end, 0)
+    end = min(end, length - 1)
+    return (start, end + 1) if start <= end else (0, 0)
+
+
+def must_obey(c: Client) -> bool:
+    """Redis's mustObeyClient: the AOF loader and a replica's primary are never refused for
+    size limits (the command was already accepted once)."""
+    return c.replaying or c.is_master
+
+
+def check_string_length(c: Client, size: int) -> None:
+    """Redis's checkStringLength: a string may not grow past ``proto-max-bulk-len``."""
+    if size > c.server.config["proto-max-bulk-len"] and not must_obey(c):
+        raise TOO_BIG
+
+
+def cmd_setrange(c: Client, argv: list[bytes]) -> Reply | Written:
+    """SETRANGE key offset value"""
+    key, value = argv[1], argv[3]
+    offset = parse_int(argv[2])
+    if offset < 0:
+        raise OFFSET_OUT_OF_RANGE
+    old = _string_to_write(c, key)
+    if not value:  # nothing to write: no key is created, no change
+        return 0 if old is None else len(old)
+    check_string_length(c, offset + len(value))
+    base = b"" if old is None else old
+    if len(base) < offset:
+        base += bytes(offset - len(base))
+    c.db.set(key, RawString(base[:offset] + value + base[offset + len(value) :]), keep_ttl=True)
+    notify(c, STRING, b"setrange", key)
+    return Written(max(len(base), offset + len(value)), ONE)
+
+
+# ---------------------------------------------------------------------------------------------
+# INCRBYFLOAT
+
+
+def incr_float(current: bytes | None, raw_increment: bytes, not_float: ReplyError) -> bytes:
+    """The formatted sum of a stored value (absent: 0) and an increment, in ``long double``
+    (shared with HINCRBYFLOAT, whose stored-value error differs)."""
+    value = ldouble.parse(current) if current is not None else ldouble.parse(b"0")
+    if value is None:
+        raise not_float
+    increment = ldouble.parse(raw_increment)
+    if increment is None:
+        raise NOT_FLOAT
+    total = value + increment
+    if not total.finite:
+        raise NAN_OR_INF
+    return ldouble.format_human(total)
+
+
+def cmd_incrbyfloat(c: Client, argv: list[bytes]) -> Reply | Written:
+    """INCRBYFLOAT key increment: propagated as SET key <result> KEEPTTL"""
+    key = argv[1]
+    result = incr_float(_string_to_write(c, key), argv[2], NOT_FLOAT)
+    c.db.set(key, result, keep_ttl=True)
+    notify(c, STRING, b"incrbyfloat", key)
+    return Written(result, one_line(1, [b"SET", key, result, b"KEEPTTL"]))
+
+
+# ---------------------------------------------------------------------------------------------
+# LCS
+
+
+def cmd_lcs(c: Client, argv: list[bytes]) -> Reply:
+    """LCS key1 key2 [LEN] [IDX] [MINMATCHLEN len] [WITHMATCHLEN]"""
+    values = [lookup_read(c, argv[1]), lookup_read(c, argv[2])]
+    if any(v is not None and not isinstance(v, bytes) for v in values):
+        raise LCS_NOT_STRINGS
+    a, b = (b"" if v is None else bytes(v) for v in values)
+    get_len = get_idx = with_len = False
+    min_len = 0
+    i = 3
+    while i < len(argv):
+        opt = argv[i].upper()
+        if opt == b"IDX":
+            get_idx = True
+        elif opt == b"LEN":
+            get_len = True
+        elif opt == b"WITHMATCHLEN":
+            with_len = True
+        elif opt == b"MINMATCHLEN" and i + 1 < len(argv):
+            min_len = max(parse_int(argv[i + 1]), 0)
+            i += 1
+        else:
+            raise SYNTAX
+        i += 1
+    if get_idx and get_len:
+        raise err("If you want both the length and indexes, please just use IDX.")
+    if (len(a) + 1) * (len(b) + 1) * 4 > c.server.config["proto-max-bulk-len"]:
+        raise err("Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len")
+    table = _lcs_table(a, b)
+    if get_len:
+        return table[len(a)][len(b)]
+    common, matches = _lcs_walk(a, b, table, min_len, with_len)
+    if not get_idx:
+        return common
+    return {b"matches": matches, b"len": table[len(a)][len(b)]}
+
+
+def _lcs_table(a: bytes, b: bytes) -> list[array[int]]:
+    """LCS[i][j]: the length of the longest common subsequence of a[:i] and b[:j]."""
+    rows = [array("I", bytes(4 * (len(b) + 1)))]
+    for i in range(1, len(a) + 1):
+        above = rows[-1]
+        row = array("I", bytes(4 * (len(b) + 1)))
+        ch = a[i - 1]
+        left = 0
+        for j in range(1, len(b) + 1):
+            if b[j - 1] == ch:
+                left = above[j - 1] + 1
+            elif above[j] > left:
+                left = above[j]
+            row[j] = left
+        rows.append(row)
+    return rows
+
+
+def _lcs_walk(
+    a: bytes, b: bytes, table: list[array[int]], min_len: int, with_len: bool
+) -> tuple[bytes, list[Reply]]:
+    """Walk back from the end as Redis does: the common string and the matched ranges
+    (last first), each ``[[a_start, a_end], [b_start, b_end]]`` (+ its length)."""
+    out = bytearray()
+    matches: list[Reply] = []
+    i, j = len(a), len(b)
+    start_a = end_a = start_b = end_b = -1
+    while i > 0 and j > 0:
+        emit = False
+        if a[i - 1] == b[j - 1]:
+            out.append(a[i - 1])
+            if start_a == -1:
+                start_a = end_a = i - 1
+                start_b = end_b = j - 1
+            else:  # (contiguous: a match always follows a match diagonally)
+                start_a, start_b = start_a - 1, start_b - 1
+            emit = start_a == 0 or start_b == 0
+            i, j = i - 1, j - 1
+        else:
+            if table[i - 1][j] > table[i][j - 1]:
+                i -= 1
+            else:
+                j -= 1
+            emit = start_a != -1
+        if emit:
+            length = end_a - start_a + 1
+            if min_len == 0 or length >= min_len:
+                match: list[Reply] = [[start_a, end_a], [start_b, end_b]]
+                if with_len:
+                    match.append(length)
+                matches.append(match)
+            start_a = -1
+    out.reverse()
+    return bytes(out), matches
+
+
 SPECS = (
     spec("get", 2, "readonly fast", (1, 1, 1), cmd_get),
     spec("set", -3, "write denyoom", (1, 1, 1), cmd_set),
@@ -293,4 +493,9 @@ SPECS = (
     spec("decrby", 3, "write denyoom fast", (1, 1, 1), cmd_decrby),
     spec("append", 3, "write denyoom fast", (1, 1, 1), cmd_append),
     spec("strlen", 2, "readonly fast", (1, 1, 1), cmd_strlen),
+    spec("getrange", 4, "readonly", (1, 1, 1), cmd_getrange),
+    spec("substr", 4, "readonly", (1, 1, 1), cmd_getrange),
+    spec("setrange", 4, "write denyoom", (1, 1, 1), cmd_setrange),
+    spec("incrbyfloat", 3, "write denyoom fast", (1, 1, 1), cmd_incrbyfloat),
+    spec("lcs", -3, "readonly", (1, 2, 1), cmd_lcs),
 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from headwater.commands import (
+    bitops,
     connection,
     dump,
     groups,
@@ -32,6 +33,7 @@ FAMILIES = (
     connection,
     keys,
     strings,
+    bitops,
     hashes,
     sets,
     streams,

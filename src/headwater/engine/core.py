@@ -57,9 +57,10 @@ from headwater.errors import (
     unknown_subcommand,
     wrong_arity,
 )
-from headwater.keyevents import EXPIRED
-from headwater.keyspace import Keyspace
+from headwater.keyevents import EXPIRED, GENERIC, HASH
+from headwater.keyspace import Database, Keyspace
 from headwater.ops.change import Change, Written
+from headwater.ops.hashttl import active_expire_fields
 from headwater.resp.encoder import encode_into
 from headwater.resp.types import QUEUED, Raw, Reply
 from headwater.scripting.commands import SPECS as SCRIPTING_SPECS
@@ -457,17 +458,22 @@ class Engine(ScriptHost):
             sink(db, argv)
 
     def _propagate_expired(self) -> None:
+        """Keys and hash fields deleted by expiry: ``DEL key`` for a key, ``HDEL key field``
+        for each field (Redis 7.4's propagateHashFieldDeletion), after their events (with
+        appendfsync always, each event waits for the effect emitted just after it)."""
         expired, self.keyspace.expired = self.keyspace.expired, []
-        self.stats.expired_keys += len(expired)
-        if self.keyspace.notify_flags & EXPIRED:
-            # (with appendfsync always, each event waits for the DEL emitted just after it)
-            for db, key in expired:
-                hold = self.effect_seq + 1 if self.replies_wait_for_disk else 0
-                publish_event(self.pubsub, self.keyspace.notify_flags, b"expired", key, db, hold)
+        flags = self.keyspace.notify_flags
+        for db, key, fields, _emptied in expired:
+            hold = self.effect_seq + 1 if self.replies_wait_for_disk else 0
+            if fields is None:
+                self.stats.expired_keys += 1
+                if flags & EXPIRED:
+                    publish_event(self.pubsub, flags, b"expired", key, db, hold)
                 self._emit(db, [b"DEL", key])
-            return
-        for db, key in expired:
-            self._emit(db, [b"DEL", key])
+                continue
+            self.stats.expired_subkeys += len(fields)  # (their events fired at deletion)
+            for field in fields:
+                self._emit(db, [b"HDEL", key, field])
 
     # -- blocking --------------------------------------------------------------------------
 
@@ -593,6 +599,8 @@ class Engine(ScriptHost):
         self.keyspace.now_ms = self.clock.now_ms()
         budget = 200
         for db in self.keyspace.dbs:
+            if db.field_deadlines and not self.keyspace.replica:
+                self._expire_hash_fields(db, budget)
             if db.expires and not self.keyspace.replica:
                 db.active_expire(budget)
         if self.keyspace.expired:
@@ -606,6 +614,20 @@ class Engine(ScriptHost):
             if self.region is not None and self.region.idmp_keys:
                 self.region.expire_idmp(now, self.config["stream-idmp-duration"])
         self._reclaim_idle_consumers()
+
+    def _expire_hash_fields(self, db: Database, budget: int) -> None:
+        """Due hash fields (Redis's activeSubexpiresCycle, before keys): ``hexpired`` for
+        each hash touched (``del`` for one that went with its last field), then their
+        HDELs."""
+        flags = self.keyspace.notify_flags
+        for key, emptied in active_expire_fields(db, budget):
+            hold = self.effect_seq + 1 if self.replies_wait_for_disk else 0
+            if flags & HASH:
+                publish_event(self.pubsub, flags, b"hexpired", key, db.index, hold)
+            if emptied and flags & GENERIC:
+                publish_event(self.pubsub, flags, b"del", key, db.index, hold)
+        if self.keyspace.expired:
+            self._propagate_expired()
 
     def _reclaim_idle_consumers(self) -> None:
         """Once a second while ``stream-consumer-idle-reclaim-ms`` is set (its own clock, so

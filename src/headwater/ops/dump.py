@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from headwater.errors import ReplyError, err
+from headwater.errors import err
 from headwater.keyspace import Database
+from headwater.ops.hashttl import track_field_ttls
 from headwater.rdb import payload as rdb_payload
 from headwater.rdb.encoding import RdbError
 from headwater.rdb.objects import (
@@ -41,10 +42,8 @@ from headwater.values import Hash
 BAD_PAYLOAD = err("DUMP payload version or checksum are wrong")
 BAD_DATA = err("Bad data format")
 
+
 #: values whose type Headwater does not hold yet: refused by name, never dropped
-_MISSING_TYPES: dict[type, str] = {}
-
-
 def dump_payload(value: object) -> bytes:
     """The DUMP payload of a keyspace value (RDB version 10, what Redis 7.0 writes)."""
     out = bytearray()
@@ -72,14 +71,6 @@ def dump_payload(value: object) -> bytes:
     return rdb_payload.wrap(out)
 
 
-class MissingType(ReplyError):
-    """A value of a type Headwater does not hold yet (named, never dropped)."""
-
-    def __init__(self, kind: str, msg: str) -> None:
-        super().__init__("ERR", msg)
-        self.kind = kind
-
-
 _DEFAULT_SETS = SetLimits()
 _DEFAULT_ZSETS = ZSetLimits()
 
@@ -100,7 +91,7 @@ class Limits:
 
 def decode_payload(raw: bytes, limits: Limits) -> object:
     """The keyspace value a payload holds. Raises Redis's RESTORE errors (the version or
-    checksum; ``Bad data format``), or ``MissingType`` for a type Headwater does not hold."""
+    checksum; ``Bad data format``)."""
     try:
         rdb_payload.verify(raw)
     except rdb_payload.PayloadError:
@@ -122,14 +113,13 @@ def keyspace_value(decoded: Value, limits: Limits) -> object:
         decoded.idmp_maxsize = limits.stream_idmp_maxsize
         return decoded
     if isinstance(decoded, HashValue):
-        if decoded.expires:
-            raise MissingType(
-                "hash with field expirations",
-                "RESTORE of a hash with field expirations (Redis 7.4) is not supported yet",
-            )
         h = Hash()
         for field, value in decoded.pairs:
             h[field] = value
+        if decoded.expires:
+            ttls = h.field_ttls()
+            for field, when in decoded.expires.items():
+                ttls.set(field, when)
         h.listpack = len(h) <= limits.hash_max_entries and all(
             len(f) <= limits.hash_max_value and len(v) <= limits.hash_max_value
             for f, v in decoded.pairs
@@ -145,10 +135,7 @@ def keyspace_value(decoded: Value, limits: Limits) -> object:
         return z
     if isinstance(decoded, ListValue):
         return loaded_list(decoded, limits.list_fill)
-    kind = _MISSING_TYPES[type(decoded)]
-    raise MissingType(
-        kind, f"RESTORE of a {kind} is not supported yet: this server has no {kind} type"
-    )
+    raise BAD_DATA  # (the reader makes no other kind of value)
 
 
 def _loaded_set(decoded: RdbSet, limits: SetLimits) -> SetValue:
@@ -185,5 +172,6 @@ def restore(db: Database, key: bytes, value: object, deadline_ms: int, replace: 
     db.set(key, value)
     if deadline_ms:
         db.set_expire(key, deadline_ms)
+    track_field_ttls(db, key, value)
     db.signal_ready(key)
     return deleted

@@ -3,9 +3,9 @@
 The whole file is read and checked first (header, every record, the end marker and the CRC-64),
 then every key is converted (``ops.dump.keyspace_value``: the same conversion RESTORE uses);
 only when all of it is good is the snapshot written, durably (``write_snapshot``: a temporary
-file, fsync, rename). So a truncated or corrupt file, or one holding types Headwater does not
-hold yet (hashes with field TTLs, module values; each named with its keys), leaves
-the data directory untouched. Keys already expired are skipped, as Redis's loader skips them.
+file, fsync, rename). So a truncated or corrupt file, or one holding module values (which
+Headwater does not have), leaves the data directory untouched. Keys already expired are
+skipped, as Redis's loader skips them.
 FUNCTION libraries are carried over; LRU/LFU hints (IDLE, FREQ) and AUX fields are not kept.
 
 The server loads the snapshot at its next start: directly with ``appendonly no``; with
@@ -24,8 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from headwater.config import Config
+from headwater.errors import ReplyError
 from headwater.keyspace import Keyspace
-from headwater.ops.dump import Limits, MissingType, keyspace_value
+from headwater.ops.dump import Limits, keyspace_value
+from headwater.ops.hashttl import track_field_ttls
 from headwater.persistence.snapshot import write_snapshot
 from headwater.rdb.encoding import RdbError
 from headwater.rdb.rdbfile import Aux, Function, Key, read_rdb
@@ -53,7 +55,6 @@ def load_rdb(
     code. Raises ``RdbImportError`` listing what could not be loaded."""
     report = Report()
     libraries: list[bytes] = []
-    missing: dict[str, list[str]] = defaultdict(list)
     try:
         for record in read_rdb(data):
             if isinstance(record, Aux):
@@ -62,17 +63,9 @@ def load_rdb(
                 libraries.append(record.code)
                 report.functions += 1
             elif isinstance(record, Key):
-                _load_key(record, keyspace, limits, now_ms, report, missing)
+                _load_key(record, keyspace, limits, now_ms, report)
     except RdbError as exc:
         raise RdbImportError(f"the file is truncated or corrupt: {exc}") from None
-    if missing:
-        lines = []
-        for kind, keys in sorted(missing.items()):
-            shown = ", ".join(keys[:10]) + (f" and {len(keys) - 10} more" if len(keys) > 10 else "")
-            lines.append(f"  {len(keys)} {kind} key(s): {shown}")
-        raise RdbImportError(
-            "the file holds values of types Headwater does not hold yet:\n" + "\n".join(lines)
-        )
     return report, libraries
 
 
@@ -82,14 +75,12 @@ def _load_key(
     limits: Limits,
     now_ms: int,
     report: Report,
-    missing: dict[str, list[str]],
 ) -> None:
     name = f"{record.key.decode('utf-8', 'backslashreplace')!r} (db {record.db})"
     try:
         value = keyspace_value(record.value, limits)
-    except MissingType as exc:
-        missing[exc.kind].append(name)
-        return
+    except ReplyError as exc:
+        raise RdbImportError(f"key {name}: {exc.msg}") from None
     if record.db >= len(keyspace.dbs):
         raise RdbImportError(
             f"key {name} is in database {record.db}; this server has {len(keyspace.dbs)} "
@@ -104,6 +95,7 @@ def _load_key(
     db.data[record.key] = value
     if record.expire_ms >= 0:
         db.set_expire(record.key, record.expire_ms)
+    track_field_ttls(db, record.key, value)
     report.keys += 1
     report.per_db[record.db] += 1
 

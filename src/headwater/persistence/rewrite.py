@@ -3,7 +3,8 @@
 For each database a ``SELECT``, then per key (in the database's order):
 
 * strings: ``SET`` (then ``APPEND`` for a raw-encoded one, so OBJECT ENCODING survives);
-  hashes: ``HSET`` in chunks; then ``PEXPIREAT`` if the key has a TTL.
+  hashes: ``HSET`` in chunks, then one ``HPEXPIREAT key ms FIELDS n …`` per distinct field
+  deadline (Redis 7.4's rewrite of field TTLs); then ``PEXPIREAT`` if the key has a TTL.
 * streams: ``XADD key <id> …`` per live entry (an empty stream is created by
   ``XADD … MAXLEN 0`` or, if it never had an entry, by ``XGROUP CREATE … MKSTREAM`` of a
   temporary group), ``XSETID`` with ENTRIESADDED and MAXDELETEDID, ``XCFGSET`` and one
@@ -66,6 +67,8 @@ def _value_commands(key: bytes, value: object) -> Iterator[Command]:
         items = [x for pair in value.items() for x in pair]
         for i in range(0, len(items), 2 * _HSET_CHUNK):
             yield [b"HSET", key, *items[i : i + 2 * _HSET_CHUNK]]
+        if value.ttls is not None:
+            yield from _field_ttl_commands(key, value.ttls.deadlines)
     elif isinstance(value, SetValue):
         members = value.ordered()
         for i in range(0, len(members), _HSET_CHUNK * 2):
@@ -92,6 +95,16 @@ def _value_commands(key: bytes, value: object) -> Iterator[Command]:
         yield [b"SET", key, value]
     else:
         raise TypeError(f"cannot rewrite a {type(value).__name__}")
+
+
+def _field_ttl_commands(key: bytes, deadlines: dict[bytes, int]) -> Iterator[Command]:
+    by_deadline: dict[int, list[bytes]] = {}
+    for field, when in deadlines.items():
+        by_deadline.setdefault(when, []).append(field)
+    for when, fields in sorted(by_deadline.items()):
+        for i in range(0, len(fields), 2 * _HSET_CHUNK):
+            chunk = fields[i : i + 2 * _HSET_CHUNK]
+            yield [b"HPEXPIREAT", key, b"%d" % when, b"FIELDS", b"%d" % len(chunk), *chunk]
 
 
 def _entry_command(key: bytes, entry: Entry) -> Command:

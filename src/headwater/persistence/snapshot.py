@@ -18,6 +18,9 @@ Layout (all integers little-endian)::
     0x09 HASH2     bytes key, u8 listpack, then as HASH (HASH, which older files hold, did
                                       not record the encoding: read back by the default
                                       limits, 512 fields of up to 64 bytes)
+    0x0B HASHTTL   bytes key, u8 listpack, u64 n, n * (bytes field, bytes value, i64 field
+                                      deadline in unix ms, -1: none), i64 expire: a hash
+                                      that has field TTLs (Redis 7.4); others stay HASH2
 
 ``bytes`` is a u64 length then the bytes. A stream (version 2 and 3) is::
 
@@ -95,6 +98,7 @@ from headwater.activeactive.persist import check_state
 from headwater.activeactive.rstream import RegionStream
 from headwater.errors import InvariantViolation, ReplyError
 from headwater.keyspace import Database, Keyspace
+from headwater.ops.hashttl import track_field_ttls
 from headwater.persistence.manifest import fsync_dir
 from headwater.stream.groups import Consumer, Group, id_key, key_id
 from headwater.stream.idmp import IdmpState, Producer
@@ -131,6 +135,8 @@ HASH2 = 0x09
 #: a list: listpack or not, its quicklist fill, then its nodes as they are in memory (each:
 #: listpack size, the members back to back, their starts as little-endian 4-byte integers)
 LIST = 0x0A
+#: a hash with its encoding and its fields' deadlines (only for a hash that has field TTLs)
+HASHTTL = 0x0B
 _F64 = struct.Struct("<d")
 
 _U8 = struct.Struct("<B")
@@ -257,6 +263,18 @@ def _write_value(out: _Out, key: bytes, value: object, expire: int) -> None:
         out.blob(key)
         out.i64(expire)
         _write_stream(out, value)
+    elif isinstance(value, Hash) and value.ttls is not None:
+        ttls = value.ttls
+        out.put(_U8.pack(HASHTTL))
+        out.blob(key)
+        out.put(_U8.pack(value.listpack))
+        out.u64(len(value))
+        for field, item in value.items():
+            out.blob(field)
+            out.blob(item)
+            when = ttls.get(field)
+            out.i64(-1 if when is None else when)
+        out.i64(expire)
     elif isinstance(value, Hash):
         out.put(_U8.pack(HASH2))
         out.blob(key)
@@ -937,6 +955,8 @@ def _load_records(
         loaded.append((db, key))
         if expire >= 0:
             db.set_expire(key, expire)
+        if kind == HASHTTL:
+            track_field_ttls(db, key, value)
 
 
 def _load_region(inp: _In, dbs: list[Database], data: bytes) -> None:
@@ -957,6 +977,8 @@ def _read_plain(inp: _In, kind: int) -> tuple[object, int]:
         raw = inp.u8()
         value = inp.blob()
         return (RawString(value) if raw else value), inp.i64()
+    if kind == HASHTTL:
+        return _read_hash_ttl(inp), inp.i64()
     if kind in (HASH, HASH2):
         listpack = bool(inp.u8()) if kind == HASH2 else None
         h = Hash()
@@ -974,6 +996,23 @@ def _read_plain(inp: _In, kind: int) -> tuple[object, int]:
     if kind == LIST:
         return _read_list(inp), inp.i64()
     raise SnapshotError(f"{inp.origin}: unknown record type {kind} at offset {inp.pos - 1}")
+
+
+def _read_hash_ttl(inp: _In) -> Hash:
+    h = Hash()
+    h.listpack = bool(inp.u8())
+    ttls = h.field_ttls()
+    for _ in range(inp.u64()):
+        field = inp.blob()
+        h[field] = inp.blob()
+        when = inp.i64()
+        if when >= 0:
+            ttls.set(field, when)
+    try:
+        h.check_invariants()
+    except InvariantViolation as exc:
+        raise SnapshotError(f"{inp.origin}: {exc}") from None
+    return h
 
 
 def _read_zset(inp: _In) -> ZSetValue:
