@@ -57,6 +57,12 @@ class Hash(dict[bytes, bytes]):
         twin = Hash()
         twin.update(self)
         twin.listpack = self.listpack
+        if self.ttls is not None:  # (COPY keeps the fields' deadlines, as Redis 7.4)
+            ttls = twin.field_ttls()
+            for field in self:
+                when = self.ttls.get(field)
+                if when is not None:
+                    ttls.set(field, when)
         return twin
 
 

@@ -148,6 +148,23 @@ def test_a_renamed_hash_keeps_expiring(h: Harness) -> None:
     assert h.engine.keyspace.dbs[0].data[b"h2"] == {b"b": b"2"}
 
 
+def test_copied_moved_and_swapped_hashes_keep_their_field_ttls(h: Harness) -> None:
+    c = h.client()
+    h.call(c, "HSET", "h", "a", 1, "b", 2)
+    h.call(c, "HPEXPIRE", "h", 100, "FIELDS", 1, "a")
+    h.call(c, "COPY", "h", "twin")
+    assert h.call(c, "HPTTL", "twin", "FIELDS", 1, "a") == [100]
+    h.call(c, "MOVE", "h", "1")
+    h.call(c, "SWAPDB", "1", "2")
+    h.clock.advance(101)
+    h.engine.cron()
+    dbs = h.engine.keyspace.dbs
+    assert dbs[0].data[b"twin"] == {b"b": b"2"}
+    assert dbs[2].data[b"h"] == {b"b": b"2"}
+    assert [b"HDEL", b"twin", b"a"] in h.effect_lines()
+    assert [b"HDEL", b"h", b"a"] in h.effect_lines()
+
+
 def test_a_replica_hides_due_fields_without_deleting_them(h: Harness) -> None:
     c = h.client()
     h.call(c, "HSET", "h", "a", 1, "b", 2)

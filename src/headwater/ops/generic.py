@@ -18,6 +18,7 @@ from typing import Protocol, runtime_checkable
 
 from headwater.errors import err
 from headwater.keyspace import Database
+from headwater.ops.hashttl import track_field_ttls
 
 NOT_COPYABLE = err("COPY of a value of this type is not supported")
 
@@ -54,6 +55,7 @@ def copy_key(src: Database, key: bytes, dst: Database, new_key: bytes, replace: 
     dst.set(new_key, twin)
     if when is not None:
         dst.set_expire(new_key, when)
+    track_field_ttls(dst, new_key, twin)
     return True
 
 
@@ -72,6 +74,7 @@ def move_key(src: Database, key: bytes, dst: Database) -> bool:
         dst.lru[key] = word
     if when is not None:
         dst.set_expire(key, when)
+    track_field_ttls(dst, key, value)
     src.delete(key)
     dst.signal_modified(key)
     return True
