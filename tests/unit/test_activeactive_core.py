@@ -118,6 +118,23 @@ def test_every_op_survives_its_line_form() -> None:
     assert from_line(original.to_line()) == original
 
 
+def test_effects_and_ops_are_values() -> None:
+    """Equal by their fields (the model tests and the inbox's tests compare them), hashable,
+    shown with them; never equal to another op with the same fields, nor to a tuple."""
+    add = Add(b"k", (5, 1), (b"f", b"v"))
+    same = Add(b"k", (5, 1), (b"f", b"v"))
+    assert add == same and hash(add) == hash(same)
+    assert not add != same  # noqa: SIM202 (__ne__ is its own method)
+    assert add != Add(b"k", (5, 1), (b"f", b"w"))
+    assert Delete(b"k", ()) != Cut(b"k", ())  # same fields, another op
+    assert add != (b"k", (5, 1), (b"f", b"v"))
+    assert repr(add) == "Add(b'k', (5, 1), (b'f', b'v'))"
+    made = Effect(1, 2, ((1, 2),), (add,))
+    assert made == Effect(1, 2, ((1, 2),), (same,)) and len({made, from_line(made.to_line())}) == 1
+    assert made != Effect(1, 3, ((1, 3),), (add,))
+    assert repr(made) == "Effect(1, 2, ((1, 2),), (Add(b'k', (5, 1), (b'f', b'v')),))"
+
+
 @pytest.mark.parametrize(
     "line",
     [

@@ -28,7 +28,7 @@ with each op as its name, then its arguments (counts before lists).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import NamedTuple
+from typing import final
 
 from headwater.errors import err
 from headwater.stream.ids import StreamID, format_id, parse_id
@@ -37,51 +37,120 @@ from headwater.stream.ids import StreamID, format_id, parse_id
 Points = tuple[tuple[int, StreamID], ...]
 
 
-class Add(NamedTuple):
+class _Value:
+    """An immutable value (the ops and ``Effect``): equal, hashed and shown by its fields.
+
+    Plain classes with their fields set in ``__init__`` rather than NamedTuples: compiled by
+    mypyc, they are native classes, made by a C call (a NamedTuple's ``__new__`` is interpreted)
+    and read as struct fields (a NamedTuple's fields are read by name through the type); per
+    XADD, an effect and its op are made and read a dozen times. Nothing sets a field after
+    ``__init__``."""
+
+    __slots__ = ()
+
+    def astuple(self) -> tuple[object, ...]:
+        """The fields, in order."""
+        raise NotImplementedError
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, _Value)
+            and type(other) is type(self)
+            and self.astuple() == other.astuple()
+        )
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, self.astuple()))
+
+    def __repr__(self) -> str:
+        return type(self).__name__ + repr(self.astuple())
+
+
+@final
+class Add(_Value):
     """XADD: append (sid, pairs) to the origin's sub-log."""
 
-    key: bytes
-    sid: StreamID
-    pairs: tuple[bytes, ...]
+    __slots__ = ("key", "pairs", "sid")
+
+    def __init__(self, key: bytes, sid: StreamID, pairs: tuple[bytes, ...]) -> None:
+        self.key = key
+        self.sid = sid
+        self.pairs = pairs
+
+    def astuple(self) -> tuple[object, ...]:
+        return (self.key, self.sid, self.pairs)
 
 
-class Remove(NamedTuple):
+@final
+class Remove(_Value):
     """XDEL: remove these (sub-log, ID) entries."""
 
-    key: bytes
-    entries: Points
+    __slots__ = ("entries", "key")
+
+    def __init__(self, key: bytes, entries: Points) -> None:
+        self.key = key
+        self.entries = entries
+
+    def astuple(self) -> tuple[object, ...]:
+        return (self.key, self.entries)
 
 
-class Cut(NamedTuple):
+@final
+class Cut(_Value):
     """XTRIM: remove each named sub-log's entries at or below its point."""
 
-    key: bytes
-    cuts: Points
+    __slots__ = ("cuts", "key")
+
+    def __init__(self, key: bytes, cuts: Points) -> None:
+        self.key = key
+        self.cuts = cuts
+
+    def astuple(self) -> tuple[object, ...]:
+        return (self.key, self.cuts)
 
 
-class Delete(NamedTuple):
+@final
+class Delete(_Value):
     """DEL/UNLINK/FLUSHDB: remove the observed entries (at or below the horizon) and every
     group (delete wins)."""
 
-    key: bytes
-    horizon: Points
+    __slots__ = ("horizon", "key")
+
+    def __init__(self, key: bytes, horizon: Points) -> None:
+        self.key = key
+        self.horizon = horizon
+
+    def astuple(self) -> tuple[object, ...]:
+        return (self.key, self.horizon)
 
 
 #: entries by value, per source sub-log: ((sub-log, ((ID, pairs), …)), …)
 Payload = tuple[tuple[int, tuple[tuple[StreamID, tuple[bytes, ...]], ...]], ...]
 
 
-class Move(NamedTuple):
+@final
+class Move(_Value):
     """RENAME: delete what src and dst held (their horizons, and their groups), then put the
     entries src held (carried by value) into dst: the k-th source sub-log becomes dst's
     sub-log ``moved_sub(origin, seq, k)``, a sub-log of its own, so that the horizons of later
     deletes stay exact and a concurrent DEL of src cannot reach the copy."""
 
-    src: bytes
-    dst: bytes
-    src_horizon: Points
-    dst_horizon: Points
-    payload: Payload
+    __slots__ = ("dst", "dst_horizon", "payload", "src", "src_horizon")
+
+    def __init__(
+        self, src: bytes, dst: bytes, src_horizon: Points, dst_horizon: Points, payload: Payload
+    ) -> None:
+        self.src = src
+        self.dst = dst
+        self.src_horizon = src_horizon
+        self.dst_horizon = dst_horizon
+        self.payload = payload
+
+    def astuple(self) -> tuple[object, ...]:
+        return (self.src, self.dst, self.src_horizon, self.dst_horizon, self.payload)
 
 
 #: sub-logs above this are RENAME's moved sub-logs; below it, regions' own
@@ -94,45 +163,86 @@ def moved_sub(origin: int, seq: int, k: int) -> int:
     return MOVED_BASE + (seq << 32) + (origin << 16) + k
 
 
-class SetFloor(NamedTuple):
+@final
+class SetFloor(_Value):
     """XSETID: the stream's last ID is at least ``sid`` (max-merged)."""
 
-    key: bytes
-    sid: StreamID
+    __slots__ = ("key", "sid")
+
+    def __init__(self, key: bytes, sid: StreamID) -> None:
+        self.key = key
+        self.sid = sid
+
+    def astuple(self) -> tuple[object, ...]:
+        return (self.key, self.sid)
 
 
-class GroupCreate(NamedTuple):
+@final
+class GroupCreate(_Value):
     """XGROUP CREATE: the group exists, starting after these per-sub-log cursors."""
 
-    key: bytes
-    group: bytes
-    cursors: Points
+    __slots__ = ("cursors", "group", "key")
+
+    def __init__(self, key: bytes, group: bytes, cursors: Points) -> None:
+        self.key = key
+        self.group = group
+        self.cursors = cursors
+
+    def astuple(self) -> tuple[object, ...]:
+        return (self.key, self.group, self.cursors)
 
 
-class GroupDestroy(NamedTuple):
+@final
+class GroupDestroy(_Value):
     """XGROUP DESTROY: the group is gone, whoever created it (delete wins)."""
 
-    key: bytes
-    group: bytes
+    __slots__ = ("group", "key")
+
+    def __init__(self, key: bytes, group: bytes) -> None:
+        self.key = key
+        self.group = group
+
+    def astuple(self) -> tuple[object, ...]:
+        return (self.key, self.group)
 
 
-class AckPrefix(NamedTuple):
+@final
+class AckPrefix(_Value):
     """XACK, replicated as a contiguous prefix: every entry of each sub-log up to its point
     was delivered and acknowledged in the origin region."""
 
-    key: bytes
-    group: bytes
-    points: Points
+    __slots__ = ("group", "key", "points")
+
+    def __init__(self, key: bytes, group: bytes, points: Points) -> None:
+        self.key = key
+        self.group = group
+        self.points = points
+
+    def astuple(self) -> tuple[object, ...]:
+        return (self.key, self.group, self.points)
 
 
 Op = Add | Remove | Cut | Delete | Move | SetFloor | GroupCreate | GroupDestroy | AckPrefix
 
 
-class Effect(NamedTuple):
-    origin: int
-    seq: int
-    vector: tuple[tuple[int, int], ...]  # (region, applied seq), sorted by region
-    ops: tuple[Op, ...]
+@final
+class Effect(_Value):
+    __slots__ = ("ops", "origin", "seq", "vector")
+
+    def __init__(
+        self,
+        origin: int,
+        seq: int,
+        vector: tuple[tuple[int, int], ...],  # (region, applied seq), sorted by region
+        ops: tuple[Op, ...],
+    ) -> None:
+        self.origin = origin
+        self.seq = seq
+        self.vector = vector
+        self.ops = ops
+
+    def astuple(self) -> tuple[object, ...]:
+        return (self.origin, self.seq, self.vector, self.ops)
 
     def seen(self, region: int) -> int:
         """The sender's applied sequence of region (0: nothing)."""
