@@ -289,3 +289,29 @@ def test_random_points_same_bytes_as_redis(
     headwater: ServerProcess, redis_server: ServerProcess, seed: int, resp: int
 ) -> None:
     assert_same(headwater, redis_server, _random_scenario(seed), resp)  # type: ignore[arg-type]
+
+
+def _ties_scenario() -> list[object]:
+    """Many members at a few positions: equal distances. A full sort keeps the scan order
+    (glibc's qsort is a merge sort); COUNT below the matches uses Redis's partial quicksort,
+    whose order among equals is its own."""
+    adds = " ".join(f"{13.5 + (i % 3) * 0.01} {38.1 + (i % 2) * 0.01} m{i:03d}" for i in range(150))
+    commands: list[object] = [f"GEOADD t {adds}"]
+    for count in (1, 2, 5, 6, 7, 8, 17, 40, 41, 42, 77, 149, 150, 151):
+        for sort in ("", "ASC", "DESC"):
+            commands.append(
+                f"GEOSEARCH t FROMLONLAT 13.51 38.105 BYRADIUS 50 km COUNT {count} {sort}"
+            )
+            commands.append(
+                f"GEOSEARCH t FROMMEMBER m000 BYBOX 50 50 km COUNT {count} {sort} WITHDIST"
+            )
+    commands.append("GEORADIUS t 13.51 38.105 50 km COUNT 9 DESC STORE d")
+    commands.append("ZRANGE d 0 -1")
+    return commands
+
+
+@pytest.mark.parametrize("resp", [2, 3])
+def test_equal_distances_in_redis_order(
+    headwater: ServerProcess, redis_server: ServerProcess, resp: int
+) -> None:
+    assert_same(headwater, redis_server, _ties_scenario(), resp)  # type: ignore[arg-type]

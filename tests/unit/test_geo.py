@@ -163,3 +163,16 @@ def test_store_forms_propagate_as_given_and_count_each_member(h: Harness) -> Non
         b"georadiusstore d",
         b"del d",
     ]
+
+
+@given(st.lists(st.integers(0, 6), max_size=120), st.data())
+def test_partial_sort_puts_the_first_k_in_order(dists: list[int], data: st.DataObject) -> None:
+    from headwater.commands.geo import Point, _asc, _desc, partial_sort
+
+    k = data.draw(st.integers(1, max(1, len(dists))))
+    for cmp, reverse in ((_asc, False), (_desc, True)):
+        points = [Point(b"m%d" % i, 0.0, 0.0, 0.0, float(d)) for i, d in enumerate(dists)]
+        partial_sort(points, cmp, 0, k - 1)
+        assert sorted(p.member for p in points) == sorted(b"m%d" % i for i in range(len(dists)))
+        want = sorted((float(d) for d in dists), reverse=reverse)[:k]
+        assert [p.dist for p in points[:k]] == want

@@ -16,6 +16,8 @@ RESP3 double in RESP3; WITHHASH the score as an integer.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from headwater.commands.args import parse_double, parse_int
 from headwater.commands.context import Client, spec
 from headwater.commands.notify import lookup_read
@@ -394,10 +396,13 @@ def _georadius(
     if q.count and sort == NONE and not q.any:
         sort = ASC  # (COUNT means the closest ones)
     points = search(z, q.shape(), q.count if q.any else 0)
+    returned = min(q.count, len(points)) if q.count else len(points)
     if sort != NONE:
-        points.sort(key=_dist_of, reverse=sort == DESC)
-    if q.count:
-        del points[q.count :]
+        if returned == len(points):  # glibc's qsort: a merge sort, stable
+            points.sort(key=_dist_of, reverse=sort == DESC)
+        else:  # Redis's partial quicksort: its own order among equal distances
+            partial_sort(points, _desc if sort == DESC else _asc, 0, returned - 1)
+    del points[returned:]
     for p in points:
         p.dist /= q.conversion
     if q.store is not None:
@@ -408,6 +413,116 @@ def _georadius(
 
 def _dist_of(p: Point) -> float:
     return p.dist
+
+
+def _asc(a: Point, b: Point) -> int:
+    """sort_gp_asc"""
+    return 1 if a.dist > b.dist else 0 if a.dist == b.dist else -1
+
+
+def _desc(a: Point, b: Point) -> int:
+    return -_asc(a, b)
+
+
+# -- Redis's pqsort ------------------------------------------------------------------------
+#
+# GEO* … COUNT n sorts with Redis's pqsort.c when n is less than the matches: Bentley and
+# McIlroy's quicksort (median of three, or of nine past 40 elements; a three-way partition;
+# insertion sort below 7 elements or when a pass swapped nothing) that only recurses into the
+# parts overlapping positions [low, high]. Equal distances end up in its order, which is not
+# the input's, so the algorithm is reproduced step for step (indexes for C's pointers).
+
+
+def _med3(v: list[Point], a: int, b: int, c: int, cmp: Callable[[Point, Point], int]) -> int:
+    if cmp(v[a], v[b]) < 0:
+        return b if cmp(v[b], v[c]) < 0 else (c if cmp(v[a], v[c]) < 0 else a)
+    return b if cmp(v[b], v[c]) > 0 else (a if cmp(v[a], v[c]) < 0 else c)
+
+
+def _insertion(v: list[Point], a: int, n: int, cmp: Callable[[Point, Point], int]) -> None:
+    for m in range(a + 1, a + n):
+        i = m
+        while i > a and cmp(v[i - 1], v[i]) > 0:
+            v[i], v[i - 1] = v[i - 1], v[i]
+            i -= 1
+
+
+def _vecswap(v: list[Point], a: int, b: int, n: int) -> None:
+    for i in range(n):
+        v[a + i], v[b + i] = v[b + i], v[a + i]
+
+
+def _outside(low: int, high: int, start: int, size: int) -> bool:
+    """The part [start, start + size) holds none of positions [low, high]."""
+    return (low < start and high < start) or (low >= start + size and high >= start + size)
+
+
+def partial_sort(
+    v: list[Point], cmp: Callable[[Point, Point], int], low: int, high: int, a: int = 0,
+    n: int = -1,
+) -> None:  # fmt: skip
+    """pqsort(v, n, cmp, low, high): positions low..high hold what a full sort puts there."""
+    if n < 0:
+        n = len(v)
+    while True:
+        swapped = False
+        if n < 7:
+            _insertion(v, a, n, cmp)
+            return
+        pm = a + n // 2
+        if n > 7:
+            pl, pn = a, a + n - 1
+            if n > 40:
+                d = n // 8
+                pl = _med3(v, pl, pl + d, pl + 2 * d, cmp)
+                pm = _med3(v, pm - d, pm, pm + d, cmp)
+                pn = _med3(v, pn - 2 * d, pn - d, pn, cmp)
+            pm = _med3(v, pl, pm, pn, cmp)
+        v[a], v[pm] = v[pm], v[a]
+        pa = pb = a + 1
+        pc = pd = a + n - 1
+        while True:
+            while pb <= pc:
+                result = cmp(v[pb], v[a])
+                if result > 0:
+                    break
+                if result == 0:
+                    swapped = True
+                    v[pa], v[pb] = v[pb], v[pa]
+                    pa += 1
+                pb += 1
+            while pb <= pc:
+                result = cmp(v[pc], v[a])
+                if result < 0:
+                    break
+                if result == 0:
+                    swapped = True
+                    v[pc], v[pd] = v[pd], v[pc]
+                    pd -= 1
+                pc -= 1
+            if pb > pc:
+                break
+            v[pb], v[pc] = v[pc], v[pb]
+            swapped = True
+            pb += 1
+            pc -= 1
+        if not swapped:
+            _insertion(v, a, n, cmp)
+            return
+        pn = a + n
+        r = min(pa - a, pb - pa)
+        _vecswap(v, a, pb - r, r)
+        r = min(pd - pc, pn - pd - 1)
+        _vecswap(v, pb, pn - r, r)
+        r = pb - pa
+        if r > 1 and not _outside(low, high, a, r):
+            partial_sort(v, cmp, low, high, a, r)
+        r = pd - pc
+        if r <= 1:
+            return
+        a, n = pn - r, r
+        if _outside(low, high, a, n):
+            return
 
 
 def _stored(
