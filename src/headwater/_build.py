@@ -53,6 +53,10 @@ HOT_MODULES = (
     "headwater.structures.zsets",
     "headwater.commands.lists",
     "headwater.structures.lists",
+    # geo searches decode and measure each candidate: 20 km GEOSEARCH among 100k points,
+    # 323 -> 898 a second compiled
+    "headwater.structures.geohash",
+    "headwater.commands.geo",
     "headwater.ops.change",
     "headwater.ops.streams",
     "headwater.ops.groups",

@@ -152,14 +152,47 @@ def decode_area(cell: Cell, lat_min: float = LAT_MIN, lat_max: float = LAT_MAX) 
     )
 
 
+def _pair_table() -> list[int]:
+    """For each 16 bits: their 8 even bits, and their 8 odd bits shifted up by 32."""
+    return [_squash(v) | (_squash(v >> 1) << 32) for v in range(1 << 16)]
+
+
+_PAIRS = _pair_table()
+_LAT_SCALE = LAT_MAX - LAT_MIN
+_LONG_SCALE = LONG_MAX - LONG_MIN
+_CELLS = float(1 << STEP_MAX)
+
+
 def decode_score(score: float) -> tuple[float, float]:
     """The (longitude, latitude) a score stands for: its cell's centre, clamped (decodeGeohash
-    and geohashDecodeAreaToLongLat)."""
-    area = decode_area(Cell(c_uint64(score), STEP_MAX))
-    longitude = (area.long_min + area.long_max) / 2
-    longitude = min(max(longitude, LONG_MIN), LONG_MAX)
-    latitude = (area.lat_min + area.lat_max) / 2
-    latitude = min(max(latitude, LAT_MIN), LAT_MAX)
+    and geohashDecodeAreaToLongLat; decode_area's arithmetic, inlined: the searches' loop)."""
+    bits = int(score) if 0.0 <= score < 9223372036854775808.0 else c_uint64(score)
+    pairs = _PAIRS
+    both = (
+        pairs[bits & 0xFFFF]
+        | (pairs[(bits >> 16) & 0xFFFF] << 8)
+        | (pairs[(bits >> 32) & 0xFFFF] << 16)
+        | (pairs[(bits >> 48) & 0xFFFF] << 24)
+    )
+    ilat = both & 0xFFFFFFFF
+    ilong = both >> 32
+    cells = _CELLS
+    longitude = (
+        (LONG_MIN + (ilong * 1.0 / cells) * _LONG_SCALE)
+        + (LONG_MIN + ((ilong + 1) * 1.0 / cells) * _LONG_SCALE)
+    ) / 2
+    latitude = (
+        (LAT_MIN + (ilat * 1.0 / cells) * _LAT_SCALE)
+        + (LAT_MIN + ((ilat + 1) * 1.0 / cells) * _LAT_SCALE)
+    ) / 2
+    if longitude > LONG_MAX:
+        longitude = LONG_MAX
+    elif longitude < LONG_MIN:
+        longitude = LONG_MIN
+    if latitude > LAT_MAX:
+        latitude = LAT_MAX
+    elif latitude < LAT_MIN:
+        latitude = LAT_MIN
     return longitude, latitude
 
 
