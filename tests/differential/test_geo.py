@@ -80,6 +80,19 @@ SCENARIOS: dict[str, list[object]] = {
         "GEORADIUSBYMEMBER str a 1 km",
         "GEOADD str 200 1 a",
     ],
+    "encodings_and_dump": [
+        SICILY,
+        "OBJECT ENCODING Sicily",
+        "DUMP Sicily",
+        "GEOADD big " + " ".join(f"{i * 0.1} {i * 0.05} m{i}" for i in range(300)),
+        "OBJECT ENCODING big",
+        "DUMP big",
+        "GEOSEARCHSTORE dst big FROMMEMBER m0 BYRADIUS 2000 km COUNT 128",
+        "OBJECT ENCODING dst",
+        "GEOSEARCHSTORE dst big FROMMEMBER m0 BYRADIUS 2000 km COUNT 129",
+        "OBJECT ENCODING dst",
+        "DUMP dst",
+    ],
     "odd_scores": [
         "ZADD w -1 neg 1.5 frac 1e30 big inf inf -inf minf 4503599627370496 top "
         "4503599627370495 topm 0 zero -0.5 negh -1e30 hugeneg 9007199254740993 odd",
