@@ -177,3 +177,21 @@ def test_partial_sort_puts_the_first_k_in_order(dists: list[int], data: st.DataO
         assert sorted(p.member for p in points) == sorted(b"m%d" % i for i in range(len(dists)))
         want = sorted((float(d) for d in dists), reverse=reverse)[:k]
         assert [p.dist for p in points[:k]] == want
+
+
+def test_redis_7_2_arithmetic() -> None:
+    """Where 7.2 differs from the 7.0 of the differential tests: a distance along a meridian
+    is R * |dlat| without the haversine (geohashGetLatDistance), and distances are rounded to
+    4 decimals by llrint(d * 10000) (fixedpoint_d2string; 7.0's printf gives ``0.0001`` for
+    0.00005, whose double is a hair above the half)."""
+    from headwater.commands.geo import distance_text
+
+    r = geohash.EARTH_RADIUS_IN_METERS
+    assert geohash.distance(12.5, 10.0, 12.5, 11.0) == r * abs(
+        11.0 * geohash.D_R - 10.0 * geohash.D_R
+    )
+    assert geohash.distance(12.5, 10.0, 12.6, 10.0) > 0
+    assert distance_text(0.00005) == b"0.0000"
+    assert distance_text(0.0) == b"0.0000"
+    assert distance_text(166274.15156960033) == b"166274.1516"
+    assert distance_text(1.5) == b"1.5000"
