@@ -92,7 +92,10 @@ def distance_text(d: float) -> bytes:
     as llrint) to 4 decimals."""
     if d == 0:
         return b"0.0000"
-    scaled = round(d * 10000.0)
+    scaled_d = d * 10000.0
+    # llrint: out of range or NaN gives x86-64's "integer indefinite", LLONG_MIN
+    in_range = -9223372036854775808.0 <= scaled_d < 9223372036854775808.0
+    scaled = round(scaled_d) if in_range else -(1 << 63)
     sign = b"-" if scaled < 0 else b""
     scaled = abs(scaled)
     return b"%s%d.%04d" % (sign, scaled // 10000, scaled % 10000)

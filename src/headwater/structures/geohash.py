@@ -71,6 +71,25 @@ class Shape(NamedTuple):
     box: bool = False
 
 
+# -- C's libm: NaN where Python's math raises (an infinite radius, rounding past 1) --------
+
+
+def _cos(x: float) -> float:
+    return math.cos(x) if math.isfinite(x) else math.nan
+
+
+def _sin(x: float) -> float:
+    return math.sin(x) if math.isfinite(x) else math.nan
+
+
+def _asin(x: float) -> float:
+    return math.asin(x) if -1.0 <= x <= 1.0 else math.nan
+
+
+def _sqrt(x: float) -> float:
+    return math.sqrt(x) if x >= 0.0 else math.nan
+
+
 # -- bits ----------------------------------------------------------------------------------
 
 
@@ -282,15 +301,13 @@ def bounding_box(shape: Shape) -> tuple[float, float, float, float]:
     """geohashBoundingBox: (min longitude, min latitude, max longitude, max latitude)."""
     longitude, latitude = shape.longitude, shape.latitude
     if shape.box:
-        height = shape.conversion * (shape.height / 2)
-        width = shape.conversion * (shape.width / 2)
+        height = shape.conversion * shape.height / 2
+        width = shape.conversion * shape.width / 2
     else:
         height = width = shape.conversion * shape.radius
     lat_delta = (height / EARTH_RADIUS_IN_METERS) / D_R
-    long_delta_top = (width / EARTH_RADIUS_IN_METERS / math.cos((latitude + lat_delta) * D_R)) / D_R
-    long_delta_bottom = (
-        width / EARTH_RADIUS_IN_METERS / math.cos((latitude - lat_delta) * D_R)
-    ) / D_R
+    long_delta_top = (width / EARTH_RADIUS_IN_METERS / _cos((latitude + lat_delta) * D_R)) / D_R
+    long_delta_bottom = (width / EARTH_RADIUS_IN_METERS / _cos((latitude - lat_delta) * D_R)) / D_R
     long_delta = long_delta_bottom if latitude < 0 else long_delta_top
     return (longitude - long_delta, latitude - lat_delta, longitude + long_delta,
             latitude + lat_delta)  # fmt: skip
@@ -302,7 +319,7 @@ def search_cells(shape: Shape) -> list[Cell]:
     min_lon, min_lat, max_lon, max_lat = bounding_box(shape)
     if shape.box:
         half_w, half_h = shape.width / 2, shape.height / 2
-        radius_meters = math.sqrt(half_w * half_w + half_h * half_h)
+        radius_meters = _sqrt(half_w * half_w + half_h * half_h)
     else:
         radius_meters = shape.radius
     radius_meters *= shape.conversion
@@ -352,14 +369,14 @@ def distance(lon1: float, lat1: float, lon2: float, lat2: float) -> float:
     """geohashGetDistance (Redis 7.2): haversine on Redis's sphere, in metres."""
     lon1r = lon1 * D_R
     lon2r = lon2 * D_R
-    v = math.sin((lon2r - lon1r) / 2)
+    v = _sin((lon2r - lon1r) / 2)
     if v == 0.0:
         return lat_distance(lat1, lat2)
     lat1r = lat1 * D_R
     lat2r = lat2 * D_R
-    u = math.sin((lat2r - lat1r) / 2)
-    a = u * u + math.cos(lat1r) * math.cos(lat2r) * v * v
-    return 2.0 * EARTH_RADIUS_IN_METERS * math.asin(math.sqrt(a))
+    u = _sin((lat2r - lat1r) / 2)
+    a = u * u + _cos(lat1r) * _cos(lat2r) * v * v
+    return 2.0 * EARTH_RADIUS_IN_METERS * _asin(_sqrt(a))
 
 
 def within(shape: Shape, longitude: float, latitude: float) -> float | None:
