@@ -192,10 +192,8 @@ class _Search:
     __slots__ = (
         "any",
         "box",
-        "by",
         "conversion",
         "count",
-        "from_",
         "height",
         "latitude",
         "longitude",
@@ -215,7 +213,6 @@ class _Search:
         self.conversion = 1.0
         self.box = self.any = self.storedist = False
         self.withdist = self.withhash = self.withcoord = False
-        self.by = self.from_ = False
         self.count = 0
         self.sort = NONE
         self.store: bytes | None = None
