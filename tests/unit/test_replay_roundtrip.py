@@ -57,6 +57,7 @@ set_key = st.sampled_from(["set1", "set2", "str"])
 list_key = st.sampled_from(["l1", "l2", "str"])
 side = st.sampled_from(["LEFT", "RIGHT"])
 zset_key = st.sampled_from(["z1", "z2", "str"])
+geo_position = st.sampled_from(["13.36 38.11", "15.08 37.5", "-180 85.05", "0 0"])
 zscore = st.sampled_from(["1", "-2.5", "0", "inf", "3e2"])
 member = st.sampled_from(["1", "2", "-7", "a", "bb", "x" * 70])
 
@@ -290,6 +291,30 @@ rest = st.one_of(
         zset_key,
         st.sampled_from([[], ["WEIGHTS", "2", "-1"], ["AGGREGATE", "MAX"]]),
     ).map(lambda t: [t[0], t[1], "2", "z1", "set1", *(t[2] if t[0] != "ZDIFFSTORE" else [])]),
+    # geo: GEOADD replays as the ZADD it is; the STORE forms as given (deterministic)
+    st.tuples(
+        zset_key,
+        st.sampled_from([[], ["NX"], ["XX", "CH"], ["CH"]]),
+        st.lists(st.tuples(geo_position, member), min_size=1, max_size=3),
+    ).map(lambda t: ["GEOADD", t[0], *t[1], *[x for p in t[2] for x in (*p[0].split(), p[1])]]),
+    st.tuples(
+        st.sampled_from(["STORE", "STOREDIST"]),
+        zset_key,
+        zset_key,
+        st.sampled_from([[], ["COUNT", "1"], ["DESC", "COUNT", "2", "ANY"]]),
+    ).map(lambda t: ["GEORADIUS", t[1], "14", "38", "300", "km", t[0], t[2], *t[3]]),
+    st.tuples(zset_key, zset_key, member).map(
+        lambda t: ["GEORADIUSBYMEMBER", t[0], t[2], "500", "km", "STORE", t[1]]
+    ),
+    st.tuples(zset_key, zset_key, st.sampled_from([[], ["STOREDIST"]])).map(
+        lambda t: [
+            "GEOSEARCHSTORE",
+            t[0],
+            t[1],
+            *["FROMLONLAT", "14", "38", "BYBOX", "600", "400", "km"],
+            *t[2],
+        ]
+    ),
     # lists (LINSERT, LREM, LTRIM replay as given: the same list gives the same result)
     st.tuples(
         st.sampled_from(["LPUSH", "RPUSH", "LPUSHX", "RPUSHX"]),

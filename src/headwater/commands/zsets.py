@@ -175,6 +175,17 @@ def _zadd(
     return Written(reply, as_given(changed)) if changed else reply
 
 
+#: the sorted sets' write path for GEOADD: ZADD's flags, and ZADD of parsed scores
+AddFlags = _AddFlags
+
+
+def add_scores(
+    c: Client, key: bytes, flags: _AddFlags, scores: list[float], members: list[bytes]
+) -> Reply | Written:
+    """ZADD key [flags] score member … with the scores parsed (GEOADD computes them)."""
+    return _zadd(c, key, flags, scores, members)
+
+
 def cmd_zincrby(c: Client, argv: list[bytes]) -> Reply | Written:
     flags = _AddFlags()
     flags.incr = True
