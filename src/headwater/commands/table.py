@@ -10,6 +10,7 @@ from headwater.commands import (
     dump,
     groups,
     hashes,
+    hll,
     idmp,
     introspection,
     keys,
@@ -51,6 +52,7 @@ FAMILIES = (
     dump,
     sort,
     memory,
+    hll,
 )
 
 
