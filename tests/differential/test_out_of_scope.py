@@ -13,8 +13,8 @@ import pytest
 from tests.differential.harness import assert_same
 from tests.helpers import ServerProcess, start_redis
 
-# Geo and HyperLogLog commands: the types Headwater does not have yet.
-OUT_OF_SCOPE = ["GEOADD", "PFADD", "PFCOUNT", "GEOSEARCH"]
+# Geo commands: the type Headwater does not have yet.
+OUT_OF_SCOPE = ["GEOADD", "GEOSEARCH"]
 
 
 @pytest.fixture(scope="module")

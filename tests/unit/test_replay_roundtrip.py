@@ -58,6 +58,7 @@ list_key = st.sampled_from(["l1", "l2", "str"])
 side = st.sampled_from(["LEFT", "RIGHT"])
 zset_key = st.sampled_from(["z1", "z2", "str"])
 zscore = st.sampled_from(["1", "-2.5", "0", "inf", "3e2"])
+hll_key = st.sampled_from(["hll1", "hll2", "str"])
 member = st.sampled_from(["1", "2", "-7", "a", "bb", "x" * 70])
 
 
@@ -310,6 +311,13 @@ rest = st.one_of(
     st.tuples(list_key, st.sampled_from(["1 -2", "0 4", "5 2"])).map(
         lambda t: ["LTRIM", t[0], *t[1].split()]
     ),
+    # HyperLogLog (issue 19): PFCOUNT of one key propagates itself when it stores the count
+    st.tuples(hll_key, st.lists(st.integers(0, 3000).map(str), max_size=300)).map(
+        lambda t: ["PFADD", t[0], *t[1]]
+    ),
+    hll_key.map(lambda k: ["PFCOUNT", k]),
+    st.tuples(hll_key, hll_key).map(lambda t: ["PFMERGE", t[0], t[1], "hll2"]),
+    hll_key.map(lambda k: ["PFDEBUG", "TODENSE", k]),
     st.sampled_from([["SELECT", "0"], ["SELECT", "1"]]),
     st.just(["FLUSHDB"]),
     # generic (issue 19): COPY of every type, MOVE, SWAPDB, SORT … STORE (its empty result)

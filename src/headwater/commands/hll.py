@@ -281,7 +281,7 @@ def cmd_pfselftest(c: Client, argv: list[bytes]) -> Reply:
 
 SPECS = (
     spec("pfadd", -2, "write denyoom fast", (1, 1, 1), cmd_pfadd),
-    spec("pfcount", -2, "readonly", (1, -1, 1), cmd_pfcount),
+    spec("pfcount", -2, "readonly x_may_replicate", (1, -1, 1), cmd_pfcount),
     spec("pfmerge", -2, "write denyoom", (1, -1, 1), cmd_pfmerge),
     spec("pfdebug", 3, "write denyoom admin", (2, 2, 1), cmd_pfdebug),
     spec("pfselftest", 1, "admin", (0, 0, 0), cmd_pfselftest),
