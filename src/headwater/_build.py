@@ -53,6 +53,9 @@ HOT_MODULES = (
     "headwater.structures.zsets",
     "headwater.commands.lists",
     "headwater.structures.lists",
+    # HyperLogLog's sparse opcode walks and register loops: PFADD of one element to a 1.5 KB
+    # sparse value 450 -> 51 us, to a dense one 18 -> 9 us (this module alone compiled)
+    "headwater.structures.hll",
     "headwater.ops.change",
     "headwater.ops.streams",
     "headwater.ops.groups",

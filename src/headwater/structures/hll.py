@@ -204,7 +204,7 @@ def pack_dense(regs: bytes) -> bytes:
 
 
 _HIGH_BITS = int.from_bytes(b"\x80" * REGISTERS, "little")
-_ALL = (1 << (8 * REGISTERS)) - 1
+_ALL = int.from_bytes(b"\xff" * REGISTERS, "little")  # (not 1 << n: mypyc folds it)
 
 
 def max_registers(a: bytes, b: bytes) -> bytes:
@@ -246,8 +246,10 @@ def sparse_registers(value: bytes | bytearray, merge_rules: bool) -> bytes:
             run = (op & 3) + 1
             if idx + run > REGISTERS:
                 break
-            out[idx : idx + run] = bytes((((op >> 2) & 31) + 1,)) * run
-            idx += run
+            reg = ((op >> 2) & 31) + 1
+            for _ in range(run):
+                out[idx] = reg
+                idx += 1
             p += 1
             continue
         run, oplen = _op_span(value, p)
@@ -456,8 +458,11 @@ def registers_of(value: bytes | bytearray) -> bytes:
 
 
 def histogram(regs: bytes) -> list[int]:
-    """Register histogram of one-byte-per-register registers (only 0..Q+1 are read)."""
-    return [regs.count(v) for v in range(Q + 2)]
+    """Register histogram of one-byte-per-register registers (hllCount reads 0..Q+1)."""
+    histo = [0] * 256
+    for v in regs:
+        histo[v] += 1
+    return histo
 
 
 def count_value(value: bytes | bytearray) -> int:
