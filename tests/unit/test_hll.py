@@ -11,6 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from headwater.engine.replay import Replayer
+from headwater.persistence.rewrite import write_base
+from headwater.persistence.snapshot import load_snapshot, write_snapshot
 from headwater.structures import hll
 from headwater.values import RawString
 from tests.unit.conftest import Harness, error_text
@@ -211,3 +213,28 @@ def test_a_replayed_log_rebuilds_the_same_bytes(tmp_path: Path) -> None:
         value = h.engine.keyspace.dbs[0].data[key]
         assert replayed.engine.keyspace.dbs[0].data[key] == value
         hll.check_invariants(value)
+
+
+def test_rewrite_and_snapshot_keep_the_bytes_and_the_raw_encoding(tmp_path: Path) -> None:
+    """An HLL is a raw string: the AOF rewrite (SET + APPEND) and the snapshot (its raw flag)
+    bring back the same bytes, which count the same."""
+    h = Harness()
+    c = h.client()
+    h.call(c, "PFADD", "sparse", *[f"a{i}" for i in range(100)])
+    h.call(c, "PFADD", "dense", *[f"b{i}" for i in range(5000)])
+    h.call(c, "PFCOUNT", "dense")
+    write_base(tmp_path / "base.aof", h.engine.keyspace.dbs)
+    write_snapshot(tmp_path / "dump.hwsnap", h.engine.keyspace.dbs)
+    rewritten, loaded = Harness(), Harness()
+    replayer = Replayer(rewritten.engine)
+    replayer.replay(tmp_path / "base.aof", truncate_torn=False)
+    replayer.close()
+    load_snapshot(tmp_path / "dump.hwsnap", loaded.engine.keyspace.dbs)
+    state = exact_state(h.engine.keyspace.dbs)
+    counts = {key: h.call(c, "PFCOUNT", key) for key in ("sparse", "dense")}
+    for other in (rewritten, loaded):
+        assert exact_state(other.engine.keyspace.dbs) == state
+        oc = other.client()
+        for key, count in counts.items():
+            assert other.call(oc, "OBJECT", "ENCODING", key) == b"raw"
+            assert other.call(oc, "PFCOUNT", key) == count
