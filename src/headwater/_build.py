@@ -57,6 +57,9 @@ HOT_MODULES = (
     # (commands.geo.search), 269 -> 724 a second compiled (2 loaded cores)
     "headwater.structures.geohash",
     "headwater.commands.geo",
+    # HyperLogLog's sparse opcode walks and register loops: PFADD of one element to a 1.5 KB
+    # sparse value 450 -> 51 us, to a dense one 18 -> 9 us (this module alone compiled)
+    "headwater.structures.hll",
     "headwater.ops.change",
     "headwater.ops.streams",
     "headwater.ops.groups",

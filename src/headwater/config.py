@@ -43,8 +43,13 @@ def parse_memory(text: str) -> int:
     return int(match.group(1)) * _MEMORY_UNITS[match.group(2).lower()]
 
 
-def _int_parser(lo: int, hi: int, memory: bool = False) -> Parser:
+def _int_parser(lo: int, hi: int, memory: bool = False, size_t: bool = False) -> Parser:
+    """``size_t``: an unsigned memory setting (Redis's createSizeTConfig), where a minus
+    sign is not a memory value at all."""
+
     def parse(text: str) -> int:
+        if size_t and text.startswith("-"):
+            raise ConfigError("argument must be a memory value")
         if memory:
             value = parse_memory(text)
         else:
@@ -304,6 +309,7 @@ PARAMS: tuple[Param, ...] = (
         "64",
         aliases=("hash-max-ziplist-value",),
     ),
+    Param("hll-sparse-max-bytes", _int_parser(0, INT64_MAX, memory=True, size_t=True), "3000"),
     Param("set-max-intset-entries", _int_parser(0, INT64_MAX), "512"),
     Param("set-max-listpack-entries", _int_parser(0, INT64_MAX), "128"),
     Param("set-max-listpack-value", _int_parser(0, INT64_MAX), "64"),

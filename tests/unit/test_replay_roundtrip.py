@@ -59,6 +59,7 @@ side = st.sampled_from(["LEFT", "RIGHT"])
 zset_key = st.sampled_from(["z1", "z2", "str"])
 geo_position = st.sampled_from(["13.36 38.11", "15.08 37.5", "-180 85.05", "0 0"])
 zscore = st.sampled_from(["1", "-2.5", "0", "inf", "3e2"])
+hll_key = st.sampled_from(["hll1", "hll2", "str"])
 member = st.sampled_from(["1", "2", "-7", "a", "bb", "x" * 70])
 
 
@@ -335,6 +336,13 @@ rest = st.one_of(
     st.tuples(list_key, st.sampled_from(["1 -2", "0 4", "5 2"])).map(
         lambda t: ["LTRIM", t[0], *t[1].split()]
     ),
+    # HyperLogLog (issue 19): PFCOUNT of one key propagates itself when it stores the count
+    st.tuples(hll_key, st.lists(st.integers(0, 3000).map(str), max_size=300)).map(
+        lambda t: ["PFADD", t[0], *t[1]]
+    ),
+    hll_key.map(lambda k: ["PFCOUNT", k]),
+    st.tuples(hll_key, hll_key).map(lambda t: ["PFMERGE", t[0], t[1], "hll2"]),
+    hll_key.map(lambda k: ["PFDEBUG", "TODENSE", k]),
     st.sampled_from([["SELECT", "0"], ["SELECT", "1"]]),
     st.just(["FLUSHDB"]),
     # generic (issue 19): COPY of every type, MOVE, SWAPDB, SORT … STORE (a list, or nothing)

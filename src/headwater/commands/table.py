@@ -11,6 +11,7 @@ from headwater.commands import (
     geo,
     groups,
     hashes,
+    hll,
     idmp,
     introspection,
     keys,
@@ -53,6 +54,7 @@ FAMILIES = (
     dump,
     sort,
     memory,
+    hll,
 )
 
 

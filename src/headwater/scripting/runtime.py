@@ -503,7 +503,7 @@ class Scripting:
         flags = row.flags
         if "noscript" in flags:
             return b"ERR " + _NOSCRIPT
-        if run.read_only and (row.is_write or "may_replicate" in flags):
+        if run.read_only and (row.is_write or "x_may_replicate" in flags):
             return b"ERR " + _RO_WRITE
         if row.is_write:
             # as Redis's scriptVerifyWriteCommandAllow: a read-only replica always, a disk
