@@ -119,3 +119,13 @@ def test_bzmpop_pops_at_once_from_the_first_non_empty_key(h: Harness) -> None:
         [[b"z", b"3"], [b"y", b"2"]],
     ]
     assert h.effect_lines()[-1] == [b"ZPOPMAX", b"b", b"2"]
+
+
+def test_bzpopmin_and_bzpopmax_run_in_scripts_without_waiting(h: Harness) -> None:
+    """Redis 7.2 dropped their ``noscript`` flag (as for the blocking list commands)."""
+    c = h.client()
+    assert h.call(c, "EVAL", "return redis.call('bzpopmin', KEYS[1], 0)", 1, "z") is None
+    h.call(c, "ZADD", "z", 1, "a", 2, "b")
+    got = h.call(c, "EVAL", "return redis.call('bzpopmax', KEYS[1], 0)", 1, "z")
+    assert got == [b"z", b"b", b"2"]
+    assert h.effect_lines()[-1] == [b"ZPOPMAX", b"z"]
