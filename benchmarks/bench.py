@@ -523,6 +523,76 @@ def row_hset_50(h: Harness) -> RatioRow:
     )
 
 
+#: members of the sets and sorted sets the read rows query: __rand_int__'s 12-digit numbers
+TYPE_MEMBERS = 100_000
+
+
+def _fill(server: ServerProcess, command: str, key: str, scored: bool) -> None:
+    """``key`` holds the members 000000000000 … (TYPE_MEMBERS of them; scores 0, 1, …)."""
+    server.client().delete(key)
+    batch = 1000
+
+    def chunks() -> Iterator[bytes]:
+        for start in range(0, TYPE_MEMBERS, batch):
+            args: list[bytes] = [command.encode(), key.encode()]
+            for i in range(start, min(start + batch, TYPE_MEMBERS)):
+                args += [b"%d" % i, b"%012d" % i] if scored else [b"%012d" % i]
+            yield hiredis.pack_command(tuple(args))
+
+    pipe_chunks(server.port, chunks())
+
+
+def _type_row(
+    h: Harness, key: str, title: str, command: list[str], fill: tuple[str, bool] | None
+) -> RatioRow:
+    """A 50-client row of one command on the set or sorted set ``bench:t`` (filled first
+    with TYPE_MEMBERS members when ``fill`` names the command and whether it takes scores);
+    __rand_int__ draws from those members."""
+    old = h.args.keyspace
+    h.args.keyspace = TYPE_MEMBERS
+    try:
+
+        def side(server: ServerProcess) -> Side:
+            def run() -> float:
+                if fill is None:
+                    server.client().delete("bench:t")
+                else:
+                    _fill(server, fill[0], "bench:t", fill[1])
+                return redis_benchmark(h, server.port, command, clients=50, n=h.n(100_000))
+
+            return Side(server.name, server, run)
+
+        redis_, headwater = h.pair("plain")
+        return run_pairs(h, RatioRow(key, title, 0.7, (side(redis_), side(headwater))))
+    finally:
+        h.args.keyspace = old
+
+
+def row_sadd_50(h: Harness) -> RatioRow:
+    return _type_row(h, "sadd-50", "SADD, 50 clients", ["SADD", "bench:t", "__rand_int__"], None)
+
+
+def row_sismember_50(h: Harness) -> RatioRow:
+    command = ["SISMEMBER", "bench:t", "__rand_int__"]
+    return _type_row(h, "sismember-50", "SISMEMBER, 50 clients", command, ("SADD", False))
+
+
+def row_zadd_50(h: Harness) -> RatioRow:
+    command = ["ZADD", "bench:t", "__rand_int__", "__rand_int__"]
+    return _type_row(h, "zadd-50", "ZADD, 50 clients", command, None)
+
+
+def row_zrange_50(h: Harness) -> RatioRow:
+    command = ["ZRANGE", "bench:t", "0", "9"]
+    return _type_row(h, "zrange-50", "ZRANGE 0 9, 50 clients", command, ("ZADD", True))
+
+
+def row_zrangebyscore_50(h: Harness) -> RatioRow:
+    command = ["ZRANGEBYSCORE", "bench:t", "__rand_int__", "+inf", "LIMIT", "0", "10"]
+    title = "ZRANGEBYSCORE LIMIT 0 10, 50 clients"
+    return _type_row(h, "zrangebyscore-50", title, command, ("ZADD", True))
+
+
 RATIO_ROWS: dict[str, Callable[[Harness], RatioRow]] = {
     "xadd-1": row_xadd_1,
     "xadd-50": row_xadd_50,
@@ -538,6 +608,11 @@ RATIO_ROWS: dict[str, Callable[[Harness], RatioRow]] = {
     "lpush-50": row_lpush_50,
     "rpop-50": row_rpop_50,
     "hset-50": row_hset_50,
+    "sadd-50": row_sadd_50,
+    "sismember-50": row_sismember_50,
+    "zadd-50": row_zadd_50,
+    "zrange-50": row_zrange_50,
+    "zrangebyscore-50": row_zrangebyscore_50,
 }
 
 
@@ -632,6 +707,47 @@ def table_list_memory(h: Harness) -> list[str]:
         f"(`redis-cli --pipe`): redis {per_element['redis']:.1f} B, headwater "
         f"{per_element['headwater']:.1f} B, ratio {ratio:.2f}x (target <= 2.0x)."
     ]
+
+
+def _collection_memory(h: Harness, label: str, command: str, scored: bool) -> list[str]:
+    """RSS growth per member after 1M ``command mem <16-byte member>`` (SADD, ZADD with
+    scores 0, 1, …) through ``redis-cli --pipe``, each server freshly started."""
+    members = h.n(1_000_000)
+    print(f"{label}: RSS growth after {members:,} {command}s", flush=True)
+
+    def chunks() -> Iterator[bytes]:
+        for start in range(0, members, 1000):
+            args: list[bytes] = [command.encode(), b"mem"]
+            for i in range(start, min(start + 1000, members)):
+                args += [b"%d" % i, b"member:%09d" % i] if scored else [b"member:%09d" % i]
+            yield hiredis.pack_command(tuple(args))
+
+    per_member = {}
+    for server in h.make_pair(label):
+        with running([server]):
+            before = server.rss_bytes()
+            seconds = pipe_chunks(server.port, chunks())
+            client = server.client()
+            got = client.zcard("mem") if scored else client.scard("mem")
+            if got != members:
+                raise CheckError(f"{server.name}: {got} members in mem, expected {members}")
+            per_member[server.name] = (server.rss_bytes() - before) / members
+        h.note(f"{server.name}: {per_member[server.name]:.1f} B/member, in {seconds:.1f} s")
+    ratio = per_member["headwater"] / per_member["redis"]
+    return [
+        f"{'Sorted set' if scored else 'Set'} memory, RSS growth per member after {members:,} "
+        f"`{command} mem <16-byte member>` (`redis-cli --pipe`, 1000 a command): redis "
+        f"{per_member['redis']:.1f} B, headwater {per_member['headwater']:.1f} B, ratio "
+        f"{ratio:.2f}x (target <= 2.0x)."
+    ]
+
+
+def table_set_memory(h: Harness) -> list[str]:
+    return _collection_memory(h, "set-memory", "SADD", False)
+
+
+def table_zset_memory(h: Harness) -> list[str]:
+    return _collection_memory(h, "zset-memory", "ZADD", True)
 
 
 def table_hash_memory(h: Harness) -> list[str]:
@@ -975,6 +1091,8 @@ TABLES: dict[str, Callable[[Harness], list[str]]] = {
     "aof-replay": table_aof_replay,
     "spark": table_spark,
     "hash-memory": table_hash_memory,
+    "set-memory": table_set_memory,
+    "zset-memory": table_zset_memory,
     "repl-cost": table_repl_cost,
     "repl-lag": table_repl_lag,
     "repl-psync": table_repl_psync,
@@ -985,6 +1103,8 @@ DEFAULT_ROWS = (
     "memory",
     "list-memory",
     "hash-memory",
+    "set-memory",
+    "zset-memory",
     "idmp",
     "inproc",
     "repl-cost",
@@ -1010,6 +1130,13 @@ ROW_INFO = {
     "list-memory": "RSS growth per element after 1M RPUSHes of 16 bytes (--pipe), <= 2.0x",
     "hset-50": "HSET hash f:<rand> <16 bytes>, 50 clients (redis-benchmark), >= 0.7x",
     "hash-memory": "RSS growth per field of one hash after 1M HSETs (16-byte fields), <= 2.0x",
+    "set-memory": "RSS growth per member of one set after 1M 16-byte SADDs (--pipe), <= 2.0x",
+    "zset-memory": "RSS growth per member of one zset after 1M 16-byte ZADDs (--pipe), <= 2.0x",
+    "sadd-50": "SADD s <rand>, 50 clients (redis-benchmark), >= 0.7x",
+    "sismember-50": "SISMEMBER over 100k members, 50 clients (redis-benchmark), >= 0.7x",
+    "zadd-50": "ZADD z <rand> <rand>, 50 clients (redis-benchmark), >= 0.7x",
+    "zrange-50": "ZRANGE z 0 9 over 100k members, 50 clients (redis-benchmark), >= 0.7x",
+    "zrangebyscore-50": "ZRANGEBYSCORE z <rand> +inf LIMIT 0 10 over 100k, 50 clients, >= 0.7x",
     "idmp": "IDMP/IDMPAUTO overhead table, 1 client, sizes 8/64/512 (Headwater only)",
     "inproc": "us per command with the engine driven in process (no sockets)",
     "snapshot": "slow: restart from a SAVEd snapshot at 5M entries, <= 1.0x",
