@@ -52,6 +52,8 @@ def parse_double(raw: bytes, error: ReplyError = NOT_FLOAT) -> float:
     refused."""
     if not raw or len(raw) > 256:
         raise error
+    if raw.isdigit():  # (the usual score or count: ASCII digits only, nothing to check)
+        return float(raw)
     text = raw.decode("ascii", "replace")
     lowered = text.lower().lstrip("+-")
     try:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import itertools
 from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterator
+from itertools import accumulate
 from typing import NamedTuple
 
 CHUNK = 1024
@@ -79,13 +80,23 @@ class LexRange(NamedTuple):
 
 class ZSetValue:
     TYPE_NAME = b"zset"
-    __slots__ = ("chunks", "lasts", "listpack", "scores")
+    __slots__ = ("_before", "chunks", "lasts", "listpack", "scores")
 
     def __init__(self, listpack: bool = True) -> None:
         self.scores: dict[bytes, float] = {}
         self.chunks: list[list[Pair]] = []
         self.lasts: list[Pair] = []
         self.listpack = listpack
+        #: pairs before each chunk (one more entry: the total), made when a position is
+        #: asked after a change; None: stale. (A walk over the chunks per position made
+        #: ZRANGEBYSCORE O(n/CHUNK) at every call.)
+        self._before: list[int] | None = None
+
+    def _counts(self) -> list[int]:
+        before = self._before
+        if before is None:
+            before = self._before = list(accumulate(map(len, self.chunks), initial=0))
+        return before
 
     @classmethod
     def for_size(cls, size_hint: int, longest: int, limits: ZSetLimits) -> ZSetValue:
@@ -156,6 +167,7 @@ class ZSetValue:
         return True
 
     def _link(self, pair: Pair) -> None:
+        self._before = None
         lasts, chunks = self.lasts, self.chunks
         if not chunks:
             chunks.append([pair])
@@ -175,6 +187,7 @@ class ZSetValue:
             lasts[k : k + 1] = [chunk[half - 1], chunk[-1]]
 
     def _unlink(self, pair: Pair) -> None:
+        self._before = None
         lasts, chunks = self.lasts, self.chunks
         k = bisect_left(lasts, pair)
         chunk = chunks[k]
@@ -191,6 +204,7 @@ class ZSetValue:
         if self.scores:
             raise ZSetInvariantError("load_ordered into a set that is not empty")
         self.scores = {member: score for score, member in pairs}
+        self._before = None
         self.chunks = [pairs[i : i + CHUNK // 2] for i in range(0, len(pairs), CHUNK // 2)]
         self.lasts = [chunk[-1] for chunk in self.chunks]
 
@@ -203,22 +217,20 @@ class ZSetValue:
             return None
         pair = (score, member)
         k = bisect_left(self.lasts, pair)
-        before = sum(len(chunk) for chunk in self.chunks[:k])
-        return before + bisect_left(self.chunks[k], pair)
+        return self._counts()[k] + bisect_left(self.chunks[k], pair)
 
     def by_rank(self, start: int, stop: int) -> list[Pair]:
         """Pairs at positions start..stop inclusive (already within 0..len-1)."""
         out: list[Pair] = []
         if start > stop:
             return out
-        position = 0
-        for chunk in self.chunks:
-            end = position + len(chunk)
-            if end > start:
-                out.extend(chunk[max(start - position, 0) : stop - position + 1])
-                if end > stop:
-                    break
-            position = end
+        counts = self._counts()
+        chunks = self.chunks
+        k = bisect_right(counts, start) - 1
+        while k < len(chunks) and counts[k] <= stop:
+            position = counts[k]
+            out.extend(chunks[k][max(start - position, 0) : stop - position + 1])
+            k += 1
         return out
 
     def _position(self, pair: Pair, right: bool) -> int:
@@ -228,7 +240,7 @@ class ZSetValue:
         k = find(lasts, pair)
         if k == len(lasts):
             return len(self.scores)
-        return sum(len(chunk) for chunk in self.chunks[:k]) + find(self.chunks[k], pair)
+        return self._counts()[k] + find(self.chunks[k], pair)
 
     def _score_position(self, score: float, right: bool) -> int:
         """How many pairs have a score below ``score`` (at or below it when right)."""
@@ -237,8 +249,7 @@ class ZSetValue:
         k = find(lasts, score, key=_score_of)
         if k == len(lasts):
             return len(self.scores)
-        before = sum(len(chunk) for chunk in self.chunks[:k])
-        return before + find(self.chunks[k], score, key=_score_of)
+        return self._counts()[k] + find(self.chunks[k], score, key=_score_of)
 
     def score_span(self, r: ScoreRange) -> tuple[int, int]:
         """[first, end) positions of the members whose score lies in r."""
@@ -289,6 +300,10 @@ class ZSetValue:
                 raise ZSetInvariantError("a chunk is empty, too long, or its last is wrong")
         if len(self.chunks) != len(self.lasts):
             raise ZSetInvariantError("chunks and lasts differ in number")
+        if self._before is not None and self._before != list(
+            accumulate(map(len, self.chunks), initial=0)
+        ):
+            raise ZSetInvariantError("the cached counts before each chunk are stale")
 
 
 def _score_of(pair: Pair) -> float:
