@@ -19,6 +19,7 @@ does not depend on it: a listpack and a skiplist iterate alike.
 from __future__ import annotations
 
 import itertools
+import math
 from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterator
 from itertools import accumulate
@@ -243,13 +244,19 @@ class ZSetValue:
         return self._counts()[k] + find(self.chunks[k], pair)
 
     def _score_position(self, score: float, right: bool) -> int:
-        """How many pairs have a score below ``score`` (at or below it when right)."""
-        find = bisect_right if right else bisect_left
+        """How many pairs have a score below ``score`` (at or below it when right). Bisects
+        with a one-item tuple, which sorts before every pair of its score (compared in C,
+        without a key function called per probe); "at or below" is "below the next double"."""
+        if right:
+            if score == math.inf:
+                return len(self.scores)
+            score = math.nextafter(score, math.inf)
+        probe = (score,)
         lasts = self.lasts
-        k = find(lasts, score, key=_score_of)
+        k = bisect_left(lasts, probe)
         if k == len(lasts):
             return len(self.scores)
-        return self._counts()[k] + find(self.chunks[k], score, key=_score_of)
+        return self._counts()[k] + bisect_left(self.chunks[k], probe)
 
     def score_span(self, r: ScoreRange) -> tuple[int, int]:
         """[first, end) positions of the members whose score lies in r."""
@@ -304,7 +311,3 @@ class ZSetValue:
             accumulate(map(len, self.chunks), initial=0)
         ):
             raise ZSetInvariantError("the cached counts before each chunk are stale")
-
-
-def _score_of(pair: Pair) -> float:
-    return pair[0]
