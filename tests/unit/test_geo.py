@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from headwater.structures import geohash
@@ -27,13 +27,19 @@ longitude = st.floats(-180, 180, allow_nan=False)
 latitude = st.floats(geohash.LAT_MIN, geohash.LAT_MAX, allow_nan=False)
 
 
+@example(180.0, 25.0)  # (found by CI: the longitude's top edge moved the latitude 1.3 cells)
 @given(longitude, latitude)
 def test_a_position_decodes_to_its_cells_centre(lon: float, lat: float) -> None:
     bits = geohash.score_of(lon, lat)
     assert 0 <= bits < 1 << 54
     dlon, dlat = geohash.decode_score(float(bits))
-    if bits < 1 << 52:  # (at the ranges' top edges the offset rounds to 2**26, past the cells)
-        assert geohash.score_of(dlon, dlat) == bits
+    if bits >= 1 << 52:
+        # At a range's top edge the offset is 2**26, past the cells: its bit lands among the
+        # other coordinate's, as in Redis (tests/differential/test_geo.py compares those
+        # scores and positions with Redis's); the position is then only near its cell.
+        assert abs(dlon - lon) <= 360 / 2**25 and abs(dlat - lat) <= 171 / 2**25
+        return
+    assert geohash.score_of(dlon, dlat) == bits
     assert abs(dlon - lon) <= 360 / 2**26 and abs(dlat - lat) <= 171 / 2**26
 
 

@@ -212,7 +212,9 @@ class Server:
         for client, conn in list(self.connections.items()):
             idle = now - client.last_interaction_ms
             waiting = client.gate.blocked is not None or client.subscribed() or client.monitor
-            waiting = waiting or client.is_replica
+            # (a reply still to send: a blocked client served this turn, idle for long, must
+            # get its reply, not a closed connection; seen once in CI under load)
+            waiting = waiting or client.is_replica or bool(client.out)
             if not waiting and idle > timeout_s * 1000 and conn.transport is not None:
                 log.info("Closing idle client id=%d", client.id)
                 conn.transport.close()
