@@ -733,12 +733,16 @@ def test_expiry_follows_the_primary() -> None:
     replica_p = start_headwater("--replicaof", "127.0.0.1", str(primary_p.port))
     try:
         primary, replica = connect(primary_p), connect(replica_p)
-        primary.set("k", "v", px=300)
-        primary.xadd("s", {"a": "1"}, id="1-0")
-        primary.pexpire("s", 300)
+        # Attached first, so that the TTL's clock starts after the full sync (slow under load).
+        wait_until(lambda: info(primary)["connected_slaves"] == 1, what="attach")
         wait_until(lambda: in_step(primary, replica), what="sync")
+        primary.set("k", "v", px=2000)
+        primary.xadd("s", {"a": "1"}, id="1-0")
+        primary.pexpire("s", 2000)
+        deadlines_set = time.monotonic()
+        wait_until(lambda: in_step(primary, replica), what="the writes")
         assert replica.get("k") == b"v" and replica.xlen("s") == 1
-        time.sleep(0.4)
+        time.sleep(max(0.0, deadlines_set + 2.1 - time.monotonic()))
         assert replica.get("k") is None and replica.xlen("s") == 0
         wait_until(lambda: info(replica, "keyspace") == {}, what="the primary's DELs")
     finally:
