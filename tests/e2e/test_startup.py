@@ -7,7 +7,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -66,9 +65,10 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
         "missing-config-file",
     ],
 )
-def test_bad_options_exit_1(args: list[str], needle: str) -> None:
-    # --dir last, so that an option wrongly accepted cannot leave ./data behind.
-    done = run_headwater("server", *args, "--dir", tempfile.gettempdir())
+def test_bad_options_exit_1(tmp_path: Path, args: list[str], needle: str) -> None:
+    # --dir last, so that an option wrongly accepted cannot leave ./data behind; a directory
+    # of its own, so that nothing another program left in /tmp is loaded.
+    done = run_headwater("server", *args, "--dir", str(tmp_path))
     assert done.returncode == 1, done.stdout + done.stderr
     assert needle in done.stderr, done.stderr
     assert "Traceback" not in done.stderr + done.stdout
@@ -175,12 +175,12 @@ def test_startup_line(tmp_path: Path) -> None:
         stop(proc)
 
 
-def test_port_in_use_exits_1() -> None:
+def test_port_in_use_exits_1(tmp_path: Path) -> None:
     with socket.socket() as blocker:
         blocker.bind(("127.0.0.1", 0))
         blocker.listen()
         port = blocker.getsockname()[1]
-        done = run_headwater("server", "--port", str(port), "--dir", tempfile.gettempdir())
+        done = run_headwater("server", "--port", str(port), "--dir", str(tmp_path))
     assert done.returncode == 1
     assert "could not start" in done.stderr
     assert "Traceback" not in done.stderr + done.stdout
