@@ -268,13 +268,23 @@ def measured(server: ServerProcess, work: Callable[[], float]) -> Sample:
 
 
 def redis_benchmark(
-    h: Harness, port: int, command: Sequence[str], *, clients: int, n: int, pipeline: int = 1
+    h: Harness,
+    port: int,
+    command: Sequence[str],
+    *,
+    clients: int,
+    n: int,
+    pipeline: int = 1,
+    cpus: str | None = None,
 ) -> float:
-    """Requests per second of one redis-benchmark run of ``command``."""
+    """Requests per second of one redis-benchmark run of ``command`` (pinned to ``cpus``, a
+    taskset CPU list, if given)."""
     argv = [
         h.args.redis_benchmark, "-h", HOST, "-p", str(port), "-c", str(clients),
         "-n", str(n), "-P", str(pipeline), "-r", str(h.args.keyspace), "--csv", *command,
     ]  # fmt: skip
+    if cpus is not None:
+        argv = ["taskset", "-c", cpus, *argv]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=900, check=False)
     if done.returncode != 0:
         raise LoadError(f"{shlex.join(argv)}: status {done.returncode}\n{done.stderr}")
