@@ -47,6 +47,7 @@ HOT_MODULES = (
     "headwater.commands.hashes",
     "headwater.structures.fieldttl",
     "headwater.commands.notify",
+    "headwater.commands.pops",
     "headwater.commands.sets",
     "headwater.structures.sets",
     "headwater.commands.zsets",

@@ -17,7 +17,7 @@ from __future__ import annotations
 from headwater.commands.args import parse_int, strict_int
 from headwater.commands.context import Block, Client, spec
 from headwater.commands.notify import lookup_read, notify
-from headwater.commands.zsets import parse_seconds_timeout
+from headwater.commands.pops import block_on, parse_mpop, parse_seconds_timeout
 from headwater.errors import SYNTAX, WRONGTYPE, ReplyError, err, wrong_arity
 from headwater.keyevents import GENERIC, LIST
 from headwater.ops.change import ONE, Change, Written, as_given
@@ -27,8 +27,6 @@ from headwater.structures.lists import ListValue
 OUT_OF_RANGE = err("index out of range")
 NO_SUCH_KEY = err("no such key")
 MUST_BE_POSITIVE = err("value is out of range, must be positive")
-NUMKEYS_NOT_POSITIVE = err("numkeys should be greater than 0")
-COUNT_NOT_POSITIVE = err("count should be greater than 0")
 RANK_ZERO = err(
     "RANK can't be zero: use 1 to start from the first match, 2 from the second ... "
     "or use negative to start from the end of the list"
@@ -334,30 +332,6 @@ def cmd_rpop(c: Client, argv: list[bytes]) -> Reply | Written:
     return _pop(c, argv, False)
 
 
-def _parse_mpop(argv: list[bytes], at: int) -> tuple[list[bytes], bool, int]:
-    """``numkeys key [key ...] LEFT|RIGHT [COUNT count]`` from ``at``: (keys, head, count)."""
-    numkeys = _long_option(argv[at], NUMKEYS_NOT_POSITIVE)
-    if numkeys < 1:
-        raise NUMKEYS_NOT_POSITIVE
-    where = at + 1 + numkeys
-    if where >= len(argv):
-        raise SYNTAX
-    side = argv[where].upper()
-    if side not in (b"LEFT", b"RIGHT"):
-        raise SYNTAX
-    count = -1
-    j = where + 1
-    while j < len(argv):
-        if count == -1 and argv[j].upper() == b"COUNT" and j + 1 < len(argv):
-            count = _long_option(argv[j + 1], COUNT_NOT_POSITIVE)
-            if count < 1:
-                raise COUNT_NOT_POSITIVE
-            j += 2
-        else:
-            raise SYNTAX
-    return argv[at + 1 : where], side == b"LEFT", max(count, 1)
-
-
 def _mpop(c: Client, keys: list[bytes], head: bool, count: int) -> Written | None:
     """Pop from the first non-empty key (None: all empty); propagated as LPOP/RPOP of that
     key and the number popped, as Redis rewrites LMPOP."""
@@ -373,7 +347,7 @@ def _mpop(c: Client, keys: list[bytes], head: bool, count: int) -> Written | Non
 
 def cmd_lmpop(c: Client, argv: list[bytes]) -> Reply | Written:
     """LMPOP numkeys key [key ...] LEFT|RIGHT [COUNT count]"""
-    keys, head, count = _parse_mpop(argv, 1)
+    keys, head, count = parse_mpop(argv, 1, b"LEFT", b"RIGHT")
     popped = _mpop(c, keys, head, count)
     return popped if popped is not None else NULL_ARRAY
 
@@ -425,13 +399,6 @@ def cmd_rpoplpush(c: Client, argv: list[bytes]) -> Reply | Written:
 # -- blocking ------------------------------------------------------------------------------
 
 
-def _block_on(c: Client, keys: list[bytes], timeout_ms: int, move: bool = False) -> Block:
-    """Wait on keys; a null array on timeout, and where the client may not wait too, except
-    for the moves (a null bulk string there, as Redis's lmove replies)."""
-    deadline = c.server.clock.monotonic_ms() + timeout_ms if timeout_ms else 0
-    return Block(list(keys), deadline, NULL_ARRAY, wakes_on=ListValue, null_if_denied=move)
-
-
 def _bpop(c: Client, argv: list[bytes], head: bool) -> Reply | Written | Block:
     """BLPOP/BRPOP key [key ...] timeout: the first non-empty key in order, else wait
     (propagated as the LPOP/RPOP of that key)."""
@@ -445,7 +412,7 @@ def _bpop(c: Client, argv: list[bytes], head: bool) -> Reply | Written | Block:
         _removed(c, key, lst, b"lpop" if head else b"rpop")
         line = [b"LPOP" if head else b"RPOP", key]
         return Written([key, member], Change(1, [line]))
-    return _block_on(c, keys, timeout_ms)
+    return block_on(c, keys, timeout_ms, ListValue)
 
 
 def cmd_blpop(c: Client, argv: list[bytes]) -> Reply | Written | Block:
@@ -458,10 +425,10 @@ def cmd_brpop(c: Client, argv: list[bytes]) -> Reply | Written | Block:
 
 def cmd_blmpop(c: Client, argv: list[bytes]) -> Reply | Written | Block:
     """BLMPOP timeout numkeys key [key ...] LEFT|RIGHT [COUNT count]"""
-    keys, head, count = _parse_mpop(argv, 2)
+    keys, head, count = parse_mpop(argv, 2, b"LEFT", b"RIGHT")
     timeout_ms = parse_seconds_timeout(c, argv[1])  # (after the rest, as in Redis)
     popped = _mpop(c, keys, head, count)
-    return popped if popped is not None else _block_on(c, keys, timeout_ms)
+    return popped if popped is not None else block_on(c, keys, timeout_ms, ListValue)
 
 
 def _bmove(
@@ -471,7 +438,8 @@ def _bmove(
     src, dst = argv[1], argv[2]
     member = _move(c, src, dst, from_head, to_head)
     if member is None:
-        return _block_on(c, [src], timeout_ms, move=True)
+        # (a null bulk string where it may not wait, as Redis's lmove replies)
+        return block_on(c, [src], timeout_ms, ListValue, null_if_denied=True)
     moved = [b"LMOVE", src, dst, argv[3], argv[4]] if len(argv) == 6 else None
     line = moved if moved is not None else [b"RPOPLPUSH", src, dst]
     return Written(member, Change(1, [line]))

@@ -16,7 +16,7 @@ from typing import Any
 
 from headwater.commands.context import Client
 from headwater.commands.pubsub import PubSub
-from headwater.keyevents import KEY_MISS, KEYEVENT, KEYSPACE
+from headwater.keyevents import GENERIC, KEY_MISS, KEYEVENT, KEYSPACE
 
 
 def notify(c: Client, event_class: int, event: bytes, key: bytes) -> None:
@@ -76,3 +76,13 @@ def count_read(c: Client, key: bytes, value: object, notify_miss: bool = True) -
             notify(c, KEY_MISS, b"keymiss", key)
     else:
         c.server.stats.keyspace_hits += 1
+
+
+def emptied(c: Client, key: bytes, empty: bool) -> None:
+    """After a removal from a collection: an empty one is deleted (and ``del`` fired, as
+    Redis's callers of dbDelete do), else WATCH is told of the change."""
+    if empty:
+        c.db.delete(key)
+        notify(c, GENERIC, b"del", key)
+    else:
+        c.db.signal_modified(key)

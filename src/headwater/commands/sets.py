@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from headwater.commands.args import parse_int
 from headwater.commands.context import Client, spec
 from headwater.commands.keys import matching, parse_cursor, parse_scan_options
-from headwater.commands.notify import lookup_read, notify
+from headwater.commands.notify import emptied, lookup_read, notify
 from headwater.errors import SYNTAX, WRONGTYPE, err
 from headwater.keyevents import GENERIC, SET
 from headwater.ops.change import ONE, Change, Written, as_given
@@ -56,15 +56,6 @@ def _to_write(c: Client, key: bytes) -> SetValue | None:
     return _as_set(c.db.get(key))
 
 
-def _emptied(c: Client, key: bytes, s: SetValue) -> None:
-    """After a removal: an empty set is deleted (and ``del`` fired), else WATCH is told."""
-    if not s.members:
-        c.db.delete(key)
-        notify(c, GENERIC, b"del", key)
-    else:
-        c.db.signal_modified(key)
-
-
 def cmd_sadd(c: Client, argv: list[bytes]) -> Reply | Written:
     key, members = argv[1], argv[2:]
     limits = limits_of(c)
@@ -96,7 +87,7 @@ def cmd_srem(c: Client, argv: list[bytes]) -> Reply | Written:
     if not removed:
         return 0
     notify(c, SET, b"srem", key)
-    _emptied(c, key, s)
+    emptied(c, key, not s.members)
     return Written(removed, as_given(removed))
 
 
@@ -164,7 +155,7 @@ def cmd_spop(c: Client, argv: list[bytes]) -> Reply | Written:
     member = rng.choice(list(s.members))
     s.remove(member)
     notify(c, SET, b"spop", key)
-    _emptied(c, key, s)
+    emptied(c, key, not s.members)
     return Written(member, Change(1, [[b"SREM", key, member]]))
 
 
@@ -183,7 +174,7 @@ def _spop_count(c: Client, key: bytes, raw: bytes) -> Reply | Written:
         popped = rng.sample(list(s.members), count)
         for member in popped:
             s.remove(member)
-    _emptied(c, key, s)
+    emptied(c, key, not s.members)
     # (Redis propagates a DEL when all were taken; SREMs leave the same state and count
     # on a replica what they counted here)
     lines = [[b"SREM", key, *popped[i : i + SPOP_BATCH]] for i in range(0, len(popped), SPOP_BATCH)]

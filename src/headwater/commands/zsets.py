@@ -8,13 +8,13 @@ in Redis 7.2's shortest round-trip form.
 
 from __future__ import annotations
 
-import math
 import random
 
 from headwater.commands.args import INT64_MAX, parse_double, parse_int
 from headwater.commands.context import Block, Client, spec
 from headwater.commands.keys import matching, parse_cursor, parse_scan_options
-from headwater.commands.notify import lookup_read, notify
+from headwater.commands.notify import emptied, lookup_read, notify
+from headwater.commands.pops import block_on, parse_mpop, parse_seconds_timeout
 from headwater.commands.sets import scan_step
 from headwater.errors import NOT_FLOAT, SYNTAX, WRONGTYPE, err
 from headwater.keyevents import GENERIC, ZSET
@@ -28,11 +28,7 @@ NOT_A_FLOAT_RANGE = err("min or max is not a float")
 NOT_A_LEX_RANGE = err("min or max not valid string range item")
 NAN_SCORE = err("resulting score is not a number (NaN)")
 OUT_OF_RANGE_POSITIVE = err("value is out of range, must be positive")
-NUMKEYS_NOT_POSITIVE = err("numkeys should be greater than 0")
 LIMIT_NEGATIVE = err("LIMIT can't be negative")
-COUNT_NOT_POSITIVE = err("count should be greater than 0")
-TIMEOUT_NOT_FLOAT = err("timeout is not a float or out of range")
-TIMEOUT_OUT_OF_RANGE = err("timeout is out of range")
 #: ZRANDMEMBER's picks (a test may seed it)
 rng = random.Random()
 
@@ -54,14 +50,6 @@ def _read(c: Client, key: bytes) -> ZSetValue | None:
 
 def _to_write(c: Client, key: bytes) -> ZSetValue | None:
     return _as_zset(c.db.get(key))
-
-
-def _emptied(c: Client, key: bytes, z: ZSetValue) -> None:
-    if not z.scores:
-        c.db.delete(key)
-        notify(c, GENERIC, b"del", key)
-    else:
-        c.db.signal_modified(key)
 
 
 def _with_scores(pairs: list[Pair], resp: int, flat: bool = False) -> list[Reply]:
@@ -206,7 +194,7 @@ def cmd_zrem(c: Client, argv: list[bytes]) -> Reply | Written:
     if not removed:
         return 0
     notify(c, ZSET, b"zrem", key)
-    _emptied(c, key, z)
+    emptied(c, key, not z.scores)
     return Written(removed, as_given(removed))
 
 
@@ -500,7 +488,7 @@ def _remove_pairs(
     for _, member in pairs:
         z.remove(member)
     notify(c, ZSET, event, key)
-    _emptied(c, key, z)
+    emptied(c, key, not z.scores)
     return Written(len(pairs), as_given(len(pairs)))
 
 
@@ -562,7 +550,7 @@ def _zpop(c: Client, argv: list[bytes], highest: bool) -> Reply | Written:
         return []
     pairs = _pop(z, count, highest)
     notify(c, ZSET, b"zpopmax" if highest else b"zpopmin", key)
-    _emptied(c, key, z)
+    emptied(c, key, not z.scores)
     reply = _with_scores(pairs, c.resp, flat=len(argv) == 2)
     return Written(reply, as_given(len(pairs)))
 
@@ -575,30 +563,6 @@ def cmd_zpopmax(c: Client, argv: list[bytes]) -> Reply | Written:
     return _zpop(c, argv, True)
 
 
-def _parse_mpop(argv: list[bytes], at: int) -> tuple[list[bytes], bool, int]:
-    """``numkeys key [key ...] MIN|MAX [COUNT count]`` from ``at``: (keys, highest, count)."""
-    numkeys = parse_int(argv[at], NUMKEYS_NOT_POSITIVE)
-    if numkeys <= 0:
-        raise NUMKEYS_NOT_POSITIVE
-    where = at + 1 + numkeys
-    if where >= len(argv):
-        raise SYNTAX
-    side = argv[where].upper()
-    if side not in (b"MIN", b"MAX"):
-        raise SYNTAX
-    count = -1
-    j = where + 1
-    while j < len(argv):
-        if count == -1 and argv[j].upper() == b"COUNT" and j + 1 < len(argv):
-            count = parse_int(argv[j + 1], COUNT_NOT_POSITIVE)
-            if count <= 0:
-                raise COUNT_NOT_POSITIVE
-            j += 2
-        else:
-            raise SYNTAX
-    return argv[at + 1 : where], side == b"MAX", max(count, 1)
-
-
 def _mpop(c: Client, keys: list[bytes], highest: bool, count: int) -> Written | None:
     """Pop from the first non-empty key (None: all empty); propagated as ZPOPMIN/ZPOPMAX of
     that key and the number popped, as Redis rewrites ZMPOP."""
@@ -608,7 +572,7 @@ def _mpop(c: Client, keys: list[bytes], highest: bool, count: int) -> Written | 
             continue
         pairs = _pop(z, count, highest)
         notify(c, ZSET, b"zpopmax" if highest else b"zpopmin", key)
-        _emptied(c, key, z)
+        emptied(c, key, not z.scores)
         line = [b"ZPOPMAX" if highest else b"ZPOPMIN", key, b"%d" % len(pairs)]
         reply = [key, _with_scores(pairs, c.resp, flat=False) if c.resp == 3
                  else [[m, format_double(s)] for s, m in pairs]]  # fmt: skip
@@ -618,31 +582,12 @@ def _mpop(c: Client, keys: list[bytes], highest: bool, count: int) -> Written | 
 
 def cmd_zmpop(c: Client, argv: list[bytes]) -> Reply | Written:
     """ZMPOP numkeys key [key ...] MIN|MAX [COUNT count]"""
-    keys, highest, count = _parse_mpop(argv, 1)
+    keys, highest, count = parse_mpop(argv, 1, b"MAX", b"MIN")
     popped = _mpop(c, keys, highest, count)
     return popped if popped is not None else NULL_ARRAY
 
 
 # -- blocking pops -------------------------------------------------------------------------
-
-
-def parse_seconds_timeout(c: Client, raw: bytes) -> int:
-    """A blocking command's timeout in seconds (getTimeoutFromObjectOrReply, UNIT_SECONDS):
-    milliseconds, rounded up; 0 waits for ever."""
-    seconds = parse_double(raw, TIMEOUT_NOT_FLOAT)
-    ms = seconds * 1000.0
-    # (past 64 bits, Redis's cast to long long gives LLONG_MIN on x86: "negative")
-    whole = math.ceil(ms) if -(2.0**63) <= ms < 2.0**63 else -(2**63)
-    if whole < 0:
-        raise err("timeout is negative")
-    if whole > 0 and whole > INT64_MAX - c.server.keyspace.now_ms:
-        raise TIMEOUT_OUT_OF_RANGE
-    return whole
-
-
-def _block_on(c: Client, keys: list[bytes], timeout_ms: int) -> Block:
-    deadline = c.server.clock.monotonic_ms() + timeout_ms if timeout_ms else 0
-    return Block(list(keys), deadline, NULL_ARRAY, wakes_on=ZSetValue)
 
 
 def _bzpop(c: Client, argv: list[bytes], highest: bool) -> Reply | Written | Block:
@@ -656,11 +601,11 @@ def _bzpop(c: Client, argv: list[bytes], highest: bool) -> Reply | Written | Blo
             continue
         score, member = _pop(z, 1, highest)[0]
         notify(c, ZSET, b"zpopmax" if highest else b"zpopmin", key)
-        _emptied(c, key, z)
+        emptied(c, key, not z.scores)
         line = [b"ZPOPMAX" if highest else b"ZPOPMIN", key]
         reply = [key, member, format_double(score) if c.resp == 2 else score]
         return Written(reply, Change(1, [line]))
-    return _block_on(c, keys, timeout_ms)
+    return block_on(c, keys, timeout_ms, ZSetValue)
 
 
 def cmd_bzpopmin(c: Client, argv: list[bytes]) -> Reply | Written | Block:
@@ -673,10 +618,10 @@ def cmd_bzpopmax(c: Client, argv: list[bytes]) -> Reply | Written | Block:
 
 def cmd_bzmpop(c: Client, argv: list[bytes]) -> Reply | Written | Block:
     """BZMPOP timeout numkeys key [key ...] MIN|MAX [COUNT count]"""
-    keys, highest, count = _parse_mpop(argv, 2)
+    keys, highest, count = parse_mpop(argv, 2, b"MAX", b"MIN")
     timeout_ms = parse_seconds_timeout(c, argv[1])  # (after the rest, as in Redis)
     popped = _mpop(c, keys, highest, count)
-    return popped if popped is not None else _block_on(c, keys, timeout_ms)
+    return popped if popped is not None else block_on(c, keys, timeout_ms, ZSetValue)
 
 
 # -- ZUNION, ZINTER, ZDIFF and their STORE forms, ZINTERCARD -------------------------------
