@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import cast
 
 from headwater.commands.context import (
@@ -14,7 +15,13 @@ from headwater.commands.context import (
 from headwater.commands.monitor import show_command
 from headwater.errors import NOT_INTEGER, ReplyError, err
 from headwater.resp.types import OK, Reply
-from headwater.scripting.runtime import FLAG_NO_WRITES, Script, ScriptHost, Scripting
+from headwater.scripting.runtime import (
+    FLAG_NO_WRITES,
+    Script,
+    ScriptHost,
+    Scripting,
+    parse_shebang,
+)
 
 NOSCRIPT = ReplyError("NOSCRIPT", "No matching script. Please use EVAL.")
 _RO_WITH_WRITE_FLAG = err("Can not execute a script with write flag using *_ro command.")
@@ -85,6 +92,32 @@ def _evalsha(c: Client, argv: list[bytes], read_only: bool) -> Reply:
     return _run(c, argv, numkeys, script, read_only)
 
 
+def declared_write(c: Client, argv: list[bytes]) -> bool | None:
+    """Whether this EVAL/EVALSHA (or _RO) call may write by the flags its script declares
+    (Redis's evalGetCommandFlags: a cached script's flags, else the shebang of EVAL's body);
+    None when it declares none (no shebang, an unknown SHA, a bad shebang): the command's own
+    flags decide."""
+    scripts = scripting_of(c).scripts
+    body = argv[1]
+    if argv[0].lower().startswith(b"evalsha"):
+        if len(body) != 40:
+            return None
+        script = scripts.get(body.lower())
+        flags = None if script is None else script.flags
+    else:
+        script = scripts.get(hashlib.sha1(body).hexdigest().encode())
+        if script is not None:
+            flags = script.flags
+        else:
+            try:
+                flags = parse_shebang(body)[0]
+            except ReplyError:
+                return None
+    if flags is None:
+        return None
+    return FLAG_NO_WRITES not in flags
+
+
 def cmd_eval(c: Client, argv: list[bytes]) -> Reply:
     return _eval(c, argv, False)
 
@@ -151,8 +184,8 @@ def with_numkeys(row: CommandSpec) -> CommandSpec:
 
 
 SPECS = (
-    with_numkeys(spec("eval", -3, _EVAL, handler=cmd_eval)),
-    with_numkeys(spec("evalsha", -3, _EVAL, handler=cmd_evalsha)),
+    with_numkeys(spec("eval", -3, _EVAL + " x_may_replicate", handler=cmd_eval)),
+    with_numkeys(spec("evalsha", -3, _EVAL + " x_may_replicate", handler=cmd_evalsha)),
     with_numkeys(spec("eval_ro", -3, "readonly " + _EVAL, handler=cmd_eval_ro)),
     with_numkeys(spec("evalsha_ro", -3, "readonly " + _EVAL, handler=cmd_evalsha_ro)),
     spec(
