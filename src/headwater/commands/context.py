@@ -297,6 +297,10 @@ class ServerAPI:
     def unblock_client(self, client: Client, error: bool) -> bool:
         raise NotImplementedError
 
+    def in_transaction(self) -> bool:
+        """Whether EXEC is running its queued commands now."""
+        raise NotImplementedError
+
     def pause_clients(self, timeout_ms: int, mode: int) -> None:
         """CLIENT PAUSE (engine/pause.py: mode 1 WRITE, 2 ALL)."""
         raise NotImplementedError

@@ -392,6 +392,9 @@ class Engine(ScriptHost):
                 self._emit(db, argv)
             self._emit(effects[-1][0], [b"EXEC"])
 
+    def in_transaction(self) -> bool:
+        return self._in_exec
+
     def start_collecting(self) -> bool:
         """Before a script runs: the effects of the commands it calls are collected, to be
         sent as one transaction by ``finish_collecting``, as EXEC does. False when nothing

@@ -150,6 +150,29 @@ def cmd_script_flush(c: Client, argv: list[bytes]) -> Reply:
     return OK
 
 
+_DEBUG_IN_PIPELINE = err("SCRIPT DEBUG must be called outside a pipeline")
+_DEBUG_USAGE = err("Use SCRIPT DEBUG YES/SYNC/NO")
+#: Redis's LDB is an interactive debugger (redis-cli --ldb) that Headwater does not have
+DEBUGGER_NOT_SUPPORTED = err(
+    "SCRIPT DEBUG YES and SYNC are not supported: Headwater has no Lua debugger "
+    "(SCRIPT DEBUG NO is accepted)"
+)
+
+
+def cmd_script_debug(c: Client, argv: list[bytes]) -> Reply:
+    """SCRIPT DEBUG YES|SYNC|NO: NO (debugging off, which it always is here) answers +OK;
+    YES and SYNC, which would start Redis's interactive Lua debugger, are refused with a
+    clear error. Like Redis, refused while replies are pending (a pipeline, a transaction)."""
+    if c.out or c.server.in_transaction():
+        raise _DEBUG_IN_PIPELINE
+    mode = argv[2].upper()
+    if mode == b"NO":
+        return OK
+    if mode in (b"YES", b"SYNC"):
+        raise DEBUGGER_NOT_SUPPORTED
+    raise _DEBUG_USAGE
+
+
 def cmd_script_kill(c: Client, argv: list[bytes]) -> Reply:
     scripting_of(c).kill(is_eval=True)
     return OK
@@ -157,6 +180,8 @@ def cmd_script_kill(c: Client, argv: list[bytes]) -> Reply:
 
 _SCRIPT_HELP = [
     b"SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    b"DEBUG (YES|SYNC|NO)",
+    b"    Set the debug mode for subsequent scripts executed.",
     b"EXISTS <sha1> [<sha1> ...]",
     b"    Return information about the existence of the scripts in the script cache.",
     b"FLUSH [ASYNC|SYNC]",
@@ -194,6 +219,7 @@ SPECS = (
         "",
         handler=reject_subcommand,
         subcommands=(
+            spec("script|debug", 3, _SCRIPT, handler=cmd_script_debug),
             spec("script|load", 3, _SCRIPT + " stale", handler=cmd_script_load),
             spec("script|exists", -3, _SCRIPT, handler=cmd_script_exists),
             spec("script|flush", -2, _SCRIPT, handler=cmd_script_flush),
