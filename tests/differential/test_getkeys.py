@@ -229,8 +229,10 @@ def test_script_debug_in_a_pipeline(headwater: ServerProcess, redis_server: Serv
             replies.append(client.read_reply() + client.read_reply())
         finally:
             client.close()
-    assert replies[0] == replies[1] == (
-        b"+PONG\r\n-ERR SCRIPT DEBUG must be called outside a pipeline\r\n"
+    assert (
+        replies[0]
+        == replies[1]
+        == (b"+PONG\r\n-ERR SCRIPT DEBUG must be called outside a pipeline\r\n")
     )
 
 
