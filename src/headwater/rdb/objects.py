@@ -378,8 +378,8 @@ def _write_hash_with_ttls(
     write_ms(out, least)
     write_len(out, len(pairs))
     for name, value in pairs:
-        when = expires.get(name)
-        write_len(out, 0 if when is None else when - least + 1)
+        deadline = expires.get(name)
+        write_len(out, 0 if deadline is None else deadline - least + 1)
         write_string(out, name)
         write_string(out, value)
 
