@@ -84,7 +84,7 @@ class Database:
         """The live value at key, or None (deleting it first if it has expired); an access
         (Redis's lookupKey: the key's LRU time or LFU counter is updated)."""
         if self.expires and key in self.expires and self.is_expired(key):
-            if not self.keyspace.replica:
+            if not self.keyspace.replica and not self.keyspace.expiry_paused:
                 self._expire(key)
             return None
         value = self.data.get(key)
@@ -101,7 +101,7 @@ class Database:
         """``get`` without the access (Redis's LOOKUP_NOTOUCH: TYPE, EXISTS, TTL, OBJECT,
         SCAN …); an expired key is still deleted."""
         if self.expires and key in self.expires and self.is_expired(key):
-            if not self.keyspace.replica:
+            if not self.keyspace.replica and not self.keyspace.expiry_paused:
                 self._expire(key)
             return None
         return self.data.get(key)
@@ -378,6 +378,9 @@ class Keyspace:
         #: a replica: an expired key reads as absent but stays until its primary's DEL
         #: (Redis: expireIfNeeded on a replica), and the cron expires nothing
         self.replica = False
+        #: a CLIENT PAUSE is on: expired keys and fields read as absent and stay (nothing is
+        #: deleted, logged or replicated) until it ends, as on a replica
+        self.expiry_paused = False
         self.dbs = [Database(self, i) for i in range(databases)]
         #: deleted by expiry, to propagate: (db, key, None, True) for a key, (db, key, fields,
         #: emptied) for fields of a hash (emptied: the hash went with its last field)

@@ -2,16 +2,12 @@
 redis-server 7.0.15 lists, except the documented exclusions (README: answered as unknown
 commands, or coming with the operability and replication work).
 
-The test names what is still missing, so a failure reads as a to-do list. It is expected to
-fail (xfail, not strict) while other families of the issue land; the lead removes the mark
-once they have.
+The test names what is missing, so a failure reads as a to-do list.
 """
 
 from __future__ import annotations
 
 import fnmatch
-
-import pytest
 
 from tests.helpers import RawClient, ServerProcess
 
@@ -66,7 +62,6 @@ def missing_commands(headwater: ServerProcess, redis_server: ServerProcess) -> l
     return sorted(n for n in _names(redis_server) - _names(headwater) if not _excluded(n))
 
 
-@pytest.mark.xfail(reason="other families of issue #19 are still landing", strict=False)
 def test_command_list_has_every_redis_command(
     headwater: ServerProcess, redis_server: ServerProcess
 ) -> None:

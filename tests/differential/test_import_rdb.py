@@ -13,6 +13,7 @@ import pytest
 from headwater.rdb import listpack
 from headwater.rdb.crc64 import crc64
 from headwater.rdb.encoding import write_string
+from headwater.rdb.objects import write_hash_object
 from tests.helpers import HEADWATER, ROOT, RawClient, ServerProcess, start_headwater, start_redis
 
 
@@ -147,6 +148,11 @@ def _with_field_ttls(rdb: bytes) -> bytes:
     write_string(body, b"ttl-hash")
     body += (10**13).to_bytes(8, "little")  # the smallest field expiry
     write_string(body, listpack.encode([b"f", b"v", 10**13]))
+    record = bytearray()  # and one as a large hash (RDB_TYPE_HASH_METADATA), as DUMP writes it
+    write_hash_object(record, [(b"a", b"1"), (b"b", b"2")], False, {b"b": 10**13 + 5})
+    body += record[:1]
+    write_string(body, b"ttl-table")
+    body += record[1:]
     body += b"\xff"
     return bytes(body) + crc64(bytes(body)).to_bytes(8, "little")
 
@@ -171,6 +177,9 @@ def test_field_ttls_of_7_4_come_along_and_bad_files_are_refused(
     try:
         ours = RawClient(hw.port)
         assert ours.call("HPEXPIRETIME", "ttl-hash", "FIELDS", 1, "f") == b"*1\r\n:%d\r\n" % 10**13
+        assert ours.call("HPEXPIRETIME", "ttl-table", "FIELDS", 2, "a", "b") == (
+            b"*2\r\n:-1\r\n:%d\r\n" % (10**13 + 5)
+        )
         assert ours.call("LRANGE", "queue", 0, -1) == b"*2\r\n$1\r\na\r\n$1\r\nb\r\n"
         ours.close()
     finally:

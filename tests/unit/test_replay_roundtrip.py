@@ -433,13 +433,13 @@ def _run(h: Harness, steps: list[tuple[str, Any]]) -> None:
             if isinstance(dumped, bytes):
                 when = h.engine.keyspace.now_ms + ttl if ttl and "ABSTTL" in opts else ttl
                 dirty, effects = h.engine.dirty, len(h.effects)
-                expired = h.engine.stats.expired_keys
+                expired = _expired(h)
                 h.call(c, "RESTORE", dst, when, dumped, *opts)
                 _check_counted(h, kind, [], h.engine.dirty - dirty, effects, expired)
             continue
         resolved = [_resolve(h, c, argv) for argv in arg] if kind != "cron" else []
         dirty, effects = h.engine.dirty, len(h.effects)
-        expired = h.engine.stats.expired_keys
+        expired = _expired(h)
         if kind == "cron":
             h.engine.cron()
         elif kind == "cmd":
@@ -452,12 +452,18 @@ def _run(h: Harness, steps: list[tuple[str, Any]]) -> None:
         _check_counted(h, kind, resolved, h.engine.dirty - dirty, effects, expired)
 
 
+def _expired(h: Harness) -> int:
+    """Keys and hash fields deleted by expiry so far (each propagates one line)."""
+    return h.engine.stats.expired_keys + h.engine.stats.expired_subkeys
+
+
 def _check_counted(
     h: Harness, kind: str, argvs: list[list[str]], dirty: int, effects: int, expired: int
 ) -> None:
     """A step counted changes exactly when it propagated lines of its own (module doc)."""
     lines = [argv for _, argv in h.effects[effects:] if argv not in ([b"MULTI"], [b"EXEC"])]
-    own = len(lines) - (h.engine.stats.expired_keys - expired)  # (each expired key: one DEL)
+    # (each key deleted by expiry: one DEL; each hash field: one HDEL)
+    own = len(lines) - (_expired(h) - expired)
     assert dirty >= 0
     assert (dirty > 0) == (own > 0), f"{kind} {argvs}: {dirty} changes, lines {lines}"
 

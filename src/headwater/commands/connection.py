@@ -16,6 +16,7 @@ from headwater.errors import (
     WRONGPASS,
     ReplyError,
     err,
+    subcommand_syntax,
     wrong_arity,
 )
 from headwater.resp.types import OK, PONG, Raw, Reply, Status, Verbatim
@@ -306,6 +307,35 @@ def cmd_client_unblock(c: Client, argv: list[bytes]) -> Reply:
     return int(c.server.unblock_client(victim, error))
 
 
+_PAUSE_MODES = {b"WRITE": 1, b"ALL": 2}  # (engine/pause.py's PAUSE_WRITE, PAUSE_ALL)
+
+
+def cmd_client_pause(c: Client, argv: list[bytes]) -> Reply:
+    """CLIENT PAUSE timeout [WRITE | ALL]: hold every command (ALL, the default) or those
+    that may write or replicate (WRITE) for timeout ms; see engine/pause.py."""
+    if len(argv) > 4:
+        raise subcommand_syntax(argv[1], "CLIENT")
+    mode = 2
+    if len(argv) == 4:
+        found = _PAUSE_MODES.get(argv[3].upper())
+        if found is None:
+            raise err("CLIENT PAUSE mode must be WRITE or ALL")
+        mode = found
+    timeout = strict_int(argv[2])
+    if timeout is None:
+        raise err("timeout is not an integer or out of range")
+    if timeout < 0:
+        raise err("timeout is negative")
+    c.server.pause_clients(timeout, mode)
+    return OK
+
+
+def cmd_client_unpause(c: Client, argv: list[bytes]) -> Reply:
+    """CLIENT UNPAUSE: end the pause; the held commands run in the order they came."""
+    c.server.unpause_clients()
+    return OK
+
+
 def cmd_client_setinfo(c: Client, argv: list[bytes]) -> Reply:
     attr = argv[2].upper()
     if attr not in (b"LIB-NAME", b"LIB-VER"):
@@ -365,6 +395,8 @@ CLIENT_HELP = [
     b"LIST [TYPE <type>] [ID <id> ...] -- Information about all connections.",
     b"KILL <addr> | KILL <filter> <value> ... -- Close matching connections.",
     b"UNBLOCK <id> [TIMEOUT|ERROR] -- Unblock a client blocked in a blocking command.",
+    b"PAUSE <timeout> [WRITE|ALL] -- Suspend all, or just write, clients for <timeout> ms.",
+    b"UNPAUSE -- Stop the current client pause, resuming traffic.",
     b"REPLY ON|OFF|SKIP -- Control the replies sent to the current connection.",
     b"SETINFO <LIB-NAME|LIB-VER> <value> -- Describe the client library.",
     b"NO-EVICT ON|OFF, NO-TOUCH ON|OFF -- Accepted for compatibility.",
@@ -402,6 +434,8 @@ SPECS = (
             spec("client|list", -2, "admin " + _CONN, handler=cmd_client_list),
             spec("client|kill", -3, "admin " + _CONN, handler=cmd_client_kill),
             spec("client|unblock", -3, "admin " + _CONN, handler=cmd_client_unblock),
+            spec("client|pause", -3, "admin " + _CONN, handler=cmd_client_pause),
+            spec("client|unpause", 2, "admin " + _CONN, handler=cmd_client_unpause),
             spec("client|setinfo", 4, _CONN, handler=cmd_client_setinfo),
             spec("client|no-evict", 3, "admin " + _CONN, handler=cmd_client_no_evict),
             spec("client|no-touch", 3, _CONN, handler=cmd_client_no_touch),

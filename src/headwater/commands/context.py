@@ -49,6 +49,9 @@ class CommandSpec:
 
     def __post_init__(self) -> None:
         self.is_write = "write" in self.flags
+        #: held by CLIENT PAUSE WRITE (Redis: CMD_WRITE or CMD_MAY_REPLICATE; the latter is
+        #: ``x_may_replicate`` here, as Redis 7.0's COMMAND INFO does not show it)
+        self.may_replicate = self.is_write or "x_may_replicate" in self.flags
         #: its reply may show data (Redis's read-only or write flag): with ``appendfsync
         #: always`` it waits until the effects it could have seen are on disk
         self.sees_data = self.is_write or "readonly" in self.flags or "x_sees_data" in self.flags
@@ -292,6 +295,17 @@ class ServerAPI:
         raise NotImplementedError
 
     def unblock_client(self, client: Client, error: bool) -> bool:
+        raise NotImplementedError
+
+    def in_transaction(self) -> bool:
+        """Whether EXEC is running its queued commands now."""
+        raise NotImplementedError
+
+    def pause_clients(self, timeout_ms: int, mode: int) -> None:
+        """CLIENT PAUSE (engine/pause.py: mode 1 WRITE, 2 ALL)."""
+        raise NotImplementedError
+
+    def unpause_clients(self) -> None:
         raise NotImplementedError
 
     def request_shutdown(self, save: bool | None, now: bool, force: bool) -> None:

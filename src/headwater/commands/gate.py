@@ -15,7 +15,9 @@ replies may leave:
   at construction (the durability policy: with the AOF on, a reply waits until what the
   client wrote, or may have read, is on disk).
 * ``resume()``: the engine ended a wait (served, timed out, unblocked); the transport then
-  runs what the client pipelined meanwhile.
+  runs what the client pipelined meanwhile, in a later loop callback.
+* ``run_pipelined()``: the same, now (the end of a CLIENT PAUSE releases each held client's
+  command and then its pipeline before the next client's, as Redis does).
 
 A client without a transport (AOF replay, tests) gets the default gate: replies may always
 leave and resuming does nothing. WAIT, WAITAOF and a replica's link are further conditions of
@@ -47,7 +49,10 @@ class ReplyGate:
     """Whether a client's commands may run and its replies may leave (see the module doc)."""
 
     def __init__(
-        self, policy: ReplyPolicy = always_reply, on_resume: Callable[[], None] = no_resume
+        self,
+        policy: ReplyPolicy = always_reply,
+        on_resume: Callable[[], None] = no_resume,
+        on_run: Callable[[], None] = no_resume,
     ) -> None:
         #: the engine's ``Waiter`` while the client waits on keys, else None
         self.blocked: Any = None
@@ -55,6 +60,7 @@ class ReplyGate:
         self.paused = False
         self._policy = policy
         self._on_resume = on_resume
+        self._on_run = on_run
 
     def may_reply(self, c: Client) -> bool:
         """Whether ``c``'s replies may leave now (``c`` is the client holding this gate)."""
@@ -63,3 +69,8 @@ class ReplyGate:
     def resume(self) -> None:
         """The engine ended the client's wait: the transport runs what it pipelined since."""
         self._on_resume()
+
+    def run_pipelined(self) -> None:
+        """The engine released the client from a pause: the transport runs what it pipelined
+        since, now."""
+        self._on_run()

@@ -14,6 +14,7 @@ from importlib import resources
 from typing import Any
 
 from headwater.commands.context import Client, CommandSpec, help_handler, spec
+from headwater.commands.getkeys import KeyRef, command_keys, has_keys, key_specs
 from headwater.errors import err, unknown_subcommand
 from headwater.glob import glob_match
 from headwater.resp.types import Reply, RSet, Status
@@ -182,24 +183,36 @@ def _in_category(row: CommandSpec, category: bytes) -> bool:
     return any(item["+"].encode() == b"@" + category for item in categories)
 
 
-def cmd_command_getkeys(c: Client, argv: list[bytes]) -> Reply:
-    row = c.server.table.get(argv[2].upper())
+def _keys_of(c: Client, argv: list[bytes]) -> tuple[list[bytes], list[KeyRef]]:
+    """COMMAND GETKEYS[ANDFLAGS] <full-command>: its argv and its keys (Redis's
+    getKeysSubcommandImpl: the command, whether it has keys, its arity, then the keys)."""
     args = argv[2:]
+    row = c.server.table.get(args[0].upper())
     if row is not None and row.subcommands and len(args) > 1:
-        row = row.subcommands.get(args[1].lower(), row)
+        row = row.subcommands.get(args[1].lower())
     if row is None:
         raise err("Invalid command specified")
+    specs = key_specs(row, _captured_info(row))
+    if not has_keys(row, specs):
+        raise err("The command has no key arguments")
     if not row.arity_ok(len(args)):
         raise err("Invalid number of arguments specified for command")
-    try:
-        positions = row.key_positions(args)
-    except ValueError:  # a bad key count: no keys, as Redis says (7.0)
-        positions = []
-    if row.numkeys_at:
-        return [args[i] for i in positions]  # (none is an answer here)
-    if not positions:
-        raise err("The command has no key arguments")
-    return [args[i] for i in positions if i < len(args)]
+    keys = command_keys(row, specs, args)
+    if not keys and "no_mandatory_keys" not in row.flags:
+        raise err("Invalid arguments specified for command")
+    return args, keys
+
+
+def cmd_command_getkeys(c: Client, argv: list[bytes]) -> Reply:
+    """COMMAND GETKEYS <full-command>"""
+    args, keys = _keys_of(c, argv)
+    return [args[i] for i, _ in keys]
+
+
+def cmd_command_getkeysandflags(c: Client, argv: list[bytes]) -> Reply:
+    """COMMAND GETKEYSANDFLAGS <full-command>: each key with its key-spec flags."""
+    args, keys = _keys_of(c, argv)
+    return [[args[i], RSet(Status(f.encode()) for f in flags)] for i, flags in keys]
 
 
 COMMAND_HELP = [
@@ -210,6 +223,7 @@ COMMAND_HELP = [
     b"DOCS [<command-name> ...] -- Return documentation about the named (or all) commands.",
     b"LIST [FILTERBY (MODULE <name>|ACLCAT <cat>|PATTERN <glob>)] -- List command names.",
     b"GETKEYS <full-command> -- Return the keys of a full command.",
+    b"GETKEYSANDFLAGS <full-command> -- Return the keys and the access flags of a full command.",
     b"HELP -- Print this help.",
 ]
 
@@ -231,6 +245,7 @@ SPECS = (
             spec("command|docs", -2, _INTRO, handler=cmd_command_docs),
             spec("command|list", -2, _INTRO, handler=cmd_command_list),
             spec("command|getkeys", -4, _INTRO, handler=cmd_command_getkeys),
+            spec("command|getkeysandflags", -4, _INTRO, handler=cmd_command_getkeysandflags),
             spec("command|help", 2, _INTRO, handler=cmd_command_help),
         ),
     ),

@@ -58,8 +58,6 @@ SUBSCRIBED_MODE_COMMANDS = frozenset(
         "reset",
     )
 )
-#: commands Redis flags may-replicate (a flag COMMAND INFO does not show)
-MAY_REPLICATE = frozenset(("publish", "spublish", "eval", "evalsha", "fcall"))
 _ALREADY_SENT = Raw(b"")
 REPLICA_KEYSPACE = err("Replica can't interact with the keyspace")
 
@@ -260,7 +258,7 @@ def _drop(table: dict[bytes, Subscribers], name: bytes, c: Client) -> None:
 def restriction(c: Client, row: CommandSpec) -> ReplyError | None:
     """Why ``c`` may not run ``row`` now: a MONITOR touching keys, or a RESP2 subscriber
     running anything but the subscribed-mode commands (Redis's texts)."""
-    if c.monitor and (row.sees_data or row.name in MAY_REPLICATE):
+    if c.monitor and (row.sees_data or row.may_replicate):
         return REPLICA_KEYSPACE
     if c.resp == 2 and c.subscribed() and row.name not in SUBSCRIBED_MODE_COMMANDS:
         return err(
@@ -411,8 +409,10 @@ SPECS = (
     spec("punsubscribe", -1, _SUB, handler=cmd_punsubscribe),
     spec("ssubscribe", -2, _SUB, (1, -1, 1), handler=cmd_ssubscribe),
     spec("sunsubscribe", -1, _SUB, (1, -1, 1), handler=cmd_sunsubscribe),
-    spec("publish", 3, "pubsub loading stale fast", handler=cmd_publish),
-    spec("spublish", 3, "pubsub loading stale fast", (1, 1, 1), handler=cmd_spublish),
+    spec("publish", 3, "pubsub loading stale fast x_may_replicate", handler=cmd_publish),
+    spec(
+        "spublish", 3, "pubsub loading stale fast x_may_replicate", (1, 1, 1), handler=cmd_spublish
+    ),
     spec(
         "pubsub",
         -2,

@@ -48,6 +48,7 @@ from headwater.commands.table import build_table
 from headwater.commands.transactions import discard
 from headwater.config import Config
 from headwater.engine.blocking import BlockingRegistry, Waiter
+from headwater.engine.pause import PAUSE_OFF, Held, Pause, covers, pause_end
 from headwater.errors import (
     NOAUTH,
     UNBLOCKED,
@@ -113,6 +114,10 @@ class Engine(ScriptHost):
         self.dirty_at_last_save = 0
         self.last_save_time = self.info.start_time_ms // 1000
         self.blocking = BlockingRegistry()
+        #: CLIENT PAUSE: the mode in force (engine/pause.py; 0: none, the one test a command
+        #: pays), and the pause's end and held clients
+        self.pause_mode = PAUSE_OFF
+        self.pause = Pause()
         self.pending = PendingReplies()  # clients with output to flush, in order
         self.pubsub = PubSub(self.pending)
         self.keyspace.notify_flags = self.config["notify-keyspace-events"]
@@ -162,7 +167,10 @@ class Engine(ScriptHost):
 
     def client_closed(self, c: Client) -> None:
         waiter = c.gate.blocked
-        if waiter is not None:
+        if type(waiter) is Held:
+            self.pause.held.remove(waiter)
+            c.gate.blocked = None
+        elif waiter is not None:
             self.blocking.remove(waiter)
         discard(c)
         if c.monitor or c.subscribed():
@@ -191,7 +199,7 @@ class Engine(ScriptHost):
 
     @property
     def blocked_count(self) -> int:
-        return self.blocking.count
+        return self.blocking.count + len(self.pause.held)
 
     def blocking_keys_count(self) -> int:
         return BlockingRegistry.keys_count(self.keyspace.dbs)
@@ -233,6 +241,8 @@ class Engine(ScriptHost):
             return
         if self.replication_refusal is not None and row.is_write and not c.replaying:
             self._reject(c, row, self.replication_refusal)
+            return
+        if self.pause_mode and self._postpone(c, row, argv):
             return
         if c.in_multi and not row.immediate:
             if row.no_multi:
@@ -382,6 +392,9 @@ class Engine(ScriptHost):
                 self._emit(db, argv)
             self._emit(effects[-1][0], [b"EXEC"])
 
+    def in_transaction(self) -> bool:
+        return self._in_exec
+
     def start_collecting(self) -> bool:
         """Before a script runs: the effects of the commands it calls are collected, to be
         sent as one transaction by ``finish_collecting``, as EXEC does. False when nothing
@@ -522,7 +535,7 @@ class Engine(ScriptHost):
         """End a wait that is not on keys (WAIT: the replication layer decides when) with
         ``reply``; False if the client is not waiting."""
         waiter = client.gate.blocked
-        if waiter is None:
+        if type(waiter) is not Waiter:  # (a client held by a pause is not waiting)
             return False
         self._count_unblocked(waiter.row, failed=False)
         self._finish_wait(waiter, reply)
@@ -536,7 +549,7 @@ class Engine(ScriptHost):
 
     def unblock_client(self, client: Client, error: bool) -> bool:
         waiter = client.gate.blocked
-        if waiter is None:
+        if type(waiter) is not Waiter:  # held by a pause: only its end releases it
             return False
         self._count_unblocked(waiter.row, failed=error)
         self._finish_wait(waiter, self._error(UNBLOCKED) if error else waiter.timeout_reply)
@@ -574,6 +587,83 @@ class Engine(ScriptHost):
             return
         self._finish_wait(waiter, reply)
 
+    # -- client pause (engine/pause.py) -----------------------------------------------------
+
+    def _postpone(self, c: Client, row: CommandSpec, argv: list[bytes]) -> bool:
+        """Hold the command if the pause in force covers it (True: held, nothing replied)."""
+        if self.keyspace.now_ms > self.pause.end_ms:
+            self.unpause_clients()  # over, though its timer has not fired yet
+            return False
+        if not covers(self, c, row, argv):
+            return False
+        held = Held(c, argv)
+        c.gate.blocked = held
+        self.pause.held.append(held)
+        return True
+
+    def pause_clients(self, timeout_ms: int, mode: int) -> None:
+        """CLIENT PAUSE: merged with a pause in force, the stricter mode and the later end."""
+        now = self.clock.now_ms()
+        end = pause_end(now, timeout_ms)
+        pause = self.pause
+        if self.pause_mode:
+            end = max(end, pause.end_ms)
+            mode = max(mode, self.pause_mode)
+        if end < now:
+            return  # over before it began (a timeout of 0, or one that overflowed)
+        pause.end_ms = end
+        self.pause_mode = mode
+        self.keyspace.expiry_paused = True
+        if pause.timer is not None:
+            pause.timer.cancel()
+            pause.timer = None
+        if self.scheduler is not None:
+            delay = (end - now + 1) / 1000.0
+            pause.timer = self.scheduler.call_later(delay, self._pause_timer)
+
+    def _pause_timer(self) -> None:
+        self.pause.timer = None
+        if not self.pause_mode:
+            return
+        now = self.clock.now_ms()
+        if now > self.pause.end_ms:
+            self.unpause_clients()
+        elif self.scheduler is not None:  # (the clock has not reached the end yet)
+            delay = (self.pause.end_ms - now + 1) / 1000.0
+            self.pause.timer = self.scheduler.call_later(delay, self._pause_timer)
+
+    def unpause_clients(self) -> None:
+        """CLIENT UNPAUSE, or the pause's end: the held clients run again, in order, after
+        the current loop callback (at once in an engine without a loop)."""
+        pause = self.pause
+        self.pause_mode = PAUSE_OFF
+        pause.end_ms = 0
+        self.keyspace.expiry_paused = False
+        if pause.timer is not None:
+            pause.timer.cancel()
+            pause.timer = None
+        if not pause.held or pause.release_scheduled:
+            return
+        if self.scheduler is None:
+            self._release_held()
+            return
+        pause.release_scheduled = True
+        self.scheduler.call_later(0, self._release_held)
+
+    def _release_held(self) -> None:
+        """Each held client's command, then what it pipelined, before the next client's (a
+        newer pause may hold them again)."""
+        self.pause.release_scheduled = False
+        held, self.pause.held = self.pause.held, []
+        for entry in held:
+            c = entry.client
+            if c.closed or c.gate.blocked is not entry:
+                continue
+            c.gate.blocked = None
+            self.execute(c, entry.argv)
+            if c.gate.blocked is None:
+                c.gate.run_pipelined()
+
     # -- server-level requests -------------------------------------------------------------
 
     def request_shutdown(self, save: bool | None, now: bool, force: bool) -> None:
@@ -598,10 +688,12 @@ class Engine(ScriptHost):
         """Periodic work (``hz`` times a second): active expiry."""
         self.keyspace.now_ms = self.clock.now_ms()
         budget = 200
-        for db in self.keyspace.dbs:
-            if db.field_deadlines and not self.keyspace.replica:
+        keyspace = self.keyspace
+        expire = not keyspace.replica and not keyspace.expiry_paused
+        for db in keyspace.dbs:
+            if db.field_deadlines and expire:
                 self._expire_hash_fields(db, budget)
-            if db.expires and not self.keyspace.replica:
+            if db.expires and expire:
                 db.active_expire(budget)
         if self.keyspace.expired:
             self._propagate_expired()
@@ -634,8 +726,8 @@ class Engine(ScriptHost):
         that turning it on takes effect at the next cron)."""
         idle_ms = self.config["stream-consumer-idle-reclaim-ms"]
         now = self.keyspace.now_ms
-        if self.keyspace.replica:
-            return  # its primary reclaims, and the stream brings the effects
+        if self.keyspace.replica or self.pause_mode:
+            return  # its primary reclaims, and the stream brings the effects (or paused)
         if not idle_ms or now - self._last_reclaim_ms < 1000:
             return
         self._last_reclaim_ms = now

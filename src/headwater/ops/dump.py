@@ -45,11 +45,19 @@ BAD_DATA = err("Bad data format")
 
 #: values whose type Headwater does not hold yet: refused by name, never dropped
 def dump_payload(value: object) -> bytes:
-    """The DUMP payload of a keyspace value (RDB version 10, what Redis 7.0 writes)."""
+    """The DUMP payload of a keyspace value (RDB version 10, what Redis 7.0 writes; 12, Redis
+    7.4's, for a hash with field TTLs)."""
     out = bytearray()
     if isinstance(value, bytes):
         write_string_object(out, value)
     elif isinstance(value, Hash):
+        ttls = value.ttls
+        if ttls is not None and len(ttls):
+            # Redis 7.4's layouts for field TTLs, in an RDB version 12 payload (7.0 cannot
+            # load these; a hash without field TTLs stays 7.0's)
+            expires = {f: when for f in value if (when := ttls.get(f)) is not None}
+            write_hash_object(out, list(value.items()), value.listpack, expires)
+            return rdb_payload.wrap(out, rdb_payload.VERSION_7_4)
         write_hash_object(out, list(value.items()), value.listpack)
     elif isinstance(value, SetValue):
         # (intsets as intsets; any other set as a plain set, which Redis 7.0 can load and

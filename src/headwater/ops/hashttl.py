@@ -29,7 +29,7 @@ def track_field_ttls(db: Database, key: bytes, value: object) -> None:
 
 def may_expire(db: Database) -> bool:
     keyspace = db.keyspace
-    return not keyspace.loading and not keyspace.replica
+    return not keyspace.loading and not keyspace.replica and not keyspace.expiry_paused
 
 
 def expire_due(db: Database, key: bytes, h: Hash, limit: int = -1) -> tuple[list[bytes], bool]:

@@ -19,12 +19,19 @@ Type bytes (``rdb.h``) and the Redis version that first wrote each::
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
 from headwater.rdb import intset, listpack, ziplist
-from headwater.rdb.encoding import RdbError, Reader, write_double, write_len, write_string
+from headwater.rdb.encoding import (
+    RdbError,
+    Reader,
+    write_double,
+    write_len,
+    write_ms,
+    write_string,
+)
 from headwater.rdb.streams import (
     TYPE_STREAM_LISTPACKS,
     TYPE_STREAM_LISTPACKS_2,
@@ -56,6 +63,8 @@ TYPE_HASH_METADATA_PRE_GA = 22
 TYPE_HASH_LISTPACK_EX_PRE_GA = 23
 TYPE_HASH_METADATA = 24
 TYPE_HASH_LISTPACK_EX = 25
+#: the latest field expiry Redis 7.4 represents (EB_EXPIRE_TIME_MAX, 48 bits of ms)
+FIELD_EXPIRE_MAX = (1 << 48) - 1
 
 #: the first RDB version that may hold each type (a payload's version must be at least it)
 MIN_VERSION = {
@@ -254,6 +263,8 @@ def _read_hash(r: Reader, t: int) -> Value:
             expiry = triples[i + 2]
             if not isinstance(expiry, int):
                 raise RdbError("hash field expiry is not an integer")
+            if not 0 <= expiry <= FIELD_EXPIRE_MAX:
+                raise RdbError(f"hash field expiry {expiry} out of range")
             if expiry:
                 expires[name] = expiry
     else:  # TYPE_HASH_METADATA(_PRE_GA): per field a TTL, then field and value
@@ -263,7 +274,10 @@ def _read_hash(r: Reader, t: int) -> Value:
             stored = r.length()
             fname, fvalue = r.string(), r.string()
             if stored:
-                expires[fname] = stored + base - 1 if t == TYPE_HASH_METADATA else stored
+                when = stored + base - 1 if t == TYPE_HASH_METADATA else stored
+                if not 0 < when <= FIELD_EXPIRE_MAX:
+                    raise RdbError(f"hash field expiry {when} out of range")
+                expires[fname] = when
             pairs.append((fname, fvalue))
     _unique([f for f, _ in pairs], "hash fields")
     listpack_types = (TYPE_HASH_LISTPACK, TYPE_HASH_ZIPLIST, TYPE_HASH_ZIPMAP)
@@ -311,9 +325,23 @@ def write_string_object(out: bytearray, value: bytes) -> None:
 
 
 def write_hash_object(
-    out: bytearray, pairs: Sequence[tuple[bytes, bytes]], as_listpack: bool
+    out: bytearray,
+    pairs: Sequence[tuple[bytes, bytes]],
+    as_listpack: bool,
+    expires: Mapping[bytes, int] | None = None,
 ) -> None:
-    """A hash as Redis 7.0 saves it: a listpack (fields in order) or a field/value table."""
+    """A hash as Redis saves it: a listpack (fields in order) or a field/value table as 7.0
+    does; with field TTLs (``expires``: field -> absolute ms) as Redis 7.4 does, in an RDB
+    version 12 payload::
+
+        25 HASH_LISTPACK_EX  <min expiry ms, int64 LE> <listpack of field, value, expiry
+                             triples: expiry 0 = none; fields with one first, by expiry>
+        24 HASH_METADATA     <min expiry ms, int64 LE> <count> then per field
+                             <len: expiry - min + 1, 0 = none> <field> <value>
+    """
+    if expires:
+        _write_hash_with_ttls(out, pairs, as_listpack, expires)
+        return
     if as_listpack:
         out.append(TYPE_HASH_LISTPACK)
         write_string(out, listpack.encode([x for pair in pairs for x in pair]))
@@ -321,6 +349,37 @@ def write_hash_object(
     out.append(TYPE_HASH)
     write_len(out, len(pairs))
     for name, value in pairs:
+        write_string(out, name)
+        write_string(out, value)
+
+
+def _write_hash_with_ttls(
+    out: bytearray,
+    pairs: Sequence[tuple[bytes, bytes]],
+    as_listpack: bool,
+    expires: Mapping[bytes, int],
+) -> None:
+    for when in expires.values():
+        if not 0 < when <= FIELD_EXPIRE_MAX:
+            raise RdbError(f"hash field expiry {when} out of range")
+    least = min(expires.values())
+    if as_listpack:
+        # (Redis keeps a listpackex hash's fields with a TTL first, by TTL, then the others)
+        timed = sorted((p for p in pairs if p[0] in expires), key=lambda p: expires[p[0]])
+        rest = [p for p in pairs if p[0] not in expires]
+        elements: list[bytes | int] = []
+        for name, value in timed + rest:
+            elements += (name, value, expires.get(name, 0))
+        out.append(TYPE_HASH_LISTPACK_EX)
+        write_ms(out, least)
+        write_string(out, listpack.encode(elements))
+        return
+    out.append(TYPE_HASH_METADATA)
+    write_ms(out, least)
+    write_len(out, len(pairs))
+    for name, value in pairs:
+        deadline = expires.get(name)
+        write_len(out, 0 if deadline is None else deadline - least + 1)
         write_string(out, name)
         write_string(out, value)
 

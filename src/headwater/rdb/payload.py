@@ -18,6 +18,8 @@ from headwater.rdb.objects import MIN_VERSION, Value, read_type, read_value
 
 #: the version Redis 7.0 writes and accepts (and so what DUMP writes when the value allows it)
 VERSION_7_0 = 10
+#: the version Redis 7.4 writes (hash field TTLs), for the payloads that need it
+VERSION_7_4 = 12
 #: the newest version read here (Redis 7.4's: hash field TTLs)
 MAX_VERSION = 12
 

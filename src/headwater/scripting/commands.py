@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import cast
 
 from headwater.commands.context import (
@@ -14,7 +15,13 @@ from headwater.commands.context import (
 from headwater.commands.monitor import show_command
 from headwater.errors import NOT_INTEGER, ReplyError, err
 from headwater.resp.types import OK, Reply
-from headwater.scripting.runtime import FLAG_NO_WRITES, Script, ScriptHost, Scripting
+from headwater.scripting.runtime import (
+    FLAG_NO_WRITES,
+    Script,
+    ScriptHost,
+    Scripting,
+    parse_shebang,
+)
 
 NOSCRIPT = ReplyError("NOSCRIPT", "No matching script. Please use EVAL.")
 _RO_WITH_WRITE_FLAG = err("Can not execute a script with write flag using *_ro command.")
@@ -85,6 +92,32 @@ def _evalsha(c: Client, argv: list[bytes], read_only: bool) -> Reply:
     return _run(c, argv, numkeys, script, read_only)
 
 
+def declared_write(c: Client, argv: list[bytes]) -> bool | None:
+    """Whether this EVAL/EVALSHA (or _RO) call may write by the flags its script declares
+    (Redis's evalGetCommandFlags: a cached script's flags, else the shebang of EVAL's body);
+    None when it declares none (no shebang, an unknown SHA, a bad shebang): the command's own
+    flags decide."""
+    scripts = scripting_of(c).scripts
+    body = argv[1]
+    if argv[0].lower().startswith(b"evalsha"):
+        if len(body) != 40:
+            return None
+        script = scripts.get(body.lower())
+        flags = None if script is None else script.flags
+    else:
+        script = scripts.get(hashlib.sha1(body).hexdigest().encode())
+        if script is not None:
+            flags = script.flags
+        else:
+            try:
+                flags = parse_shebang(body)[0]
+            except ReplyError:
+                return None
+    if flags is None:
+        return None
+    return FLAG_NO_WRITES not in flags
+
+
 def cmd_eval(c: Client, argv: list[bytes]) -> Reply:
     return _eval(c, argv, False)
 
@@ -117,6 +150,29 @@ def cmd_script_flush(c: Client, argv: list[bytes]) -> Reply:
     return OK
 
 
+_DEBUG_IN_PIPELINE = err("SCRIPT DEBUG must be called outside a pipeline")
+_DEBUG_USAGE = err("Use SCRIPT DEBUG YES/SYNC/NO")
+#: Redis's LDB is an interactive debugger (redis-cli --ldb) that Headwater does not have
+DEBUGGER_NOT_SUPPORTED = err(
+    "SCRIPT DEBUG YES and SYNC are not supported: Headwater has no Lua debugger "
+    "(SCRIPT DEBUG NO is accepted)"
+)
+
+
+def cmd_script_debug(c: Client, argv: list[bytes]) -> Reply:
+    """SCRIPT DEBUG YES|SYNC|NO: NO (debugging off, which it always is here) answers +OK;
+    YES and SYNC, which would start Redis's interactive Lua debugger, are refused with a
+    clear error. Like Redis, refused while replies are pending (a pipeline, a transaction)."""
+    if c.out or c.server.in_transaction():
+        raise _DEBUG_IN_PIPELINE
+    mode = argv[2].upper()
+    if mode == b"NO":
+        return OK
+    if mode in (b"YES", b"SYNC"):
+        raise DEBUGGER_NOT_SUPPORTED
+    raise _DEBUG_USAGE
+
+
 def cmd_script_kill(c: Client, argv: list[bytes]) -> Reply:
     scripting_of(c).kill(is_eval=True)
     return OK
@@ -124,6 +180,8 @@ def cmd_script_kill(c: Client, argv: list[bytes]) -> Reply:
 
 _SCRIPT_HELP = [
     b"SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    b"DEBUG (YES|SYNC|NO)",
+    b"    Set the debug mode for subsequent scripts executed.",
     b"EXISTS <sha1> [<sha1> ...]",
     b"    Return information about the existence of the scripts in the script cache.",
     b"FLUSH [ASYNC|SYNC]",
@@ -151,8 +209,8 @@ def with_numkeys(row: CommandSpec) -> CommandSpec:
 
 
 SPECS = (
-    with_numkeys(spec("eval", -3, _EVAL, handler=cmd_eval)),
-    with_numkeys(spec("evalsha", -3, _EVAL, handler=cmd_evalsha)),
+    with_numkeys(spec("eval", -3, _EVAL + " x_may_replicate", handler=cmd_eval)),
+    with_numkeys(spec("evalsha", -3, _EVAL + " x_may_replicate", handler=cmd_evalsha)),
     with_numkeys(spec("eval_ro", -3, "readonly " + _EVAL, handler=cmd_eval_ro)),
     with_numkeys(spec("evalsha_ro", -3, "readonly " + _EVAL, handler=cmd_evalsha_ro)),
     spec(
@@ -161,6 +219,7 @@ SPECS = (
         "",
         handler=reject_subcommand,
         subcommands=(
+            spec("script|debug", 3, _SCRIPT, handler=cmd_script_debug),
             spec("script|load", 3, _SCRIPT + " stale", handler=cmd_script_load),
             spec("script|exists", -3, _SCRIPT, handler=cmd_script_exists),
             spec("script|flush", -2, _SCRIPT, handler=cmd_script_flush),

@@ -46,6 +46,15 @@ def _fcall(c: Client, argv: list[bytes], read_only_command: bool) -> Reply:
     )
 
 
+def declared_write(c: Client, argv: list[bytes]) -> bool | None:
+    """Whether this FCALL/FCALL_RO call may write by its function's flags (Redis's
+    fcallGetCommandFlags); None for an unknown function (the command's flags decide)."""
+    function = scripting_of(c).registry.functions.get(argv[1])
+    if function is None:
+        return None
+    return FLAG_NO_WRITES not in function.flags
+
+
 def cmd_fcall(c: Client, argv: list[bytes]) -> Reply:
     return _fcall(c, argv, False)
 
@@ -238,7 +247,7 @@ _FUNCTION_HELP = [
 _FCALL = "noscript stale skip_monitor no_mandatory_keys movablekeys x_sees_data"
 
 SPECS = (
-    with_numkeys(spec("fcall", -3, _FCALL, handler=cmd_fcall)),
+    with_numkeys(spec("fcall", -3, _FCALL + " x_may_replicate", handler=cmd_fcall)),
     with_numkeys(spec("fcall_ro", -3, "readonly " + _FCALL, handler=cmd_fcall_ro)),
     spec(
         "function",

@@ -80,7 +80,7 @@ class Connection(asyncio.Protocol):
         self.client: Client | None = None
         self.parser: RequestParser | None = None
         #: the client's reply gate: its replies leave when the durability policy says so
-        self.gate = ReplyGate(server.durability.may_reply, self.resume)
+        self.gate = ReplyGate(server.durability.may_reply, self.resume, self.process)
         self.soft_limit_since: float | None = None
         #: the configuration's values (read on every batch: no method call per lookup)
         self.settings: dict[str, Any] = server.engine.config.values
