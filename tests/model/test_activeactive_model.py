@@ -1,12 +1,12 @@
 """Property test of active-active convergence (issue 18): three regions, random writes, random
 delivery order, partitions held and released.
 
-Rules drive XADD (``*`` and explicit IDs over a small space, so they collide), XDEL, XTRIM
-(MAXLEN and MINID), DEL, RENAME, XSETID, XGROUP CREATE/DESTROY, XREADGROUP ``>`` and XACK in
-any region; deliver one queued effect of any uncut link, picked anywhere in its queue (out of
-order: the inbox must buffer it); resend an effect already delivered (it must be dropped:
-exactly once); cut the mesh into sides and heal it. Every effect crosses its link in its line
-form (``to_line``/``from_line``).
+Rules drive XADD (``*`` and explicit IDs over a small space, so they collide), XDEL, XDELEX,
+XTRIM (MAXLEN and MINID; KEEPREF, DELREF and ACKED), DEL, RENAME, XSETID, XGROUP
+CREATE/DESTROY, XREADGROUP ``>``, XACK and XACKDEL in any region; deliver one queued effect of
+any uncut link, picked anywhere in its queue (out of order: the inbox must buffer it); resend
+an effect already delivered (it must be dropped: exactly once); cut the mesh into sides and
+heal it. Every effect crosses its link in its line form (``to_line``/``from_line``).
 
 After every step each region's ``check_invariants()`` holds (in strict mode that includes: no
 duplicate ID, every own ID in the region's sequence class). At the end the mesh heals and
@@ -34,6 +34,7 @@ REGIONS = st.sampled_from([1, 2, 3])
 KEYS = st.sampled_from([b"a", b"b"])
 GROUPS = st.sampled_from([b"g1", b"g2"])
 CONSUMERS = st.sampled_from([b"c1", b"c2"])
+REFS = st.sampled_from([b"KEEPREF", b"DELREF", b"ACKED"])
 SIDES = st.sampled_from([({1}, {2, 3}), ({2}, {1, 3}), ({3}, {1, 2}), ({1}, {2}, {3})])
 
 Tag = tuple[StreamID, int]
@@ -81,6 +82,35 @@ class ActiveActive(RuleBasedStateMachine):
     def xtrim_minid(self, region: int, key: bytes, ms: int) -> None:
         self.mesh[region].xtrim(key, minid=(ms, 0))
         assert all(sid >= (ms, 0) for sid, _ in self.mesh[region].xrange(key, MIN_ID, MAX_ID))
+
+    @rule(region=REGIONS, key=KEYS, ref=REFS, data=st.data())
+    def xdelex(self, region: int, key: bytes, ref: bytes, data: st.DataObject) -> None:
+        entries = [sid for sid, _ in self.mesh[region].xrange(key, MIN_ID, MAX_ID)]
+        chosen = data.draw(st.lists(st.sampled_from([*entries, (99, 99)]), max_size=3))
+        results = self.mesh[region].xdelex(key, chosen, ref)
+        assert len(results) == len(chosen)
+        for sid, result in zip(chosen, results, strict=True):
+            if result == 1:
+                assert all(got != sid for got, _ in self.mesh[region].xrange(key, sid, sid))
+
+    @rule(region=REGIONS, key=KEYS, maxlen=st.integers(0, 3), ref=REFS)
+    def xtrim_ref(self, region: int, key: bytes, maxlen: int, ref: bytes) -> None:
+        before = self.mesh[region].xlen(key)
+        removed = self.mesh[region].xtrim(key, maxlen=maxlen, ref=ref)
+        assert removed <= max(before - maxlen, 0)
+        assert self.mesh[region].xlen(key) == before - removed
+
+    @rule(region=REGIONS, key=KEYS, group=GROUPS, ref=REFS, data=st.data())
+    def xackdel(
+        self, region: int, key: bytes, group: bytes, ref: bytes, data: st.DataObject
+    ) -> None:
+        record = self.mesh[region].visible(key)
+        if record is None or group not in record.groups:
+            return
+        pending = [sid for sid, _ in record.groups[group].order]
+        chosen = data.draw(st.lists(st.sampled_from([*pending, (99, 99)]), max_size=3))
+        results = self.mesh[region].xackdel(key, group, chosen, ref)
+        assert len(results) == len(chosen)
 
     @rule(region=REGIONS, key=KEYS)
     def delete(self, region: int, key: bytes) -> None:

@@ -106,7 +106,10 @@ def test_every_op_survives_its_line_form() -> None:
     ops = (
         Add(b"k", (5, 1), (b"f", b"v", b"g", b"")),
         Remove(b"k", points),
+        Remove(b"k", points, delref=True),
         Cut(b"k", points),
+        Cut(b"k", points, kept=((1, (4, 1)),)),
+        Cut(b"k", points, delref=True),
         Delete(b"k", ()),
         Move(b"a", b"b", points, (), ((1, (((5, 1), (b"f", b"v")),)), (2, ()))),
         SetFloor(b"k", MAX_ID),

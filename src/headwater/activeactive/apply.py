@@ -9,6 +9,9 @@ everything its sender had observed. That makes the rules short:
   ID arrive below it, then the sub-log is rebuilt in order).
 - ``Remove`` / ``Cut`` / ``Delete``: remove what the sender named or observed (its horizon);
   an entry added concurrently elsewhere lies above the horizon and survives (observed-remove).
+  A ``Cut`` spares the entries it names as ``kept`` (ACKED). With ``delref`` (DELREF) every
+  region also drops its own pending entries of what is removed (pending entries are local, so
+  each region drops its own).
 - ``Delete`` and ``GroupDestroy`` remove the key's groups or the named group whoever created
   them, and record ``(origin, seq)`` in a delete clock. A ``GroupCreate`` whose sender had not
   seen a recorded delete is concurrent with it and is dropped: delete wins.
@@ -56,13 +59,15 @@ def apply_op(streams: Streams, effect: Effect, op: Op) -> None:
         record_or_none = streams.get(op.key)
         if record_or_none is not None:
             for region, sid in op.entries:
+                if op.delref:
+                    record_or_none.drop_refs(region, sid)
                 sub = record_or_none.subs.get(region)
                 if sub is not None:
                     sub.delete(sid)
     elif isinstance(op, Cut):
         record_or_none = streams.get(op.key)
         if record_or_none is not None:
-            record_or_none.remove_upto(op.cuts)
+            record_or_none.remove_upto(op.cuts, op.kept, op.delref)
     elif isinstance(op, Delete):
         _delete(_record(streams, op.key), effect, op.horizon)
     elif isinstance(op, Move):

@@ -86,30 +86,36 @@ class Add(_Value):
 
 @final
 class Remove(_Value):
-    """XDEL: remove these (sub-log, ID) entries."""
+    """XDEL, XDELEX, XACKDEL: remove these (sub-log, ID) entries. ``delref`` (DELREF): every
+    region also drops its own (local) pending entries of them, in every group."""
 
-    __slots__ = ("entries", "key")
+    __slots__ = ("delref", "entries", "key")
 
-    def __init__(self, key: bytes, entries: Points) -> None:
+    def __init__(self, key: bytes, entries: Points, delref: bool = False) -> None:
         self.key = key
         self.entries = entries
+        self.delref = delref
 
     def astuple(self) -> tuple[object, ...]:
-        return (self.key, self.entries)
+        return (self.key, self.entries, self.delref)
 
 
 @final
 class Cut(_Value):
-    """XTRIM: remove each named sub-log's entries at or below its point."""
+    """XTRIM: remove each named sub-log's entries at or below its point, except the ``kept``
+    ones (ACKED: entries a group of the sender still needed). ``delref`` (DELREF): every
+    region also drops its own pending entries of the entries it removes."""
 
-    __slots__ = ("cuts", "key")
+    __slots__ = ("cuts", "delref", "kept", "key")
 
-    def __init__(self, key: bytes, cuts: Points) -> None:
+    def __init__(self, key: bytes, cuts: Points, kept: Points = (), delref: bool = False) -> None:
         self.key = key
         self.cuts = cuts
+        self.kept = kept
+        self.delref = delref
 
     def astuple(self) -> tuple[object, ...]:
-        return (self.key, self.cuts)
+        return (self.key, self.cuts, self.kept, self.delref)
 
 
 @final
@@ -290,8 +296,11 @@ def _op_words(op: Op) -> list[bytes]:
     if isinstance(op, Add):
         return [b"ADD", op.key, format_id(op.sid), _num(len(op.pairs)), *op.pairs]
     if isinstance(op, Remove):
-        return [b"REMOVE", op.key, *_points(op.entries)]
+        return [b"REMOVEREF" if op.delref else b"REMOVE", op.key, *_points(op.entries)]
     if isinstance(op, Cut):
+        if op.kept or op.delref:
+            flag = b"1" if op.delref else b"0"
+            return [b"CUTREF", op.key, flag, *_points(op.cuts), *_points(op.kept)]
         return [b"CUT", op.key, *_points(op.cuts)]
     if isinstance(op, Delete):
         return [b"DELETE", op.key, *_points(op.horizon)]
@@ -370,10 +379,15 @@ def _read_op(words: _Words) -> Op:
     name = words.word()
     if name == b"ADD":
         return Add(words.word(), words.sid(), words.pairs())
-    if name == b"REMOVE":
-        return Remove(words.word(), words.points())
+    if name == b"REMOVE" or name == b"REMOVEREF":
+        return Remove(words.word(), words.points(), name == b"REMOVEREF")
     if name == b"CUT":
         return Cut(words.word(), words.points())
+    if name == b"CUTREF":
+        key, flag = words.word(), words.int()
+        if flag > 1:
+            raise BAD_EFFECT
+        return Cut(key, words.points(), words.points(), flag == 1)
     if name == b"DELETE":
         return Delete(words.word(), words.points())
     if name == b"MOVE":

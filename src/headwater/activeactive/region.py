@@ -194,24 +194,109 @@ class Region:
             self._commit([Remove(key, tuple(found))])
         return len(found)
 
-    def xtrim(self, key: bytes, maxlen: int | None = None, minid: StreamID | None = None) -> int:
+    def xtrim(
+        self,
+        key: bytes,
+        maxlen: int | None = None,
+        minid: StreamID | None = None,
+        ref: bytes = b"KEEPREF",
+    ) -> int:
         """Exact MAXLEN or MINID trim of the merged stream; each sub-log loses a prefix, named
-        by its last removed ID."""
+        by its last removed ID. ACKED spares the entries a group still needs here (``kept``:
+        the trim goes on past them, as Redis's); DELREF drops the removed entries' pending
+        entries, in every region."""
         record = self.visible(key)
         if record is None:
             return 0
+        acked = ref == b"ACKED" and bool(record.groups)
         if maxlen is not None:
-            doomed = record.range(MIN_ID, MAX_ID, max(record.length - maxlen, 0))
-        elif minid is not None and (below := decr_id(minid)) is not None:
-            doomed = record.range(MIN_ID, below)
+            budget = max(record.length - maxlen, 0)
+        elif minid is not None and decr_id(minid) is not None:
+            budget = record.length
         else:
-            doomed = []
+            budget = 0
         cuts: dict[int, StreamID] = {}
-        for sid, region, _ in doomed:
-            cuts[region] = max(cuts.get(region, MIN_ID), sid)
+        kept: list[tuple[int, StreamID]] = []
+        removed = 0
+        for sid, region in record.merged_ids() if budget else ():
+            if removed >= budget or (minid is not None and sid >= minid):
+                break
+            if acked and record.referenced(region, sid):
+                kept.append((region, sid))
+                continue
+            cuts[region] = sid
+            removed += 1
         if cuts:
-            self._commit([Cut(key, tuple(sorted(cuts.items())))])
-        return len(doomed)
+            spared = tuple(sorted((r, sid) for r, sid in kept if sid < cuts.get(r, MIN_ID)))
+            self._commit([Cut(key, tuple(sorted(cuts.items())), spared, ref == b"DELREF")])
+        return removed
+
+    def xdelex(self, key: bytes, ids: Sequence[StreamID], ref: bytes = b"KEEPREF") -> list[int]:
+        """XDELEX: per ID 1 (deleted, in every sub-log that holds it), -1 (no such entry) or 2
+        (ACKED: a group still needs it here). One effect removes them all."""
+        record = self.visible(key)
+        if record is None:
+            return [-1] * len(ids)
+        results: list[int] = []
+        found: list[tuple[int, StreamID]] = []
+        gone: set[tuple[int, StreamID]] = set()
+        for sid in ids:
+            live = [
+                (r, sid)
+                for r, s in sorted(record.subs.items())
+                if (r, sid) not in gone and s.get(sid) is not None
+            ]
+            if not live:
+                # (as Redis: ACKED answers 2 for an ID some group has not reached, even one
+                # that does not exist)
+                acked = ref == b"ACKED" and any(record.referenced(r, sid) for r in record.subs)
+                results.append(2 if acked else -1)
+                continue
+            if ref == b"ACKED":
+                live = [(r, x) for r, x in live if not record.referenced(r, x)]
+                if not live:
+                    results.append(2)
+                    continue
+            found += live
+            gone.update(live)
+            results.append(1)
+        if found:
+            self._commit([Remove(key, tuple(found), ref == b"DELREF")])
+        return results
+
+    def xackdel(
+        self, key: bytes, group: bytes, ids: Sequence[StreamID], ref: bytes = b"KEEPREF"
+    ) -> list[int]:
+        """XACKDEL: acknowledge each ID in the group (here), then delete its entries; per ID
+        1 (acknowledged and deleted, or already gone), 2 (ACKED: acknowledged, but another
+        group still needs it here) or -1 (not pending in the group here). One effect carries
+        the acknowledged prefix (as XACK) and the removal."""
+        record = self.visible(key)
+        g = None if record is None else record.groups.get(group)
+        if record is None or g is None:
+            return [-1] * len(ids)
+        results: list[int] = []
+        doomed: list[tuple[int, StreamID]] = []
+        for sid in ids:
+            tags = g.ack_tags(sid)
+            if not tags:
+                results.append(-1)
+                continue
+            subs = [(r, x) for x, r in tags]
+            if ref == b"ACKED" and any(record.referenced(r, x) for r, x in subs):
+                results.append(2)
+                continue
+            doomed += [(r, x) for r, x in subs if record.entry(r, x) is not None]
+            results.append(1)
+        ops: list[Op] = []
+        points = self.ack_points(record, g)
+        if points:
+            ops.append(AckPrefix(key, group, points))
+        if doomed:
+            ops.append(Remove(key, tuple(sorted(set(doomed))), ref == b"DELREF"))
+        if ops:
+            self._commit(ops)
+        return results
 
     def xsetid(self, key: bytes, sid: StreamID) -> None:
         record = self.visible(key)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import heapq
 from bisect import bisect_left, bisect_right, insort
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from itertools import islice
 
 from headwater.errors import InvariantViolation, require
@@ -184,6 +184,10 @@ class RegionGroup:
 
     def ack(self, sid: StreamID) -> int:
         """Acknowledge every pending entry with this ID (one per sub-log that has it)."""
+        return len(self.ack_tags(sid))
+
+    def ack_tags(self, sid: StreamID) -> list[Tag]:
+        """``ack``, and the pending entries it acknowledged."""
         lo = bisect_left(self.order, (sid, 0))
         hi = bisect_right(self.order, (sid, 1 << 62))
         tags = self.order[lo:hi]
@@ -194,7 +198,7 @@ class RegionGroup:
             ids = self.by_sub[tag[1]]
             del ids[bisect_left(ids, sid)]
         del self.order[lo:hi]
-        return len(tags)
+        return tags
 
     def min_pending(self, region: int) -> StreamID | None:
         """The smallest pending ID of a sub-log."""
@@ -342,6 +346,10 @@ class RegionStream:
         start = incr_id(sid)
         return [] if start is None else self.range(start, MAX_ID, count)
 
+    def merged_ids(self) -> Iterator[tuple[StreamID, int]]:
+        """Every live entry's (ID, sub-log), merged by ID, lazily."""
+        return heapq.merge(*[_tagged(s, region) for region, s in sorted(self.subs.items())])
+
     def entry(self, region: int, sid: StreamID) -> list[bytes] | None:
         stream = self.subs.get(region)
         return None if stream is None else stream.get(sid)
@@ -358,20 +366,57 @@ class RegionStream:
 
     # -- removals (observed-remove) --------------------------------------------------------
 
-    def remove_upto(self, points: Iterable[tuple[int, StreamID]]) -> int:
-        """Remove each named sub-log's entries at or below its point; the number removed."""
+    def remove_upto(
+        self,
+        points: Iterable[tuple[int, StreamID]],
+        kept: Iterable[tuple[int, StreamID]] = (),
+        delref: bool = False,
+    ) -> int:
+        """Remove each named sub-log's entries at or below its point, except the ``kept``
+        ones; with ``delref`` drop the removed entries' pending entries in every group. The
+        number removed."""
+        keep_set = set(kept)
         removed = 0
         for region, point in points:
             stream = self.subs.get(region)
             if stream is None:
                 continue
+            if delref and self.groups:
+                for sid, _ in stream.range(MIN_ID, point):
+                    if (region, sid) not in keep_set:
+                        self.drop_refs(region, sid)
             above = incr_id(point)
-            if above is None:
+            if keep_set:
+                mine = {sid for r, sid in keep_set if r == region}
+                removed += stream.trim(
+                    maxlen=0 if above is None else None,
+                    minid=above,
+                    keep=mine.__contains__ if mine else None,
+                )
+            elif above is None:
                 removed += stream.length
                 stream.trim(maxlen=0)
             else:
                 removed += stream.trim(minid=above)
         return removed
+
+    # -- references (KEEPREF / DELREF / ACKED) ---------------------------------------------
+
+    def referenced(self, region: int, sid: StreamID) -> bool:
+        """ACKED's test, with what this region knows: some group has not delivered the
+        entry here (its cursor of the sub-log is below it: neither read here nor inside an
+        acknowledged prefix another region replicated) or has it pending here."""
+        for group in self.groups.values():
+            if sid > group.cursor(region) or (sid, region) in group.pel:
+                return True
+        return False
+
+    def drop_refs(self, region: int, sid: StreamID) -> None:
+        """DELREF: the entry is no longer pending in any group (of this region)."""
+        tag = (sid, region)
+        for group in self.groups.values():
+            if tag in group.pel:
+                group.forget(tag)
 
     def append(self, region: int, sid: StreamID, pairs: Sequence[bytes]) -> None:
         """XADD's entry, in its origin's sub-log (``insert`` for one entry, without the
@@ -402,6 +447,11 @@ class RegionStream:
         for name, group in self.groups.items():
             require(group.name == name, "group filed under another name")
             group.check_invariants()
+
+
+def _tagged(stream: Stream, region: int) -> Iterator[tuple[StreamID, int]]:
+    for sid in stream.iter_ids():
+        yield (sid, region)
 
 
 class Streams(dict[bytes, RegionStream]):

@@ -47,6 +47,7 @@ from headwater.commands.streams import (
     XTRIM_NO_STRATEGY,
     TrimOpts,
     XAddOpts,
+    parse_ref_and_ids,
     parse_xadd,
     parse_xread,
 )
@@ -82,17 +83,11 @@ def _encode(
     return array_of([entry_reply(e) for e in entries]), [sid for sid, _ in entries]
 
 
-def _check_trim(trim: TrimOpts) -> None:
-    if trim.ref != b"KEEPREF":
-        raise unsupported("DELREF and ACKED")
-
-
 def cmd_xadd(c: Client, argv: list[bytes]) -> Reply | Written:
     """XADD key [NOMKSTREAM] [<MAXLEN | MINID> [= | ~] threshold [LIMIT n]] <* | id> field
     value [...]: the ID by active-active-id-mode; trims are exact."""
     # ``XADD key * field value …``, the usual shape: no option to parse (as the plain handler)
     opts = _PLAIN_XADD if argv[2] == b"*" and len(argv) % 2 else parse_xadd(c, argv)
-    _check_trim(opts.trim)
     rk, key = region_of(c), argv[1]
     record = stream_at(c, key, read=False)
     if record is None and opts.nomkstream:
@@ -117,7 +112,7 @@ def cmd_xadd(c: Client, argv: list[bytes]) -> Reply | Written:
         rk.record_idmp(key, idmp_key, sid, c.server.config["stream-idmp-maxsize"])
         c.server.stats.stream_idmp_iids_added += 1
     trim = opts.trim
-    trimmed = region.xtrim(key, trim.maxlen, trim.minid) if trim.given else 0
+    trimmed = region.xtrim(key, trim.maxlen, trim.minid, trim.ref) if trim.given else 0
     if c.server.keyspace.notify_flags & STREAM:
         notify(c, STREAM, b"xadd", key)
         if trimmed:
@@ -172,6 +167,21 @@ def cmd_xdel(c: Client, argv: list[bytes]) -> Reply | Written:
     return rk.written(deleted, deleted)
 
 
+def cmd_xdelex(c: Client, argv: list[bytes]) -> Reply | Written:
+    """XDELEX key [KEEPREF | DELREF | ACKED] IDS numids id [id ...]: XDEL's rule, per ID
+    (ACKED asks this region's groups; DELREF drops the pending entries in every region)."""
+    rk = region_of(c)
+    record = stream_at(c, argv[1], read=False)
+    ref, raw_ids = parse_ref_and_ids(argv, 2)
+    if record is None:
+        return [-1] * len(raw_ids)
+    results: list[Reply] = list(rk.region.xdelex(argv[1], [parse_id(r) for r in raw_ids], ref))
+    deleted = results.count(1)
+    if deleted:
+        notify(c, STREAM, b"xdel", argv[1])
+    return rk.written(results, deleted)
+
+
 def cmd_xtrim(c: Client, argv: list[bytes]) -> Reply | Written:
     """XTRIM key <MAXLEN | MINID> [= | ~] threshold [LIMIT count]: exact, over the merged
     stream."""
@@ -179,15 +189,15 @@ def cmd_xtrim(c: Client, argv: list[bytes]) -> Reply | Written:
 
     rk = region_of(c)
     trim = TrimOpts()
+    ref_given = False
     i = 2
     while i < len(argv):
         token = argv[i].upper()
         end = _parse_trim_token(argv, i, token, trim)
         if end is not None:
             i = end + 1
-        elif token in (b"KEEPREF", b"DELREF", b"ACKED"):
-            if token != b"KEEPREF":
-                raise unsupported("DELREF and ACKED")
+        elif token in (b"KEEPREF", b"DELREF", b"ACKED") and not ref_given:
+            trim.ref, ref_given = token, True
             i += 1
         else:
             raise SYNTAX
@@ -199,7 +209,7 @@ def cmd_xtrim(c: Client, argv: list[bytes]) -> Reply | Written:
         raise err("syntax error, LIMIT cannot be used without the special ~ option")
     if stream_at(c, argv[1], read=False) is None:
         return 0
-    removed = rk.region.xtrim(argv[1], trim.maxlen, trim.minid)
+    removed = rk.region.xtrim(argv[1], trim.maxlen, trim.minid, trim.ref)
     if removed:
         notify(c, STREAM, b"xtrim", argv[1])
     return rk.written(removed, removed)
@@ -488,6 +498,24 @@ def cmd_xack(c: Client, argv: list[bytes]) -> Reply | Written:
     if acked:
         rk.local(argv[1], found[1])
     return rk.written(acked, acked)
+
+
+def cmd_xackdel(c: Client, argv: list[bytes]) -> Reply | Written:
+    """XACKDEL key group [KEEPREF | DELREF | ACKED] IDS numids id [id ...]: XACK here (its
+    contiguous prefix replicated), then the entries' removal (replicated, as XDEL)."""
+    rk = region_of(c)
+    record = stream_at(c, argv[1], read=False)
+    ref, raw_ids = parse_ref_and_ids(argv, 3)
+    group = record.groups.get(argv[2]) if record is not None else None
+    if record is None or group is None:
+        return [-1] * len(raw_ids)
+    ids = [parse_id(raw) for raw in raw_ids]
+    results: list[Reply] = list(rk.region.xackdel(argv[1], argv[2], ids, ref))
+    if results.count(-1) == len(results):
+        return results
+    rk.local(argv[1], group)
+    c.db.signal_modified(argv[1])
+    return rk.written(results, 1)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -198,7 +198,7 @@ def _sort(c: Client, argv: list[bytes]) -> Reply | Written:
 
 
 #: stream commands whose active-active rules are not built yet: refused with a clear error
-UNSUPPORTED = ("xdelex", "xackdel", "xnack", "xcfgset", "xidmprecord", "xidmp|cfgset")
+UNSUPPORTED = ("xnack", "xcfgset", "xidmprecord", "xidmp|cfgset")
 
 
 def _refused(name: str) -> Handler:
@@ -339,6 +339,8 @@ HANDLERS: dict[str, Handler] = {
     "xrevrange": rs.cmd_xrevrange,
     "xlen": rs.cmd_xlen,
     "xdel": rs.cmd_xdel,
+    "xdelex": rs.cmd_xdelex,
+    "xackdel": rs.cmd_xackdel,
     "xtrim": rs.cmd_xtrim,
     "xsetid": rs.cmd_xsetid,
     "xread": rs.cmd_xread,
