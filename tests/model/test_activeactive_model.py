@@ -3,10 +3,11 @@ delivery order, partitions held and released.
 
 Rules drive XADD (``*`` and explicit IDs over a small space, so they collide), XDEL, XDELEX,
 XTRIM (MAXLEN and MINID; KEEPREF, DELREF and ACKED), DEL, RENAME, XSETID, XGROUP
-CREATE/DESTROY, XREADGROUP ``>``, XACK and XACKDEL in any region; deliver one queued effect of
-any uncut link, picked anywhere in its queue (out of order: the inbox must buffer it); resend
-an effect already delivered (it must be dropped: exactly once); cut the mesh into sides and
-heal it. Every effect crosses its link in its line form (``to_line``/``from_line``).
+CREATE/DESTROY, XREADGROUP ``>`` (and with CLAIM), XACK, XACKDEL and XNACK in any region;
+deliver one queued effect of any uncut link, picked anywhere in its queue (out of order: the
+inbox must buffer it); resend an effect already delivered (it must be dropped: exactly once);
+cut the mesh into sides and heal it. Every effect crosses its link in its line form
+(``to_line``/``from_line``).
 
 After every step each region's ``check_invariants()`` holds (in strict mode that includes: no
 duplicate ID, every own ID in the region's sequence class). At the end the mesh heals and
@@ -186,6 +187,33 @@ class ActiveActive(RuleBasedStateMachine):
         if pending:
             chosen = data.draw(st.lists(st.sampled_from(pending), max_size=3))
             self.mesh[region].xack(key, group, chosen)
+
+    @rule(region=REGIONS, key=KEYS, group=GROUPS, force=st.booleans(), data=st.data())
+    def xnack(
+        self, region: int, key: bytes, group: bytes, force: bool, data: st.DataObject
+    ) -> None:
+        record = self.mesh[region].visible(key)
+        if record is None or group not in record.groups:
+            return
+        known = [sid for sid, _ in record.groups[group].order]
+        known += [sid for sid, _, _ in record.range(MIN_ID, MAX_ID, 3)]
+        chosen = data.draw(st.lists(st.sampled_from([*known, (99, 99)]), max_size=3))
+        self.mesh[region].xnack(key, group, chosen, lambda count: count + 1, force)
+
+    @rule(region=REGIONS, key=KEYS, group=GROUPS, consumer=CONSUMERS, min_idle=st.integers(0, 3))
+    def xreadgroup_claim(
+        self, region: int, key: bytes, group: bytes, consumer: bytes, min_idle: int
+    ) -> None:
+        there = self.mesh[region]
+        record = there.visible(key)
+        if record is None or group not in record.groups:
+            return
+        claimed = {
+            sid for sid, _, _, _ in there.claim_idle(key, group, consumer, min_idle, self.now, 2)
+        }
+        g = record.groups[group]
+        assert all(g.pel[tag].consumer == consumer for tag in g.order if tag[0] in claimed)
+        self.read_new(region, key, group, consumer, 1)
 
     # -- the network -----------------------------------------------------------------------
 

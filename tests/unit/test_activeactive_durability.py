@@ -48,7 +48,7 @@ def local_state(region: Region) -> str:
             lines.append(
                 f"{key!r} {name!r} last={g.last_id} read={g.entries_read} cursors="
                 f"{sorted(g.cursors.items())} times={sorted(g.times.items())} pel={pel} "
-                f"consumers={sorted(g.consumers.items())}"
+                f"consumers={sorted(g.consumers.items())} nacked={list(g.nacked)}"
             )
     return "\n".join(lines)
 
@@ -89,6 +89,16 @@ def workload(h: Harness) -> None:
     h.call(a, "XACKDEL", "s", "g", "ACKED", "IDS", "2", pend[1][0], pend[2][0])
     h.call(a, "XTRIM", "s", "MAXLEN", "=", "12", "ACKED")
     h.call(a, "XTRIM", "s", "MAXLEN", "=", "10", "DELREF")
+    # XNACK (the NACK zone, in its order), XREADGROUP CLAIM / MAXCOUNT / MAXSIZE
+    h.call(a, "XREADGROUP", "GROUP", "g", "ivy", "COUNT", "4", "STREAMS", "s", ">")
+    pend = h.call(a, "XPENDING", "s", "g", "-", "+", "10")
+    h.call(a, "XNACK", "s", "g", "FAIL", "IDS", "1", pend[-1][0])
+    h.call(a, "XNACK", "s", "g", "FATAL", "IDS", "1", pend[0][0])
+    h.call(a, "XNACK", "s", "g", "SILENT", "IDS", "1", pend[1][0], "RETRYCOUNT", "4")
+    h.clock.advance(50)
+    h.call(a, "XREADGROUP", "GROUP", "g", "gina", "CLAIM", "10", "COUNT", "2", "STREAMS", "s", ">")
+    h.call(a, "XREADGROUP", "GROUP", "g", "hal", "MAXCOUNT", "2", "STREAMS", "s", ">")
+    h.call(a, "XREADGROUP", "GROUP", "g", "hal", "MAXSIZE", "10", "STREAMS", "s", ">")
 
 
 def replies(h: Harness) -> list[bytes]:
@@ -114,6 +124,7 @@ def test_replaying_the_aof_brings_back_the_same_region(tmp_path: Path) -> None:
     assert live.engine.region is not None and restarted.engine.region is not None
     before, after = live.engine.region.region, restarted.engine.region.region
     assert local_state(after) == local_state(before)
+    assert before.streams[b"s"].groups[b"g"].nacked  # (the NACK zone came back too)
     after.check_invariants()
     assert replies(restarted) == replies(live)
     # the IDMP map came back: a retry gets the original ID

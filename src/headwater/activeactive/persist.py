@@ -7,8 +7,9 @@ sequences. ``dump_state`` writes all of it; ``load_state`` rebuilds a region tha
 continues exactly as the saved one (its own sequence and each peer's resume point come from
 the vector; effects waiting in the inbox are not saved: peers send them again).
 
-Layout: ``HWAA1`` then a sequence of words, each a u32 length and its bytes; integers are
-decimal words (sub-log numbers of RENAME's moved sub-logs pass 2**64), IDs ``ms-seq``::
+Layout: ``HWAA2`` (``HWAA1``: the same without the parts marked v2) then a sequence of
+words, each a u32 length and its bytes; integers are decimal words (sub-log numbers of
+RENAME's moved sub-logs pass 2**64), IDs ``ms-seq``::
 
     region-id n (region seq)*n                      the vector
     n records: key floor
@@ -21,6 +22,7 @@ decimal words (sub-log numbers of RENAME's moved sub-logs pass 2**64), IDs ``ms-
                          last-id entries-read
                          n (consumer seen active)*n
                          n (sub id consumer delivery count)*n   the PEL
+                         n (sub id)*n               the NACK zone, oldest first (v2)
                IDMP: -1 | n (pid n (iid id)*n)*n added duplicates
     n own effects: n words*n                        what peers may still need (AAEFFECT lines)
 """
@@ -41,7 +43,9 @@ from headwater.errors import err
 from headwater.stream.idmp import IdmpState, Producer
 from headwater.stream.ids import MAX_ID, MIN_ID, StreamID, format_id, parse_id
 
-MAGIC = b"HWAA1"
+MAGIC = b"HWAA2"
+#: the first layout (no NACK zone, no XSETID counters, no IDMP settings): still read
+MAGIC_V1 = b"HWAA1"
 _LEN = struct.Struct("<I")
 BAD_STATE = err("malformed active-active region state")
 
@@ -154,15 +158,20 @@ def _dump_group(out: _Words, name: bytes, g: RegionGroup) -> None:
         pending = g.pel[(sid, sub)]
         out.int(sub)
         out.sid(sid)
-        out.word(pending.consumer)
+        out.word(pending.consumer or b"")
         out.int(pending.delivery_ms)
         out.int(pending.count)
+    out.int(len(g.nacked))  # (v2) the NACK zone, oldest nack first
+    for sid, sub in g.nacked:
+        out.int(sub)
+        out.sid(sid)
 
 
 class _Reader:
     def __init__(self, data: bytes) -> None:
-        if not data.startswith(MAGIC):
+        if not data.startswith((MAGIC, MAGIC_V1)):
             raise BAD_STATE
+        self.version = 2 if data.startswith(MAGIC) else 1
         self.data = memoryview(data)
         self.pos = len(MAGIC)
 
@@ -291,12 +300,29 @@ def _load_group(inp: _Reader, name: bytes) -> RegionGroup:
         seen, active = inp.int(), inp.int()
         g.consumer(consumer)
         g.times[consumer] = [seen, active]
+    pel = []
     for _ in inp.times():
         sub = inp.int()
         sid = inp.sid()
         consumer = inp.word()
         delivery_ms, count = inp.int(), inp.int()
-        g.claim((sid, sub), consumer, delivery_ms, count)
+        pel.append(((sid, sub), consumer, delivery_ms, count))
+    zone: list[tuple[StreamID, int]] = []
+    if inp.version >= 2:
+        for _ in inp.times():
+            sub = inp.int()
+            zone.append((inp.sid(), sub))
+    nacked = set(zone)
+    counts = {}
+    for tag, consumer, delivery_ms, count in pel:
+        if tag in nacked:
+            counts[tag] = count
+        else:
+            g.claim(tag, consumer, delivery_ms, count)
+    for tag in zone:
+        if tag not in counts:
+            raise BAD_STATE
+        g.release(tag, counts[tag])
     g.touched.clear()
     g.touched_consumers.clear()
     return g

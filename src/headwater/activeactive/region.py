@@ -17,6 +17,7 @@ Nothing here reads a clock or does I/O: times come in as ``now_ms`` and effects 
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Sequence
 
 from headwater.activeactive.apply import apply_effect
@@ -46,9 +47,15 @@ from headwater.activeactive.idmode import (
 from headwater.activeactive.inbox import Inbox
 from headwater.activeactive.rstream import RegionGroup, RegionStream, Streams
 from headwater.errors import NO_SUCH_KEY, ReplyError, err, require
+from headwater.stream.groups import bumped
 from headwater.stream.ids import MAX_ID, MIN_ID, StreamID, decr_id, format_id, parse_id
 
 Entry = tuple[StreamID, list[bytes]]
+#: asked before each entry a group read would deliver (its ID, and its fields or None for a
+#: deleted one in a history read): False stops the read there (MAXSIZE)
+Admit = Callable[[StreamID, list[bytes] | None], bool]
+#: the same for a claim: (ID, fields, idle ms, delivery count before the claim)
+ClaimAdmit = Callable[[StreamID, list[bytes], int, int], bool]
 
 BUSYGROUP = ReplyError("BUSYGROUP", "Consumer Group name already exists")
 XGROUP_NO_KEY = err(
@@ -363,7 +370,7 @@ class Region:
 
     def xpending(self, key: bytes, group: bytes) -> list[tuple[StreamID, bytes, int]]:
         g = self._group(key, group)[1]
-        return [(sid, g.pel[(sid, r)].consumer, g.pel[(sid, r)].count) for sid, r in g.order]
+        return [(sid, g.pel[(sid, r)].consumer or b"", g.pel[(sid, r)].count) for sid, r in g.order]
 
     # -- consumer groups -------------------------------------------------------------------
 
@@ -421,33 +428,110 @@ class Region:
         now_ms: int,
         count: int | None = None,
         noack: bool = False,
+        admit: Admit | None = None,
     ) -> list[tuple[StreamID, list[bytes] | None]]:
         """``>``: per sub-log what lies above its cursor, merged by ID; an ID: this consumer's
-        pending entries above it, merged by ID (None for an entry deleted since)."""
+        pending entries above it, merged by ID (None for an entry deleted since). ``admit``
+        (MAXSIZE) is asked before each entry: one it refuses, and every one after it, is not
+        delivered."""
         record, g = self._group(key, group)
         tags = g.consumer(consumer)
         if id_arg != b">":
             start = parse_id(id_arg)
             out: list[tuple[StreamID, list[bytes] | None]] = []
-            for sid, region in tags:
-                if sid <= start:
-                    continue
+            for sid, region in tags[bisect_right(tags, (start, 1 << 62)) :]:
                 if count is not None and len(out) >= count:
                     break
                 pairs = record.entry(region, sid)
+                if admit is not None and not admit(sid, pairs):
+                    break
                 if pairs is not None:  # (a deleted entry is answered, not delivered again)
                     pending = g.pel[(sid, region)]
-                    pending.count += 1
+                    pending.count = bumped(pending.count)
                     pending.delivery_ms = now_ms
                     g.touched.add((sid, region))
                 out.append((sid, pairs))
             return out
         delivered = record.new_for(g, count)
-        for sid, region, _ in delivered:
+        served: list[tuple[StreamID, list[bytes] | None]] = []
+        for sid, region, pairs in delivered:
+            if admit is not None and not admit(sid, pairs):
+                break
             g.raise_cursor(region, sid)
             if not noack:
                 g.add_pending((sid, region), consumer, now_ms)
-        return [(sid, pairs) for sid, _, pairs in delivered]
+            served.append((sid, pairs))
+        return served
+
+    def claim_idle(
+        self,
+        key: bytes,
+        group: bytes,
+        consumer: bytes,
+        min_idle: int,
+        now_ms: int,
+        count: int | None = None,
+        admit: ClaimAdmit | None = None,
+    ) -> list[tuple[StreamID, list[bytes], int, int]]:
+        """XREADGROUP … CLAIM's first part (local, as every PEL change): this region's pending
+        entries idle for at least ``min_idle`` ms, the NACK zone first (oldest nack first),
+        then the oldest delivery first, go to ``consumer``; entries gone from the stream are
+        skipped. Each as (ID, fields, idle ms, delivery count), both as they were before;
+        ``admit`` is asked with the same before each claim (MAXSIZE)."""
+        record, g = self._group(key, group)
+        out: list[tuple[StreamID, list[bytes], int, int]] = []
+        for tag in g.claim_order():
+            if count is not None and len(out) >= count:
+                break
+            pending = g.pel[tag]
+            if pending.consumer is not None and now_ms - pending.delivery_ms < min_idle:
+                break  # in delivery-time order: nothing after this one is idle enough either
+            # (a nacked entry is claimable whatever min-idle says)
+            pairs = record.entry(tag[1], tag[0])
+            if pairs is None:
+                continue
+            idle, old = max(now_ms - pending.delivery_ms, 0), pending.count
+            if admit is not None and not admit(tag[0], pairs, idle, old):
+                break
+            g.claim(tag, consumer, now_ms, bumped(old))
+            out.append((tag[0], pairs, idle, old))
+        return out
+
+    def next_claimable_ms(self, key: bytes, group: bytes, min_idle: int, now_ms: int) -> int | None:
+        """Milliseconds until the first pending entry (whose stream entry exists) is idle
+        for ``min_idle``: when a blocked XREADGROUP … CLAIM tries again."""
+        record, g = self._group(key, group)
+        for tag in g.claim_order():
+            if record.entry(tag[1], tag[0]) is not None:
+                pending = g.pel[tag]
+                if pending.consumer is None:
+                    return 1
+                return max(pending.delivery_ms + min_idle - now_ms, 1)
+        return None
+
+    def xnack(
+        self,
+        key: bytes,
+        group: bytes,
+        ids: Sequence[StreamID],
+        counts: Callable[[int], int],
+        force: bool = False,
+    ) -> int:
+        """XNACK (local): each pending entry with these IDs (with ``force`` also a live entry
+        not pending) belongs to nobody, with delivery time 0 and the count ``counts`` gives
+        for its count (0 when new), at the tail of the NACK zone; how many."""
+        record, g = self._group(key, group)
+        done = 0
+        for sid in ids:
+            lo = bisect_left(g.order, (sid, 0))
+            tags = [t for t in g.order[lo : lo + len(record.subs) + 1] if t[0] == sid]
+            if not tags and force:
+                tags = [(sid, r) for r in sorted(record.subs) if record.entry(r, sid) is not None]
+            for tag in tags:
+                pending = g.pel.get(tag)
+                g.release(tag, counts(pending.count if pending is not None else 0))
+                done += 1
+        return done
 
     def xack(self, key: bytes, group: bytes, ids: Iterable[StreamID]) -> int:
         """Acknowledge; replicate the acknowledged prefix of each sub-log when it grows."""

@@ -59,11 +59,12 @@ DEFAULT_LIMITS = NodeLimits()
 
 
 class Pending:
-    """A pending entry: its owner, delivery time (ms) and delivery count."""
+    """A pending entry: its owner (None: nacked, in the group's NACK zone, with delivery time
+    0), delivery time (ms) and delivery count."""
 
     __slots__ = ("consumer", "count", "delivery_ms")
 
-    def __init__(self, consumer: bytes, delivery_ms: int, count: int) -> None:
+    def __init__(self, consumer: bytes | None, delivery_ms: int, count: int) -> None:
         self.consumer = consumer
         self.delivery_ms = delivery_ms
         self.count = count
@@ -78,6 +79,7 @@ class RegionGroup:
         "cursors",
         "entries_read",
         "last_id",
+        "nacked",
         "name",
         "order",
         "pel",
@@ -98,6 +100,8 @@ class RegionGroup:
         self.order: list[Tag] = []  # the keys of pel, sorted
         self.by_sub: dict[int, list[StreamID]] = {}  # sub-log -> its pending IDs, sorted
         self.consumers: dict[bytes, list[Tag]] = {}  # name -> its pending tags, sorted
+        #: the NACK zone (XNACK): pending entries nobody owns, oldest nack first (local)
+        self.nacked: dict[Tag, None] = {}
         #: what XINFO shows, local: the last ID delivered here (or set by CREATE/SETID) and
         #: Redis's entries-read counter (-1: unknown), kept by the server's handlers
         self.last_id: StreamID = MIN_ID
@@ -126,9 +130,33 @@ class RegionGroup:
         insort(self.consumer(consumer), tag)
         self.touched.add(tag)
 
-    def _unown(self, tag: Tag, consumer: bytes) -> None:
+    def _unown(self, tag: Tag, consumer: bytes | None) -> None:
+        if consumer is None:
+            del self.nacked[tag]
+            return
         tags = self.consumers[consumer]
         del tags[bisect_left(tags, tag)]
+
+    def release(self, tag: Tag, count: int) -> None:
+        """XNACK: the entry (pending, or new for FORCE) belongs to nobody, with delivery time
+        0 and this count, at the tail of the NACK zone (a nacked one moves there again)."""
+        previous = self.pel.get(tag)
+        if previous is None:
+            insort(self.order, tag)
+            insort(self.by_sub.setdefault(tag[1], []), tag[0])
+        else:
+            self._unown(tag, previous.consumer)
+        self.nacked[tag] = None
+        self.pel[tag] = Pending(None, 0, count)
+        self.touched.add(tag)
+
+    def claim_order(self) -> list[Tag]:
+        """Pending entries in the order XREADGROUP … CLAIM considers them: the NACK zone
+        first (oldest nack first), then the owned ones by delivery time, then ID."""
+        owned = sorted(
+            (p.delivery_ms, tag) for tag, p in self.pel.items() if p.consumer is not None
+        )
+        return [*self.nacked, *(tag for _, tag in owned)]
 
     def touch(self, consumer: bytes, now_ms: int, active: bool = False) -> bool:
         """A consumer tried to read or claim (``active``: and got something); whether it
@@ -217,7 +245,12 @@ class RegionGroup:
             for tag in tags:
                 require(self.pel[tag].consumer == name, "a PEL entry filed under another owner")
             union += tags
-        require(sorted(union) == self.order, "group PEL is not the union of consumer PELs")
+        unowned = [tag for tag, p in self.pel.items() if p.consumer is None]
+        require(sorted(unowned) == sorted(self.nacked), "the NACK zone is not the unowned PEL")
+        for tag in self.nacked:
+            require(self.pel[tag].delivery_ms == 0, "a nacked entry with a delivery time")
+        union += self.nacked
+        require(sorted(union) == self.order, "group PEL is not consumer PELs + NACK zone")
         require(bool(self.births), "a group nobody created")
         require({r for _, r in self.order} <= set(self.by_sub), "a pending sub-log not indexed")
         for sub, ids in self.by_sub.items():

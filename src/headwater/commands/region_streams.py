@@ -28,14 +28,17 @@ from headwater.commands.entries import array_of, encode_range, entry_reply
 from headwater.commands.groups import (
     BUSYGROUP,
     KEY_REQUIRED,
+    nacked_count,
     nogroup,
     nogroup_for_key,
     parse_xautoclaim,
     parse_xclaim,
+    parse_xnack,
     parse_xpending,
 )
 from headwater.commands.notify import lookup_read, notify
 from headwater.commands.region_keyspace import (
+    RegionKeyspace,
     group_at,
     region_of,
     stream_at,
@@ -45,6 +48,7 @@ from headwater.commands.streams import (
     LISTPACK_MAX,
     TOO_LARGE,
     XTRIM_NO_STRATEGY,
+    ReplyCaps,
     TrimOpts,
     XAddOpts,
     parse_ref_and_ids,
@@ -234,13 +238,22 @@ def cmd_xsetid(c: Client, argv: list[bytes]) -> Reply | Written:
 # XREAD
 
 
+def _charged(caps: ReplyCaps, parts: list[bytes], extra: int = 0) -> list[bytes]:
+    """The encoded entries that fit MAXCOUNT/MAXSIZE, charged to the caps."""
+    sent: list[bytes] = []
+    for part in parts:
+        if caps.full():
+            break
+        caps.add(part, extra)
+        sent.append(part)
+    return sent
+
+
 def cmd_xread(c: Client, argv: list[bytes]) -> Reply | Block:
     """XREAD [COUNT n] [BLOCK ms] STREAMS key [key ...] id [id ...], merged by ID. An entry
     that arrives late from another region with a smaller ID can be skipped (use XREADGROUP)."""
     region_of(c)
     opts = parse_xread(c, argv)
-    if opts.maxcount or opts.maxsize:
-        raise unsupported("XREAD MAXCOUNT/MAXSIZE")
     resolved: list[tuple[RegionStream | None, StreamID | None]] = []
     for n, key in enumerate(opts.keys):
         raw = argv[opts.id_index + n]
@@ -258,18 +271,29 @@ def cmd_xread(c: Client, argv: list[bytes]) -> Reply | Block:
             after = parse_id(raw)
         resolved.append((record, after))
     served: list[tuple[bytes, Reply]] = []
+    caps = ReplyCaps(opts.maxcount, opts.maxsize, c.resp)
+    capped = bool(opts.maxcount or opts.maxsize)
     for key, (record, after) in zip(opts.keys, resolved, strict=True):
+        if caps.full():
+            break  # MAXCOUNT / MAXSIZE reached: later streams are not served
         lookup_read(c, key)  # (Redis looks each stream up again to serve it)
         if record is None or not record.length:
             continue
         if after is None:
-            last = record.entries(MIN_ID, MAX_ID, 1, reverse=True)
-            served.append((key, Raw(b"*1\r\n" + entry_reply(last[0]))))
+            last = entry_reply(record.entries(MIN_ID, MAX_ID, 1, reverse=True)[0])
+            caps.open_stream(key)
+            caps.add(last)
+            served.append((key, Raw(b"*1\r\n" + last)))
             continue
         start = incr_id(after)
         if start is None or record.last_live_id() <= after:
             continue
-        served.append((key, _encode(record, start, MAX_ID, opts.count)[0]))
+        if capped:
+            caps.open_stream(key)
+            rows = record.entries(start, MAX_ID, caps.per_stream(opts.count) or None)
+            served.append((key, array_of(_charged(caps, [entry_reply(e) for e in rows]))))
+        else:
+            served.append((key, _encode(record, start, MAX_ID, opts.count)[0]))
     if served:
         if c.resp == 3:
             return PairMap(served)
@@ -446,45 +470,134 @@ def _advance(record: RegionStream, group: RegionGroup, ids: list[StreamID]) -> N
 
 
 def cmd_xreadgroup(c: Client, argv: list[bytes]) -> Reply | Block | Written:
-    """XREADGROUP GROUP g consumer [COUNT n] [BLOCK ms] [NOACK] STREAMS key [...] id [...]:
-    ``>`` takes from each sub-log what lies above its cursor, so a late entry is never
-    skipped."""
+    """XREADGROUP GROUP g consumer [COUNT n] [MAXCOUNT n] [MAXSIZE bytes] [BLOCK ms]
+    [CLAIM min-idle] [NOACK] STREAMS key [...] id [...]: ``>`` takes from each sub-log what
+    lies above its cursor, so a late entry is never skipped; CLAIM first claims this region's
+    idle pending entries (consumers and PELs are local)."""
     rk = region_of(c)
     opts = parse_xread(c, argv, group=True)
-    if opts.maxcount or opts.maxsize or opts.claim_ms is not None:
-        raise unsupported("XREADGROUP MAXCOUNT/MAXSIZE/CLAIM")
     targets = _read_targets(c, argv, opts.group, opts.keys, opts.id_index)
     now = c.server.keyspace.now_ms
     served: list[tuple[bytes, Reply]] = []
     changed = 0
-    count = opts.count or None
+    claim_ms = opts.claim_ms
+    caps = ReplyCaps(opts.maxcount, opts.maxsize, c.resp)
     for key, (record, group, raw) in zip(opts.keys, targets, strict=True):
+        if caps.full():
+            break  # MAXCOUNT / MAXSIZE reached: later streams are not served
         lookup_read(c, key)  # (Redis looks each stream up again to serve it)
         _touch(c, key, group, opts.consumer)
         rk.local(key, group)
+        read = _GroupRead(c, caps, opts.count)
+        caps.open_stream(key)
         if raw != b">":
-            rows = rk.region.xreadgroup(key, opts.group, opts.consumer, raw, now, count)
-            served.append((key, _history_reply(c, rows)))
+            claim_ms = None  # Redis switches CLAIM off after a history read
+            rows = rk.region.xreadgroup(
+                key, opts.group, opts.consumer, raw, now, read.count, admit=read.admit_history
+            )
+            caps.close_stream(True)
+            served.append((key, array_of(read.parts)))
             changed += any(pairs is not None for _, pairs in rows)
             continue
-        rows = rk.region.xreadgroup(key, opts.group, opts.consumer, b">", now, count, opts.noack)
-        if not rows:
-            continue
-        _advance(record, group, [sid for sid, _ in rows])
-        rk.local(key, group, moved=True)
-        if not opts.noack:
-            group.touch(opts.consumer, now, active=True)
-        served.append((key, array_of([entry_reply((sid, p)) for sid, p in rows if p])))
-        changed += 1
+        if claim_ms is not None:
+            read.claim(rk, key, opts.group, opts.consumer, claim_ms, now)
+        new: list[tuple[StreamID, list[bytes] | None]] = []
+        if read.room():
+            new = rk.region.xreadgroup(
+                key, opts.group, opts.consumer, b">", now, read.left(), opts.noack, read.admit
+            )
+        caps.close_stream(bool(read.parts))
+        if read.claimed or new:
+            changed += 1
+            group.touch(opts.consumer, now, active=read.claimed > 0 or not opts.noack)
+        if new:
+            _advance(record, group, [sid for sid, _ in new])
+            rk.local(key, group, moved=True)
+        if read.parts:
+            served.append((key, array_of(read.parts)))
     if served:
         reply: Reply = PairMap(served) if c.resp == 3 else [[k, e] for k, e in served]
         return rk.written(reply, changed)
     if opts.block_ms is None:
         return rk.written(NULL_ARRAY, changed)
-    deadline = c.server.clock.monotonic_ms() + opts.block_ms if opts.block_ms else 0
-    block = Block(list(opts.keys), deadline, NULL_ARRAY)
+    monotonic = c.server.clock.monotonic_ms()
+    deadline = monotonic + opts.block_ms if opts.block_ms else 0
+    retry_at = 0.0
+    if claim_ms is not None:
+        soonest = [rk.region.next_claimable_ms(key, opts.group, claim_ms, now) for key in opts.keys]
+        waits = [ms for ms in soonest if ms is not None]
+        if waits:
+            retry_at = monotonic + min(waits)
+    block = Block(list(opts.keys), deadline, NULL_ARRAY, retry_at_ms=retry_at)
     lines = rk.take_lines()
     return Written(block, Change(changed, lines)) if changed or lines else block
+
+
+_CLAIM_INFO_OF_NEW = len(b":0\r\n:0\r\n")  # what _with_claim_info adds to a new entry
+
+
+class _GroupRead:
+    """One stream's part of an XREADGROUP: the entries sent, within COUNT and the caps."""
+
+    def __init__(self, c: Client, caps: ReplyCaps, count: int) -> None:
+        self.c = c
+        self.caps = caps
+        self.count = caps.per_stream(count) or None  # (None: no limit)
+        self.parts: list[bytes] = []
+        self.claimed = 0
+        self.with_claim = False  # entries carry [idle, count] (CLAIM)
+
+    def room(self) -> bool:
+        return (self.count is None or len(self.parts) < self.count) and not self.caps.full()
+
+    def left(self) -> int | None:
+        return None if self.count is None else self.count - len(self.parts)
+
+    def admit_history(self, sid: StreamID, pairs: list[bytes] | None) -> bool:
+        if self.caps.max_bytes and self.caps.full():
+            return False  # not sent, so not redelivered either
+        part: bytes
+        if pairs is None:
+            null = _NULL_ENTRY3 if self.c.resp == 3 else _NULL_ENTRY
+            raw = format_id(sid)
+            part = b"*2\r\n$%d\r\n%s\r\n%s" % (len(raw), raw, null)
+        else:
+            part = entry_reply((sid, pairs))
+        self.caps.add(part)
+        self.parts.append(part)
+        return True
+
+    def admit(self, sid: StreamID, pairs: list[bytes] | None) -> bool:
+        """A new entry: sent (and so delivered) while the caps allow."""
+        if self.caps.full():
+            return False
+        part: bytes = entry_reply((sid, pairs or []))
+        if self.with_claim:
+            self.caps.add(part, _CLAIM_INFO_OF_NEW)
+            part = b"*4\r\n%s:0\r\n:0\r\n" % part[4:]
+        else:
+            self.caps.add(part)
+        self.parts.append(part)
+        return True
+
+    def claim(
+        self, rk: RegionKeyspace, key: bytes, group: bytes, consumer: bytes, min_idle: int, now: int
+    ) -> None:
+        """CLAIM's idle pending entries first; every entry of the reply then carries
+        ``[idle, delivery count]`` (0, 0 for new ones)."""
+        self.with_claim = True
+
+        def admit_claimed(sid: StreamID, pairs: list[bytes], idle: int, old: int) -> bool:
+            if self.caps.full():
+                return False
+            entry = entry_reply((sid, pairs))
+            part = b"*4\r\n%s:%d\r\n:%d\r\n" % (entry[4:], idle, old)
+            self.caps.add(part)
+            self.parts.append(part)
+            return True
+
+        rows = rk.region.claim_idle(key, group, consumer, min_idle, now, self.count, admit_claimed)
+        self.claimed = len(rows)
 
 
 def cmd_xack(c: Client, argv: list[bytes]) -> Reply | Written:
@@ -516,6 +629,27 @@ def cmd_xackdel(c: Client, argv: list[bytes]) -> Reply | Written:
     rk.local(argv[1], group)
     c.db.signal_modified(argv[1])
     return rk.written(results, 1)
+
+
+def cmd_xnack(c: Client, argv: list[bytes]) -> Reply | Written:
+    """XNACK key group <SILENT | FAIL | FATAL> IDS numids id [id ...] [RETRYCOUNT count]
+    [FORCE] (local, as every PEL change: the entries go to this region's NACK zone; a
+    nacked entry is still pending, so the acknowledged prefix does not pass it)."""
+    rk = region_of(c)
+    found = group_at(c, argv[1], argv[2])
+    if found is None:
+        raise nogroup(argv[1], argv[2])
+    opts = parse_xnack(argv)
+    sids = [parse_id(raw) for raw in opts.ids]
+    done = rk.region.xnack(
+        argv[1], argv[2], sids, lambda count: nacked_count(count, opts), opts.force
+    )
+    if not done:
+        return 0
+    rk.local(argv[1], found[1])
+    c.db.signal_modified(argv[1])
+    c.db.signal_ready(argv[1])  # nacked entries are claimable now: wake XREADGROUP CLAIM
+    return rk.written(done, done)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -550,6 +684,9 @@ def cmd_xpending(c: Client, argv: list[bytes]) -> Reply:
         if tag[0] > opts.end or len(rows) >= opts.count:
             break
         pending = group.pel[tag]
+        if pending.consumer is None:  # nacked: nobody's, never filtered by IDLE
+            rows.append([format_id(tag[0]), b"", -1, pending.count])
+            continue
         idle = now - pending.delivery_ms
         if opts.min_idle and idle < opts.min_idle:
             continue
@@ -605,7 +742,12 @@ def cmd_xclaim(c: Client, argv: list[bytes]) -> Reply | Written:
             pending = group.pel.get(tag)
             if pending is None and not opts.force:
                 continue
-            if pending is not None and opts.min_idle and now - pending.delivery_ms < opts.min_idle:
+            if (
+                pending is not None
+                and pending.consumer is not None  # (a nacked entry is claimable whatever)
+                and opts.min_idle
+                and now - pending.delivery_ms < opts.min_idle
+            ):
                 continue
             count = 1 if pending is None else pending.count
             if opts.retrycount is not None:
@@ -648,7 +790,7 @@ def cmd_xautoclaim(c: Client, argv: list[bytes]) -> Reply | Written:
             changed += 1
             continue
         pending = group.pel[tag]
-        if min_idle and now - pending.delivery_ms < min_idle:
+        if pending.consumer is not None and min_idle and now - pending.delivery_ms < min_idle:
             continue
         new_count = pending.count if justid else bumped(pending.count)
         _claim(c, record, group, tag, argv[3], now, new_count, justid, items)
@@ -708,7 +850,7 @@ def _full_group(
     pending: list[Reply] = []
     for sid, sub in tags:
         p = group.pel[(sid, sub)]
-        pending.append([format_id(sid), p.consumer, p.delivery_ms, p.count])
+        pending.append([format_id(sid), p.consumer or b"", p.delivery_ms, p.count])
     consumers: list[Reply] = []
     for name in sorted(group.consumers):
         own = group.consumers[name]
@@ -732,7 +874,7 @@ def _full_group(
         b"entries-read": None if group.entries_read == UNKNOWN else group.entries_read,
         b"lag": lag(record.stats(), _shim(group)),
         b"pel-count": len(group.pel),
-        b"nacked-count": 0,
+        b"nacked-count": len(group.nacked),
         b"pending": pending,
         b"consumers": consumers,
     }

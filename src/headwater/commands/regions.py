@@ -198,7 +198,7 @@ def _sort(c: Client, argv: list[bytes]) -> Reply | Written:
 
 
 #: stream commands whose active-active rules are not built yet: refused with a clear error
-UNSUPPORTED = ("xnack", "xcfgset", "xidmprecord", "xidmp|cfgset")
+UNSUPPORTED = ("xcfgset", "xidmprecord", "xidmp|cfgset")
 
 
 def _refused(name: str) -> Handler:
@@ -341,6 +341,7 @@ HANDLERS: dict[str, Handler] = {
     "xdel": rs.cmd_xdel,
     "xdelex": rs.cmd_xdelex,
     "xackdel": rs.cmd_xackdel,
+    "xnack": rs.cmd_xnack,
     "xtrim": rs.cmd_xtrim,
     "xsetid": rs.cmd_xsetid,
     "xread": rs.cmd_xread,
