@@ -2,7 +2,8 @@
 delivery order, partitions held and released.
 
 Rules drive XADD (``*`` and explicit IDs over a small space, so they collide), XDEL, XDELEX,
-XTRIM (MAXLEN and MINID; KEEPREF, DELREF and ACKED), DEL, RENAME, XSETID, XGROUP
+XTRIM (MAXLEN and MINID; KEEPREF, DELREF and ACKED), DEL, RENAME, XSETID (with
+ENTRIESADDED and MAXDELETEDID), XCFGSET, XGROUP
 CREATE/DESTROY, XREADGROUP ``>`` (and with CLAIM), XACK, XACKDEL and XNACK in any region;
 deliver one queued effect of any uncut link, picked anywhere in its queue (out of order: the
 inbox must buffer it); resend an effect already delivered (it must be dropped: exactly once);
@@ -132,6 +133,29 @@ class ActiveActive(RuleBasedStateMachine):
         if record is not None:
             last = record.last_id()
             self.mesh[region].xsetid(key, (last[0] + ahead, last[1]))
+
+    @rule(region=REGIONS, key=KEYS, extra=st.integers(0, 5), deleted=st.integers(0, 30) | st.none())
+    def xsetid_counters(self, region: int, key: bytes, extra: int, deleted: int | None) -> None:
+        record = self.mesh[region].visible(key)
+        if record is None:
+            return
+        last = record.last_id()
+        max_deleted = None if deleted is None else min((deleted, 0), last)
+        try:
+            self.mesh[region].xsetid(key, last, record.length + extra, max_deleted)
+        except ReplyError:
+            return  # (below the max-deleted ID: refused, nothing changed)
+        assert record.entries_added() == record.length + extra
+
+    @rule(
+        region=REGIONS,
+        key=KEYS,
+        duration=st.sampled_from([None, 5, 6]),
+        maxsize=st.sampled_from([None, 2, 3]),
+    )
+    def xcfgset(self, region: int, key: bytes, duration: int | None, maxsize: int | None) -> None:
+        if self.mesh[region].exists(key) and (duration or maxsize):
+            self.mesh[region].xcfgset(key, duration, maxsize)
 
     # -- groups ----------------------------------------------------------------------------
 

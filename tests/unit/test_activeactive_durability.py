@@ -99,6 +99,10 @@ def workload(h: Harness) -> None:
     h.call(a, "XREADGROUP", "GROUP", "g", "gina", "CLAIM", "10", "COUNT", "2", "STREAMS", "s", ">")
     h.call(a, "XREADGROUP", "GROUP", "g", "hal", "MAXCOUNT", "2", "STREAMS", "s", ">")
     h.call(a, "XREADGROUP", "GROUP", "g", "hal", "MAXSIZE", "10", "STREAMS", "s", ">")
+    # XSETID's counters and XCFGSET (replicated registers, in the dump)
+    h.call(a, "XSETID", "s", "99999999999999-9", "ENTRIESADDED", "500", "MAXDELETEDID", "5-5")
+    h.call(a, "XCFGSET", "s", "IDMP-DURATION", "50", "IDMP-MAXSIZE", "7")
+    h.call(a, "XADD", "s", "IDMP", "api", "ride-2", "*", "fare", "3")
 
 
 def replies(h: Harness) -> list[bytes]:
@@ -125,6 +129,7 @@ def test_replaying_the_aof_brings_back_the_same_region(tmp_path: Path) -> None:
     before, after = live.engine.region.region, restarted.engine.region.region
     assert local_state(after) == local_state(before)
     assert before.streams[b"s"].groups[b"g"].nacked  # (the NACK zone came back too)
+    assert "added=3:" in before.dump() and "idmp-maxsize=7" in before.dump()
     after.check_invariants()
     assert replies(restarted) == replies(live)
     # the IDMP map came back: a retry gets the original ID
@@ -231,3 +236,28 @@ def test_a_rewrite_in_command_form_carries_the_region(tmp_path: Path) -> None:
     assert local_state(restarted.engine.region.region) == local_state(live.engine.region.region)
     assert replies(restarted)[2:] == replies(live)[2:]
     assert restarted.call(restarted.client(), "GET", "plain") == b"value"
+
+
+def test_a_snapshot_of_the_first_layout_still_loads() -> None:
+    """HWAA1 (before the NACK zone, XSETID's counters and XCFGSET's registers) loads as a
+    region without them."""
+    import struct
+
+    from headwater.activeactive.persist import MAGIC, MAGIC_V1, dump_state, load_state
+
+    live = region_harness()
+    c = live.client()
+    live.call(c, "XADD", "s", "*", "a", "1")
+    assert live.engine.region is not None
+    region = live.engine.region.region
+    v2 = dump_state(region)
+
+    def word(data: bytes) -> bytes:
+        return struct.pack("<I", len(data)) + data
+
+    extras = word(b"0") + word(b"0-0") + word(b"0")  # (no adjust, floor 0-0, no settings)
+    assert v2.startswith(MAGIC) and v2.count(extras) == 1
+    v1 = MAGIC_V1 + v2[len(MAGIC) :].replace(extras, b"")
+    restored = Region(3, [])
+    load_state(restored, v1)
+    assert restored.dump() == region.dump()

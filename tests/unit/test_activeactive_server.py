@@ -260,6 +260,43 @@ SEQUENCE: list[tuple[str, ...] | int] = [
     ("XREADGROUP", "GROUP", "g", "h", "CLAIM", "0", "COUNT", "2", "STREAMS", "y", ">"),
     ("XPENDING", "y", "g", "-", "+", "20"),
     ("XINFO", "STREAM", "y", "FULL"),
+    # XSETID ENTRIESADDED / MAXDELETEDID, XCFGSET, XIDMP CFGSET / CFGGET, XIDMPRECORD
+    *[("XADD", "z", f"{n}-1", "a", str(n)) for n in range(1, 4)],
+    ("XDEL", "z", "2-1"),
+    ("XSETID", "z", "5-0", "ENTRIESADDED", "10", "MAXDELETEDID", "4-0"),
+    ("XINFO", "STREAM", "z"),
+    ("XSETID", "z", "5-0", "ENTRIESADDED", "1"),
+    ("XSETID", "z", "6-0", "MAXDELETEDID", "7-0"),
+    ("XSETID", "z", "6-0", "ENTRIESADDED", "-1"),
+    ("XSETID", "z", "6-0", "ENTRIESADDED"),
+    ("XSETID", "z", "6-0", "BOGUS", "1"),
+    ("XSETID", "z", "3-1", "MAXDELETEDID", "3-0"),
+    ("XSETID", "nope", "6-0", "ENTRIESADDED", "10"),
+    ("XSETID", "str3", "6-0", "ENTRIESADDED", "10"),
+    ("XSETID", "z", "6-0", "ENTRIESADDED", "10"),
+    ("XSETID", "z", "6-0", "ENTRIESADDED", "12", "MAXDELETEDID", "5-5"),
+    ("XINFO", "STREAM", "z"),
+    ("XCFGSET", "z", "IDMP-DURATION", "5"),
+    ("XCFGSET", "z", "IDMP-DURATION", "5"),
+    ("XCFGSET", "z", "IDMP-MAXSIZE", "0"),
+    ("XCFGSET", "z", "IDMP-MAXSIZE", "3", "IDMP-MAXSIZE", "4"),
+    ("XCFGSET", "z"),
+    ("XCFGSET", "nope", "IDMP-DURATION", "5"),
+    ("XCFGSET", "str3", "IDMP-DURATION", "5"),
+    ("XADD", "z", "IDMP", "p", "i1", "*", "a", "1"),
+    ("XIDMP", "CFGGET", "z"),
+    ("XIDMP", "CFGGET", "z", "MAXSIZE"),
+    ("XIDMP", "CFGGET", "z", "BOGUS"),
+    ("XIDMP", "CFGSET", "z", "MAXSIZE", "2"),
+    ("XINFO", "STREAM", "z"),
+    ("XIDMPRECORD", "z", "p", "i2", "1-1"),
+    ("XIDMPRECORD", "z", "p", "i2", "1-1"),
+    ("XIDMPRECORD", "z", "p", "i2", "3-1"),
+    ("XIDMPRECORD", "z", "p", "i3", "2-1"),
+    ("XIDMPRECORD", "z", "", "i3", "1-1"),
+    ("XIDMPRECORD", "nope", "p", "i3", "1-1"),
+    ("XADD", "z", "IDMP", "p", "i2", "*", "a", "1"),
+    ("XINFO", "STREAM", "z"),
 ]
 
 
@@ -391,8 +428,6 @@ def test_what_a_region_refuses_clearly() -> None:
     c = h.client()
     h.call(c, "XADD", "s", "*", "a", "1")
     for args in [
-        ("XCFGSET", "s", "IDMP-DURATION", "5"),
-        ("XSETID", "s", "9999999999999-1", "ENTRIESADDED", "5"),
         ("EXPIRE", "s", "10"),
         ("AAEFFECT", "1", "1", "0", "0"),
     ]:

@@ -24,6 +24,8 @@ RENAME's moved sub-logs pass 2**64), IDs ``ms-seq``::
                          n (sub id consumer delivery count)*n   the PEL
                          n (sub id)*n               the NACK zone, oldest first (v2)
                IDMP: -1 | n (pid n (iid id)*n)*n added duplicates
+               n (origin adjust)*n deleted-floor    XSETID's counters (v2)
+               n (setting n (sum origin seq value)*n)*n   XCFGSET's registers (v2)
     n own effects: n words*n                        what peers may still need (AAEFFECT lines)
 """
 
@@ -116,6 +118,15 @@ def _dump_record(out: _Words, key: bytes, record: RegionStream) -> None:
     for name in sorted(record.groups):
         _dump_group(out, name, record.groups[name])
     _dump_idmp(out, record.idmp)
+    _clock(out, record.added_adjust)  # (v2) XSETID ENTRIESADDED / MAXDELETEDID, XCFGSET
+    out.sid(record.deleted_floor)
+    out.int(len(record.idmp_config))
+    for name, values in sorted(record.idmp_config.items()):
+        out.word(name)
+        out.int(len(values))
+        for (total, origin, seq), value in sorted(values):
+            for number in (total, origin, seq, value):
+                out.int(number)
 
 
 def _dump_idmp(out: _Words, idmp: IdmpState | None) -> None:
@@ -266,6 +277,15 @@ def _load_record(inp: _Reader, limits: NodeLimits) -> RegionStream:
         name = inp.word()
         record.groups[name] = _load_group(inp, name)
     record.idmp = _load_idmp(inp)
+    if inp.version >= 2:
+        record.added_adjust = _read_clock(inp)
+        record.deleted_floor = inp.sid()
+        for _ in inp.times():
+            name = inp.word()
+            values = record.idmp_config[name] = []
+            for _ in inp.times():
+                total, origin, seq, value = inp.int(), inp.int(), inp.int(), inp.int()
+                values.append(((total, origin, seq), value))
     return record
 
 

@@ -30,6 +30,7 @@ from headwater.activeactive.envelope import (
     Effect,
     GroupCreate,
     GroupDestroy,
+    IdmpConfig,
     Move,
     Op,
     Points,
@@ -63,6 +64,9 @@ XGROUP_NO_KEY = err(
     "the MKSTREAM option to create an empty stream automatically."
 )
 XSETID_TOO_SMALL = err("The ID specified in XSETID is smaller than the target stream top item")
+XSETID_ADDED_TOO_SMALL = err(
+    "The entries_added specified in XSETID is smaller than the target stream length"
+)
 XSETID_BELOW_DELETED = err(
     "The ID specified in XSETID is smaller than current max_deleted_entry_id"
 )
@@ -75,6 +79,18 @@ def no_group(key: bytes, group: bytes) -> ReplyError:
         f"No such key '{key.decode(errors='replace')}' or consumer group "
         f"'{group.decode(errors='replace')}' in XREADGROUP with GROUP option",
     )
+
+
+def _extras(record: RegionStream) -> str:
+    """The dump's stream line's rarer parts, only when set (XSETID's counters, XCFGSET)."""
+    text = ""
+    if record.added_adjust:
+        text += " added=" + ",".join(f"{r}:{a}" for r, a in sorted(record.added_adjust.items()))
+    if record.deleted_floor != MIN_ID:
+        text += f" maxdel={format_id(record.deleted_floor).decode()}"
+    for name in sorted(record.idmp_config):
+        text += f" idmp-{name.decode()}={record.idmp_setting(name)}"
+    return text
 
 
 class Region:
@@ -305,16 +321,50 @@ class Region:
             self._commit(ops)
         return results
 
-    def xsetid(self, key: bytes, sid: StreamID) -> None:
+    def xsetid(
+        self,
+        key: bytes,
+        sid: StreamID,
+        entries_added: int | None = None,
+        max_deleted: StreamID | None = None,
+    ) -> None:
+        """XSETID key last-id [ENTRIESADDED n] [MAXDELETEDID id]: the last ID and the
+        max-deleted ID never fall (max-merged); entries-added becomes n here (this region's
+        adjustment of the sum: concurrent XADDs elsewhere add on top)."""
         record = self.visible(key)
         if record is None:
             raise NO_SUCH_KEY
         if sid < record.max_deleted_id():
             raise XSETID_BELOW_DELETED
-        if record.length and sid < record.last_live_id():
-            raise XSETID_TOO_SMALL
-        if sid > record.last_id():  # (a lower one changes nothing: the floor max-merges)
-            self._commit([SetFloor(key, sid)])
+        if record.length:
+            if sid < record.last_live_id():
+                raise XSETID_TOO_SMALL
+            if entries_added is not None and entries_added < record.length:
+                raise XSETID_ADDED_TOO_SMALL
+        adjust: int | None = None
+        if entries_added is not None:
+            mine = record.added_adjust.get(self.id, 0)
+            wanted = entries_added - (record.entries_added() - mine)
+            adjust = wanted if wanted != mine else None
+        deleted = MIN_ID
+        if max_deleted is not None and max_deleted > record.max_deleted_id():
+            deleted = max_deleted
+        # (a lower last ID changes nothing: the floor max-merges)
+        if sid > record.last_id() or adjust is not None or deleted != MIN_ID:
+            self._commit([SetFloor(key, sid, adjust, deleted)])
+
+    def xcfgset(self, key: bytes, duration: int | None, maxsize: int | None) -> bool:
+        """XCFGSET: the settings that differ from those in force (replicated); False when
+        none does (nothing changes, no effect)."""
+        record = self.visible(key)
+        if record is None:
+            raise NO_SUCH_KEY
+        d = duration if duration is not None and duration != record.idmp_setting(b"duration") else 0
+        m = maxsize if maxsize is not None and maxsize != record.idmp_setting(b"maxsize") else 0
+        if not d and not m:
+            return False
+        self._commit([IdmpConfig(key, d, m)])
+        return True
 
     # -- reads (merged by ID) --------------------------------------------------------------
 
@@ -576,7 +626,9 @@ class Region:
         lines = [f"vector {vector}"]
         for key in self.existing_keys():
             record = self.streams[key]
-            lines.append(f"stream {key!r} floor={format_id(record.floor).decode()}")
+            lines.append(
+                f"stream {key!r} floor={format_id(record.floor).decode()}{_extras(record)}"
+            )
             for sid, region, pairs in record.range(MIN_ID, MAX_ID):
                 lines.append(f"  {format_id(sid).decode()} r{region} {pairs!r}")
             for name in sorted(record.groups):

@@ -38,6 +38,8 @@ from headwater.stream.stream import Stream
 MergedEntry = tuple[StreamID, int, list[bytes]]
 #: a pending entry's key: (ID, sub-log region); orders like merged reads
 Tag = tuple[StreamID, int]
+#: an effect's place in a total order that extends causality (``Effect.stamp``)
+Stamp = tuple[int, int, int]
 
 #: node limits of sub-logs by default (a server gives its stream-node-max-*: NodeLimits)
 NODE_MAX_BYTES = 4096
@@ -264,7 +266,18 @@ class RegionStream:
     TYPE_NAME = b"stream"
     ENCODING = b"stream"
 
-    __slots__ = ("del_clock", "destroy_clock", "floor", "groups", "idmp", "limits", "subs")
+    __slots__ = (
+        "added_adjust",
+        "del_clock",
+        "deleted_floor",
+        "destroy_clock",
+        "floor",
+        "groups",
+        "idmp",
+        "idmp_config",
+        "limits",
+        "subs",
+    )
 
     def __init__(self, limits: NodeLimits = DEFAULT_LIMITS) -> None:
         self.limits = limits
@@ -273,6 +286,13 @@ class RegionStream:
         self.subs: dict[int, Stream] = {}
         #: XSETID's last ID (max-merged)
         self.floor: StreamID = MIN_ID
+        #: XSETID ENTRIESADDED: origin -> its adjustment of the entries-added sum (set by the
+        #: origin only, in its order); MAXDELETEDID: a max-merged max-deleted-entry-id
+        self.added_adjust: dict[int, int] = {}
+        self.deleted_floor: StreamID = MIN_ID
+        #: XCFGSET: setting (b"duration", b"maxsize") -> its values, each with the stamp of
+        #: the effect that set it (a multi-value register; the greatest stamp is the value)
+        self.idmp_config: dict[bytes, list[tuple[Stamp, int]]] = {}
         self.groups: dict[bytes, RegionGroup] = {}
         #: origin -> seq of the latest DEL (or RENAME) of this key applied from it
         self.del_clock: dict[int, int] = {}
@@ -316,7 +336,19 @@ class RegionStream:
         return max([MIN_ID, *(s.last_live_id() for s in self.subs.values() if s.length)])
 
     def max_deleted_id(self) -> StreamID:
-        return max([MIN_ID, *(s.max_deleted_id for s in self.subs.values())])
+        return max([self.deleted_floor, *(s.max_deleted_id for s in self.subs.values())])
+
+    def entries_added(self) -> int:
+        added = sum(s.entries_added for s in self.subs.values())
+        for adjust in self.added_adjust.values():
+            added += adjust
+        return added
+
+    def idmp_setting(self, name: bytes) -> int:
+        """The XCFGSET value of a setting (``b"duration"``, ``b"maxsize"``); 0: never set
+        (the server's ``stream-idmp-*``)."""
+        values = self.idmp_config.get(name)
+        return max(values)[1] if values else 0
 
     def stats(self) -> Stream:
         """An empty ``Stream`` that carries the merged stream's counters (length, last,
@@ -325,7 +357,7 @@ class RegionStream:
         view = Stream()
         live = [s for s in self.subs.values() if s.length]
         view.length = sum(s.length for s in live)
-        view.entries_added = sum(s.entries_added for s in self.subs.values())
+        view.entries_added = self.entries_added()
         view.last_id = self.last_id()
         view.max_deleted_id = self.max_deleted_id()
         if live:

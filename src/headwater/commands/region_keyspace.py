@@ -168,6 +168,7 @@ class RegionKeyspace:
         if record.idmp.lookup(*idmp_key) == sid:
             record.idmp.duplicates += 1
             return
+        maxsize = record.idmp_setting(b"maxsize") or maxsize  # (XCFGSET's, if set)
         record.idmp.record(idmp_key[0], idmp_key[1], sid, maxsize)
         self.idmp_keys.add(key)
 
@@ -179,7 +180,8 @@ class RegionKeyspace:
             if record is None or record.idmp is None or not record.idmp.producers:
                 self.idmp_keys.discard(key)
                 continue
-            expired += record.idmp.expire(now_ms - duration_s * 1000)
+            duration = record.idmp_setting(b"duration") or duration_s  # (XCFGSET's, if set)
+            expired += record.idmp.expire(now_ms - duration * 1000)
         return expired
 
     def trim_own(self, upto: int) -> int:

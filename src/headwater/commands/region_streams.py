@@ -36,13 +36,13 @@ from headwater.commands.groups import (
     parse_xnack,
     parse_xpending,
 )
+from headwater.commands.idmp import parse_idmp_settings
 from headwater.commands.notify import lookup_read, notify
 from headwater.commands.region_keyspace import (
     RegionKeyspace,
     group_at,
     region_of,
     stream_at,
-    unsupported,
 )
 from headwater.commands.streams import (
     LISTPACK_MAX,
@@ -220,17 +220,114 @@ def cmd_xtrim(c: Client, argv: list[bytes]) -> Reply | Written:
 
 
 def cmd_xsetid(c: Client, argv: list[bytes]) -> Reply | Written:
-    """XSETID key last-id: the stream's last ID rises (max-merged across regions)."""
+    """XSETID key last-id [ENTRIESADDED entries-added] [MAXDELETEDID max-deleted-id]: the
+    last ID and max-deleted ID rise (max-merged across regions); entries-added becomes the
+    given count here, and concurrent XADDs elsewhere add on top."""
     rk = region_of(c)
     sid = parse_id(argv[2])
-    if len(argv) > 3:
-        if argv[3].upper() in (b"ENTRIESADDED", b"MAXDELETEDID") and len(argv) % 2:
-            raise unsupported("XSETID ENTRIESADDED/MAXDELETEDID")
-        raise SYNTAX
+    entries_added: int | None = None
+    max_deleted: StreamID | None = None
+    i = 3
+    while i < len(argv):  # (the plain parser's order and errors)
+        token = argv[i].upper()
+        if i + 1 >= len(argv):
+            raise SYNTAX
+        if token == b"ENTRIESADDED":
+            entries_added = parse_int(argv[i + 1])
+            if entries_added < 0:
+                raise err("entries_added must be positive")
+        elif token == b"MAXDELETEDID":
+            max_deleted = parse_id(argv[i + 1])
+            if sid < max_deleted:
+                raise err(
+                    "The ID specified in XSETID is smaller than the provided max_deleted_entry_id"
+                )
+        else:
+            raise SYNTAX
+        i += 2
     if stream_at(c, argv[1], read=False) is None:
         raise NO_SUCH_KEY
-    rk.region.xsetid(argv[1], sid)
+    rk.region.xsetid(argv[1], sid, entries_added, max_deleted)
+    c.db.signal_modified(argv[1])
     notify(c, STREAM, b"xsetid", argv[1])
+    return rk.written(OK, 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# XCFGSET / XIDMP CFGSET / CFGGET / XIDMPRECORD (IDMP: settings replicated, maps per region)
+
+
+def _idmp_config(
+    c: Client, argv: list[bytes], at: int, names: tuple[bytes, bytes]
+) -> Reply | Written:
+    rk = region_of(c)
+    if stream_at(c, argv[at], read=False) is None:
+        raise NO_SUCH_KEY
+    duration, maxsize = parse_idmp_settings(argv, at + 1, names)
+    if not rk.region.xcfgset(argv[at], duration, maxsize):
+        return OK  # nothing differs: nothing changes, nothing is replicated
+    c.db.signal_modified(argv[at])
+    return rk.written(OK, 1)
+
+
+def cmd_xcfgset(c: Client, argv: list[bytes]) -> Reply | Written:
+    """XCFGSET key [IDMP-DURATION duration] [IDMP-MAXSIZE maxsize]: replicated (the causally
+    latest wins; concurrent ones by their stamps); a region whose setting in force changes
+    forgets its own iids."""
+    return _idmp_config(c, argv, 1, (b"IDMP-DURATION", b"IDMP-MAXSIZE"))
+
+
+def cmd_xidmp_cfgset(c: Client, argv: list[bytes]) -> Reply | Written:
+    """XIDMP CFGSET key [DURATION duration] [MAXSIZE maxsize]: XCFGSET in the seed's words."""
+    return _idmp_config(c, argv, 2, (b"DURATION", b"MAXSIZE"))
+
+
+def _idmp_settings(c: Client, record: RegionStream) -> tuple[int, int]:
+    config = c.server.config
+    duration: int = record.idmp_setting(b"duration") or config["stream-idmp-duration"]
+    maxsize: int = record.idmp_setting(b"maxsize") or config["stream-idmp-maxsize"]
+    return duration, maxsize
+
+
+def cmd_xidmp_cfgget(c: Client, argv: list[bytes]) -> Reply:
+    """XIDMP CFGGET key [DURATION] [MAXSIZE]"""
+    region_of(c)
+    record = stream_at(c, argv[2], read=False)
+    if record is None:
+        raise NO_SUCH_KEY
+    wanted: list[bytes] = []
+    for raw in argv[3:]:
+        name = raw.upper()
+        if name not in (b"DURATION", b"MAXSIZE") or name.lower() in wanted:
+            raise SYNTAX
+        wanted.append(name.lower())
+    duration, maxsize = _idmp_settings(c, record)
+    values = {b"duration": duration, b"maxsize": maxsize}
+    return {name: values[name] for name in (wanted or list(values))}
+
+
+def cmd_xidmprecord(c: Client, argv: list[bytes]) -> Reply | Written:
+    """XIDMPRECORD key pid iid stream-id: record an iid in this region's map (local, as
+    every IDMP map; logged as AAIDMP)."""
+    rk = region_of(c)
+    sid = parse_id(argv[4])
+    if not argv[2]:
+        raise err("producer ID must be non-empty")
+    if not argv[3]:
+        raise err("idempotent ID must be non-empty")
+    record = stream_at(c, argv[1], read=False)
+    if record is None:
+        raise NO_SUCH_KEY
+    if all(record.entry(r, sid) is None for r in record.subs):
+        raise err("No such message in stream")
+    known = record.idmp.lookup(argv[2], argv[3]) if record.idmp is not None else None
+    if known == sid:
+        return OK
+    if known is not None:
+        raise err("IID already exists for this producer with a different stream ID")
+    rk.record_idmp(argv[1], (argv[2], argv[3]), sid, c.server.config["stream-idmp-maxsize"])
+    c.server.stats.stream_idmp_iids_added += 1
+    c.db.signal_modified(argv[1])
     return rk.written(OK, 1)
 
 
@@ -883,7 +980,7 @@ def _full_group(
 def _stream_head(c: Client, record: RegionStream) -> dict[bytes, Reply]:
     stats = record.stats()
     nodes = sum(len(s.nodes) for s in record.subs.values())
-    config = c.server.config
+    duration, maxsize = _idmp_settings(c, record)
     idmp = record.idmp
     return {
         b"length": stats.length,
@@ -893,8 +990,8 @@ def _stream_head(c: Client, record: RegionStream) -> dict[bytes, Reply]:
         b"max-deleted-entry-id": format_id(stats.max_deleted_id),
         b"entries-added": stats.entries_added,
         b"recorded-first-entry-id": format_id(stats.first_id),
-        b"idmp-duration": config["stream-idmp-duration"],
-        b"idmp-maxsize": config["stream-idmp-maxsize"],
+        b"idmp-duration": duration,
+        b"idmp-maxsize": maxsize,
         b"pids-tracked": len(idmp.producers) if idmp is not None else 0,
         b"iids-tracked": idmp.tracked if idmp is not None else 0,
         b"iids-added": idmp.added if idmp is not None else 0,

@@ -197,17 +197,6 @@ def _sort(c: Client, argv: list[bytes]) -> Reply | Written:
     return result
 
 
-#: stream commands whose active-active rules are not built yet: refused with a clear error
-UNSUPPORTED = ("xcfgset", "xidmprecord", "xidmp|cfgset")
-
-
-def _refused(name: str) -> Handler:
-    def refuse(c: Client, argv: list[bytes]) -> Reply:
-        raise unsupported(name)
-
-    return refuse
-
-
 # ---------------------------------------------------------------------------------------------
 # AADUMP / AAEFFECT
 
@@ -372,7 +361,10 @@ HANDLERS: dict[str, Handler] = {
     "pexpire": _not_on_streams("PEXPIRE", plain_keys.cmd_pexpire),
     "expireat": _not_on_streams("EXPIREAT", plain_keys.cmd_expireat),
     "pexpireat": _not_on_streams("PEXPIREAT", plain_keys.cmd_pexpireat),
-    **{name: _refused(name.upper().replace("|", " ")) for name in UNSUPPORTED},
+    "xcfgset": rs.cmd_xcfgset,
+    "xidmprecord": rs.cmd_xidmprecord,
+    "xidmp|cfgset": rs.cmd_xidmp_cfgset,
+    "xidmp|cfgget": rs.cmd_xidmp_cfgget,
 }
 
 
