@@ -7,9 +7,9 @@ A write command decides, from what this region holds, the deterministic ops of i
 ``Effect`` with the next own sequence and the current vector, applies it through
 ``apply_effect`` (the one place of the write rules) and puts it in ``outbox`` for the links to
 ship. ``receive`` takes a peer's effect; the inbox applies each exactly once, in causal order.
-Reads merge the sub-logs by ID. Consumers, PELs and delivery cursors are local: XREADGROUP,
-XGROUP SETID/CREATECONSUMER/DELCONSUMER make no effect; XACK makes one only when the
-acknowledged prefix of a sub-log grows.
+Reads merge the sub-logs by ID. Consumers, PELs and delivery cursors are local: XREADGROUP
+(and its CLAIM), XNACK, XGROUP SETID/CREATECONSUMER/DELCONSUMER make no effect; XACK (and
+XACKDEL's acknowledgement) makes one only when the acknowledged prefix of a sub-log grows.
 
 Nothing here reads a clock or does I/O: times come in as ``now_ms`` and effects go out through
 ``outbox``. ``dump`` is the canonical text form that converged regions share.

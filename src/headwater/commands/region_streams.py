@@ -4,16 +4,17 @@ Each handler parses exactly as the plain one (the same parsers, so the same erro
 ``Region`` for the change (which makes and applies the effect: the write rule exists once,
 in ``activeactive.apply``) and answers with the plain server's reply shape: one region with no
 peers answers byte for byte as a plain server (tests/unit/test_activeactive_server.py).
-Consumers, PELs and delivery cursors are local: XREADGROUP, XCLAIM, XAUTOCLAIM, XGROUP
-SETID/CREATECONSUMER/DELCONSUMER change no replicated state and make no effect (their new
-state is logged as AALOCAL lines).
+Consumers, PELs and delivery cursors are local: XREADGROUP (with CLAIM), XCLAIM, XAUTOCLAIM,
+XNACK, XGROUP SETID/CREATECONSUMER/DELCONSUMER change no replicated state and make no effect
+(their new state is logged as AALOCAL lines).
 
-What differs from a plain server, by design (spec/ACTIVE-ACTIVE.md): strict and semi-strict
-modes pick IDs of the region's sequence class; a deleted stream's IDs keep rising (its
-tombstone remembers them); ``~`` trims are exact; XSETID never lowers the last ID. Not
-supported here yet (a clear error): KEEPREF/DELREF/ACKED, XREAD/XREADGROUP
-MAXCOUNT/MAXSIZE/CLAIM, XSETID ENTRIESADDED/MAXDELETEDID, and streams
-outside database 0.
+What differs from a plain server, by design (spec/ACTIVE-ACTIVE.md, docs/active-active.md):
+strict and semi-strict modes pick IDs of the region's sequence class; a deleted stream's IDs
+keep rising (its tombstone remembers them); ``~`` trims are exact; XSETID never lowers the
+last ID nor the max-deleted ID, and its ENTRIESADDED is this region's adjustment of a sum;
+ACKED asks this region's groups; DELREF drops every region's own pending entries; XCFGSET's
+settings are replicated while the IDMP maps stay per region. Streams outside database 0 are
+refused (a clear error).
 """
 
 from __future__ import annotations
