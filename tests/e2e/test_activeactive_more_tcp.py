@@ -121,3 +121,25 @@ def test_xsetid_counters_and_xcfgset_replicate(mesh: TcpMesh) -> None:
     mesh.sync()
     got = mesh[1].execute_command("XIDMP", "CFGGET", "r5", "DURATION")
     assert got in ({b"duration": 40}, [b"duration", 40])  # (as the client shapes a map)
+
+
+def test_streams_outside_database_0_replicate_in_their_database(mesh: TcpMesh) -> None:
+    one, two = (redis.Redis(port=mesh.regions[r].port, db=4, socket_timeout=10) for r in (1, 2))
+    try:
+        mesh.isolate()
+        assert one.xadd("d4", {"f": "one"}, id="10") == b"10-1"  # t1
+        assert two.xadd("d4", {"f": "two"}, id="11") == b"11-2"
+        two.xgroup_create("d4", "g", "0")
+        mesh[1].xadd("d4", {"f": "db0"}, id="12")  # database 0's d4: another stream
+        mesh.sync()  # t2
+        for c in (one, two):  # t3
+            assert ids(c, "d4") == [b"10-1", b"11-2"]
+            assert [g["name"] for g in c.xinfo_groups("d4")] == [b"g"]
+        assert ids(mesh[2], "d4") == [b"12-1"] and mesh[2].xinfo_groups("d4") == []
+        assert b"\ndb 4\n" in mesh[3].execute_command("AADUMP")
+        one.flushdb()  # database 4 only
+        mesh.sync()
+        assert two.exists("d4") == 0 and mesh[2].exists("d4") == 1
+    finally:
+        one.close()
+        two.close()

@@ -7,8 +7,8 @@ ENTRIESADDED and MAXDELETEDID), XCFGSET, XGROUP
 CREATE/DESTROY, XREADGROUP ``>`` (and with CLAIM), XACK, XACKDEL and XNACK in any region;
 deliver one queued effect of any uncut link, picked anywhere in its queue (out of order: the
 inbox must buffer it); resend an effect already delivered (it must be dropped: exactly once);
-cut the mesh into sides and heal it. Every effect crosses its link in its line form
-(``to_line``/``from_line``).
+cut the mesh into sides and heal it; SELECT another database. Every effect crosses its link
+in its line form (``to_line``/``from_line``).
 
 After every step each region's ``check_invariants()`` holds (in strict mode that includes: no
 duplicate ID, every own ID in the region's sequence class). At the end the mesh heals and
@@ -36,6 +36,9 @@ REGIONS = st.sampled_from([1, 2, 3])
 KEYS = st.sampled_from([b"a", b"b"])
 GROUPS = st.sampled_from([b"g1", b"g2"])
 CONSUMERS = st.sampled_from([b"c1", b"c2"])
+#: the databases the regions' commands act on (SELECT): streams of one key in two databases
+#: are two streams
+DATABASES = (0, 1)
 REFS = st.sampled_from([b"KEEPREF", b"DELREF", b"ACKED"])
 SIDES = st.sampled_from([({1}, {2, 3}), ({2}, {1, 3}), ({3}, {1, 2}), ({1}, {2}, {3})])
 
@@ -239,6 +242,11 @@ class ActiveActive(RuleBasedStateMachine):
         assert all(g.pel[tag].consumer == consumer for tag in g.order if tag[0] in claimed)
         self.read_new(region, key, group, consumer, 1)
 
+    @rule(region=REGIONS, db=st.sampled_from(DATABASES))
+    def select(self, region: int, db: int) -> None:
+        """The region's later commands act on another database's streams."""
+        self.mesh[region].select(db)
+
     # -- the network -----------------------------------------------------------------------
 
     @rule(data=st.data())
@@ -282,15 +290,19 @@ class ActiveActive(RuleBasedStateMachine):
         assert mesh.converged(), "\n".join(mesh[r].dump() for r in (1, 2, 3))
         for region in (1, 2, 3):
             assert mesh[region].inbox.waiting_count() == 0
-            for key in mesh[region].existing_keys():
-                for group in sorted(mesh[region].streams[key].groups):
-                    while self.read_new(region, key, group, b"drain", None):
-                        pass
-        self.check_nothing_skipped()
+            for db in DATABASES:
+                mesh[region].select(db)
+                for key in mesh[region].existing_keys():
+                    for group in sorted(mesh[region].current[key].groups):
+                        while self.read_new(region, key, group, b"drain", None):
+                            pass
+        for db in DATABASES:
+            mesh[1].select(db)
+            self.check_nothing_skipped()
 
     def check_nothing_skipped(self) -> None:
         for key in self.mesh[1].existing_keys():
-            record = self.mesh[1].streams[key]
+            record = self.mesh[1].current[key]
             live = {(sid, r) for sid, r, _ in record.range(MIN_ID, MAX_ID)}
             for name, group in record.groups.items():
                 delivered: set[Tag] = set()

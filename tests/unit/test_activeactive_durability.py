@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from headwater.activeactive.region import Region
+from headwater.activeactive.rstream import RegionStream
 from headwater.config import Config
 from headwater.engine.replay import FailedCommand, Replayer
 from headwater.persistence.rewrite import write_base
@@ -42,15 +43,26 @@ def region_harness(mode: str = "strict") -> Harness:
 def local_state(region: Region) -> str:
     """Everything local to the region's groups, in one text (besides ``Region.dump``)."""
     lines = [region.dump()]
-    for key in sorted(region.streams):
-        for name, g in sorted(region.streams[key].groups.items()):
+    for db, streams in sorted(region.dbs.items()):
+        lines.append(f"db {db}")
+        for key in sorted(streams):
+            lines += _groups(key, streams[key])
+    return "\n".join(lines)
+
+
+def _groups(key: bytes, record: RegionStream) -> list[str]:
+    lines = []
+    if record.idmp is not None:
+        lines.append(f"{key!r} idmp={sorted(record.idmp.producers)} added={record.idmp.added}")
+    if True:
+        for name, g in sorted(record.groups.items()):
             pel = {tag: (p.consumer, p.delivery_ms, p.count) for tag, p in sorted(g.pel.items())}
             lines.append(
                 f"{key!r} {name!r} last={g.last_id} read={g.entries_read} cursors="
                 f"{sorted(g.cursors.items())} times={sorted(g.times.items())} pel={pel} "
                 f"consumers={sorted(g.consumers.items())} nacked={list(g.nacked)}"
             )
-    return "\n".join(lines)
+    return lines
 
 
 def workload(h: Harness) -> None:
@@ -103,6 +115,17 @@ def workload(h: Harness) -> None:
     h.call(a, "XSETID", "s", "99999999999999-9", "ENTRIESADDED", "500", "MAXDELETEDID", "5-5")
     h.call(a, "XCFGSET", "s", "IDMP-DURATION", "50", "IDMP-MAXSIZE", "7")
     h.call(a, "XADD", "s", "IDMP", "api", "ride-2", "*", "fare", "3")
+    # another database: its own streams, effects with a Select op, local lines under SELECT
+    d = h.client()
+    h.call(d, "SELECT", "5")
+    h.call(d, "XADD", "s", "*", "db", "5")
+    h.call(d, "XADD", "s5", "*", "db", "5")
+    h.call(d, "XGROUP", "CREATE", "s", "g", "0")
+    h.call(d, "XREADGROUP", "GROUP", "g", "eve", "STREAMS", "s", ">")
+    h.call(d, "XNACK", "s", "g", "FAIL", "IDS", "1", h.call(d, "XRANGE", "s", "-", "+")[0][0])
+    h.call(d, "XADD", "s", "IDMP", "api", "ride-9", "*", "fare", "5")
+    h.call(d, "XCFGSET", "s5", "IDMP-MAXSIZE", "3")
+    h.call(d, "RENAME", "s5", "s6")
 
 
 def replies(h: Harness) -> list[bytes]:
@@ -255,7 +278,8 @@ def test_a_snapshot_of_the_first_layout_still_loads() -> None:
     def word(data: bytes) -> bytes:
         return struct.pack("<I", len(data)) + data
 
-    extras = word(b"0") + word(b"0-0") + word(b"0")  # (no adjust, floor 0-0, no settings)
+    # (no adjust, floor 0-0, no settings; no other database)
+    extras = word(b"0") + word(b"0-0") + word(b"0") + word(b"0")
     assert v2.startswith(MAGIC) and v2.count(extras) == 1
     v1 = MAGIC_V1 + v2[len(MAGIC) :].replace(extras, b"")
     restored = Region(3, [])

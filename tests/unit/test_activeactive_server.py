@@ -433,9 +433,43 @@ def test_what_a_region_refuses_clearly() -> None:
     ]:
         text = str(h.call(c, *args))
         assert "not supported in active-active mode" in text or "internal" in text, args
-    h.call(c, "SELECT", "1")
-    assert "database 0" in str(h.call(c, "XADD", "s", "*", "a", "1"))
-    assert h.call(c, "SET", "k", "v") == b"OK"  # other types work in every database
+    assert "not supported" in str(h.call(c, "MOVE", "s", "1"))
+    assert "not supported" in str(h.call(c, "SWAPDB", "0", "1"))
+    assert h.call(c, "SWAPDB", "2", "3") == b"OK"  # (no streams there)
+
+
+def test_streams_in_every_database() -> None:
+    """Each database has its own streams (the region's records by database number; an
+    effect names its database with a Select op)."""
+    h = _region("strict", 1)
+    c = h.client()
+    h.call(c, "XADD", "s", "100", "a", "0")
+    h.call(c, "SELECT", "3")
+    assert h.call(c, "XADD", "s", "200", "a", "3") == b"200-1"
+    assert h.call(c, "XLEN", "s") == 1 and h.call(c, "TYPE", "s") == b"stream"
+    h.call(c, "XGROUP", "CREATE", "s", "g", "0")
+    got = h.call(c, "XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", ">")
+    assert got == [[b"s", [[b"200-1", [b"a", b"3"]]]]]
+    assert h.call(c, "XDELEX", "s", "IDS", "1", "200-1") == [1]
+    h.call(c, "XADD", "t", "5", "a", "3")
+    h.call(c, "RENAME", "t", "u")
+    assert sorted(h.call(c, "KEYS", "*")) == [b"s", b"u"]
+    text = h.call(c, "AADUMP").decode()
+    assert text.split("\ndb 3\n")[1].startswith("stream b's' floor=0-0\n  group b'g'")
+    assert "stream b'u'" in text.split("\ndb 3\n")[1]
+    assert "not supported" in str(h.call(c, "SWAPDB", "3", "4"))
+    h.call(c, "SELECT", "0")
+    assert h.call(c, "XRANGE", "s", "-", "+") == [[b"100-1", [b"a", b"0"]]]
+    assert h.call(c, "EXISTS", "u") == 0
+    h.call(c, "FLUSHDB")  # database 0 only
+    h.call(c, "SELECT", "3")
+    assert h.call(c, "EXISTS", "s", "u") == 2
+    h.call(c, "FLUSHALL")
+    assert h.call(c, "DBSIZE") == 0 and h.call(c, "XLEN", "u") == 0
+    rk = h.engine.region
+    assert rk is not None
+    rk.region.check_invariants()
+    assert rk.region.dump() == "vector 1=8\n"  # (FLUSHALL: one effect for both)
 
 
 def test_range_trim_is_exact_and_rename_drops_groups() -> None:

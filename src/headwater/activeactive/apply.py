@@ -38,16 +38,23 @@ from headwater.activeactive.envelope import (
     Op,
     Points,
     Remove,
+    Select,
     SetFloor,
     moved_sub,
 )
-from headwater.activeactive.rstream import RegionGroup, RegionStream, Streams
+from headwater.activeactive.rstream import RegionGroup, RegionStream, Streams, db_streams
 from headwater.stream.ids import MIN_ID
 
 
-def apply_effect(streams: Streams, effect: Effect) -> None:
+def apply_effect(dbs: dict[int, Streams], effect: Effect) -> None:
+    """Apply the effect's ops in order, each to the streams of the database the last
+    ``Select`` before it named (database 0 at first)."""
+    streams = dbs[0]
     for op in effect.ops:
-        apply_op(streams, effect, op)
+        if isinstance(op, Select):
+            streams = db_streams(dbs, op.db)
+        else:
+            apply_op(streams, effect, op)
 
 
 def _record(streams: Streams, key: bytes) -> RegionStream:
@@ -97,8 +104,9 @@ def apply_op(streams: Streams, effect: Effect, op: Op) -> None:
         record.groups.pop(op.group, None)
         clock = record.destroy_clock.setdefault(op.group, {})
         clock[effect.origin] = max(clock.get(effect.origin, 0), effect.seq)
-    else:
+    elif isinstance(op, AckPrefix):
         _ack_prefix(streams, effect, op)
+    # (a Select is apply_effect's: it picks the streams the ops after it apply to)
 
 
 def _delete(record: RegionStream, effect: Effect, horizon: Points) -> None:

@@ -212,6 +212,20 @@ class IdmpConfig(_Value):
 
 
 @final
+class Select(_Value):
+    """The ops after it, up to the next ``Select``, are about this database's streams (an
+    effect starts in database 0)."""
+
+    __slots__ = ("db",)
+
+    def __init__(self, db: int) -> None:
+        self.db = db
+
+    def astuple(self) -> tuple[object, ...]:
+        return (self.db,)
+
+
+@final
 class GroupCreate(_Value):
     """XGROUP CREATE: the group exists, starting after these per-sub-log cursors."""
 
@@ -264,6 +278,7 @@ Op = (
     | Move
     | SetFloor
     | IdmpConfig
+    | Select
     | GroupCreate
     | GroupDestroy
     | AckPrefix
@@ -364,6 +379,8 @@ def _op_words(op: Op) -> list[bytes]:
         return [b"SETFLOORX", op.key, format_id(op.sid), *adjust, format_id(op.max_deleted)]
     if isinstance(op, IdmpConfig):
         return [b"IDMPCFG", op.key, b"%d" % op.duration, b"%d" % op.maxsize]
+    if isinstance(op, Select):
+        return [b"DB", _num(op.db)]
     if isinstance(op, GroupCreate):
         return [b"GCREATE", op.key, op.group, *_points(op.cursors)]
     if isinstance(op, GroupDestroy):
@@ -460,6 +477,8 @@ def _read_op(words: _Words) -> Op:
         return SetFloor(key, sid, adjust if given else None, words.sid())
     if name == b"IDMPCFG":
         return IdmpConfig(words.word(), words.int(), words.int())
+    if name == b"DB":
+        return Select(words.int())
     if name == b"GCREATE":
         return GroupCreate(words.word(), words.word(), words.points())
     if name == b"GDESTROY":

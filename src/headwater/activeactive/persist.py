@@ -26,6 +26,7 @@ RENAME's moved sub-logs pass 2**64), IDs ``ms-seq``::
                IDMP: -1 | n (pid n (iid id)*n)*n added duplicates
                n (origin adjust)*n deleted-floor    XSETID's counters (v2)
                n (setting n (sum origin seq value)*n)*n   XCFGSET's registers (v2)
+    n (db n records)*n                              the other databases (v2)
     n own effects: n words*n                        what peers may still need (AAEFFECT lines)
 """
 
@@ -40,6 +41,7 @@ from headwater.activeactive.rstream import (
     NodeLimits,
     RegionGroup,
     RegionStream,
+    Streams,
 )
 from headwater.errors import err
 from headwater.stream.idmp import IdmpState, Producer
@@ -78,6 +80,13 @@ def dump_state(region: Region, own: Sequence[Effect] = ()) -> bytes:
     out.int(len(region.streams))
     for key, record in sorted(region.streams.items()):
         _dump_record(out, key, record)
+    others = sorted((db, streams) for db, streams in region.dbs.items() if db and streams)
+    out.int(len(others))  # (v2) the other databases' records
+    for db, streams in others:
+        out.int(db)
+        out.int(len(streams))
+        for key, record in sorted(streams.items()):
+            _dump_record(out, key, record)
     out.int(len(own))
     for effect in own:
         line = effect.to_line()
@@ -226,10 +235,21 @@ def load_state(region: Region, data: bytes) -> list[Effect]:
     for _ in inp.times():
         r = inp.int()
         applied[r] = inp.int()
+    limits = region.streams.limits
     streams = {}
     for _ in inp.times():
         key = inp.word()
-        streams[key] = _load_record(inp, region.streams.limits)
+        streams[key] = _load_record(inp, limits)
+    others: dict[int, Streams] = {}
+    for _ in inp.times() if inp.version >= 2 else ():
+        db = inp.int()
+        if db <= 0 or db in others:
+            raise BAD_STATE
+        others[db] = Streams()
+        others[db].limits = limits
+        for _ in inp.times():
+            key = inp.word()
+            others[db][key] = _load_record(inp, limits)
     own = []
     for _ in inp.times():
         effect = from_line([inp.word() for _ in inp.times()])
@@ -240,6 +260,10 @@ def load_state(region: Region, data: bytes) -> list[Effect]:
         raise BAD_STATE
     region.streams.clear()
     region.streams.update(streams)
+    region.dbs.clear()
+    region.dbs[0] = region.streams
+    region.dbs.update(others)
+    region.selected, region.current = 0, region.streams
     region.inbox.applied.clear()
     region.inbox.applied.update(applied)
     region.inbox.applied.setdefault(region.id, 0)

@@ -35,6 +35,7 @@ from headwater.activeactive.envelope import (
     Op,
     Points,
     Remove,
+    Select,
     SetFloor,
     make_vector,
 )
@@ -46,7 +47,7 @@ from headwater.activeactive.idmode import (
     parse_mode,
 )
 from headwater.activeactive.inbox import Inbox
-from headwater.activeactive.rstream import RegionGroup, RegionStream, Streams
+from headwater.activeactive.rstream import RegionGroup, RegionStream, Streams, db_streams
 from headwater.errors import NO_SUCH_KEY, ReplyError, err, require
 from headwater.stream.groups import bumped
 from headwater.stream.ids import MAX_ID, MIN_ID, StreamID, decr_id, format_id, parse_id
@@ -93,6 +94,16 @@ def _extras(record: RegionStream) -> str:
     return text
 
 
+def _dump_stream(lines: list[str], key: bytes, record: RegionStream) -> None:
+    lines.append(f"stream {key!r} floor={format_id(record.floor).decode()}{_extras(record)}")
+    for sid, region, pairs in record.range(MIN_ID, MAX_ID):
+        lines.append(f"  {format_id(sid).decode()} r{region} {pairs!r}")
+    for name in sorted(record.groups):
+        g = record.groups[name]
+        acked = " ".join(f"{r}:{format_id(s).decode()}" for r, s in sorted(g.acked.items()))
+        lines.append(f"  group {name!r} births={sorted(g.births)} acked=[{acked}]")
+
+
 class Region:
     def __init__(
         self,
@@ -105,7 +116,12 @@ class Region:
         self.id = region_id
         self.mode = parse_mode(mode)
         self.capacity = capacity
+        #: the records of every database with streams, by number; ``streams`` is database 0's
         self.streams = Streams()
+        self.dbs: dict[int, Streams] = {0: self.streams}
+        #: the database the commands act on (``select``; the server selects the client's)
+        self.selected = 0
+        self.current = self.streams
         self.inbox = Inbox(region_id, regions)
         self.outbox: list[Effect] = []
         #: called with every effect applied here, own and remote, in the order applied: the
@@ -118,7 +134,15 @@ class Region:
     def vector(self) -> dict[int, int]:
         return dict(self.inbox.applied)
 
+    def select(self, db: int) -> None:
+        """Later commands act on this database's streams (their effects say so: ``Select``)."""
+        if db != self.selected:
+            self.selected = db
+            self.current = db_streams(self.dbs, db)
+
     def _commit(self, ops: list[Op]) -> Effect:
+        if self.selected and not (ops and isinstance(ops[0], Select)):
+            ops = [Select(self.selected), *ops]
         seq = self.inbox.next_own()
         effect = Effect(self.id, seq, make_vector(self.inbox.applied), tuple(ops))
         self._apply(effect)
@@ -126,7 +150,7 @@ class Region:
         return effect
 
     def _apply(self, effect: Effect) -> None:
-        apply_effect(self.streams, effect)
+        apply_effect(self.dbs, effect)
         for sink in self.sinks:
             sink(effect)
 
@@ -154,14 +178,14 @@ class Region:
     def visible(self, key: bytes) -> RegionStream | None:
         """The stream if it exists (entries or groups); None for a missing key or a
         tombstone."""
-        record = self.streams.get(key)
+        record = self.current.get(key)
         return record if record is not None and record.exists() else None
 
     def exists(self, key: bytes) -> bool:
         return self.visible(key) is not None
 
     def existing_keys(self) -> list[bytes]:
-        return sorted(k for k, r in self.streams.items() if r.exists())
+        return sorted(k for k, r in self.current.items() if r.exists())
 
     def delete(self, *keys: bytes) -> int:
         """DEL/UNLINK: observed-remove of each existing key."""
@@ -177,13 +201,23 @@ class Region:
     def flushdb(self) -> None:
         self.delete(*self.existing_keys())
 
+    def flushall(self) -> None:
+        """FLUSHALL: every database's streams, observed-remove, in one effect."""
+        ops: list[Op] = []
+        for db, streams in sorted(self.dbs.items()):
+            doomed = [Delete(k, r.horizon()) for k, r in sorted(streams.items()) if r.exists()]
+            if doomed:
+                ops += [Select(db), *doomed]
+        if ops:
+            self._commit(ops)
+
     def rename(self, src: bytes, dst: bytes) -> None:
         record = self.visible(src)
         if record is None:
             raise NO_SUCH_KEY
         if src == dst:
             return
-        target = self.streams.get(dst)
+        target = self.current.get(dst)
         dst_horizon = target.horizon() if target is not None else ()
         payload = tuple(
             (sub, tuple((sid, tuple(pairs)) for sid, pairs in stream.range(MIN_ID, MAX_ID)))
@@ -198,7 +232,7 @@ class Region:
         if not pairs or len(pairs) % 2:
             raise WRONG_PAIRS
         request = IdRequest.parse(id_arg)
-        record = self.streams.get(key)
+        record = self.current.get(key)
         merged = record.last_id() if record is not None else MIN_ID
         # (liberal mode checks against the region's own last ID, never below XSETID's)
         own = max(record.own_last(self.id), record.floor) if record is not None else MIN_ID
@@ -624,22 +658,19 @@ class Region:
         # only when their links connect)
         vector = " ".join(f"{r}={s}" for r, s in sorted(self.inbox.applied.items()) if s)
         lines = [f"vector {vector}"]
-        for key in self.existing_keys():
-            record = self.streams[key]
-            lines.append(
-                f"stream {key!r} floor={format_id(record.floor).decode()}{_extras(record)}"
-            )
-            for sid, region, pairs in record.range(MIN_ID, MAX_ID):
-                lines.append(f"  {format_id(sid).decode()} r{region} {pairs!r}")
-            for name in sorted(record.groups):
-                g = record.groups[name]
-                acked = " ".join(f"{r}:{format_id(s).decode()}" for r, s in sorted(g.acked.items()))
-                lines.append(f"  group {name!r} births={sorted(g.births)} acked=[{acked}]")
+        for db, streams in sorted(self.dbs.items()):
+            keys = sorted(k for k, r in streams.items() if r.exists())
+            if db and keys:
+                lines.append(f"db {db}")
+            for key in keys:
+                _dump_stream(lines, key, streams[key])
         return "\n".join(lines) + "\n"
 
     def check_invariants(self) -> None:
         self.inbox.check_invariants()
-        for record in self.streams.values():
+        require(self.dbs[0] is self.streams, "database 0's records replaced")
+        require(self.current is self.dbs[self.selected], "the selected database is stale")
+        for record in (r for streams in self.dbs.values() for r in streams.values()):
             record.check_invariants()
             if self.mode == b"strict":
                 own = record.subs.get(self.id)

@@ -527,3 +527,12 @@ class Streams(dict[bytes, RegionStream]):
     def __init__(self) -> None:
         super().__init__()
         self.limits = DEFAULT_LIMITS
+
+
+def db_streams(dbs: dict[int, Streams], db: int) -> Streams:
+    """A database's records (made on first use, with database 0's node limits)."""
+    streams = dbs.get(db)
+    if streams is None:
+        streams = dbs[db] = Streams()
+        streams.limits = dbs[0].limits
+    return streams

@@ -448,7 +448,7 @@ def cmd_xgroup_create(c: Client, argv: list[bytes]) -> Reply | Written:
     if record is not None and argv[3] in record.groups:
         raise BUSYGROUP
     rk.region.xgroup_create(argv[2], argv[3], argv[4], mkstream=opts.mkstream)
-    record = rk.region.streams[argv[2]]
+    record = rk.region.current[argv[2]]
     group = record.groups.get(argv[3])
     if group is not None:
         group.last_id = last
