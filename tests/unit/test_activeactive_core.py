@@ -414,3 +414,16 @@ def test_streams_of_other_databases_converge_apart() -> None:
     mesh.sync()
     assert mesh.converged() and mesh[1].dump().count("stream") == 0
     mesh.check()
+
+
+def test_an_entry_of_a_renamed_stream_can_be_acknowledged() -> None:
+    """Its sub-log is a moved one (numbered past 2**64): XACK and a history read find it."""
+    mesh = Mesh(3)
+    mesh[1].xadd(b"x", b"100", [b"f", b"v"], 0)
+    mesh[1].rename(b"x", b"y")
+    mesh[1].xgroup_create(b"y", b"g", b"0")
+    assert [sid for sid, _ in mesh[1].xreadgroup(b"y", b"g", b"c", b">", 0)] == [(100, 1)]
+    assert mesh[1].xreadgroup(b"y", b"g", b"c", b"100-1", 0) == []  # (after 100-1: none)
+    assert mesh[1].xack(b"y", b"g", [(100, 1)]) == 1
+    assert mesh[1].xpending(b"y", b"g") == []
+    mesh.check()

@@ -47,7 +47,13 @@ from headwater.activeactive.idmode import (
     parse_mode,
 )
 from headwater.activeactive.inbox import Inbox
-from headwater.activeactive.rstream import RegionGroup, RegionStream, Streams, db_streams
+from headwater.activeactive.rstream import (
+    ABOVE_SUBS,
+    RegionGroup,
+    RegionStream,
+    Streams,
+    db_streams,
+)
 from headwater.errors import NO_SUCH_KEY, ReplyError, err, require
 from headwater.stream.groups import bumped
 from headwater.stream.ids import MAX_ID, MIN_ID, StreamID, decr_id, format_id, parse_id
@@ -523,7 +529,7 @@ class Region:
         if id_arg != b">":
             start = parse_id(id_arg)
             out: list[tuple[StreamID, list[bytes] | None]] = []
-            for sid, region in tags[bisect_right(tags, (start, 1 << 62)) :]:
+            for sid, region in tags[bisect_right(tags, (start, ABOVE_SUBS)) :]:
                 if count is not None and len(out) >= count:
                     break
                 pairs = record.entry(region, sid)

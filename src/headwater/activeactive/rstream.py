@@ -38,6 +38,9 @@ from headwater.stream.stream import Stream
 MergedEntry = tuple[StreamID, int, list[bytes]]
 #: a pending entry's key: (ID, sub-log region); orders like merged reads
 Tag = tuple[StreamID, int]
+#: above every sub-log number (RENAME's moved sub-logs pass 2**64): ``(sid, ABOVE_SUBS)``
+#: sorts after every tag of sid
+ABOVE_SUBS = 1 << 160
 #: an effect's place in a total order that extends causality (``Effect.stamp``)
 Stamp = tuple[int, int, int]
 
@@ -219,7 +222,7 @@ class RegionGroup:
     def ack_tags(self, sid: StreamID) -> list[Tag]:
         """``ack``, and the pending entries it acknowledged."""
         lo = bisect_left(self.order, (sid, 0))
-        hi = bisect_right(self.order, (sid, 1 << 62))
+        hi = bisect_right(self.order, (sid, ABOVE_SUBS))
         tags = self.order[lo:hi]
         for tag in tags:
             pending = self.pel.pop(tag)
