@@ -111,11 +111,14 @@ class RegionKeyspace:
     def sync(self, key: bytes, index: int = 0) -> None:
         """Make ``db.data[key]`` (of database ``index``) the stream when it exists, nothing
         when it is a tombstone; watchers and blocked readers of the key hear of the change."""
-        if index >= len(self.dbs):
-            return  # (a peer with more databases: kept in the region, out of clients' reach)
-        db = self.dbs[index]
-        streams = self.region.dbs.get(index)
-        record = streams.get(key) if streams is not None else None
+        if index == 0:  # (the usual case, without a lookup)
+            db, record = self.db, self.region.streams.get(key)
+        else:
+            if index >= len(self.dbs):
+                return  # (a peer with more databases: kept in the region, out of reach)
+            db = self.dbs[index]
+            streams = self.region.dbs.get(index)
+            record = streams.get(key) if streams is not None else None
         current = db.data.get(key)
         if record is not None and record.exists():
             if current is not record:
@@ -286,7 +289,9 @@ def region_of(c: Client) -> RegionKeyspace:
     rk = c.server.region
     if rk is None:  # (the rows are only installed with a region)
         raise unsupported("this command without a region")
-    rk.region.select(c.db.index)
+    index = c.db.index
+    if rk.region.selected != index:
+        rk.region.select(index)
     return rk
 
 
