@@ -69,11 +69,35 @@ def test_a_region_killed_catches_up_from_its_peers(mesh: Mesh) -> None:
     assert mesh[3].xlen("x") == 30 and b"vector 1=20 2=10\n" in dump
 
 
+def _new_command(c: redis.Redis, rng: random.Random, r: int, key: str) -> None:
+    """One of the commands a region refused before (docs/active-active.md)."""
+    ref = rng.choice(["KEEPREF", "DELREF", "ACKED"])
+    ids = [e[0] for e in c.xrange(key, count=4)] or [b"1-1"]
+    pick = rng.choice(ids)
+    kind = rng.randrange(6)
+    if kind == 0:
+        c.execute_command("XDELEX", key, ref, "IDS", 1, pick)
+    elif kind == 1:
+        c.execute_command("XACKDEL", key, "g", ref, "IDS", 1, pick)
+    elif kind == 2:
+        c.execute_command("XTRIM", key, "MAXLEN", rng.randint(0, 10), ref)
+    elif kind == 3:
+        c.execute_command("XNACK", key, "g", "FAIL", "IDS", 1, pick)
+        c.execute_command("XREADGROUP", "GROUP", "g", f"c{r}", "CLAIM", 0, "STREAMS", key, ">")
+    elif kind == 4 and c.exists(key):
+        length = c.xlen(key)
+        last = c.xinfo_stream(key)["last-generated-id"]
+        c.execute_command("XSETID", key, last, "ENTRIESADDED", length + rng.randint(0, 9))
+    elif kind == 5 and c.exists(key):
+        c.execute_command("XCFGSET", key, "IDMP-DURATION", rng.randint(1, 3))
+
+
 @pytest.mark.parametrize("seed", [1, 2])
 def test_random_writes_with_random_cuts_converge(mesh: Mesh, seed: int) -> None:
-    """Random XADD/XDEL/XTRIM/DEL/XGROUP/XREADGROUP/XACK in three regions while random links
-    are cut and healed (one direction at a time); after healing, every region's dump is the
-    same, and strict mode never made one ID twice."""
+    """Random XADD/XDEL/XTRIM/DEL/XGROUP/XREADGROUP/XACK (and XDELEX, XACKDEL, XTRIM with a
+    reference strategy, XNACK, XREADGROUP CLAIM, XSETID ENTRIESADDED/MAXDELETEDID, XCFGSET)
+    in three regions while random links are cut and healed (one direction at a time); after
+    healing, every region's dump is the same, and strict mode never made one ID twice."""
     rng = random.Random(seed)
     keys = ["a", "b"]
     unexpected: list[str] = []
@@ -97,11 +121,13 @@ def test_random_writes_with_random_cuts_converge(mesh: Mesh, seed: int) -> None:
                 c.xgroup_create(key, rng.choice(["g", "h"]), "0", mkstream=True)
             elif op < 0.69:
                 c.xgroup_destroy(key, rng.choice(["g", "h"]))
-            elif op < 0.85:
+            elif op < 0.80:
                 got = c.xreadgroup(rng.choice(["g", "h"]), f"c{r}", {key: ">"}, count=3)
                 for _, entries in got or []:
                     if entries and rng.random() < 0.7:
                         c.xack(key, "g", *[e[0] for e in entries])
+            elif op < 0.85:
+                _new_command(c, rng, r, key)
             elif op < 0.93:
                 a, b = rng.sample([1, 2, 3], 2)
                 mesh[b].execute_command("AALINK", "PAUSE", str(a))  # b stops hearing a

@@ -1,12 +1,14 @@
 """Property test of active-active convergence (issue 18): three regions, random writes, random
 delivery order, partitions held and released.
 
-Rules drive XADD (``*`` and explicit IDs over a small space, so they collide), XDEL, XTRIM
-(MAXLEN and MINID), DEL, RENAME, XSETID, XGROUP CREATE/DESTROY, XREADGROUP ``>`` and XACK in
-any region; deliver one queued effect of any uncut link, picked anywhere in its queue (out of
-order: the inbox must buffer it); resend an effect already delivered (it must be dropped:
-exactly once); cut the mesh into sides and heal it. Every effect crosses its link in its line
-form (``to_line``/``from_line``).
+Rules drive XADD (``*`` and explicit IDs over a small space, so they collide), XDEL, XDELEX,
+XTRIM (MAXLEN and MINID; KEEPREF, DELREF and ACKED), DEL, RENAME, XSETID (with
+ENTRIESADDED and MAXDELETEDID), XCFGSET, XGROUP
+CREATE/DESTROY, XREADGROUP ``>`` (and with CLAIM), XACK, XACKDEL and XNACK in any region;
+deliver one queued effect of any uncut link, picked anywhere in its queue (out of order: the
+inbox must buffer it); resend an effect already delivered (it must be dropped: exactly once);
+cut the mesh into sides and heal it; SELECT another database. Every effect crosses its link
+in its line form (``to_line``/``from_line``).
 
 After every step each region's ``check_invariants()`` holds (in strict mode that includes: no
 duplicate ID, every own ID in the region's sequence class). At the end the mesh heals and
@@ -34,6 +36,10 @@ REGIONS = st.sampled_from([1, 2, 3])
 KEYS = st.sampled_from([b"a", b"b"])
 GROUPS = st.sampled_from([b"g1", b"g2"])
 CONSUMERS = st.sampled_from([b"c1", b"c2"])
+#: the databases the regions' commands act on (SELECT): streams of one key in two databases
+#: are two streams
+DATABASES = (0, 1)
+REFS = st.sampled_from([b"KEEPREF", b"DELREF", b"ACKED"])
 SIDES = st.sampled_from([({1}, {2, 3}), ({2}, {1, 3}), ({3}, {1, 2}), ({1}, {2}, {3})])
 
 Tag = tuple[StreamID, int]
@@ -82,6 +88,35 @@ class ActiveActive(RuleBasedStateMachine):
         self.mesh[region].xtrim(key, minid=(ms, 0))
         assert all(sid >= (ms, 0) for sid, _ in self.mesh[region].xrange(key, MIN_ID, MAX_ID))
 
+    @rule(region=REGIONS, key=KEYS, ref=REFS, data=st.data())
+    def xdelex(self, region: int, key: bytes, ref: bytes, data: st.DataObject) -> None:
+        entries = [sid for sid, _ in self.mesh[region].xrange(key, MIN_ID, MAX_ID)]
+        chosen = data.draw(st.lists(st.sampled_from([*entries, (99, 99)]), max_size=3))
+        results = self.mesh[region].xdelex(key, chosen, ref)
+        assert len(results) == len(chosen)
+        for sid, result in zip(chosen, results, strict=True):
+            if result == 1:
+                assert all(got != sid for got, _ in self.mesh[region].xrange(key, sid, sid))
+
+    @rule(region=REGIONS, key=KEYS, maxlen=st.integers(0, 3), ref=REFS)
+    def xtrim_ref(self, region: int, key: bytes, maxlen: int, ref: bytes) -> None:
+        before = self.mesh[region].xlen(key)
+        removed = self.mesh[region].xtrim(key, maxlen=maxlen, ref=ref)
+        assert removed <= max(before - maxlen, 0)
+        assert self.mesh[region].xlen(key) == before - removed
+
+    @rule(region=REGIONS, key=KEYS, group=GROUPS, ref=REFS, data=st.data())
+    def xackdel(
+        self, region: int, key: bytes, group: bytes, ref: bytes, data: st.DataObject
+    ) -> None:
+        record = self.mesh[region].visible(key)
+        if record is None or group not in record.groups:
+            return
+        pending = [sid for sid, _ in record.groups[group].order]
+        chosen = data.draw(st.lists(st.sampled_from([*pending, (99, 99)]), max_size=3))
+        results = self.mesh[region].xackdel(key, group, chosen, ref)
+        assert len(results) == len(chosen)
+
     @rule(region=REGIONS, key=KEYS)
     def delete(self, region: int, key: bytes) -> None:
         self.mesh[region].delete(key)
@@ -101,6 +136,29 @@ class ActiveActive(RuleBasedStateMachine):
         if record is not None:
             last = record.last_id()
             self.mesh[region].xsetid(key, (last[0] + ahead, last[1]))
+
+    @rule(region=REGIONS, key=KEYS, extra=st.integers(0, 5), deleted=st.integers(0, 30) | st.none())
+    def xsetid_counters(self, region: int, key: bytes, extra: int, deleted: int | None) -> None:
+        record = self.mesh[region].visible(key)
+        if record is None:
+            return
+        last = record.last_id()
+        max_deleted = None if deleted is None else min((deleted, 0), last)
+        try:
+            self.mesh[region].xsetid(key, last, record.length + extra, max_deleted)
+        except ReplyError:
+            return  # (below the max-deleted ID: refused, nothing changed)
+        assert record.entries_added() == record.length + extra
+
+    @rule(
+        region=REGIONS,
+        key=KEYS,
+        duration=st.sampled_from([None, 5, 6]),
+        maxsize=st.sampled_from([None, 2, 3]),
+    )
+    def xcfgset(self, region: int, key: bytes, duration: int | None, maxsize: int | None) -> None:
+        if self.mesh[region].exists(key) and (duration or maxsize):
+            self.mesh[region].xcfgset(key, duration, maxsize)
 
     # -- groups ----------------------------------------------------------------------------
 
@@ -157,6 +215,38 @@ class ActiveActive(RuleBasedStateMachine):
             chosen = data.draw(st.lists(st.sampled_from(pending), max_size=3))
             self.mesh[region].xack(key, group, chosen)
 
+    @rule(region=REGIONS, key=KEYS, group=GROUPS, force=st.booleans(), data=st.data())
+    def xnack(
+        self, region: int, key: bytes, group: bytes, force: bool, data: st.DataObject
+    ) -> None:
+        record = self.mesh[region].visible(key)
+        if record is None or group not in record.groups:
+            return
+        known = [sid for sid, _ in record.groups[group].order]
+        known += [sid for sid, _, _ in record.range(MIN_ID, MAX_ID, 3)]
+        chosen = data.draw(st.lists(st.sampled_from([*known, (99, 99)]), max_size=3))
+        self.mesh[region].xnack(key, group, chosen, lambda count: count + 1, force)
+
+    @rule(region=REGIONS, key=KEYS, group=GROUPS, consumer=CONSUMERS, min_idle=st.integers(0, 3))
+    def xreadgroup_claim(
+        self, region: int, key: bytes, group: bytes, consumer: bytes, min_idle: int
+    ) -> None:
+        there = self.mesh[region]
+        record = there.visible(key)
+        if record is None or group not in record.groups:
+            return
+        claimed = {
+            sid for sid, _, _, _ in there.claim_idle(key, group, consumer, min_idle, self.now, 2)
+        }
+        g = record.groups[group]
+        assert all(g.pel[tag].consumer == consumer for tag in g.order if tag[0] in claimed)
+        self.read_new(region, key, group, consumer, 1)
+
+    @rule(region=REGIONS, db=st.sampled_from(DATABASES))
+    def select(self, region: int, db: int) -> None:
+        """The region's later commands act on another database's streams."""
+        self.mesh[region].select(db)
+
     # -- the network -----------------------------------------------------------------------
 
     @rule(data=st.data())
@@ -200,15 +290,19 @@ class ActiveActive(RuleBasedStateMachine):
         assert mesh.converged(), "\n".join(mesh[r].dump() for r in (1, 2, 3))
         for region in (1, 2, 3):
             assert mesh[region].inbox.waiting_count() == 0
-            for key in mesh[region].existing_keys():
-                for group in sorted(mesh[region].streams[key].groups):
-                    while self.read_new(region, key, group, b"drain", None):
-                        pass
-        self.check_nothing_skipped()
+            for db in DATABASES:
+                mesh[region].select(db)
+                for key in mesh[region].existing_keys():
+                    for group in sorted(mesh[region].current[key].groups):
+                        while self.read_new(region, key, group, b"drain", None):
+                            pass
+        for db in DATABASES:
+            mesh[1].select(db)
+            self.check_nothing_skipped()
 
     def check_nothing_skipped(self) -> None:
         for key in self.mesh[1].existing_keys():
-            record = self.mesh[1].streams[key]
+            record = self.mesh[1].current[key]
             live = {(sid, r) for sid, r, _ in record.range(MIN_ID, MAX_ID)}
             for name, group in record.groups.items():
                 delivered: set[Tag] = set()

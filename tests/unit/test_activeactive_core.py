@@ -15,8 +15,10 @@ from headwater.activeactive.envelope import (
     Effect,
     GroupCreate,
     GroupDestroy,
+    IdmpConfig,
     Move,
     Remove,
+    Select,
     SetFloor,
     from_line,
 )
@@ -106,10 +108,17 @@ def test_every_op_survives_its_line_form() -> None:
     ops = (
         Add(b"k", (5, 1), (b"f", b"v", b"g", b"")),
         Remove(b"k", points),
+        Remove(b"k", points, delref=True),
         Cut(b"k", points),
+        Cut(b"k", points, kept=((1, (4, 1)),)),
+        Cut(b"k", points, delref=True),
         Delete(b"k", ()),
         Move(b"a", b"b", points, (), ((1, (((5, 1), (b"f", b"v")),)), (2, ()))),
         SetFloor(b"k", MAX_ID),
+        SetFloor(b"k", (5, 0), -3, (4, 1)),
+        SetFloor(b"k", (5, 0), None, (4, 1)),
+        IdmpConfig(b"k", 5, 0),
+        Select(3),
         GroupCreate(b"k", b"g", points),
         GroupDestroy(b"k", b"g"),
         AckPrefix(b"k", b"g", points),
@@ -379,3 +388,42 @@ def test_merged_reads_agree_with_a_sorted_reference() -> None:
         (s, p) for s, _, p in reversed(reference) if (3, 0) <= s <= (5, 0)
     ]
     assert record.entries(MIN_ID, MAX_ID, 0) == []
+
+
+def test_streams_of_other_databases_converge_apart() -> None:
+    """A key names one stream per database; an effect's ``Select`` ops say which (issue 18)."""
+    mesh = Mesh(3)
+    mesh[1].xadd(b"x", b"100", [b"db", b"0"], 0)
+    mesh[2].select(2)
+    mesh[2].xadd(b"x", b"200", [b"db", b"2"], 0)
+    assert mesh[2].outbox[0].ops[0] == Select(2)
+    mesh.sync()
+    assert mesh[3].xlen(b"x") == 1
+    mesh[3].select(2)
+    assert [sid for sid, _ in mesh[3].xrange(b"x", MIN_ID, MAX_ID)] == [(200, 2)]
+    mesh[3].delete(b"x")  # database 2's x only
+    mesh[1].select(2)
+    mesh[1].xadd(b"x", b"300", [b"db", b"2"], 0)  # concurrent: survives
+    mesh.sync()
+    for region in (1, 2, 3):
+        mesh[region].select(0)
+        assert mesh[region].xlen(b"x") == 1
+        mesh[region].select(2)
+        assert [sid for sid, _ in mesh[region].xrange(b"x", MIN_ID, MAX_ID)] == [(300, 1)]
+    mesh[2].flushall()
+    mesh.sync()
+    assert mesh.converged() and mesh[1].dump().count("stream") == 0
+    mesh.check()
+
+
+def test_an_entry_of_a_renamed_stream_can_be_acknowledged() -> None:
+    """Its sub-log is a moved one (numbered past 2**64): XACK and a history read find it."""
+    mesh = Mesh(3)
+    mesh[1].xadd(b"x", b"100", [b"f", b"v"], 0)
+    mesh[1].rename(b"x", b"y")
+    mesh[1].xgroup_create(b"y", b"g", b"0")
+    assert [sid for sid, _ in mesh[1].xreadgroup(b"y", b"g", b"c", b">", 0)] == [(100, 1)]
+    assert mesh[1].xreadgroup(b"y", b"g", b"c", b"100-1", 0) == []  # (after 100-1: none)
+    assert mesh[1].xack(b"y", b"g", [(100, 1)]) == 1
+    assert mesh[1].xpending(b"y", b"g") == []
+    mesh.check()

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from headwater.activeactive.region import Region
+from headwater.activeactive.rstream import RegionStream
 from headwater.config import Config
 from headwater.engine.replay import FailedCommand, Replayer
 from headwater.persistence.rewrite import write_base
@@ -42,15 +43,26 @@ def region_harness(mode: str = "strict") -> Harness:
 def local_state(region: Region) -> str:
     """Everything local to the region's groups, in one text (besides ``Region.dump``)."""
     lines = [region.dump()]
-    for key in sorted(region.streams):
-        for name, g in sorted(region.streams[key].groups.items()):
+    for db, streams in sorted(region.dbs.items()):
+        lines.append(f"db {db}")
+        for key in sorted(streams):
+            lines += _groups(key, streams[key])
+    return "\n".join(lines)
+
+
+def _groups(key: bytes, record: RegionStream) -> list[str]:
+    lines = []
+    if record.idmp is not None:
+        lines.append(f"{key!r} idmp={sorted(record.idmp.producers)} added={record.idmp.added}")
+    if True:
+        for name, g in sorted(record.groups.items()):
             pel = {tag: (p.consumer, p.delivery_ms, p.count) for tag, p in sorted(g.pel.items())}
             lines.append(
                 f"{key!r} {name!r} last={g.last_id} read={g.entries_read} cursors="
                 f"{sorted(g.cursors.items())} times={sorted(g.times.items())} pel={pel} "
-                f"consumers={sorted(g.consumers.items())}"
+                f"consumers={sorted(g.consumers.items())} nacked={list(g.nacked)}"
             )
-    return "\n".join(lines)
+    return lines
 
 
 def workload(h: Harness) -> None:
@@ -83,6 +95,37 @@ def workload(h: Harness) -> None:
     h.call(a, "XADD", "s", "IDMP", "api", "ride-1", "*", "fare", "1")
     h.call(a, "XADD", "s", "IDMPAUTO", "api", "*", "fare", "2")
     h.call(a, "XADD", "s", "IDMP", "api", "ride-1", "*", "fare", "1")  # a retry
+    # reference strategies (docs/active-active.md): XDELEX, XACKDEL, XTRIM ACKED / DELREF
+    pend = h.call(a, "XPENDING", "s", "g", "-", "+", "10")
+    h.call(a, "XDELEX", "s", "DELREF", "IDS", "1", pend[0][0])
+    h.call(a, "XACKDEL", "s", "g", "ACKED", "IDS", "2", pend[1][0], pend[2][0])
+    h.call(a, "XTRIM", "s", "MAXLEN", "=", "12", "ACKED")
+    h.call(a, "XTRIM", "s", "MAXLEN", "=", "10", "DELREF")
+    # XNACK (the NACK zone, in its order), XREADGROUP CLAIM / MAXCOUNT / MAXSIZE
+    h.call(a, "XREADGROUP", "GROUP", "g", "ivy", "COUNT", "4", "STREAMS", "s", ">")
+    pend = h.call(a, "XPENDING", "s", "g", "-", "+", "10")
+    h.call(a, "XNACK", "s", "g", "FAIL", "IDS", "1", pend[-1][0])
+    h.call(a, "XNACK", "s", "g", "FATAL", "IDS", "1", pend[0][0])
+    h.call(a, "XNACK", "s", "g", "SILENT", "IDS", "1", pend[1][0], "RETRYCOUNT", "4")
+    h.clock.advance(50)
+    h.call(a, "XREADGROUP", "GROUP", "g", "gina", "CLAIM", "10", "COUNT", "2", "STREAMS", "s", ">")
+    h.call(a, "XREADGROUP", "GROUP", "g", "hal", "MAXCOUNT", "2", "STREAMS", "s", ">")
+    h.call(a, "XREADGROUP", "GROUP", "g", "hal", "MAXSIZE", "10", "STREAMS", "s", ">")
+    # XSETID's counters and XCFGSET (replicated registers, in the dump)
+    h.call(a, "XSETID", "s", "99999999999999-9", "ENTRIESADDED", "500", "MAXDELETEDID", "5-5")
+    h.call(a, "XCFGSET", "s", "IDMP-DURATION", "50", "IDMP-MAXSIZE", "7")
+    h.call(a, "XADD", "s", "IDMP", "api", "ride-2", "*", "fare", "3")
+    # another database: its own streams, effects with a Select op, local lines under SELECT
+    d = h.client()
+    h.call(d, "SELECT", "5")
+    h.call(d, "XADD", "s", "*", "db", "5")
+    h.call(d, "XADD", "s5", "*", "db", "5")
+    h.call(d, "XGROUP", "CREATE", "s", "g", "0")
+    h.call(d, "XREADGROUP", "GROUP", "g", "eve", "STREAMS", "s", ">")
+    h.call(d, "XNACK", "s", "g", "FAIL", "IDS", "1", h.call(d, "XRANGE", "s", "-", "+")[0][0])
+    h.call(d, "XADD", "s", "IDMP", "api", "ride-9", "*", "fare", "5")
+    h.call(d, "XCFGSET", "s5", "IDMP-MAXSIZE", "3")
+    h.call(d, "RENAME", "s5", "s6")
 
 
 def replies(h: Harness) -> list[bytes]:
@@ -108,6 +151,8 @@ def test_replaying_the_aof_brings_back_the_same_region(tmp_path: Path) -> None:
     assert live.engine.region is not None and restarted.engine.region is not None
     before, after = live.engine.region.region, restarted.engine.region.region
     assert local_state(after) == local_state(before)
+    assert before.streams[b"s"].groups[b"g"].nacked  # (the NACK zone came back too)
+    assert "added=3:" in before.dump() and "idmp-maxsize=7" in before.dump()
     after.check_invariants()
     assert replies(restarted) == replies(live)
     # the IDMP map came back: a retry gets the original ID
@@ -214,3 +259,29 @@ def test_a_rewrite_in_command_form_carries_the_region(tmp_path: Path) -> None:
     assert local_state(restarted.engine.region.region) == local_state(live.engine.region.region)
     assert replies(restarted)[2:] == replies(live)[2:]
     assert restarted.call(restarted.client(), "GET", "plain") == b"value"
+
+
+def test_a_snapshot_of_the_first_layout_still_loads() -> None:
+    """HWAA1 (before the NACK zone, XSETID's counters and XCFGSET's registers) loads as a
+    region without them."""
+    import struct
+
+    from headwater.activeactive.persist import MAGIC, MAGIC_V1, dump_state, load_state
+
+    live = region_harness()
+    c = live.client()
+    live.call(c, "XADD", "s", "*", "a", "1")
+    assert live.engine.region is not None
+    region = live.engine.region.region
+    v2 = dump_state(region)
+
+    def word(data: bytes) -> bytes:
+        return struct.pack("<I", len(data)) + data
+
+    # (no adjust, floor 0-0, no settings; no other database)
+    extras = word(b"0") + word(b"0-0") + word(b"0") + word(b"0")
+    assert v2.startswith(MAGIC) and v2.count(extras) == 1
+    v1 = MAGIC_V1 + v2[len(MAGIC) :].replace(extras, b"")
+    restored = Region(3, [])
+    load_state(restored, v1)
+    assert restored.dump() == region.dump()

@@ -171,6 +171,132 @@ SEQUENCE: list[tuple[str, ...] | int] = [
     ("DBSIZE",),
     ("XLEN", "v"),
     ("KEYS", "*"),
+    # KEEPREF / DELREF / ACKED, XDELEX, XACKDEL
+    *[("XADD", "w", f"{n}-1", "f", str(n)) for n in range(1, 7)],
+    ("XGROUP", "CREATE", "w", "g1", "0"),
+    ("XGROUP", "CREATE", "w", "g2", "0"),
+    ("XREADGROUP", "GROUP", "g1", "c", "COUNT", "3", "STREAMS", "w", ">"),
+    ("XREADGROUP", "GROUP", "g2", "c", "COUNT", "1", "STREAMS", "w", ">"),
+    ("XDELEX", "w", "ACKED", "IDS", "3", "1-1", "4-1", "9-9"),
+    ("XDELEX", "w", "DELREF", "IDS", "1", "1-1"),
+    ("XPENDING", "w", "g1"),
+    ("XPENDING", "w", "g2"),
+    ("XTRIM", "w", "MAXLEN", "=", "2", "ACKED"),
+    ("XACK", "w", "g1", "2-1", "3-1"),
+    ("XREADGROUP", "GROUP", "g2", "c", "NOACK", "STREAMS", "w", ">"),
+    ("XREADGROUP", "GROUP", "g1", "c", "COUNT", "1", "STREAMS", "w", ">"),
+    ("XTRIM", "w", "MAXLEN", "=", "1", "ACKED"),
+    ("XRANGE", "w", "-", "+"),
+    ("XACKDEL", "w", "g1", "ACKED", "IDS", "2", "4-1", "5-1"),
+    ("XACKDEL", "w", "g1", "IDS", "1", "1-1"),
+    ("XACKDEL", "w", "g1", "IDS", "2", "1-1"),
+    ("XACKDEL", "w", "g1", "FOO", "IDS", "1", "1-1"),
+    ("XACKDEL", "w", "nog", "IDS", "1", "bad"),
+    ("XACKDEL", "nope", "g", "IDS", "1", "1-1"),
+    ("XREADGROUP", "GROUP", "g1", "c", "STREAMS", "w", ">"),
+    ("XACKDEL", "w", "g1", "DELREF", "IDS", "1", "5-1"),
+    ("XADD", "w", "DELREF", "MAXLEN", "=", "1", "7-1", "x", "y"),
+    ("XADD", "w", "ACKED", "KEEPREF", "8-1", "x", "y"),
+    ("XTRIM", "w", "MINID", "=", "9", "KEEPREF"),
+    ("XTRIM", "w", "MINID", "=", "9", "ACKED", "DELREF"),
+    ("XLEN", "w"),
+    ("XDELEX", "w", "IDS", "1", "bad"),
+    ("XDELEX", "w", "IDS", "0"),
+    ("XDELEX", "w", "IDS", "2", "1-1"),
+    ("XDELEX", "w", "KEEPREF", "IDS", "1", "1-1", "ACKED"),
+    ("XDELEX", "nope", "IDS", "1", "1-1"),
+    ("XDELEX", "str", "IDS", "1", "1-1"),
+    ("XINFO", "STREAM", "w", "FULL"),
+    ("XINFO", "GROUPS", "w"),
+    ("SET", "str3", "v"),
+    ("XDELEX", "str3", "IDS", "1", "1-1"),
+    ("XACKDEL", "str3", "g", "IDS", "1", "1-1"),
+    # XNACK, XREADGROUP CLAIM, MAXCOUNT / MAXSIZE (local: consumers and PELs)
+    *[("XADD", "y", f"{n}-1", "f", "v" * n) for n in range(1, 9)],
+    ("XGROUP", "CREATE", "y", "g", "0"),
+    ("XREADGROUP", "GROUP", "g", "a", "COUNT", "3", "STREAMS", "y", ">"),
+    100,
+    ("XREADGROUP", "GROUP", "g", "b", "COUNT", "2", "STREAMS", "y", ">"),
+    ("XNACK", "y", "g", "FAIL", "IDS", "2", "2-1", "9-9"),
+    ("XNACK", "y", "g", "SILENT", "IDS", "1", "3-1", "RETRYCOUNT", "5"),
+    ("XNACK", "y", "g", "FATAL", "IDS", "1", "6-1", "FORCE"),
+    ("XNACK", "y", "g", "BOGUS", "IDS", "1", "1-1"),
+    ("XNACK", "y", "nog", "FAIL", "IDS", "1", "1-1"),
+    ("XNACK", "y", "g", "FAIL", "IDS", "1", "1-1", "EXTRA"),
+    ("XNACK", "y", "g", "FAIL", "IDS", "1", "bad"),
+    ("XNACK", "nope", "g", "FAIL", "IDS", "1", "1-1"),
+    ("XPENDING", "y", "g"),
+    ("XPENDING", "y", "g", "-", "+", "10"),
+    ("XPENDING", "y", "g", "IDLE", "50", "-", "+", "10"),
+    ("XINFO", "STREAM", "y", "FULL"),
+    ("XINFO", "CONSUMERS", "y", "g"),
+    ("XREADGROUP", "GROUP", "g", "c", "CLAIM", "50", "COUNT", "4", "STREAMS", "y", ">"),
+    10,
+    ("XREADGROUP", "GROUP", "g", "c", "CLAIM", "0", "STREAMS", "y", ">"),
+    ("XREADGROUP", "GROUP", "g", "c", "CLAIM", "0", "NOACK", "STREAMS", "y", ">"),
+    ("XREADGROUP", "GROUP", "g", "c", "CLAIM", "-1", "STREAMS", "y", ">"),
+    ("XREAD", "CLAIM", "5", "STREAMS", "y", "0"),
+    ("XREADGROUP", "GROUP", "g", "d", "MAXCOUNT", "1", "STREAMS", "y", "0"),
+    ("XREADGROUP", "GROUP", "g", "c", "MAXCOUNT", "2", "STREAMS", "y", "0"),
+    ("XREADGROUP", "GROUP", "g", "c", "MAXSIZE", "10", "STREAMS", "y", "0"),
+    ("XREADGROUP", "GROUP", "g", "c", "MAXCOUNT", "3", "STREAMS", "y", "y", "0", "5"),
+    *[("XADD", "y", f"{n}-1", "f", "v" * n) for n in range(9, 14)],
+    ("XREADGROUP", "GROUP", "g", "e", "MAXSIZE", "60", "STREAMS", "y", ">"),
+    ("XREADGROUP", "GROUP", "g", "e", "COUNT", "5", "MAXCOUNT", "3", "STREAMS", "y", ">"),
+    ("XREADGROUP", "GROUP", "g", "e", "COUNT", "1", "MAXCOUNT", "3", "STREAMS", "y", ">"),
+    ("XREADGROUP", "GROUP", "g", "e", "MAXCOUNT", "0", "STREAMS", "y", ">"),
+    ("XREADGROUP", "GROUP", "g", "f", "CLAIM", "0", "MAXCOUNT", "2", "STREAMS", "y", ">"),
+    ("XREADGROUP", "GROUP", "g", "f", "CLAIM", "0", "MAXSIZE", "40", "STREAMS", "y", ">"),
+    ("XREAD", "MAXCOUNT", "3", "STREAMS", "y", "0"),
+    ("XREAD", "MAXSIZE", "50", "STREAMS", "y", "y", "0", "5"),
+    ("XREAD", "MAXCOUNT", "1", "STREAMS", "y", "y", "+", "+"),
+    ("XREAD", "MAXCOUNT", "1", "COUNT", "2", "STREAMS", "y", "0"),
+    ("XNACK", "y", "g", "FAIL", "IDS", "2", "7-1", "8-1"),
+    ("XCLAIM", "y", "g", "z", "1000000", "7-1"),
+    ("XAUTOCLAIM", "y", "g", "z", "1000000", "0"),
+    ("XNACK", "y", "g", "FAIL", "IDS", "1", "9-1"),
+    ("XGROUP", "DELCONSUMER", "y", "g", "f"),
+    ("XDEL", "y", "9-1"),
+    ("XREADGROUP", "GROUP", "g", "h", "CLAIM", "0", "COUNT", "2", "STREAMS", "y", ">"),
+    ("XPENDING", "y", "g", "-", "+", "20"),
+    ("XINFO", "STREAM", "y", "FULL"),
+    # XSETID ENTRIESADDED / MAXDELETEDID, XCFGSET, XIDMP CFGSET / CFGGET, XIDMPRECORD
+    *[("XADD", "z", f"{n}-1", "a", str(n)) for n in range(1, 4)],
+    ("XDEL", "z", "2-1"),
+    ("XSETID", "z", "5-0", "ENTRIESADDED", "10", "MAXDELETEDID", "4-0"),
+    ("XINFO", "STREAM", "z"),
+    ("XSETID", "z", "5-0", "ENTRIESADDED", "1"),
+    ("XSETID", "z", "6-0", "MAXDELETEDID", "7-0"),
+    ("XSETID", "z", "6-0", "ENTRIESADDED", "-1"),
+    ("XSETID", "z", "6-0", "ENTRIESADDED"),
+    ("XSETID", "z", "6-0", "BOGUS", "1"),
+    ("XSETID", "z", "3-1", "MAXDELETEDID", "3-0"),
+    ("XSETID", "nope", "6-0", "ENTRIESADDED", "10"),
+    ("XSETID", "str3", "6-0", "ENTRIESADDED", "10"),
+    ("XSETID", "z", "6-0", "ENTRIESADDED", "10"),
+    ("XSETID", "z", "6-0", "ENTRIESADDED", "12", "MAXDELETEDID", "5-5"),
+    ("XINFO", "STREAM", "z"),
+    ("XCFGSET", "z", "IDMP-DURATION", "5"),
+    ("XCFGSET", "z", "IDMP-DURATION", "5"),
+    ("XCFGSET", "z", "IDMP-MAXSIZE", "0"),
+    ("XCFGSET", "z", "IDMP-MAXSIZE", "3", "IDMP-MAXSIZE", "4"),
+    ("XCFGSET", "z"),
+    ("XCFGSET", "nope", "IDMP-DURATION", "5"),
+    ("XCFGSET", "str3", "IDMP-DURATION", "5"),
+    ("XADD", "z", "IDMP", "p", "i1", "*", "a", "1"),
+    ("XIDMP", "CFGGET", "z"),
+    ("XIDMP", "CFGGET", "z", "MAXSIZE"),
+    ("XIDMP", "CFGGET", "z", "BOGUS"),
+    ("XIDMP", "CFGSET", "z", "MAXSIZE", "2"),
+    ("XINFO", "STREAM", "z"),
+    ("XIDMPRECORD", "z", "p", "i2", "1-1"),
+    ("XIDMPRECORD", "z", "p", "i2", "1-1"),
+    ("XIDMPRECORD", "z", "p", "i2", "3-1"),
+    ("XIDMPRECORD", "z", "p", "i3", "2-1"),
+    ("XIDMPRECORD", "z", "", "i3", "1-1"),
+    ("XIDMPRECORD", "nope", "p", "i3", "1-1"),
+    ("XADD", "z", "IDMP", "p", "i2", "*", "a", "1"),
+    ("XINFO", "STREAM", "z"),
 ]
 
 
@@ -302,22 +428,48 @@ def test_what_a_region_refuses_clearly() -> None:
     c = h.client()
     h.call(c, "XADD", "s", "*", "a", "1")
     for args in [
-        ("XCFGSET", "s", "IDMP-DURATION", "5"),
-        ("XADD", "s", "DELREF", "*", "a", "1"),
-        ("XTRIM", "s", "MAXLEN", "0", "ACKED"),
-        ("XDELEX", "s", "IDS", "1", "1-1"),
-        ("XACKDEL", "s", "g", "IDS", "1", "1-1"),
-        ("XNACK", "s", "g", "c", "FAIL", "IDS", "1", "1-1"),
-        ("XREAD", "MAXCOUNT", "5", "STREAMS", "s", "0"),
-        ("XSETID", "s", "9999999999999-1", "ENTRIESADDED", "5"),
         ("EXPIRE", "s", "10"),
         ("AAEFFECT", "1", "1", "0", "0"),
     ]:
         text = str(h.call(c, *args))
         assert "not supported in active-active mode" in text or "internal" in text, args
-    h.call(c, "SELECT", "1")
-    assert "database 0" in str(h.call(c, "XADD", "s", "*", "a", "1"))
-    assert h.call(c, "SET", "k", "v") == b"OK"  # other types work in every database
+    assert "not supported" in str(h.call(c, "MOVE", "s", "1"))
+    assert "not supported" in str(h.call(c, "SWAPDB", "0", "1"))
+    assert h.call(c, "SWAPDB", "2", "3") == b"OK"  # (no streams there)
+
+
+def test_streams_in_every_database() -> None:
+    """Each database has its own streams (the region's records by database number; an
+    effect names its database with a Select op)."""
+    h = _region("strict", 1)
+    c = h.client()
+    h.call(c, "XADD", "s", "100", "a", "0")
+    h.call(c, "SELECT", "3")
+    assert h.call(c, "XADD", "s", "200", "a", "3") == b"200-1"
+    assert h.call(c, "XLEN", "s") == 1 and h.call(c, "TYPE", "s") == b"stream"
+    h.call(c, "XGROUP", "CREATE", "s", "g", "0")
+    got = h.call(c, "XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", ">")
+    assert got == [[b"s", [[b"200-1", [b"a", b"3"]]]]]
+    assert h.call(c, "XDELEX", "s", "IDS", "1", "200-1") == [1]
+    h.call(c, "XADD", "t", "5", "a", "3")
+    h.call(c, "RENAME", "t", "u")
+    assert sorted(h.call(c, "KEYS", "*")) == [b"s", b"u"]
+    text = h.call(c, "AADUMP").decode()
+    assert text.split("\ndb 3\n")[1].startswith("stream b's' floor=0-0\n  group b'g'")
+    assert "stream b'u'" in text.split("\ndb 3\n")[1]
+    assert "not supported" in str(h.call(c, "SWAPDB", "3", "4"))
+    h.call(c, "SELECT", "0")
+    assert h.call(c, "XRANGE", "s", "-", "+") == [[b"100-1", [b"a", b"0"]]]
+    assert h.call(c, "EXISTS", "u") == 0
+    h.call(c, "FLUSHDB")  # database 0 only
+    h.call(c, "SELECT", "3")
+    assert h.call(c, "EXISTS", "s", "u") == 2
+    h.call(c, "FLUSHALL")
+    assert h.call(c, "DBSIZE") == 0 and h.call(c, "XLEN", "u") == 0
+    rk = h.engine.region
+    assert rk is not None
+    rk.region.check_invariants()
+    assert rk.region.dump() == "vector 1=8\n"  # (FLUSHALL: one effect for both)
 
 
 def test_range_trim_is_exact_and_rename_drops_groups() -> None:

@@ -86,30 +86,36 @@ class Add(_Value):
 
 @final
 class Remove(_Value):
-    """XDEL: remove these (sub-log, ID) entries."""
+    """XDEL, XDELEX, XACKDEL: remove these (sub-log, ID) entries. ``delref`` (DELREF): every
+    region also drops its own (local) pending entries of them, in every group."""
 
-    __slots__ = ("entries", "key")
+    __slots__ = ("delref", "entries", "key")
 
-    def __init__(self, key: bytes, entries: Points) -> None:
+    def __init__(self, key: bytes, entries: Points, delref: bool = False) -> None:
         self.key = key
         self.entries = entries
+        self.delref = delref
 
     def astuple(self) -> tuple[object, ...]:
-        return (self.key, self.entries)
+        return (self.key, self.entries, self.delref)
 
 
 @final
 class Cut(_Value):
-    """XTRIM: remove each named sub-log's entries at or below its point."""
+    """XTRIM: remove each named sub-log's entries at or below its point, except the ``kept``
+    ones (ACKED: entries a group of the sender still needed). ``delref`` (DELREF): every
+    region also drops its own pending entries of the entries it removes."""
 
-    __slots__ = ("cuts", "key")
+    __slots__ = ("cuts", "delref", "kept", "key")
 
-    def __init__(self, key: bytes, cuts: Points) -> None:
+    def __init__(self, key: bytes, cuts: Points, kept: Points = (), delref: bool = False) -> None:
         self.key = key
         self.cuts = cuts
+        self.kept = kept
+        self.delref = delref
 
     def astuple(self) -> tuple[object, ...]:
-        return (self.key, self.cuts)
+        return (self.key, self.cuts, self.kept, self.delref)
 
 
 @final
@@ -165,16 +171,58 @@ def moved_sub(origin: int, seq: int, k: int) -> int:
 
 @final
 class SetFloor(_Value):
-    """XSETID: the stream's last ID is at least ``sid`` (max-merged)."""
+    """XSETID: the stream's last ID is at least ``sid`` (max-merged). ENTRIESADDED sets the
+    origin's own ``adjust`` of the entries-added counter (None: not given), so that the sum
+    is what the origin asked for; concurrent XADDs elsewhere add on top, as counters do.
+    MAXDELETEDID: the max-deleted-entry-id is at least ``max_deleted`` (max-merged)."""
 
-    __slots__ = ("key", "sid")
+    __slots__ = ("adjust", "key", "max_deleted", "sid")
 
-    def __init__(self, key: bytes, sid: StreamID) -> None:
+    def __init__(
+        self,
+        key: bytes,
+        sid: StreamID,
+        adjust: int | None = None,
+        max_deleted: StreamID = (0, 0),
+    ) -> None:
         self.key = key
         self.sid = sid
+        self.adjust = adjust
+        self.max_deleted = max_deleted
 
     def astuple(self) -> tuple[object, ...]:
-        return (self.key, self.sid)
+        return (self.key, self.sid, self.adjust, self.max_deleted)
+
+
+@final
+class IdmpConfig(_Value):
+    """XCFGSET: the stream's IDMP settings (0: not given), a multi-value register per
+    setting: the value of the causally latest XCFGSET wins, concurrent ones are ordered by
+    their stamps (``stamp``), and a DEL removes the values it observed."""
+
+    __slots__ = ("duration", "key", "maxsize")
+
+    def __init__(self, key: bytes, duration: int, maxsize: int) -> None:
+        self.key = key
+        self.duration = duration
+        self.maxsize = maxsize
+
+    def astuple(self) -> tuple[object, ...]:
+        return (self.key, self.duration, self.maxsize)
+
+
+@final
+class Select(_Value):
+    """The ops after it, up to the next ``Select``, are about this database's streams (an
+    effect starts in database 0)."""
+
+    __slots__ = ("db",)
+
+    def __init__(self, db: int) -> None:
+        self.db = db
+
+    def astuple(self) -> tuple[object, ...]:
+        return (self.db,)
 
 
 @final
@@ -222,7 +270,19 @@ class AckPrefix(_Value):
         return (self.key, self.group, self.points)
 
 
-Op = Add | Remove | Cut | Delete | Move | SetFloor | GroupCreate | GroupDestroy | AckPrefix
+Op = (
+    Add
+    | Remove
+    | Cut
+    | Delete
+    | Move
+    | SetFloor
+    | IdmpConfig
+    | Select
+    | GroupCreate
+    | GroupDestroy
+    | AckPrefix
+)
 
 
 @final
@@ -243,6 +303,12 @@ class Effect(_Value):
 
     def astuple(self) -> tuple[object, ...]:
         return (self.origin, self.seq, self.vector, self.ops)
+
+    def stamp(self) -> tuple[int, int, int]:
+        """A total order of effects that extends causality: if the sender of b had applied
+        a, b's vector is at least a's everywhere and greater at b's origin, so its sum is
+        greater; concurrent effects are ordered by sum, then origin (a register's winner)."""
+        return (sum(s for _, s in self.vector), self.origin, self.seq)
 
     def seen(self, region: int) -> int:
         """The sender's applied sequence of region (0: nothing)."""
@@ -290,8 +356,11 @@ def _op_words(op: Op) -> list[bytes]:
     if isinstance(op, Add):
         return [b"ADD", op.key, format_id(op.sid), _num(len(op.pairs)), *op.pairs]
     if isinstance(op, Remove):
-        return [b"REMOVE", op.key, *_points(op.entries)]
+        return [b"REMOVEREF" if op.delref else b"REMOVE", op.key, *_points(op.entries)]
     if isinstance(op, Cut):
+        if op.kept or op.delref:
+            flag = b"1" if op.delref else b"0"
+            return [b"CUTREF", op.key, flag, *_points(op.cuts), *_points(op.kept)]
         return [b"CUT", op.key, *_points(op.cuts)]
     if isinstance(op, Delete):
         return [b"DELETE", op.key, *_points(op.horizon)]
@@ -304,7 +373,14 @@ def _op_words(op: Op) -> list[bytes]:
                 words += [format_id(sid), b"%d" % len(pairs), *pairs]
         return words
     if isinstance(op, SetFloor):
-        return [b"SETFLOOR", op.key, format_id(op.sid)]
+        if op.adjust is None and op.max_deleted == (0, 0):
+            return [b"SETFLOOR", op.key, format_id(op.sid)]
+        adjust = [b"0", b"0"] if op.adjust is None else [b"1", b"%d" % op.adjust]
+        return [b"SETFLOORX", op.key, format_id(op.sid), *adjust, format_id(op.max_deleted)]
+    if isinstance(op, IdmpConfig):
+        return [b"IDMPCFG", op.key, b"%d" % op.duration, b"%d" % op.maxsize]
+    if isinstance(op, Select):
+        return [b"DB", _num(op.db)]
     if isinstance(op, GroupCreate):
         return [b"GCREATE", op.key, op.group, *_points(op.cursors)]
     if isinstance(op, GroupDestroy):
@@ -353,6 +429,13 @@ class _Words:
         return next(self.it, None) is None
 
 
+def _signed(words: _Words) -> int:
+    word = words.word()
+    if not (word[1:] if word[:1] == b"-" else word).isdigit():
+        raise BAD_EFFECT
+    return int(word)
+
+
 def from_line(line: list[bytes]) -> Effect:
     """The effect a ``to_line`` made; raises BAD_EFFECT on anything else."""
     words = _Words(line)
@@ -370,10 +453,15 @@ def _read_op(words: _Words) -> Op:
     name = words.word()
     if name == b"ADD":
         return Add(words.word(), words.sid(), words.pairs())
-    if name == b"REMOVE":
-        return Remove(words.word(), words.points())
+    if name == b"REMOVE" or name == b"REMOVEREF":
+        return Remove(words.word(), words.points(), name == b"REMOVEREF")
     if name == b"CUT":
         return Cut(words.word(), words.points())
+    if name == b"CUTREF":
+        key, flag = words.word(), words.int()
+        if flag > 1:
+            raise BAD_EFFECT
+        return Cut(key, words.points(), words.points(), flag == 1)
     if name == b"DELETE":
         return Delete(words.word(), words.points())
     if name == b"MOVE":
@@ -382,6 +470,15 @@ def _read_op(words: _Words) -> Op:
         return Move(src, dst, src_horizon, dst_horizon, words.payload())
     if name == b"SETFLOOR":
         return SetFloor(words.word(), words.sid())
+    if name == b"SETFLOORX":
+        key, sid, given, adjust = words.word(), words.sid(), words.int(), _signed(words)
+        if given > 1:
+            raise BAD_EFFECT
+        return SetFloor(key, sid, adjust if given else None, words.sid())
+    if name == b"IDMPCFG":
+        return IdmpConfig(words.word(), words.int(), words.int())
+    if name == b"DB":
+        return Select(words.int())
     if name == b"GCREATE":
         return GroupCreate(words.word(), words.word(), words.points())
     if name == b"GDESTROY":

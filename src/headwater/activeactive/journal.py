@@ -11,9 +11,13 @@ cursors and counters::
 
     item:  P <sub> <id> <consumer> <delivery-ms> <count>   the pending entry is this
            A <sub> <id>                                    no such pending entry
+           N <sub> <id> <count>                            nacked (XNACK): nobody's, at
+                                                           the tail of the NACK zone
            U <name> <seen-ms> <active-ms>                  the consumer, with its times
            X <name>                                        no such consumer
 
+The N items come last, in the zone's order: every nacked entry the line touched was nacked
+after every untouched one, so appending them in that order rebuilds the zone's order.
 Replaying assigns those values (``apply_local``), so the rules that decided them live only in
 the commands that ran live (as Redis logs XCLAIM … FORCE rather than XREADGROUP). A line
 for a group that no longer exists when it is replayed changes nothing; nor can one arrive
@@ -48,10 +52,16 @@ def local_line(key: bytes, group: RegionGroup) -> list[bytes]:
         pending = group.pel.get((sid, sub))
         if pending is None:
             items += [b"A", b"%d" % sub, format_id(sid)]
+        elif pending.consumer is None:
+            continue  # nacked: below, in the zone's order
         else:
             items += [b"P", b"%d" % sub, format_id(sid), pending.consumer]
             items += [b"%d" % pending.delivery_ms, b"%d" % pending.count]
         count += 1
+    for tag in group.nacked:
+        if tag in group.touched:
+            items += [b"N", b"%d" % tag[1], format_id(tag[0]), b"%d" % group.pel[tag].count]
+            count += 1
     group.touched.clear()
     group.touched_consumers.clear()
     return [*line, b"%d" % count, *items]
@@ -98,6 +108,8 @@ def apply_local(streams: dict[bytes, RegionStream], line: list[bytes]) -> None:
             if kind == b"A":
                 if tag in group.pel:
                     group.forget(tag)
+            elif kind == b"N":
+                group.release(tag, _int(item[3]))
             else:
                 group.claim(tag, item[3], _int(item[4]), _int(item[5]))
     group.touched.clear()
@@ -106,7 +118,7 @@ def apply_local(streams: dict[bytes, RegionStream], line: list[bytes]) -> None:
 
 def _item(words: Iterator[bytes]) -> list[bytes]:
     kind = next(words)
-    size = {b"P": 5, b"A": 2, b"U": 3, b"X": 1}.get(kind)
+    size = {b"P": 5, b"A": 2, b"N": 3, b"U": 3, b"X": 1}.get(kind)
     if size is None:
         raise BAD_EFFECT
     item = [kind]

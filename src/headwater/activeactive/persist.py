@@ -7,8 +7,9 @@ sequences. ``dump_state`` writes all of it; ``load_state`` rebuilds a region tha
 continues exactly as the saved one (its own sequence and each peer's resume point come from
 the vector; effects waiting in the inbox are not saved: peers send them again).
 
-Layout: ``HWAA1`` then a sequence of words, each a u32 length and its bytes; integers are
-decimal words (sub-log numbers of RENAME's moved sub-logs pass 2**64), IDs ``ms-seq``::
+Layout: ``HWAA2`` (``HWAA1``: the same without the parts marked v2) then a sequence of
+words, each a u32 length and its bytes; integers are decimal words (sub-log numbers of
+RENAME's moved sub-logs pass 2**64), IDs ``ms-seq``::
 
     region-id n (region seq)*n                      the vector
     n records: key floor
@@ -21,7 +22,11 @@ decimal words (sub-log numbers of RENAME's moved sub-logs pass 2**64), IDs ``ms-
                          last-id entries-read
                          n (consumer seen active)*n
                          n (sub id consumer delivery count)*n   the PEL
+                         n (sub id)*n               the NACK zone, oldest first (v2)
                IDMP: -1 | n (pid n (iid id)*n)*n added duplicates
+               n (origin adjust)*n deleted-floor    XSETID's counters (v2)
+               n (setting n (sum origin seq value)*n)*n   XCFGSET's registers (v2)
+    n (db n records)*n                              the other databases (v2)
     n own effects: n words*n                        what peers may still need (AAEFFECT lines)
 """
 
@@ -36,12 +41,15 @@ from headwater.activeactive.rstream import (
     NodeLimits,
     RegionGroup,
     RegionStream,
+    Streams,
 )
 from headwater.errors import err
 from headwater.stream.idmp import IdmpState, Producer
 from headwater.stream.ids import MAX_ID, MIN_ID, StreamID, format_id, parse_id
 
-MAGIC = b"HWAA1"
+MAGIC = b"HWAA2"
+#: the first layout (no NACK zone, no XSETID counters, no IDMP settings): still read
+MAGIC_V1 = b"HWAA1"
 _LEN = struct.Struct("<I")
 BAD_STATE = err("malformed active-active region state")
 
@@ -72,6 +80,13 @@ def dump_state(region: Region, own: Sequence[Effect] = ()) -> bytes:
     out.int(len(region.streams))
     for key, record in sorted(region.streams.items()):
         _dump_record(out, key, record)
+    others = sorted((db, streams) for db, streams in region.dbs.items() if db and streams)
+    out.int(len(others))  # (v2) the other databases' records
+    for db, streams in others:
+        out.int(db)
+        out.int(len(streams))
+        for key, record in sorted(streams.items()):
+            _dump_record(out, key, record)
     out.int(len(own))
     for effect in own:
         line = effect.to_line()
@@ -112,6 +127,15 @@ def _dump_record(out: _Words, key: bytes, record: RegionStream) -> None:
     for name in sorted(record.groups):
         _dump_group(out, name, record.groups[name])
     _dump_idmp(out, record.idmp)
+    _clock(out, record.added_adjust)  # (v2) XSETID ENTRIESADDED / MAXDELETEDID, XCFGSET
+    out.sid(record.deleted_floor)
+    out.int(len(record.idmp_config))
+    for name, values in sorted(record.idmp_config.items()):
+        out.word(name)
+        out.int(len(values))
+        for (total, origin, seq), value in sorted(values):
+            for number in (total, origin, seq, value):
+                out.int(number)
 
 
 def _dump_idmp(out: _Words, idmp: IdmpState | None) -> None:
@@ -154,15 +178,20 @@ def _dump_group(out: _Words, name: bytes, g: RegionGroup) -> None:
         pending = g.pel[(sid, sub)]
         out.int(sub)
         out.sid(sid)
-        out.word(pending.consumer)
+        out.word(pending.consumer or b"")
         out.int(pending.delivery_ms)
         out.int(pending.count)
+    out.int(len(g.nacked))  # (v2) the NACK zone, oldest nack first
+    for sid, sub in g.nacked:
+        out.int(sub)
+        out.sid(sid)
 
 
 class _Reader:
     def __init__(self, data: bytes) -> None:
-        if not data.startswith(MAGIC):
+        if not data.startswith((MAGIC, MAGIC_V1)):
             raise BAD_STATE
+        self.version = 2 if data.startswith(MAGIC) else 1
         self.data = memoryview(data)
         self.pos = len(MAGIC)
 
@@ -206,10 +235,21 @@ def load_state(region: Region, data: bytes) -> list[Effect]:
     for _ in inp.times():
         r = inp.int()
         applied[r] = inp.int()
+    limits = region.streams.limits
     streams = {}
     for _ in inp.times():
         key = inp.word()
-        streams[key] = _load_record(inp, region.streams.limits)
+        streams[key] = _load_record(inp, limits)
+    others: dict[int, Streams] = {}
+    for _ in inp.times() if inp.version >= 2 else ():
+        db = inp.int()
+        if db <= 0 or db in others:
+            raise BAD_STATE
+        others[db] = Streams()
+        others[db].limits = limits
+        for _ in inp.times():
+            key = inp.word()
+            others[db][key] = _load_record(inp, limits)
     own = []
     for _ in inp.times():
         effect = from_line([inp.word() for _ in inp.times()])
@@ -220,6 +260,10 @@ def load_state(region: Region, data: bytes) -> list[Effect]:
         raise BAD_STATE
     region.streams.clear()
     region.streams.update(streams)
+    region.dbs.clear()
+    region.dbs[0] = region.streams
+    region.dbs.update(others)
+    region.selected, region.current = 0, region.streams
     region.inbox.applied.clear()
     region.inbox.applied.update(applied)
     region.inbox.applied.setdefault(region.id, 0)
@@ -257,6 +301,15 @@ def _load_record(inp: _Reader, limits: NodeLimits) -> RegionStream:
         name = inp.word()
         record.groups[name] = _load_group(inp, name)
     record.idmp = _load_idmp(inp)
+    if inp.version >= 2:
+        record.added_adjust = _read_clock(inp)
+        record.deleted_floor = inp.sid()
+        for _ in inp.times():
+            name = inp.word()
+            values = record.idmp_config[name] = []
+            for _ in inp.times():
+                total, origin, seq, value = inp.int(), inp.int(), inp.int(), inp.int()
+                values.append(((total, origin, seq), value))
     return record
 
 
@@ -291,12 +344,29 @@ def _load_group(inp: _Reader, name: bytes) -> RegionGroup:
         seen, active = inp.int(), inp.int()
         g.consumer(consumer)
         g.times[consumer] = [seen, active]
+    pel = []
     for _ in inp.times():
         sub = inp.int()
         sid = inp.sid()
         consumer = inp.word()
         delivery_ms, count = inp.int(), inp.int()
-        g.claim((sid, sub), consumer, delivery_ms, count)
+        pel.append(((sid, sub), consumer, delivery_ms, count))
+    zone: list[tuple[StreamID, int]] = []
+    if inp.version >= 2:
+        for _ in inp.times():
+            sub = inp.int()
+            zone.append((inp.sid(), sub))
+    nacked = set(zone)
+    counts = {}
+    for tag, consumer, delivery_ms, count in pel:
+        if tag in nacked:
+            counts[tag] = count
+        else:
+            g.claim(tag, consumer, delivery_ms, count)
+    for tag in zone:
+        if tag not in counts:
+            raise BAD_STATE
+        g.release(tag, counts[tag])
     g.touched.clear()
     g.touched_consumers.clear()
     return g

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import heapq
 from bisect import bisect_left, bisect_right, insort
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from itertools import islice
 
 from headwater.errors import InvariantViolation, require
@@ -38,6 +38,11 @@ from headwater.stream.stream import Stream
 MergedEntry = tuple[StreamID, int, list[bytes]]
 #: a pending entry's key: (ID, sub-log region); orders like merged reads
 Tag = tuple[StreamID, int]
+#: above every sub-log number (RENAME's moved sub-logs pass 2**64): ``(sid, ABOVE_SUBS)``
+#: sorts after every tag of sid
+ABOVE_SUBS = 1 << 160
+#: an effect's place in a total order that extends causality (``Effect.stamp``)
+Stamp = tuple[int, int, int]
 
 #: node limits of sub-logs by default (a server gives its stream-node-max-*: NodeLimits)
 NODE_MAX_BYTES = 4096
@@ -59,11 +64,12 @@ DEFAULT_LIMITS = NodeLimits()
 
 
 class Pending:
-    """A pending entry: its owner, delivery time (ms) and delivery count."""
+    """A pending entry: its owner (None: nacked, in the group's NACK zone, with delivery time
+    0), delivery time (ms) and delivery count."""
 
     __slots__ = ("consumer", "count", "delivery_ms")
 
-    def __init__(self, consumer: bytes, delivery_ms: int, count: int) -> None:
+    def __init__(self, consumer: bytes | None, delivery_ms: int, count: int) -> None:
         self.consumer = consumer
         self.delivery_ms = delivery_ms
         self.count = count
@@ -78,6 +84,7 @@ class RegionGroup:
         "cursors",
         "entries_read",
         "last_id",
+        "nacked",
         "name",
         "order",
         "pel",
@@ -98,6 +105,8 @@ class RegionGroup:
         self.order: list[Tag] = []  # the keys of pel, sorted
         self.by_sub: dict[int, list[StreamID]] = {}  # sub-log -> its pending IDs, sorted
         self.consumers: dict[bytes, list[Tag]] = {}  # name -> its pending tags, sorted
+        #: the NACK zone (XNACK): pending entries nobody owns, oldest nack first (local)
+        self.nacked: dict[Tag, None] = {}
         #: what XINFO shows, local: the last ID delivered here (or set by CREATE/SETID) and
         #: Redis's entries-read counter (-1: unknown), kept by the server's handlers
         self.last_id: StreamID = MIN_ID
@@ -126,9 +135,33 @@ class RegionGroup:
         insort(self.consumer(consumer), tag)
         self.touched.add(tag)
 
-    def _unown(self, tag: Tag, consumer: bytes) -> None:
+    def _unown(self, tag: Tag, consumer: bytes | None) -> None:
+        if consumer is None:
+            del self.nacked[tag]
+            return
         tags = self.consumers[consumer]
         del tags[bisect_left(tags, tag)]
+
+    def release(self, tag: Tag, count: int) -> None:
+        """XNACK: the entry (pending, or new for FORCE) belongs to nobody, with delivery time
+        0 and this count, at the tail of the NACK zone (a nacked one moves there again)."""
+        previous = self.pel.get(tag)
+        if previous is None:
+            insort(self.order, tag)
+            insort(self.by_sub.setdefault(tag[1], []), tag[0])
+        else:
+            self._unown(tag, previous.consumer)
+        self.nacked[tag] = None
+        self.pel[tag] = Pending(None, 0, count)
+        self.touched.add(tag)
+
+    def claim_order(self) -> list[Tag]:
+        """Pending entries in the order XREADGROUP … CLAIM considers them: the NACK zone
+        first (oldest nack first), then the owned ones by delivery time, then ID."""
+        owned = sorted(
+            (p.delivery_ms, tag) for tag, p in self.pel.items() if p.consumer is not None
+        )
+        return [*self.nacked, *(tag for _, tag in owned)]
 
     def touch(self, consumer: bytes, now_ms: int, active: bool = False) -> bool:
         """A consumer tried to read or claim (``active``: and got something); whether it
@@ -184,8 +217,12 @@ class RegionGroup:
 
     def ack(self, sid: StreamID) -> int:
         """Acknowledge every pending entry with this ID (one per sub-log that has it)."""
+        return len(self.ack_tags(sid))
+
+    def ack_tags(self, sid: StreamID) -> list[Tag]:
+        """``ack``, and the pending entries it acknowledged."""
         lo = bisect_left(self.order, (sid, 0))
-        hi = bisect_right(self.order, (sid, 1 << 62))
+        hi = bisect_right(self.order, (sid, ABOVE_SUBS))
         tags = self.order[lo:hi]
         for tag in tags:
             pending = self.pel.pop(tag)
@@ -194,7 +231,7 @@ class RegionGroup:
             ids = self.by_sub[tag[1]]
             del ids[bisect_left(ids, sid)]
         del self.order[lo:hi]
-        return len(tags)
+        return tags
 
     def min_pending(self, region: int) -> StreamID | None:
         """The smallest pending ID of a sub-log."""
@@ -213,7 +250,12 @@ class RegionGroup:
             for tag in tags:
                 require(self.pel[tag].consumer == name, "a PEL entry filed under another owner")
             union += tags
-        require(sorted(union) == self.order, "group PEL is not the union of consumer PELs")
+        unowned = [tag for tag, p in self.pel.items() if p.consumer is None]
+        require(sorted(unowned) == sorted(self.nacked), "the NACK zone is not the unowned PEL")
+        for tag in self.nacked:
+            require(self.pel[tag].delivery_ms == 0, "a nacked entry with a delivery time")
+        union += self.nacked
+        require(sorted(union) == self.order, "group PEL is not consumer PELs + NACK zone")
         require(bool(self.births), "a group nobody created")
         require({r for _, r in self.order} <= set(self.by_sub), "a pending sub-log not indexed")
         for sub, ids in self.by_sub.items():
@@ -227,7 +269,18 @@ class RegionStream:
     TYPE_NAME = b"stream"
     ENCODING = b"stream"
 
-    __slots__ = ("del_clock", "destroy_clock", "floor", "groups", "idmp", "limits", "subs")
+    __slots__ = (
+        "added_adjust",
+        "del_clock",
+        "deleted_floor",
+        "destroy_clock",
+        "floor",
+        "groups",
+        "idmp",
+        "idmp_config",
+        "limits",
+        "subs",
+    )
 
     def __init__(self, limits: NodeLimits = DEFAULT_LIMITS) -> None:
         self.limits = limits
@@ -236,6 +289,13 @@ class RegionStream:
         self.subs: dict[int, Stream] = {}
         #: XSETID's last ID (max-merged)
         self.floor: StreamID = MIN_ID
+        #: XSETID ENTRIESADDED: origin -> its adjustment of the entries-added sum (set by the
+        #: origin only, in its order); MAXDELETEDID: a max-merged max-deleted-entry-id
+        self.added_adjust: dict[int, int] = {}
+        self.deleted_floor: StreamID = MIN_ID
+        #: XCFGSET: setting (b"duration", b"maxsize") -> its values, each with the stamp of
+        #: the effect that set it (a multi-value register; the greatest stamp is the value)
+        self.idmp_config: dict[bytes, list[tuple[Stamp, int]]] = {}
         self.groups: dict[bytes, RegionGroup] = {}
         #: origin -> seq of the latest DEL (or RENAME) of this key applied from it
         self.del_clock: dict[int, int] = {}
@@ -279,7 +339,19 @@ class RegionStream:
         return max([MIN_ID, *(s.last_live_id() for s in self.subs.values() if s.length)])
 
     def max_deleted_id(self) -> StreamID:
-        return max([MIN_ID, *(s.max_deleted_id for s in self.subs.values())])
+        return max([self.deleted_floor, *(s.max_deleted_id for s in self.subs.values())])
+
+    def entries_added(self) -> int:
+        added = sum(s.entries_added for s in self.subs.values())
+        for adjust in self.added_adjust.values():
+            added += adjust
+        return added
+
+    def idmp_setting(self, name: bytes) -> int:
+        """The XCFGSET value of a setting (``b"duration"``, ``b"maxsize"``); 0: never set
+        (the server's ``stream-idmp-*``)."""
+        values = self.idmp_config.get(name)
+        return max(values)[1] if values else 0
 
     def stats(self) -> Stream:
         """An empty ``Stream`` that carries the merged stream's counters (length, last,
@@ -288,7 +360,7 @@ class RegionStream:
         view = Stream()
         live = [s for s in self.subs.values() if s.length]
         view.length = sum(s.length for s in live)
-        view.entries_added = sum(s.entries_added for s in self.subs.values())
+        view.entries_added = self.entries_added()
         view.last_id = self.last_id()
         view.max_deleted_id = self.max_deleted_id()
         if live:
@@ -342,6 +414,10 @@ class RegionStream:
         start = incr_id(sid)
         return [] if start is None else self.range(start, MAX_ID, count)
 
+    def merged_ids(self) -> Iterator[tuple[StreamID, int]]:
+        """Every live entry's (ID, sub-log), merged by ID, lazily."""
+        return heapq.merge(*[_tagged(s, region) for region, s in sorted(self.subs.items())])
+
     def entry(self, region: int, sid: StreamID) -> list[bytes] | None:
         stream = self.subs.get(region)
         return None if stream is None else stream.get(sid)
@@ -358,20 +434,57 @@ class RegionStream:
 
     # -- removals (observed-remove) --------------------------------------------------------
 
-    def remove_upto(self, points: Iterable[tuple[int, StreamID]]) -> int:
-        """Remove each named sub-log's entries at or below its point; the number removed."""
+    def remove_upto(
+        self,
+        points: Iterable[tuple[int, StreamID]],
+        kept: Iterable[tuple[int, StreamID]] = (),
+        delref: bool = False,
+    ) -> int:
+        """Remove each named sub-log's entries at or below its point, except the ``kept``
+        ones; with ``delref`` drop the removed entries' pending entries in every group. The
+        number removed."""
+        keep_set = set(kept)
         removed = 0
         for region, point in points:
             stream = self.subs.get(region)
             if stream is None:
                 continue
+            if delref and self.groups:
+                for sid, _ in stream.range(MIN_ID, point):
+                    if (region, sid) not in keep_set:
+                        self.drop_refs(region, sid)
             above = incr_id(point)
-            if above is None:
+            if keep_set:
+                mine = {sid for r, sid in keep_set if r == region}
+                removed += stream.trim(
+                    maxlen=0 if above is None else None,
+                    minid=above,
+                    keep=mine.__contains__ if mine else None,
+                )
+            elif above is None:
                 removed += stream.length
                 stream.trim(maxlen=0)
             else:
                 removed += stream.trim(minid=above)
         return removed
+
+    # -- references (KEEPREF / DELREF / ACKED) ---------------------------------------------
+
+    def referenced(self, region: int, sid: StreamID) -> bool:
+        """ACKED's test, with what this region knows: some group has not delivered the
+        entry here (its cursor of the sub-log is below it: neither read here nor inside an
+        acknowledged prefix another region replicated) or has it pending here."""
+        for group in self.groups.values():
+            if sid > group.cursor(region) or (sid, region) in group.pel:
+                return True
+        return False
+
+    def drop_refs(self, region: int, sid: StreamID) -> None:
+        """DELREF: the entry is no longer pending in any group (of this region)."""
+        tag = (sid, region)
+        for group in self.groups.values():
+            if tag in group.pel:
+                group.forget(tag)
 
     def append(self, region: int, sid: StreamID, pairs: Sequence[bytes]) -> None:
         """XADD's entry, in its origin's sub-log (``insert`` for one entry, without the
@@ -404,6 +517,11 @@ class RegionStream:
             group.check_invariants()
 
 
+def _tagged(stream: Stream, region: int) -> Iterator[tuple[StreamID, int]]:
+    for sid in stream.iter_ids():
+        yield (sid, region)
+
+
 class Streams(dict[bytes, RegionStream]):
     """A region's records by key, and the node limits new ones take."""
 
@@ -412,3 +530,12 @@ class Streams(dict[bytes, RegionStream]):
     def __init__(self) -> None:
         super().__init__()
         self.limits = DEFAULT_LIMITS
+
+
+def db_streams(dbs: dict[int, Streams], db: int) -> Streams:
+    """A database's records (made on first use, with database 0's node limits)."""
+    streams = dbs.get(db)
+    if streams is None:
+        streams = dbs[db] = Streams()
+        streams.limits = dbs[0].limits
+    return streams

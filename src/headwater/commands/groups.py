@@ -652,7 +652,7 @@ def parse_xnack(argv: list[bytes]) -> XNackOpts:
     return opts
 
 
-def _nacked_count(count: int, opts: XNackOpts) -> int:
+def nacked_count(count: int, opts: XNackOpts) -> int:
     """The delivery count after XNACK: RETRYCOUNT, else SILENT takes the failed delivery back,
     FAIL keeps it and FATAL marks the entry as never to be retried."""
     if opts.retrycount is not None:
@@ -679,7 +679,7 @@ def cmd_xnack(c: Client, argv: list[bytes]) -> Reply | Written:
         nack = group.pel.get(key)
         if nack is None and (not opts.force or stream.get(sid) is None):
             continue  # not pending, and FORCE creates entries only for existing ones
-        count = _nacked_count(nack[1] if nack is not None else 0, opts)
+        count = nacked_count(nack[1] if nack is not None else 0, opts)
         group.release(key, count)
         nacked.append((key, count))
     if not nacked:

@@ -1,21 +1,22 @@
-"""An active-active region inside a server: the region and database 0 kept in step.
+"""An active-active region inside a server: the region and the databases kept in step.
 
 A server started with ``region-id`` holds a ``RegionKeyspace``: the ``Region``
-(``activeactive``) and database 0. Every effect the region applies, its own or a peer's,
-passes ``RegionKeyspace.__call__`` (one of ``Region.sinks``), which keeps database 0 in step:
-a stream that exists (entries or groups) is in ``db.data`` (so KEYS, SCAN, EXISTS, DBSIZE,
-TYPE and WATCH see it), a tombstone is not, and blocked readers of a changed key are woken.
-The applied effects' lines (``AAEFFECT …``), followed by ``AALOCAL`` lines for the groups a
-command changed locally, go back to the engine in the handler's ``Written`` (``written``,
-``take_lines``), so the engine's choke point (``Engine.effect_sinks``) logs them. Snapshots
-save and load the region through ``Keyspace.persisted`` (``dump_state``, ``load_state``).
+(``activeactive``) and the server's databases. Every effect the region applies, its own or a
+peer's, passes ``RegionKeyspace.__call__`` (one of ``Region.sinks``), which keeps each database
+in step with the region's records of that database number: a stream that exists (entries or
+groups) is in ``db.data`` (so KEYS, SCAN, EXISTS, DBSIZE, TYPE and WATCH see it), a tombstone
+is not, and blocked readers of a changed key are woken. The applied effects' lines (``AAEFFECT
+…``), followed by ``AALOCAL`` lines for the groups a command changed locally, go back to the
+engine in the handler's ``Written`` (``written``, ``take_lines``), so the engine's choke point
+(``Engine.effect_sinks``) logs them. Snapshots save and load the region through
+``Keyspace.persisted`` (``dump_state``, ``load_state``).
 """
 
 from __future__ import annotations
 
 from typing import Protocol
 
-from headwater.activeactive.envelope import Effect, Move, from_line
+from headwater.activeactive.envelope import Effect, Move, Select, from_line
 from headwater.activeactive.journal import local_line
 from headwater.activeactive.persist import dump_state, load_state
 from headwater.activeactive.region import Region
@@ -29,8 +30,6 @@ from headwater.ops.change import Change, Written
 from headwater.resp.types import Reply
 from headwater.stream.idmp import IdmpState
 from headwater.stream.ids import StreamID, format_id
-
-DB0_ONLY = err("active-active streams live in database 0: SELECT 0 to use them")
 
 
 def unsupported(what: str) -> ReplyError:
@@ -50,11 +49,13 @@ class Links(Protocol):
 
 
 class RegionKeyspace:
-    """The region of a server and its database 0, kept in step (one of ``Region.sinks``)."""
+    """The region of a server and its databases, kept in step (one of ``Region.sinks``)."""
 
-    def __init__(self, region: Region, db: Database) -> None:
+    def __init__(self, region: Region, dbs: list[Database]) -> None:
         self.region = region
-        self.db = db
+        #: the server's databases: the region's records of database n are kept in dbs[n]
+        self.dbs = dbs
+        self.db = dbs[0]
         #: this region's own effects, in sequence order, from ``own_first`` on: what peers
         #: resume from (rebuilt by the AOF replay; snapshots save them), each as its line in a
         #: tuple: a tuple of bytes is untracked by the garbage collector's first pass, where
@@ -66,8 +67,8 @@ class RegionKeyspace:
         self.links: Links | None = None
         #: local lines (AAIDMP) a command made, logged after its effects
         self.local_lines: list[list[bytes]] = []
-        #: keys whose streams may hold IDMP iids (the expiry cron's)
-        self.idmp_keys: set[bytes] = set()
+        #: (database, key) of the streams that may hold IDMP iids (the expiry cron's)
+        self.idmp_keys: set[tuple[int, bytes]] = set()
         #: the lines of the effects applied since the handler last took them (for the engine)
         self.applied: list[list[bytes]] = []
         #: the lines received for remote effects not applied yet, by (origin, seq): a link
@@ -79,12 +80,15 @@ class RegionKeyspace:
         region.sinks.append(self)
 
     def __call__(self, effect: Effect) -> None:
+        db = 0
         for op in effect.ops:
-            if isinstance(op, Move):
-                self.sync(op.src)
-                self.sync(op.dst)
+            if isinstance(op, Select):
+                db = op.db
+            elif isinstance(op, Move):
+                self.sync(op.src, db)
+                self.sync(op.dst, db)
             else:
-                self.sync(op.key)
+                self.sync(op.key, db)
         line: list[bytes] | None = None
         if self.received_lines:
             line = self.received_lines.pop((effect.origin, effect.seq), None)
@@ -104,11 +108,17 @@ class RegionKeyspace:
         """The own effects kept (``own``), decoded."""
         return [from_line(list(line)) for line in self.own]
 
-    def sync(self, key: bytes) -> None:
-        """Make ``db.data[key]`` the stream when it exists, nothing when it is a tombstone;
-        watchers and blocked readers of the key hear of the change."""
-        db = self.db
-        record = self.region.streams.get(key)
+    def sync(self, key: bytes, index: int = 0) -> None:
+        """Make ``db.data[key]`` (of database ``index``) the stream when it exists, nothing
+        when it is a tombstone; watchers and blocked readers of the key hear of the change."""
+        if index == 0:  # (the usual case, without a lookup)
+            db, record = self.db, self.region.streams.get(key)
+        else:
+            if index >= len(self.dbs):
+                return  # (a peer with more databases: kept in the region, out of reach)
+            db = self.dbs[index]
+            streams = self.region.dbs.get(index)
+            record = streams.get(key) if streams is not None else None
         current = db.data.get(key)
         if record is not None and record.exists():
             if current is not record:
@@ -133,19 +143,22 @@ class RegionKeyspace:
         return dump_state(self.region, self.own_effects())
 
     def load_state(self, data: bytes) -> None:
-        """A snapshot's region: replaces this one; database 0 shows its visible streams."""
+        """A snapshot's region: replaces this one; each database shows its visible streams."""
         own = load_state(self.region, data)  # (and the own effects peers may need)
         self.own = [tuple(effect.to_line()) for effect in own]
         own_seq = self.region.inbox.applied[self.region.id]
         self.own_first = own[0].seq if own else own_seq + 1
         self.received_lines.clear()
-        for key, value in list(self.db.data.items()):
-            if isinstance(value, RegionStream) and key not in self.region.streams:
-                self.db.delete(key)
-        for key, record in self.region.streams.items():
-            self.sync(key)
-            if record.idmp is not None:
-                self.idmp_keys.add(key)
+        for index, db in enumerate(self.dbs):
+            known = self.region.dbs.get(index)
+            for key, value in list(db.data.items()):
+                if isinstance(value, RegionStream) and (known is None or key not in known):
+                    db.delete(key)
+        for index, streams in self.region.dbs.items():
+            for key, record in streams.items():
+                self.sync(key, index)
+                if record.idmp is not None:
+                    self.idmp_keys.add((index, key))
 
     # -- IDMP (local to the region) ---------------------------------------------------------
 
@@ -160,7 +173,7 @@ class RegionKeyspace:
     def replay_idmp(
         self, key: bytes, idmp_key: tuple[bytes, bytes], sid: StreamID, maxsize: int
     ) -> None:
-        record = self.region.streams.get(key)
+        record = self.region.current.get(key)
         if record is None or not record.exists():
             return
         if record.idmp is None:
@@ -168,18 +181,21 @@ class RegionKeyspace:
         if record.idmp.lookup(*idmp_key) == sid:
             record.idmp.duplicates += 1
             return
+        maxsize = record.idmp_setting(b"maxsize") or maxsize  # (XCFGSET's, if set)
         record.idmp.record(idmp_key[0], idmp_key[1], sid, maxsize)
-        self.idmp_keys.add(key)
+        self.idmp_keys.add((self.region.selected, key))
 
     def expire_idmp(self, now_ms: int, duration_s: int) -> int:
         """The once-a-second cron: forget iids older than ``stream-idmp-duration``."""
         expired = 0
-        for key in list(self.idmp_keys):
-            record = self.region.streams.get(key)
+        for index, key in list(self.idmp_keys):
+            streams = self.region.dbs.get(index)
+            record = streams.get(key) if streams is not None else None
             if record is None or record.idmp is None or not record.idmp.producers:
-                self.idmp_keys.discard(key)
+                self.idmp_keys.discard((index, key))
                 continue
-            expired += record.idmp.expire(now_ms - duration_s * 1000)
+            duration = record.idmp_setting(b"duration") or duration_s  # (XCFGSET's, if set)
+            expired += record.idmp.expire(now_ms - duration * 1000)
         return expired
 
     def trim_own(self, upto: int) -> int:
@@ -195,6 +211,9 @@ class RegionKeyspace:
         """Forget everything (before the data is loaded again: DEBUG LOADAOF, DEBUG RELOAD)."""
         region = self.region
         region.streams.clear()
+        for index in [n for n in region.dbs if n]:
+            del region.dbs[index]
+        region.select(0)
         region.inbox.applied.clear()
         region.inbox.applied[region.id] = 0
         region.inbox.waiting.clear()
@@ -224,7 +243,7 @@ class RegionKeyspace:
                 continue
             changed = bool(moved or group.touched or group.touched_consumers)
             changed = changed or any(g is group and m for _, g, m in touched)
-            record = self.region.streams.get(key)
+            record = self.region.current.get(key)
             if changed and record is not None and record.groups.get(group.name) is group:
                 lines.append(local_line(key, group))
                 logged.append(group)
@@ -256,7 +275,7 @@ def attach_region(config: Config, keyspace: Keyspace) -> RegionKeyspace | None:
             limits.max_entries = value
 
     config.listeners.append(node_limits_changed)
-    rk = RegionKeyspace(region, keyspace.dbs[0])
+    rk = RegionKeyspace(region, keyspace.dbs)
     keyspace.persisted = rk
     return rk
 
@@ -266,11 +285,13 @@ def attach_region(config: Config, keyspace: Keyspace) -> RegionKeyspace | None:
 
 
 def region_of(c: Client) -> RegionKeyspace:
+    """The server's region, acting on the client's database."""
     rk = c.server.region
     if rk is None:  # (the rows are only installed with a region)
         raise unsupported("this command without a region")
-    if c.db is not rk.db:
-        raise DB0_ONLY
+    index = c.db.index
+    if rk.region.selected != index:
+        rk.region.select(index)
     return rk
 
 

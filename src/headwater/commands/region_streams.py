@@ -4,16 +4,17 @@ Each handler parses exactly as the plain one (the same parsers, so the same erro
 ``Region`` for the change (which makes and applies the effect: the write rule exists once,
 in ``activeactive.apply``) and answers with the plain server's reply shape: one region with no
 peers answers byte for byte as a plain server (tests/unit/test_activeactive_server.py).
-Consumers, PELs and delivery cursors are local: XREADGROUP, XCLAIM, XAUTOCLAIM, XGROUP
-SETID/CREATECONSUMER/DELCONSUMER change no replicated state and make no effect (their new
-state is logged as AALOCAL lines).
+Consumers, PELs and delivery cursors are local: XREADGROUP (with CLAIM), XCLAIM, XAUTOCLAIM,
+XNACK, XGROUP SETID/CREATECONSUMER/DELCONSUMER change no replicated state and make no effect
+(their new state is logged as AALOCAL lines).
 
-What differs from a plain server, by design (spec/ACTIVE-ACTIVE.md): strict and semi-strict
-modes pick IDs of the region's sequence class; a deleted stream's IDs keep rising (its
-tombstone remembers them); ``~`` trims are exact; XSETID never lowers the last ID. Not
-supported here yet (a clear error): KEEPREF/DELREF/ACKED, XREAD/XREADGROUP
-MAXCOUNT/MAXSIZE/CLAIM, XSETID ENTRIESADDED/MAXDELETEDID, and streams
-outside database 0.
+What differs from a plain server, by design (spec/ACTIVE-ACTIVE.md, docs/active-active.md):
+strict and semi-strict modes pick IDs of the region's sequence class; a deleted stream's IDs
+keep rising (its tombstone remembers them); ``~`` trims are exact; XSETID never lowers the
+last ID nor the max-deleted ID, and its ENTRIESADDED is this region's adjustment of a sum;
+ACKED asks this region's groups; DELREF drops every region's own pending entries; XCFGSET's
+settings are replicated while the IDMP maps stay per region. Streams outside database 0 are
+refused (a clear error).
 """
 
 from __future__ import annotations
@@ -28,25 +29,30 @@ from headwater.commands.entries import array_of, encode_range, entry_reply
 from headwater.commands.groups import (
     BUSYGROUP,
     KEY_REQUIRED,
+    nacked_count,
     nogroup,
     nogroup_for_key,
     parse_xautoclaim,
     parse_xclaim,
+    parse_xnack,
     parse_xpending,
 )
+from headwater.commands.idmp import parse_idmp_settings
 from headwater.commands.notify import lookup_read, notify
 from headwater.commands.region_keyspace import (
+    RegionKeyspace,
     group_at,
     region_of,
     stream_at,
-    unsupported,
 )
 from headwater.commands.streams import (
     LISTPACK_MAX,
     TOO_LARGE,
     XTRIM_NO_STRATEGY,
+    ReplyCaps,
     TrimOpts,
     XAddOpts,
+    parse_ref_and_ids,
     parse_xadd,
     parse_xread,
 )
@@ -82,17 +88,11 @@ def _encode(
     return array_of([entry_reply(e) for e in entries]), [sid for sid, _ in entries]
 
 
-def _check_trim(trim: TrimOpts) -> None:
-    if trim.ref != b"KEEPREF":
-        raise unsupported("DELREF and ACKED")
-
-
 def cmd_xadd(c: Client, argv: list[bytes]) -> Reply | Written:
     """XADD key [NOMKSTREAM] [<MAXLEN | MINID> [= | ~] threshold [LIMIT n]] <* | id> field
     value [...]: the ID by active-active-id-mode; trims are exact."""
     # ``XADD key * field value …``, the usual shape: no option to parse (as the plain handler)
     opts = _PLAIN_XADD if argv[2] == b"*" and len(argv) % 2 else parse_xadd(c, argv)
-    _check_trim(opts.trim)
     rk, key = region_of(c), argv[1]
     record = stream_at(c, key, read=False)
     if record is None and opts.nomkstream:
@@ -117,7 +117,7 @@ def cmd_xadd(c: Client, argv: list[bytes]) -> Reply | Written:
         rk.record_idmp(key, idmp_key, sid, c.server.config["stream-idmp-maxsize"])
         c.server.stats.stream_idmp_iids_added += 1
     trim = opts.trim
-    trimmed = region.xtrim(key, trim.maxlen, trim.minid) if trim.given else 0
+    trimmed = region.xtrim(key, trim.maxlen, trim.minid, trim.ref) if trim.given else 0
     if c.server.keyspace.notify_flags & STREAM:
         notify(c, STREAM, b"xadd", key)
         if trimmed:
@@ -172,6 +172,21 @@ def cmd_xdel(c: Client, argv: list[bytes]) -> Reply | Written:
     return rk.written(deleted, deleted)
 
 
+def cmd_xdelex(c: Client, argv: list[bytes]) -> Reply | Written:
+    """XDELEX key [KEEPREF | DELREF | ACKED] IDS numids id [id ...]: XDEL's rule, per ID
+    (ACKED asks this region's groups; DELREF drops the pending entries in every region)."""
+    rk = region_of(c)
+    record = stream_at(c, argv[1], read=False)
+    ref, raw_ids = parse_ref_and_ids(argv, 2)
+    if record is None:
+        return [-1] * len(raw_ids)
+    results: list[Reply] = list(rk.region.xdelex(argv[1], [parse_id(r) for r in raw_ids], ref))
+    deleted = results.count(1)
+    if deleted:
+        notify(c, STREAM, b"xdel", argv[1])
+    return rk.written(results, deleted)
+
+
 def cmd_xtrim(c: Client, argv: list[bytes]) -> Reply | Written:
     """XTRIM key <MAXLEN | MINID> [= | ~] threshold [LIMIT count]: exact, over the merged
     stream."""
@@ -179,15 +194,15 @@ def cmd_xtrim(c: Client, argv: list[bytes]) -> Reply | Written:
 
     rk = region_of(c)
     trim = TrimOpts()
+    ref_given = False
     i = 2
     while i < len(argv):
         token = argv[i].upper()
         end = _parse_trim_token(argv, i, token, trim)
         if end is not None:
             i = end + 1
-        elif token in (b"KEEPREF", b"DELREF", b"ACKED"):
-            if token != b"KEEPREF":
-                raise unsupported("DELREF and ACKED")
+        elif token in (b"KEEPREF", b"DELREF", b"ACKED") and not ref_given:
+            trim.ref, ref_given = token, True
             i += 1
         else:
             raise SYNTAX
@@ -199,24 +214,121 @@ def cmd_xtrim(c: Client, argv: list[bytes]) -> Reply | Written:
         raise err("syntax error, LIMIT cannot be used without the special ~ option")
     if stream_at(c, argv[1], read=False) is None:
         return 0
-    removed = rk.region.xtrim(argv[1], trim.maxlen, trim.minid)
+    removed = rk.region.xtrim(argv[1], trim.maxlen, trim.minid, trim.ref)
     if removed:
         notify(c, STREAM, b"xtrim", argv[1])
     return rk.written(removed, removed)
 
 
 def cmd_xsetid(c: Client, argv: list[bytes]) -> Reply | Written:
-    """XSETID key last-id: the stream's last ID rises (max-merged across regions)."""
+    """XSETID key last-id [ENTRIESADDED entries-added] [MAXDELETEDID max-deleted-id]: the
+    last ID and max-deleted ID rise (max-merged across regions); entries-added becomes the
+    given count here, and concurrent XADDs elsewhere add on top."""
     rk = region_of(c)
     sid = parse_id(argv[2])
-    if len(argv) > 3:
-        if argv[3].upper() in (b"ENTRIESADDED", b"MAXDELETEDID") and len(argv) % 2:
-            raise unsupported("XSETID ENTRIESADDED/MAXDELETEDID")
-        raise SYNTAX
+    entries_added: int | None = None
+    max_deleted: StreamID | None = None
+    i = 3
+    while i < len(argv):  # (the plain parser's order and errors)
+        token = argv[i].upper()
+        if i + 1 >= len(argv):
+            raise SYNTAX
+        if token == b"ENTRIESADDED":
+            entries_added = parse_int(argv[i + 1])
+            if entries_added < 0:
+                raise err("entries_added must be positive")
+        elif token == b"MAXDELETEDID":
+            max_deleted = parse_id(argv[i + 1])
+            if sid < max_deleted:
+                raise err(
+                    "The ID specified in XSETID is smaller than the provided max_deleted_entry_id"
+                )
+        else:
+            raise SYNTAX
+        i += 2
     if stream_at(c, argv[1], read=False) is None:
         raise NO_SUCH_KEY
-    rk.region.xsetid(argv[1], sid)
+    rk.region.xsetid(argv[1], sid, entries_added, max_deleted)
+    c.db.signal_modified(argv[1])
     notify(c, STREAM, b"xsetid", argv[1])
+    return rk.written(OK, 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# XCFGSET / XIDMP CFGSET / CFGGET / XIDMPRECORD (IDMP: settings replicated, maps per region)
+
+
+def _idmp_config(
+    c: Client, argv: list[bytes], at: int, names: tuple[bytes, bytes]
+) -> Reply | Written:
+    rk = region_of(c)
+    if stream_at(c, argv[at], read=False) is None:
+        raise NO_SUCH_KEY
+    duration, maxsize = parse_idmp_settings(argv, at + 1, names)
+    if not rk.region.xcfgset(argv[at], duration, maxsize):
+        return OK  # nothing differs: nothing changes, nothing is replicated
+    c.db.signal_modified(argv[at])
+    return rk.written(OK, 1)
+
+
+def cmd_xcfgset(c: Client, argv: list[bytes]) -> Reply | Written:
+    """XCFGSET key [IDMP-DURATION duration] [IDMP-MAXSIZE maxsize]: replicated (the causally
+    latest wins; concurrent ones by their stamps); a region whose setting in force changes
+    forgets its own iids."""
+    return _idmp_config(c, argv, 1, (b"IDMP-DURATION", b"IDMP-MAXSIZE"))
+
+
+def cmd_xidmp_cfgset(c: Client, argv: list[bytes]) -> Reply | Written:
+    """XIDMP CFGSET key [DURATION duration] [MAXSIZE maxsize]: XCFGSET in the seed's words."""
+    return _idmp_config(c, argv, 2, (b"DURATION", b"MAXSIZE"))
+
+
+def _idmp_settings(c: Client, record: RegionStream) -> tuple[int, int]:
+    config = c.server.config
+    duration: int = record.idmp_setting(b"duration") or config["stream-idmp-duration"]
+    maxsize: int = record.idmp_setting(b"maxsize") or config["stream-idmp-maxsize"]
+    return duration, maxsize
+
+
+def cmd_xidmp_cfgget(c: Client, argv: list[bytes]) -> Reply:
+    """XIDMP CFGGET key [DURATION] [MAXSIZE]"""
+    region_of(c)
+    record = stream_at(c, argv[2], read=False)
+    if record is None:
+        raise NO_SUCH_KEY
+    wanted: list[bytes] = []
+    for raw in argv[3:]:
+        name = raw.upper()
+        if name not in (b"DURATION", b"MAXSIZE") or name.lower() in wanted:
+            raise SYNTAX
+        wanted.append(name.lower())
+    duration, maxsize = _idmp_settings(c, record)
+    values = {b"duration": duration, b"maxsize": maxsize}
+    return {name: values[name] for name in (wanted or list(values))}
+
+
+def cmd_xidmprecord(c: Client, argv: list[bytes]) -> Reply | Written:
+    """XIDMPRECORD key pid iid stream-id: record an iid in this region's map (local, as
+    every IDMP map; logged as AAIDMP)."""
+    rk = region_of(c)
+    sid = parse_id(argv[4])
+    if not argv[2]:
+        raise err("producer ID must be non-empty")
+    if not argv[3]:
+        raise err("idempotent ID must be non-empty")
+    record = stream_at(c, argv[1], read=False)
+    if record is None:
+        raise NO_SUCH_KEY
+    if all(record.entry(r, sid) is None for r in record.subs):
+        raise err("No such message in stream")
+    known = record.idmp.lookup(argv[2], argv[3]) if record.idmp is not None else None
+    if known == sid:
+        return OK
+    if known is not None:
+        raise err("IID already exists for this producer with a different stream ID")
+    rk.record_idmp(argv[1], (argv[2], argv[3]), sid, c.server.config["stream-idmp-maxsize"])
+    c.server.stats.stream_idmp_iids_added += 1
+    c.db.signal_modified(argv[1])
     return rk.written(OK, 1)
 
 
@@ -224,13 +336,22 @@ def cmd_xsetid(c: Client, argv: list[bytes]) -> Reply | Written:
 # XREAD
 
 
+def _charged(caps: ReplyCaps, parts: list[bytes], extra: int = 0) -> list[bytes]:
+    """The encoded entries that fit MAXCOUNT/MAXSIZE, charged to the caps."""
+    sent: list[bytes] = []
+    for part in parts:
+        if caps.full():
+            break
+        caps.add(part, extra)
+        sent.append(part)
+    return sent
+
+
 def cmd_xread(c: Client, argv: list[bytes]) -> Reply | Block:
     """XREAD [COUNT n] [BLOCK ms] STREAMS key [key ...] id [id ...], merged by ID. An entry
     that arrives late from another region with a smaller ID can be skipped (use XREADGROUP)."""
     region_of(c)
     opts = parse_xread(c, argv)
-    if opts.maxcount or opts.maxsize:
-        raise unsupported("XREAD MAXCOUNT/MAXSIZE")
     resolved: list[tuple[RegionStream | None, StreamID | None]] = []
     for n, key in enumerate(opts.keys):
         raw = argv[opts.id_index + n]
@@ -248,18 +369,29 @@ def cmd_xread(c: Client, argv: list[bytes]) -> Reply | Block:
             after = parse_id(raw)
         resolved.append((record, after))
     served: list[tuple[bytes, Reply]] = []
+    caps = ReplyCaps(opts.maxcount, opts.maxsize, c.resp)
+    capped = bool(opts.maxcount or opts.maxsize)
     for key, (record, after) in zip(opts.keys, resolved, strict=True):
+        if caps.full():
+            break  # MAXCOUNT / MAXSIZE reached: later streams are not served
         lookup_read(c, key)  # (Redis looks each stream up again to serve it)
         if record is None or not record.length:
             continue
         if after is None:
-            last = record.entries(MIN_ID, MAX_ID, 1, reverse=True)
-            served.append((key, Raw(b"*1\r\n" + entry_reply(last[0]))))
+            last = entry_reply(record.entries(MIN_ID, MAX_ID, 1, reverse=True)[0])
+            caps.open_stream(key)
+            caps.add(last)
+            served.append((key, Raw(b"*1\r\n" + last)))
             continue
         start = incr_id(after)
         if start is None or record.last_live_id() <= after:
             continue
-        served.append((key, _encode(record, start, MAX_ID, opts.count)[0]))
+        if capped:
+            caps.open_stream(key)
+            rows = record.entries(start, MAX_ID, caps.per_stream(opts.count) or None)
+            served.append((key, array_of(_charged(caps, [entry_reply(e) for e in rows]))))
+        else:
+            served.append((key, _encode(record, start, MAX_ID, opts.count)[0]))
     if served:
         if c.resp == 3:
             return PairMap(served)
@@ -316,7 +448,7 @@ def cmd_xgroup_create(c: Client, argv: list[bytes]) -> Reply | Written:
     if record is not None and argv[3] in record.groups:
         raise BUSYGROUP
     rk.region.xgroup_create(argv[2], argv[3], argv[4], mkstream=opts.mkstream)
-    record = rk.region.streams[argv[2]]
+    record = rk.region.current[argv[2]]
     group = record.groups.get(argv[3])
     if group is not None:
         group.last_id = last
@@ -436,45 +568,134 @@ def _advance(record: RegionStream, group: RegionGroup, ids: list[StreamID]) -> N
 
 
 def cmd_xreadgroup(c: Client, argv: list[bytes]) -> Reply | Block | Written:
-    """XREADGROUP GROUP g consumer [COUNT n] [BLOCK ms] [NOACK] STREAMS key [...] id [...]:
-    ``>`` takes from each sub-log what lies above its cursor, so a late entry is never
-    skipped."""
+    """XREADGROUP GROUP g consumer [COUNT n] [MAXCOUNT n] [MAXSIZE bytes] [BLOCK ms]
+    [CLAIM min-idle] [NOACK] STREAMS key [...] id [...]: ``>`` takes from each sub-log what
+    lies above its cursor, so a late entry is never skipped; CLAIM first claims this region's
+    idle pending entries (consumers and PELs are local)."""
     rk = region_of(c)
     opts = parse_xread(c, argv, group=True)
-    if opts.maxcount or opts.maxsize or opts.claim_ms is not None:
-        raise unsupported("XREADGROUP MAXCOUNT/MAXSIZE/CLAIM")
     targets = _read_targets(c, argv, opts.group, opts.keys, opts.id_index)
     now = c.server.keyspace.now_ms
     served: list[tuple[bytes, Reply]] = []
     changed = 0
-    count = opts.count or None
+    claim_ms = opts.claim_ms
+    caps = ReplyCaps(opts.maxcount, opts.maxsize, c.resp)
     for key, (record, group, raw) in zip(opts.keys, targets, strict=True):
+        if caps.full():
+            break  # MAXCOUNT / MAXSIZE reached: later streams are not served
         lookup_read(c, key)  # (Redis looks each stream up again to serve it)
         _touch(c, key, group, opts.consumer)
         rk.local(key, group)
+        read = _GroupRead(c, caps, opts.count)
+        caps.open_stream(key)
         if raw != b">":
-            rows = rk.region.xreadgroup(key, opts.group, opts.consumer, raw, now, count)
-            served.append((key, _history_reply(c, rows)))
+            claim_ms = None  # Redis switches CLAIM off after a history read
+            rows = rk.region.xreadgroup(
+                key, opts.group, opts.consumer, raw, now, read.count, admit=read.admit_history
+            )
+            caps.close_stream(True)
+            served.append((key, array_of(read.parts)))
             changed += any(pairs is not None for _, pairs in rows)
             continue
-        rows = rk.region.xreadgroup(key, opts.group, opts.consumer, b">", now, count, opts.noack)
-        if not rows:
-            continue
-        _advance(record, group, [sid for sid, _ in rows])
-        rk.local(key, group, moved=True)
-        if not opts.noack:
-            group.touch(opts.consumer, now, active=True)
-        served.append((key, array_of([entry_reply((sid, p)) for sid, p in rows if p])))
-        changed += 1
+        if claim_ms is not None:
+            read.claim(rk, key, opts.group, opts.consumer, claim_ms, now)
+        new: list[tuple[StreamID, list[bytes] | None]] = []
+        if read.room():
+            new = rk.region.xreadgroup(
+                key, opts.group, opts.consumer, b">", now, read.left(), opts.noack, read.admit
+            )
+        caps.close_stream(bool(read.parts))
+        if read.claimed or new:
+            changed += 1
+            group.touch(opts.consumer, now, active=read.claimed > 0 or not opts.noack)
+        if new:
+            _advance(record, group, [sid for sid, _ in new])
+            rk.local(key, group, moved=True)
+        if read.parts:
+            served.append((key, array_of(read.parts)))
     if served:
         reply: Reply = PairMap(served) if c.resp == 3 else [[k, e] for k, e in served]
         return rk.written(reply, changed)
     if opts.block_ms is None:
         return rk.written(NULL_ARRAY, changed)
-    deadline = c.server.clock.monotonic_ms() + opts.block_ms if opts.block_ms else 0
-    block = Block(list(opts.keys), deadline, NULL_ARRAY)
+    monotonic = c.server.clock.monotonic_ms()
+    deadline = monotonic + opts.block_ms if opts.block_ms else 0
+    retry_at = 0.0
+    if claim_ms is not None:
+        soonest = [rk.region.next_claimable_ms(key, opts.group, claim_ms, now) for key in opts.keys]
+        waits = [ms for ms in soonest if ms is not None]
+        if waits:
+            retry_at = monotonic + min(waits)
+    block = Block(list(opts.keys), deadline, NULL_ARRAY, retry_at_ms=retry_at)
     lines = rk.take_lines()
     return Written(block, Change(changed, lines)) if changed or lines else block
+
+
+_CLAIM_INFO_OF_NEW = len(b":0\r\n:0\r\n")  # what _with_claim_info adds to a new entry
+
+
+class _GroupRead:
+    """One stream's part of an XREADGROUP: the entries sent, within COUNT and the caps."""
+
+    def __init__(self, c: Client, caps: ReplyCaps, count: int) -> None:
+        self.c = c
+        self.caps = caps
+        self.count = caps.per_stream(count) or None  # (None: no limit)
+        self.parts: list[bytes] = []
+        self.claimed = 0
+        self.with_claim = False  # entries carry [idle, count] (CLAIM)
+
+    def room(self) -> bool:
+        return (self.count is None or len(self.parts) < self.count) and not self.caps.full()
+
+    def left(self) -> int | None:
+        return None if self.count is None else self.count - len(self.parts)
+
+    def admit_history(self, sid: StreamID, pairs: list[bytes] | None) -> bool:
+        if self.caps.max_bytes and self.caps.full():
+            return False  # not sent, so not redelivered either
+        part: bytes
+        if pairs is None:
+            null = _NULL_ENTRY3 if self.c.resp == 3 else _NULL_ENTRY
+            raw = format_id(sid)
+            part = b"*2\r\n$%d\r\n%s\r\n%s" % (len(raw), raw, null)
+        else:
+            part = entry_reply((sid, pairs))
+        self.caps.add(part)
+        self.parts.append(part)
+        return True
+
+    def admit(self, sid: StreamID, pairs: list[bytes] | None) -> bool:
+        """A new entry: sent (and so delivered) while the caps allow."""
+        if self.caps.full():
+            return False
+        part: bytes = entry_reply((sid, pairs or []))
+        if self.with_claim:
+            self.caps.add(part, _CLAIM_INFO_OF_NEW)
+            part = b"*4\r\n%s:0\r\n:0\r\n" % part[4:]
+        else:
+            self.caps.add(part)
+        self.parts.append(part)
+        return True
+
+    def claim(
+        self, rk: RegionKeyspace, key: bytes, group: bytes, consumer: bytes, min_idle: int, now: int
+    ) -> None:
+        """CLAIM's idle pending entries first; every entry of the reply then carries
+        ``[idle, delivery count]`` (0, 0 for new ones)."""
+        self.with_claim = True
+
+        def admit_claimed(sid: StreamID, pairs: list[bytes], idle: int, old: int) -> bool:
+            if self.caps.full():
+                return False
+            entry = entry_reply((sid, pairs))
+            part = b"*4\r\n%s:%d\r\n:%d\r\n" % (entry[4:], idle, old)
+            self.caps.add(part)
+            self.parts.append(part)
+            return True
+
+        rows = rk.region.claim_idle(key, group, consumer, min_idle, now, self.count, admit_claimed)
+        self.claimed = len(rows)
 
 
 def cmd_xack(c: Client, argv: list[bytes]) -> Reply | Written:
@@ -488,6 +709,45 @@ def cmd_xack(c: Client, argv: list[bytes]) -> Reply | Written:
     if acked:
         rk.local(argv[1], found[1])
     return rk.written(acked, acked)
+
+
+def cmd_xackdel(c: Client, argv: list[bytes]) -> Reply | Written:
+    """XACKDEL key group [KEEPREF | DELREF | ACKED] IDS numids id [id ...]: XACK here (its
+    contiguous prefix replicated), then the entries' removal (replicated, as XDEL)."""
+    rk = region_of(c)
+    record = stream_at(c, argv[1], read=False)
+    ref, raw_ids = parse_ref_and_ids(argv, 3)
+    group = record.groups.get(argv[2]) if record is not None else None
+    if record is None or group is None:
+        return [-1] * len(raw_ids)
+    ids = [parse_id(raw) for raw in raw_ids]
+    results: list[Reply] = list(rk.region.xackdel(argv[1], argv[2], ids, ref))
+    if results.count(-1) == len(results):
+        return results
+    rk.local(argv[1], group)
+    c.db.signal_modified(argv[1])
+    return rk.written(results, 1)
+
+
+def cmd_xnack(c: Client, argv: list[bytes]) -> Reply | Written:
+    """XNACK key group <SILENT | FAIL | FATAL> IDS numids id [id ...] [RETRYCOUNT count]
+    [FORCE] (local, as every PEL change: the entries go to this region's NACK zone; a
+    nacked entry is still pending, so the acknowledged prefix does not pass it)."""
+    rk = region_of(c)
+    found = group_at(c, argv[1], argv[2])
+    if found is None:
+        raise nogroup(argv[1], argv[2])
+    opts = parse_xnack(argv)
+    sids = [parse_id(raw) for raw in opts.ids]
+    done = rk.region.xnack(
+        argv[1], argv[2], sids, lambda count: nacked_count(count, opts), opts.force
+    )
+    if not done:
+        return 0
+    rk.local(argv[1], found[1])
+    c.db.signal_modified(argv[1])
+    c.db.signal_ready(argv[1])  # nacked entries are claimable now: wake XREADGROUP CLAIM
+    return rk.written(done, done)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -522,6 +782,9 @@ def cmd_xpending(c: Client, argv: list[bytes]) -> Reply:
         if tag[0] > opts.end or len(rows) >= opts.count:
             break
         pending = group.pel[tag]
+        if pending.consumer is None:  # nacked: nobody's, never filtered by IDLE
+            rows.append([format_id(tag[0]), b"", -1, pending.count])
+            continue
         idle = now - pending.delivery_ms
         if opts.min_idle and idle < opts.min_idle:
             continue
@@ -577,7 +840,12 @@ def cmd_xclaim(c: Client, argv: list[bytes]) -> Reply | Written:
             pending = group.pel.get(tag)
             if pending is None and not opts.force:
                 continue
-            if pending is not None and opts.min_idle and now - pending.delivery_ms < opts.min_idle:
+            if (
+                pending is not None
+                and pending.consumer is not None  # (a nacked entry is claimable whatever)
+                and opts.min_idle
+                and now - pending.delivery_ms < opts.min_idle
+            ):
                 continue
             count = 1 if pending is None else pending.count
             if opts.retrycount is not None:
@@ -620,7 +888,7 @@ def cmd_xautoclaim(c: Client, argv: list[bytes]) -> Reply | Written:
             changed += 1
             continue
         pending = group.pel[tag]
-        if min_idle and now - pending.delivery_ms < min_idle:
+        if pending.consumer is not None and min_idle and now - pending.delivery_ms < min_idle:
             continue
         new_count = pending.count if justid else bumped(pending.count)
         _claim(c, record, group, tag, argv[3], now, new_count, justid, items)
@@ -680,7 +948,7 @@ def _full_group(
     pending: list[Reply] = []
     for sid, sub in tags:
         p = group.pel[(sid, sub)]
-        pending.append([format_id(sid), p.consumer, p.delivery_ms, p.count])
+        pending.append([format_id(sid), p.consumer or b"", p.delivery_ms, p.count])
     consumers: list[Reply] = []
     for name in sorted(group.consumers):
         own = group.consumers[name]
@@ -704,7 +972,7 @@ def _full_group(
         b"entries-read": None if group.entries_read == UNKNOWN else group.entries_read,
         b"lag": lag(record.stats(), _shim(group)),
         b"pel-count": len(group.pel),
-        b"nacked-count": 0,
+        b"nacked-count": len(group.nacked),
         b"pending": pending,
         b"consumers": consumers,
     }
@@ -713,7 +981,7 @@ def _full_group(
 def _stream_head(c: Client, record: RegionStream) -> dict[bytes, Reply]:
     stats = record.stats()
     nodes = sum(len(s.nodes) for s in record.subs.values())
-    config = c.server.config
+    duration, maxsize = _idmp_settings(c, record)
     idmp = record.idmp
     return {
         b"length": stats.length,
@@ -723,8 +991,8 @@ def _stream_head(c: Client, record: RegionStream) -> dict[bytes, Reply]:
         b"max-deleted-entry-id": format_id(stats.max_deleted_id),
         b"entries-added": stats.entries_added,
         b"recorded-first-entry-id": format_id(stats.first_id),
-        b"idmp-duration": config["stream-idmp-duration"],
-        b"idmp-maxsize": config["stream-idmp-maxsize"],
+        b"idmp-duration": duration,
+        b"idmp-maxsize": maxsize,
         b"pids-tracked": len(idmp.producers) if idmp is not None else 0,
         b"iids-tracked": idmp.tracked if idmp is not None else 0,
         b"iids-added": idmp.added if idmp is not None else 0,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from headwater.activeactive.envelope import from_line
 from headwater.activeactive.journal import apply_local
-from headwater.activeactive.rstream import RegionStream
+from headwater.activeactive.rstream import RegionStream, db_streams
 from headwater.commands import keys as plain_keys
 from headwater.commands import region_streams as rs
 from headwater.commands import sort, strings
@@ -57,9 +57,10 @@ def cmd_del(c: Client, argv: list[bytes]) -> Reply | Written:
     """DEL/UNLINK key [key ...]: a stream is deleted observed-remove (what this region had
     seen; an entry added concurrently elsewhere survives)."""
     rk = c.server.region
-    if rk is None or c.db is not rk.db:
+    if rk is None:
         return plain_keys.cmd_del(c, argv)
     streams, others = _streams_and_others(c, argv[1:])
+    rk.region.select(c.db.index)
     deleted = rk.region.delete(*streams)
     lines = rk.take_lines()
     gone = [key for key in others if c.db.delete(key)]
@@ -75,10 +76,14 @@ def cmd_del(c: Client, argv: list[bytes]) -> Reply | Written:
 def _flush(c: Client, argv: list[bytes], every_db: bool) -> Reply | Written:
     rk = c.server.region
     plain = plain_keys.cmd_flushall if every_db else plain_keys.cmd_flushdb
-    if rk is None or (c.db is not rk.db and not every_db):
+    if rk is None:
         return plain(c, argv)
     plain_keys._flush_mode(argv)
-    rk.region.flushdb()
+    rk.region.select(c.db.index)
+    if every_db:
+        rk.region.flushall()
+    else:
+        rk.region.flushdb()
     lines = rk.take_lines()
     result = plain(c, argv)
     if isinstance(result, Written):
@@ -100,8 +105,9 @@ def _rename(c: Client, argv: list[bytes], nx: bool) -> Reply | Written:
     the destination is deleted observed-remove."""
     rk = c.server.region
     plain = plain_keys.cmd_renamenx if nx else plain_keys.cmd_rename
-    if rk is None or c.db is not rk.db:
+    if rk is None:
         return plain(c, argv)
+    rk.region.select(c.db.index)
     src, dst = argv[1], argv[2]
     source, target = c.db.get(src), c.db.get(dst)
     if not isinstance(source, RegionStream) and not isinstance(target, RegionStream):
@@ -154,8 +160,7 @@ def _not_on_streams(name: str, handler: Handler, step: int = 0) -> Handler:
 
 
 def _region_stream_at(c: Client, key: bytes) -> bool:
-    rk = c.server.region
-    return rk is not None and isinstance(rk.db.data.get(key), RegionStream)
+    return c.server.region is not None and isinstance(c.db.data.get(key), RegionStream)
 
 
 def _copy(c: Client, argv: list[bytes]) -> Reply | Written:
@@ -168,19 +173,22 @@ def _copy(c: Client, argv: list[bytes]) -> Reply | Written:
 
 
 def _move(c: Client, argv: list[bytes]) -> Reply | Written:
-    """MOVE: a region stream stays in database 0."""
-    rk = c.server.region
-    if rk is not None and c.db is rk.db and _region_stream_at(c, argv[1]):
+    """MOVE: a region stream stays in its database (its record would not follow)."""
+    if _region_stream_at(c, argv[1]):
         raise unsupported("MOVE of a stream key")
     result: Reply | Written = plain_keys.cmd_move(c, argv)
     return result
 
 
 def _swapdb(c: Client, argv: list[bytes]) -> Reply | Written:
-    """SWAPDB: database 0 holds the region's streams and cannot be swapped."""
+    """SWAPDB: a database that holds region records (streams or their tombstones) cannot be
+    swapped (the records are the region's, by database number, in every region)."""
     rk = c.server.region
-    if rk is not None and rk.db.index in (strict_int(argv[1]), strict_int(argv[2])):
-        raise unsupported("SWAPDB of database 0")
+    if rk is not None:
+        for raw in argv[1:3]:
+            index = strict_int(raw)
+            if index is not None and rk.region.dbs.get(index):
+                raise unsupported("SWAPDB of a database with streams")
     result: Reply | Written = plain_keys.cmd_swapdb(c, argv)
     return result
 
@@ -188,24 +196,12 @@ def _swapdb(c: Client, argv: list[bytes]) -> Reply | Written:
 def _sort(c: Client, argv: list[bytes]) -> Reply | Written:
     """SORT … STORE onto a region stream is refused (it would replace it behind the
     region's back)."""
-    rk = c.server.region
-    if rk is not None and c.db is rk.db:
+    if c.server.region is not None:
         for i in range(2, len(argv) - 1):
             if argv[i].upper() == b"STORE" and _region_stream_at(c, argv[i + 1]):
                 raise unsupported("SORT ... STORE onto a stream key")
     result: Reply | Written = sort.cmd_sort(c, argv)
     return result
-
-
-#: stream commands whose active-active rules are not built yet: refused with a clear error
-UNSUPPORTED = ("xdelex", "xackdel", "xnack", "xcfgset", "xidmprecord", "xidmp|cfgset")
-
-
-def _refused(name: str) -> Handler:
-    def refuse(c: Client, argv: list[bytes]) -> Reply:
-        raise unsupported(name)
-
-    return refuse
 
 
 # ---------------------------------------------------------------------------------------------
@@ -281,8 +277,8 @@ def info_lines(c: Client) -> list[str]:
         f"own_seq:{region.inbox.applied[region.id]}",
         f"vector:{vector}",
         f"waiting_effects:{region.inbox.waiting_count()}",
-        f"streams:{sum(1 for r in region.streams.values() if r.exists())}",
-        f"tombstones:{sum(1 for r in region.streams.values() if not r.exists())}",
+        f"streams:{sum(1 for d in region.dbs.values() for r in d.values() if r.exists())}",
+        f"tombstones:{sum(1 for d in region.dbs.values() for r in d.values() if not r.exists())}",
         f"own_effects_kept:{len(rk.own)}",
     ]
     if rk.links is not None:
@@ -307,6 +303,7 @@ def cmd_aaidmp(c: Client, argv: list[bytes]) -> Reply | Written:
     if rk is None or not c.replaying:
         raise AAEFFECT_INTERNAL
     sid = parse_id(argv[4])
+    rk.region.select(c.db.index)
     rk.replay_idmp(argv[1], (argv[2], argv[3]), sid, c.server.config["stream-idmp-maxsize"])
     return Written(OK, Change(1))
 
@@ -317,7 +314,7 @@ def cmd_aalocal(c: Client, argv: list[bytes]) -> Reply | Written:
     rk = c.server.region
     if rk is None or not c.replaying:
         raise AAEFFECT_INTERNAL
-    apply_local(rk.region.streams, argv)
+    apply_local(db_streams(rk.region.dbs, c.db.index), argv)
     return Written(OK, Change(1))
 
 
@@ -339,6 +336,9 @@ HANDLERS: dict[str, Handler] = {
     "xrevrange": rs.cmd_xrevrange,
     "xlen": rs.cmd_xlen,
     "xdel": rs.cmd_xdel,
+    "xdelex": rs.cmd_xdelex,
+    "xackdel": rs.cmd_xackdel,
+    "xnack": rs.cmd_xnack,
     "xtrim": rs.cmd_xtrim,
     "xsetid": rs.cmd_xsetid,
     "xread": rs.cmd_xread,
@@ -369,7 +369,10 @@ HANDLERS: dict[str, Handler] = {
     "pexpire": _not_on_streams("PEXPIRE", plain_keys.cmd_pexpire),
     "expireat": _not_on_streams("EXPIREAT", plain_keys.cmd_expireat),
     "pexpireat": _not_on_streams("PEXPIREAT", plain_keys.cmd_pexpireat),
-    **{name: _refused(name.upper().replace("|", " ")) for name in UNSUPPORTED},
+    "xcfgset": rs.cmd_xcfgset,
+    "xidmprecord": rs.cmd_xidmprecord,
+    "xidmp|cfgset": rs.cmd_xidmp_cfgset,
+    "xidmp|cfgget": rs.cmd_xidmp_cfgget,
 }
 
 
