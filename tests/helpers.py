@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -17,10 +18,37 @@ ROOT = Path(__file__).resolve().parent.parent
 HEADWATER = [sys.executable, "-m", "headwater.cli"]
 
 
+#: Each pytest-xdist worker takes its ports from its own slice below the kernel's ephemeral
+#: range (32768+). Ports the kernel hands out for bind(0) could be handed to two workers at
+#: once: the second server then fails to bind, and its test, seeing the port answer, talked to
+#: the first test's server (seen under load: an AOF with the other test's writes).
+PORT_SLICE = 2000
+PORT_BASE = 12000
+
+
+def _worker_index() -> int:
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    return int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
+
+
+#: (from a random place in the slice: two test runs at once on one machine do not march in step)
+_next_port = PORT_BASE + (_worker_index() % 10) * PORT_SLICE + random.randrange(PORT_SLICE)
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A port nothing listens on, from this worker's slice (tried by binding it)."""
+    global _next_port
+    start = PORT_BASE + (_worker_index() % 10) * PORT_SLICE
+    for _ in range(PORT_SLICE):
+        port = _next_port
+        _next_port = start + (port + 1 - start) % PORT_SLICE
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in {start}..{start + PORT_SLICE - 1}")
 
 
 def wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 15.0) -> None:
