@@ -74,6 +74,25 @@ class Inbox:
         if effect.seq in waiting:
             return []
         waiting[effect.seq] = effect
+        return self._drain()
+
+    def adopt(self, vector: dict[int, int]) -> list[Effect]:
+        """A state transfer made ``vector`` what is applied (it covers ``applied``): the
+        waiting effects it already holds are dropped; those now ready, in order."""
+        self.applied.clear()
+        self.applied.update(vector)
+        self.applied.setdefault(self.me, 0)
+        waiting = self.waiting
+        self.waiting = {r: {} for r in self.applied}
+        for region, pending in waiting.items():
+            self.applied.setdefault(region, 0)
+            self.waiting[region] = {
+                seq: e for seq, e in pending.items() if seq > self.applied[region]
+            }
+        self.waiting[self.me] = {}
+        return self._drain()
+
+    def _drain(self) -> list[Effect]:
         ready: list[Effect] = []
         progress = True
         while progress:

@@ -21,6 +21,7 @@ from headwater.activeactive.journal import local_line
 from headwater.activeactive.persist import dump_state, load_state
 from headwater.activeactive.region import Region
 from headwater.activeactive.rstream import NodeLimits, RegionGroup, RegionStream
+from headwater.activeactive.transfer import adopt_state
 from headwater.commands.context import Client
 from headwater.commands.notify import lookup_read
 from headwater.config import Config
@@ -139,8 +140,8 @@ class RegionKeyspace:
 
     # -- snapshots (``Keyspace.persisted``) ------------------------------------------------
 
-    def dump_state(self) -> bytes:
-        return dump_state(self.region, self.own_effects())
+    def dump_state(self, with_own: bool = True) -> bytes:
+        return dump_state(self.region, self.own_effects() if with_own else ())
 
     def load_state(self, data: bytes) -> None:
         """A snapshot's region: replaces this one; each database shows its visible streams."""
@@ -149,11 +150,44 @@ class RegionKeyspace:
         own_seq = self.region.inbox.applied[self.region.id]
         self.own_first = own[0].seq if own else own_seq + 1
         self.received_lines.clear()
+        self._sync_all()
+
+    def adopt(self, data: bytes) -> int:
+        """A state transfer (``activeactive.transfer``): a peer's state becomes this region's
+        (its vector must cover this one's; raises otherwise, changing nothing), logged as one
+        ``AARESTORE`` line of the whole new state, then the effects it made ready; how many
+        of those."""
+        me = self.region.id
+        own_seq = self.region.inbox.applied.get(me, 0)
+        ready = adopt_state(self.region, data)
+        if self.region.inbox.applied[me] != own_seq:
+            # (this region lost effects of its own that the donor holds: it goes on after
+            # them, and can no longer serve them)
+            self.own = []
+            self.own_first = self.region.inbox.applied[me] + 1
+        applied = self.region.inbox.applied
+        self.received_lines = {
+            k: line for k, line in self.received_lines.items() if k[1] > applied.get(k[0], 0)
+        }
+        self._sync_all()
+        self.applied.append([b"AARESTORE", self.dump_state()])
+        self.region.apply_ready(ready)
+        for index, db in enumerate(self.dbs):
+            streams = self.region.dbs.get(index)
+            if db.blocking and streams is not None:
+                for key in list(db.blocking):
+                    if key in streams:
+                        db.signal_ready(key)
+        return len(ready)
+
+    def _sync_all(self) -> None:
+        """Each database shows the region's visible streams, and only those."""
         for index, db in enumerate(self.dbs):
             known = self.region.dbs.get(index)
             for key, value in list(db.data.items()):
                 if isinstance(value, RegionStream) and (known is None or key not in known):
                     db.delete(key)
+        self.idmp_keys.clear()
         for index, streams in self.region.dbs.items():
             for key, record in streams.items():
                 self.sync(key, index)

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING
 import hiredis
 
 from headwater.activeactive.envelope import Effect, from_line
+from headwater.activeactive.transfer import covers, not_covered
 from headwater.commands.context import Client
 from headwater.commands.region_keyspace import RegionKeyspace
 from headwater.errors import ReplyError, err
@@ -75,6 +76,10 @@ class Feed:
     client: Client
     region: int
     next_seq: int  # the next own sequence to send
+    #: a state transfer to send first (``activeactive.transfer``), once the engine effect
+    #: ``state_bound`` (the last one the state holds) is durable here
+    state: bytes | None = None
+    state_bound: int = 0
 
 
 @dataclass
@@ -91,6 +96,9 @@ class PeerLink:
     last_io: float = 0.0
     connected_since: float = 0.0
     applied_effects: int = 0
+    #: the peer announced a state transfer (``+AASTATE``): the next reply is the state
+    expect_state: bool = False
+    state_transfers: int = 0
     #: (engine effect sequence that logged them, the peer's applied sequence then): what may
     #: be acknowledged once the AOF has it; and the last sequence acknowledged
     unacked: list[tuple[int, int]] = field(default_factory=list)
@@ -169,24 +177,40 @@ class RegionLinks:
         if conn is None or conn.transport is None:
             raise err("AAPSYNC needs a network client")
         start = vector.get(self.region.id, 0) + 1
+        state: bytes | None = None
         if start < self.rk.own_first:
-            log.warning(
-                "AAPSYNC refused: the peer needs effects from %d, this region keeps them from "
-                "%d (a full state transfer is not built yet)",
-                start,
-                self.rk.own_first,
-            )
-            raise err(
-                f"AAPSYNC: effects from {start} are no longer kept here (from "
-                f"{self.rk.own_first}); a full state transfer is not supported yet"
-            )
+            # (a full state transfer: only when this region holds everything the peer has,
+            # so that the peer can take the state as it is; else the peer asks again later)
+            applied = self.region.inbox.applied
+            if not covers(applied, vector):
+                log.warning(
+                    "AAPSYNC from region %d: it needs effects from %d (kept from %d) and a "
+                    "state transfer, which waits until this region has what it holds",
+                    peer,
+                    start,
+                    self.rk.own_first,
+                )
+                raise not_covered(self.region.id, applied, vector)
+            state = self.rk.dump_state(with_own=False)
+            start = applied[self.region.id] + 1
         conn.send()  # replies queued before this one leave first
-        conn.transport.write(b"+AASTREAM %d\r\n" % self.region.id)
         c.reply_on = False
         feed = Feed(conn, c, peer, start)
+        if state is None:
+            conn.transport.write(b"+AASTREAM %d\r\n" % self.region.id)
+            log.warning("Region link from %s: sending own effects from %d", c.addr, start)
+        else:
+            feed.state, feed.state_bound = state, self.engine.effect_seq
+            log.warning(
+                "Region link from %s (region %d): a full state transfer (%d bytes), then own "
+                "effects from %d",
+                c.addr,
+                peer,
+                len(state),
+                start,
+            )
         self.feeds.append(feed)
         self._send(feed)
-        log.warning("Region link from %s: sending own effects from %d", c.addr, start)
         return NO_REPLY
 
     def flush(self) -> None:
@@ -217,8 +241,19 @@ class RegionLinks:
         if transport is None or transport.is_closing() or feed.client.closed:
             self.feeds.remove(feed)
             return
+        if feed.state is not None:
+            if self._durable_seq() < feed.state_bound:
+                return  # (the state must not hold what a crash here could still lose)
+            transport.write(b"+AASTATE %d\r\n$%d\r\n" % (self.region.id, len(feed.state)))
+            transport.write(feed.state)
+            transport.write(b"\r\n")
+            feed.state = None
         upto = self._shippable()
         first = feed.next_seq - self.rk.own_first
+        if first < 0:  # (trimmed under a lagging feed: the peer asks again, for a state)
+            transport.close()
+            self.feeds.remove(feed)
+            return
         if first >= upto:
             return
         transport.write(b"".join([encode_command(list(line)) for line in self.rk.own[first:upto]]))
@@ -255,12 +290,24 @@ class RegionLinks:
         dropped = self.rk.trim_own(min(self.peer_acks[r] for r in regions))
         del self._bounds[:dropped]
 
+    def _trim_kept(self) -> None:
+        """``active-active-keep-effects`` (0: no limit): at most that many own effects are
+        kept for peers that lag; one that needs older ones gets a full state transfer."""
+        keep: int = self.engine.config["active-active-keep-effects"]
+        if not keep or len(self.rk.own) <= keep:
+            return
+        drop = min(len(self.rk.own) - keep, self._shippable())
+        if drop > 0:
+            dropped = self.rk.trim_own(self.rk.own_first - 1 + drop)
+            del self._bounds[:dropped]
+
     def cron(self) -> None:
         now = time.monotonic()
         if now - self._last_ping < PING_S:
             return
         self._last_ping = now
         self._send_acks()
+        self._trim_kept()
         ping = encode_command([b"AAPING", b"%d" % self.region.inbox.applied[self.region.id]])
         for feed in list(self.feeds):
             transport = feed.conn.transport
@@ -321,6 +368,7 @@ class RegionLinks:
             asyncio.open_connection(link.host, link.port), limit_s
         )
         link.writer = writer
+        link.expect_state = False
         # (a new session acknowledges again what is here, once it is durable: the peer may
         # have restarted and forgotten)
         link.acked = 0
@@ -374,7 +422,11 @@ class RegionLinks:
             if isinstance(item, hiredis.ReplyError):
                 raise LinkError(f"refused: {item}")
             if not streaming:
-                streaming = self._handshake(link, item)
+                if link.expect_state:
+                    self._adopt(link, item)
+                    streaming = True
+                else:
+                    streaming = self._handshake(link, item)
                 continue
             if not isinstance(item, list) or not item:
                 raise LinkError(f"not an effect: {item!r:.80}")
@@ -396,9 +448,11 @@ class RegionLinks:
     def _handshake(self, link: PeerLink, item: object) -> bool:
         if item == b"OK":
             return False  # AUTH's reply
-        if not isinstance(item, bytes) or not item.startswith(b"AASTREAM "):
+        if not isinstance(item, bytes) or not item.startswith((b"AASTREAM ", b"AASTATE ")):
             raise LinkError(f"unexpected reply to AAPSYNC: {item!r:.80}")
         region = int(item.split()[1])
+        if item.startswith(b"AASTATE "):
+            link.expect_state = True  # (the state comes next, then the effects)
         if region == self.region.id:
             raise LinkError("the peer is this region itself")
         if not link.region:  # (the first session: what is here is acknowledged too)
@@ -407,8 +461,43 @@ class RegionLinks:
         link.region = region
         link.state = "connected"
         link.connected_since = time.monotonic()
+        if link.expect_state:
+            log.warning("Region link %s: region %d sends its whole state", link.name(), region)
+            return False
         log.warning("Region link %s: streaming region %d's effects", link.name(), region)
         return True
+
+    def _adopt(self, link: PeerLink, item: object) -> None:
+        """The peer's state (``+AASTATE``): it becomes this region's; logged, and what it made
+        ready is applied."""
+        link.expect_state = False
+        if not isinstance(item, bytes):
+            raise LinkError(f"not a region state: {item!r:.80}")
+        engine = self.engine
+        engine.keyspace.now_ms = engine.clock.now_ms()
+        own_first, own_kept = self.rk.own_first, len(self.rk.own)
+        started = time.monotonic()
+        try:
+            ready = self.rk.adopt(item)
+        except ReplyError as exc:
+            raise LinkError(exc.msg) from None
+        if self.rk.own_first != own_first or len(self.rk.own) != own_kept:
+            self._bounds = [0] * len(self.rk.own)  # (what is left of them is durable)
+        link.applied_effects += ready
+        link.state_transfers += 1
+        lines = self.rk.take_lines()
+        engine.apply_change(0, [], Change(len(lines), lines))
+        link.unacked.append((engine.effect_seq, self.region.inbox.applied.get(link.region, 0)))
+        engine.serve_ready()
+        self.server.schedule_flush()
+        log.warning(
+            "Region link %s: took region %d's state (%d bytes, %.0f ms); vector now %s",
+            link.name(),
+            link.region,
+            len(item),
+            (time.monotonic() - started) * 1000,
+            ",".join(f"{r}={s}" for r, s in sorted(self.region.inbox.applied.items())),
+        )
 
     def _apply(self, link: PeerLink, effects: list[Effect]) -> None:
         engine = self.engine
@@ -436,6 +525,7 @@ class RegionLinks:
                 f"peer{n}:host={link.host},port={link.port},region={link.region},"
                 f"state={link.state},applied_seq={seq},received_seq={link.received_seq},"
                 f"peer_seq={link.peer_seq},lag={lag},last_io_ms={io},"
-                f"acked_by_peer={self.peer_acks.get(link.region, 0)}"
+                f"acked_by_peer={self.peer_acks.get(link.region, 0)},"
+                f"state_transfers={link.state_transfers}"
             )
         return lines
