@@ -80,6 +80,9 @@ class Feed:
     #: ``state_bound`` (the last one the state holds) is durable here
     state: bytes | None = None
     state_bound: int = 0
+    #: origins the peer asked this region to relay (``AARELAY``), each with the next
+    #: sequence to send
+    relay: dict[int, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -99,6 +102,9 @@ class PeerLink:
     #: the peer announced a state transfer (``+AASTATE``): the next reply is the state
     expect_state: bool = False
     state_transfers: int = 0
+    #: origins this link's peer was asked to relay (it is connected, their own links not)
+    relaying: set[int] = field(default_factory=set)
+    relayed_effects: int = 0
     #: (engine effect sequence that logged them, the peer's applied sequence then): what may
     #: be acknowledged once the AOF has it; and the last sequence acknowledged
     unacked: list[tuple[int, int]] = field(default_factory=list)
@@ -152,6 +158,12 @@ class RegionLinks:
         self._bounds: list[int] = []
         #: per peer region, the last of our sequences it said it holds durably (AAACK)
         self.peer_acks: dict[int, int] = {}
+        #: per peer region, its durable vector (AAACK): what it need not be relayed
+        self.peer_vectors: dict[int, dict[int, int]] = {}
+        #: (engine effect sequence, the vector then), taken each second: once the AOF has
+        #: that effect, the vector is durable here and goes with the acknowledgements
+        self._marks: list[tuple[int, dict[int, int]]] = []
+        self._durable_vector: dict[int, int] = {}
         self._last_ping = time.monotonic()
         rk.links = self
 
@@ -160,6 +172,7 @@ class RegionLinks:
     def start(self) -> None:
         """After recovery: what the AOF replay rebuilt is durable already."""
         self._bounds = [0] * len(self.rk.own)
+        self.rk.forget_relayed()  # (what the replay kept: peers get it from its origin)
         for link in self.links:
             link.task = self.server.loop.create_task(self._run(link))
 
@@ -254,10 +267,42 @@ class RegionLinks:
             transport.close()
             self.feeds.remove(feed)
             return
+        if feed.relay:
+            self._send_relayed(feed, transport)
         if first >= upto:
             return
         transport.write(b"".join([encode_command(list(line)) for line in self.rk.own[first:upto]]))
         feed.next_seq = self.rk.own_first + upto
+
+    def _send_relayed(self, feed: Feed, transport: asyncio.WriteTransport) -> None:
+        """Other origins' effects the peer asked for (it is cut off from them), as applied
+        here: the peer's inbox applies each once, in causal order."""
+        for origin, nxt in list(feed.relay.items()):
+            kept = self.rk.relayed.get(origin)
+            if kept is None:
+                continue
+            first = nxt - self.rk.relay_first[origin]
+            if first < 0:  # (no longer kept here: the peer gets them some other way)
+                del feed.relay[origin]
+                continue
+            if first < len(kept):
+                transport.write(b"".join([encode_command(list(line)) for line in kept[first:]]))
+                feed.relay[origin] = self.rk.relay_first[origin] + len(kept)
+
+    def relay(self, c: Client, origin: int, start: int) -> None:
+        """AARELAY from a peer's link (the client that sent AAPSYNC)."""
+        feed = next((f for f in self.feeds if f.client is c), None)
+        if feed is None:
+            raise err("AARELAY: only on a region link, after AAPSYNC")
+        if origin in (self.region.id, feed.region) or start <= 0:
+            feed.relay.pop(origin, None)
+            return
+        if origin not in feed.relay:
+            log.warning(
+                "Region link to region %d: relaying region %d's effects", feed.region, origin
+            )
+        feed.relay[origin] = start
+        self._send(feed)
 
     def _durable_seq(self) -> int:
         if not self.engine.config["appendonly"]:
@@ -267,28 +312,54 @@ class RegionLinks:
 
     def _send_acks(self) -> None:
         """Tell each peer how far its effects are durable here (``AAACK``): it may then
-        forget them."""
+        forget them; with the durable vector, so that it keeps others' effects for relaying
+        only while some peer lacks them."""
         durable = self._durable_seq()
+        marks = self._marks
+        done_marks = [m for m in marks if m[0] <= durable]
+        if done_marks:
+            self._durable_vector = done_marks[-1][1]
+            del marks[: len(done_marks)]
+        marks.append((self.engine.effect_seq, dict(self.region.inbox.applied)))
+        vector = self._durable_vector
         for link in self.links:
             done = [seq for bound, seq in link.unacked if bound <= durable]
-            if not done:
-                continue
             del link.unacked[: len(done)]
-            if done[-1] > link.acked and link.writer is not None and link.state == "connected":
-                link.acked = done[-1]
+            if link.writer is None or link.state != "connected":
+                continue
+            if (done and done[-1] > link.acked) or vector:
+                link.acked = max([link.acked, *done])
                 argv = [b"AAACK", b"%d" % self.region.id, b"%d" % link.acked]
+                for region, seq in sorted(vector.items()):
+                    if region not in (link.region, self.region.id):
+                        argv += [b"%d" % region, b"%d" % seq]
                 link.writer.write(encode_command(argv))
 
-    def ack(self, peer: int, seq: int) -> None:
+    def ack(self, peer: int, seq: int, vector: dict[int, int]) -> None:
         """AAACK from a peer: it holds our effects up to ``seq`` durably. Once every peer
         does, they are dropped from memory (and from later snapshots)."""
         if seq > self.peer_acks.get(peer, 0):
             self.peer_acks[peer] = seq
+        if vector:
+            self.peer_vectors[peer] = vector
         regions = {link.region for link in self.links}
         if 0 in regions or not regions <= set(self.peer_acks):
             return  # a peer never heard from: keep everything
         dropped = self.rk.trim_own(min(self.peer_acks[r] for r in regions))
         del self._bounds[:dropped]
+
+    def _trim_relayed(self) -> None:
+        """Others' effects are kept for relaying until every other peer holds them (or,
+        with ``active-active-keep-effects``, at most that many per origin)."""
+        regions = {link.region for link in self.links}
+        keep: int = self.engine.config["active-active-keep-effects"]
+        for origin, kept in list(self.rk.relayed.items()):
+            others = regions - {origin}
+            if 0 not in others and others <= set(self.peer_vectors):
+                upto = min(self.peer_vectors[r].get(origin, 0) for r in others)
+                self.rk.trim_relayed(origin, upto)
+            if keep and len(kept) > keep:
+                self.rk.trim_relayed(origin, self.rk.relay_first[origin] - 1 + len(kept) - keep)
 
     def _trim_kept(self) -> None:
         """``active-active-keep-effects`` (0: no limit): at most that many own effects are
@@ -308,6 +379,8 @@ class RegionLinks:
         self._last_ping = now
         self._send_acks()
         self._trim_kept()
+        self._trim_relayed()
+        self._ask_relays()
         ping = encode_command([b"AAPING", b"%d" % self.region.inbox.applied[self.region.id]])
         for feed in list(self.feeds):
             transport = feed.conn.transport
@@ -317,6 +390,32 @@ class RegionLinks:
                 transport.write(ping)
 
     # -- the pulling side ------------------------------------------------------------------
+
+    def _ask_relays(self) -> None:
+        """Each second: for each peer whose own link is not connected, ask one connected
+        link's peer to relay its effects (``AARELAY origin next``); stop once the peer's own
+        link is back. Each effect keeps its origin and sequence; the inbox applies it once."""
+        relay: bool = self.engine.config["active-active-relay"]
+        connected = [
+            link for link in self.links if link.state == "connected" and link.writer is not None
+        ]
+        for link in self.links:
+            origin = link.region
+            if not origin:
+                continue
+            cut = relay and link.state != "connected"
+            via = next((v for v in connected if v is not link), None) if cut else None
+            for other in connected:
+                writer = other.writer
+                if writer is None or other is link:
+                    continue
+                if other is via and origin not in other.relaying:
+                    other.relaying.add(origin)
+                    start = self.region.inbox.applied.get(origin, 0) + 1
+                    writer.write(encode_command([b"AARELAY", b"%d" % origin, b"%d" % start]))
+                elif other is not via and origin in other.relaying:
+                    other.relaying.discard(origin)
+                    writer.write(encode_command([b"AARELAY", b"%d" % origin, b"0"]))
 
     def pause(self, peer: bytes, paused: bool) -> int:
         """How many links it changed; -1 when none is named so."""
@@ -369,6 +468,7 @@ class RegionLinks:
         )
         link.writer = writer
         link.expect_state = False
+        link.relaying.clear()  # (a new feed there: it relays nothing yet)
         # (a new session acknowledges again what is here, once it is durable: the peer may
         # have restarted and forgotten)
         link.acked = 0
@@ -438,7 +538,7 @@ class RegionLinks:
             except ReplyError as exc:
                 raise LinkError(f"{exc.msg}: {item[:6]!r}") from None
             if effect.origin != link.region:
-                raise LinkError(f"region {link.region} sent an effect of {effect.origin}")
+                link.relayed_effects += 1  # (relayed: this region asked for them)
             effects.append(effect)
             self.rk.received(effect, item)  # (logged as read: no second line made)
         if effects:
@@ -503,7 +603,8 @@ class RegionLinks:
         engine = self.engine
         engine.keyspace.now_ms = engine.clock.now_ms()
         for effect in effects:
-            link.received_seq = max(link.received_seq, effect.seq)
+            if effect.origin == link.region:
+                link.received_seq = max(link.received_seq, effect.seq)
             link.applied_effects += self.region.receive(effect)
         lines = self.rk.take_lines()
         if lines:
@@ -526,6 +627,8 @@ class RegionLinks:
                 f"state={link.state},applied_seq={seq},received_seq={link.received_seq},"
                 f"peer_seq={link.peer_seq},lag={lag},last_io_ms={io},"
                 f"acked_by_peer={self.peer_acks.get(link.region, 0)},"
-                f"state_transfers={link.state_transfers}"
+                f"state_transfers={link.state_transfers},"
+                f"relaying={'+'.join(str(r) for r in sorted(link.relaying)) or '-'},"
+                f"relayed_effects={link.relayed_effects}"
             )
         return lines
