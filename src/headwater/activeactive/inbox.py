@@ -17,8 +17,8 @@ each peer to resume at ``resume_point(o)``: nothing is sent twice, nothing is mi
 
 Causal order is what lets an observed-remove DEL name "what I had seen" by per-sub-log
 horizons (see envelope.py). Its cost: a region cut from region 2 but not from region 1 waits
-for 2's effects before it applies those of 1's that followed them (each region ships only its
-own effects). Convergence after the cut heals is unaffected.
+for 2's effects before it applies those of 1's that followed them (region 1 relays them when
+asked: server/aa_links.py). ``adopt`` takes a state transfer's vector (transfer.py).
 """
 
 from __future__ import annotations

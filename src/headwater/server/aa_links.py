@@ -27,9 +27,17 @@ region in snapshots, so a region restarted from a snapshot (or a rewritten AOF) 
 them.
 
 ``AALINK PAUSE|RESUME <region | host:port | *>`` closes a link and keeps it closed, or lets it
-connect again: the test seam for partitions (and maintenance). What is not built yet: a full
-state transfer for a peer that asks for effects no longer kept (a peer added later, or one
-whose data was lost); such an AAPSYNC is refused and the link logs it.
+connect again: the test seam for partitions (and maintenance).
+
+A peer that asks for own effects no longer kept (``active-active-keep-effects`` trimmed them,
+it lost its data, or it is new) gets ``+AASTATE <region>`` and this region's whole state
+(``activeactive.transfer``) once it is durable here, then the own effects after it; only
+when this region's vector covers the peer's, else it is refused and the peer asks again.
+
+Relaying: each second a region asks, for each peer whose own link is not connected, one
+connected peer to relay that peer's effects (``AARELAY origin next``, on its link); the
+serving side sends them from ``RegionKeyspace.relayed`` besides its own, and keeps them until
+every other peer's durable vector (sent with ``AAACK``) holds them.
 """
 
 from __future__ import annotations
