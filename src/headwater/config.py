@@ -386,6 +386,11 @@ PARAMS: tuple[Param, ...] = (
         "strict",
         mutable=False,
     ),
+    # at most this many own effects kept for peers that lag (0: every one a peer has not
+    # acknowledged); a peer that needs older ones gets a full state transfer
+    Param("active-active-keep-effects", _int_parser(0, INT64_MAX), "0"),
+    # a region cut off from a peer asks another peer to relay that peer's effects
+    Param("active-active-relay", _bool, "yes", printer=_yn),
 )
 
 

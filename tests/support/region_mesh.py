@@ -51,7 +51,7 @@ class Region:
 
 
 class TcpMesh:
-    def __init__(self, n: int = 3, mode: str = "strict") -> None:
+    def __init__(self, n: int = 3, mode: str = "strict", extra: tuple[str, ...] = ()) -> None:
         self.root = Path(tempfile.mkdtemp(prefix="hw-mesh-"))
         ports = [free_port() for _ in range(n)]
         self.regions: dict[int, Region] = {}
@@ -59,7 +59,7 @@ class TcpMesh:
             others = ",".join(f"127.0.0.1:{p}" for i, p in enumerate(ports, 1) if i != r)
             workdir = self.root / f"r{r}"
             workdir.mkdir()
-            region = Region(workdir, r, "--peers", others, "--active-active-id-mode", mode)
+            region = Region(workdir, r, "--peers", others, "--active-active-id-mode", mode, *extra)
             region.port = ports[r - 1]
             self.regions[r] = region
         for region in self.regions.values():

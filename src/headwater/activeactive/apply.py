@@ -157,6 +157,7 @@ def _group_create(record: RegionStream, effect: Effect, op: GroupCreate) -> None
     if group is None:
         group = record.groups[op.group] = RegionGroup(op.group)
         group.cursors = dict(op.cursors)
+        group.start = dict(op.cursors)
         group.last_id = max([MIN_ID, *group.cursors.values()])
     group.births.add((effect.origin, effect.seq))
 

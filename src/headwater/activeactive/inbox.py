@@ -17,8 +17,8 @@ each peer to resume at ``resume_point(o)``: nothing is sent twice, nothing is mi
 
 Causal order is what lets an observed-remove DEL name "what I had seen" by per-sub-log
 horizons (see envelope.py). Its cost: a region cut from region 2 but not from region 1 waits
-for 2's effects before it applies those of 1's that followed them (each region ships only its
-own effects). Convergence after the cut heals is unaffected.
+for 2's effects before it applies those of 1's that followed them (region 1 relays them when
+asked: server/aa_links.py). ``adopt`` takes a state transfer's vector (transfer.py).
 """
 
 from __future__ import annotations
@@ -74,6 +74,25 @@ class Inbox:
         if effect.seq in waiting:
             return []
         waiting[effect.seq] = effect
+        return self._drain()
+
+    def adopt(self, vector: dict[int, int]) -> list[Effect]:
+        """A state transfer made ``vector`` what is applied (it covers ``applied``): the
+        waiting effects it already holds are dropped; those now ready, in order."""
+        self.applied.clear()
+        self.applied.update(vector)
+        self.applied.setdefault(self.me, 0)
+        waiting = self.waiting
+        self.waiting = {r: {} for r in self.applied}
+        for region, pending in waiting.items():
+            self.applied.setdefault(region, 0)
+            self.waiting[region] = {
+                seq: e for seq, e in pending.items() if seq > self.applied[region]
+            }
+        self.waiting[self.me] = {}
+        return self._drain()
+
+    def _drain(self) -> list[Effect]:
         ready: list[Effect] = []
         progress = True
         while progress:

@@ -7,7 +7,8 @@ sequences. ``dump_state`` writes all of it; ``load_state`` rebuilds a region tha
 continues exactly as the saved one (its own sequence and each peer's resume point come from
 the vector; effects waiting in the inbox are not saved: peers send them again).
 
-Layout: ``HWAA2`` (``HWAA1``: the same without the parts marked v2) then a sequence of
+Layout: ``HWAA3`` (``HWAA2``: without the parts marked v3; ``HWAA1``: nor those marked v2)
+then a sequence of
 words, each a u32 length and its bytes; integers are decimal words (sub-log numbers of
 RENAME's moved sub-logs pass 2**64), IDs ``ms-seq``::
 
@@ -23,6 +24,7 @@ RENAME's moved sub-logs pass 2**64), IDs ``ms-seq``::
                          n (consumer seen active)*n
                          n (sub id consumer delivery count)*n   the PEL
                          n (sub id)*n               the NACK zone, oldest first (v2)
+                         n (sub id)*n               where the group started (v3)
                IDMP: -1 | n (pid n (iid id)*n)*n added duplicates
                n (origin adjust)*n deleted-floor    XSETID's counters (v2)
                n (setting n (sum origin seq value)*n)*n   XCFGSET's registers (v2)
@@ -47,7 +49,9 @@ from headwater.errors import err
 from headwater.stream.idmp import IdmpState, Producer
 from headwater.stream.ids import MAX_ID, MIN_ID, StreamID, format_id, parse_id
 
-MAGIC = b"HWAA2"
+MAGIC = b"HWAA3"
+#: the layout without the groups' start cursors: still read (they start at their cursors)
+MAGIC_V2 = b"HWAA2"
 #: the first layout (no NACK zone, no XSETID counters, no IDMP settings): still read
 MAGIC_V1 = b"HWAA1"
 _LEN = struct.Struct("<I")
@@ -185,13 +189,18 @@ def _dump_group(out: _Words, name: bytes, g: RegionGroup) -> None:
     for sid, sub in g.nacked:
         out.int(sub)
         out.sid(sid)
+    out.int(len(g.start))  # (v3) where the group started
+    for sub, sid in sorted(g.start.items()):
+        out.int(sub)
+        out.sid(sid)
 
 
 class _Reader:
     def __init__(self, data: bytes) -> None:
-        if not data.startswith((MAGIC, MAGIC_V1)):
+        versions = {MAGIC: 3, MAGIC_V2: 2, MAGIC_V1: 1}
+        self.version = versions.get(data[: len(MAGIC)], 0)
+        if not self.version:
             raise BAD_STATE
-        self.version = 2 if data.startswith(MAGIC) else 1
         self.data = memoryview(data)
         self.pos = len(MAGIC)
 
@@ -356,6 +365,12 @@ def _load_group(inp: _Reader, name: bytes) -> RegionGroup:
         for _ in inp.times():
             sub = inp.int()
             zone.append((inp.sid(), sub))
+    if inp.version >= 3:
+        for _ in inp.times():
+            sub = inp.int()
+            g.start[sub] = inp.sid()
+    else:
+        g.start = dict(g.cursors)
     nacked = set(zone)
     counts = {}
     for tag, consumer, delivery_ms, count in pel:

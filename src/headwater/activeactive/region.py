@@ -171,6 +171,11 @@ class Region:
             self._apply(each)
         return len(ready)
 
+    def apply_ready(self, effects: Iterable[Effect]) -> None:
+        """Apply effects the inbox already counted as applied (after a state transfer)."""
+        for effect in effects:
+            self._apply(effect)
+
     def replay(self, effect: Effect) -> None:
         """Apply an effect read back from this region's log (a restart): own and remote
         effects in the order they were applied, each the next of its origin. Afterwards the

@@ -88,6 +88,7 @@ class RegionGroup:
         "name",
         "order",
         "pel",
+        "start",
         "times",
         "touched",
         "touched_consumers",
@@ -101,6 +102,9 @@ class RegionGroup:
         self.acked: dict[int, StreamID] = {}
         #: per sub-log, the last ID delivered by ``>`` here (or acknowledged elsewhere)
         self.cursors: dict[int, StreamID] = {}
+        #: per sub-log, where the group started (the first create applied here): with
+        #: ``acked``, the cursors a region that gets this group by a state transfer starts at
+        self.start: dict[int, StreamID] = {}
         self.pel: dict[Tag, Pending] = {}
         self.order: list[Tag] = []  # the keys of pel, sorted
         self.by_sub: dict[int, list[StreamID]] = {}  # sub-log -> its pending IDs, sorted

@@ -21,6 +21,7 @@ from headwater.activeactive.journal import local_line
 from headwater.activeactive.persist import dump_state, load_state
 from headwater.activeactive.region import Region
 from headwater.activeactive.rstream import NodeLimits, RegionGroup, RegionStream
+from headwater.activeactive.transfer import adopt_state
 from headwater.commands.context import Client
 from headwater.commands.notify import lookup_read
 from headwater.config import Config
@@ -45,7 +46,8 @@ class Links(Protocol):
         ...
 
     def info_lines(self) -> list[str]: ...
-    def ack(self, peer: int, seq: int) -> None: ...
+    def ack(self, peer: int, seq: int, vector: dict[int, int]) -> None: ...
+    def relay(self, c: Client, origin: int, start: int) -> None: ...
 
 
 class RegionKeyspace:
@@ -63,6 +65,11 @@ class RegionKeyspace:
         #: when a link ships it
         self.own: list[tuple[bytes, ...]] = []
         self.own_first = 1
+        #: the remote effects applied here, per origin, as their lines, from
+        #: ``relay_first[origin]`` on: what this region relays to a peer cut off from their
+        #: origin (``AARELAY``); trimmed once every peer holds them
+        self.relayed: dict[int, list[tuple[bytes, ...]]] = {}
+        self.relay_first: dict[int, int] = {}
         #: the links to the peers (the server layer sets them; None: no peers, or no server)
         self.links: Links | None = None
         #: local lines (AAIDMP) a command made, logged after its effects
@@ -95,8 +102,15 @@ class RegionKeyspace:
         if line is None:
             line = effect.to_line()
         self.applied.append(line)
-        if effect.origin == self.region.id:
+        origin = effect.origin
+        if origin == self.region.id:
             self.own.append(tuple(line))
+            return
+        kept = self.relayed.get(origin)
+        if kept is None:
+            kept = self.relayed[origin] = []
+            self.relay_first[origin] = effect.seq
+        kept.append(tuple(line))
 
     def received(self, effect: Effect, line: list[bytes]) -> None:
         """A link read ``line`` for ``effect`` (which it is about to offer): when the effect
@@ -139,8 +153,8 @@ class RegionKeyspace:
 
     # -- snapshots (``Keyspace.persisted``) ------------------------------------------------
 
-    def dump_state(self) -> bytes:
-        return dump_state(self.region, self.own_effects())
+    def dump_state(self, with_own: bool = True) -> bytes:
+        return dump_state(self.region, self.own_effects() if with_own else ())
 
     def load_state(self, data: bytes) -> None:
         """A snapshot's region: replaces this one; each database shows its visible streams."""
@@ -149,11 +163,46 @@ class RegionKeyspace:
         own_seq = self.region.inbox.applied[self.region.id]
         self.own_first = own[0].seq if own else own_seq + 1
         self.received_lines.clear()
+        self.forget_relayed()
+        self._sync_all()
+
+    def adopt(self, data: bytes) -> int:
+        """A state transfer (``activeactive.transfer``): a peer's state becomes this region's
+        (its vector must cover this one's; raises otherwise, changing nothing), logged as one
+        ``AARESTORE`` line of the whole new state, then the effects it made ready; how many
+        of those."""
+        me = self.region.id
+        own_seq = self.region.inbox.applied.get(me, 0)
+        ready = adopt_state(self.region, data)
+        if self.region.inbox.applied[me] != own_seq:
+            # (this region lost effects of its own that the donor holds: it goes on after
+            # them, and can no longer serve them)
+            self.own = []
+            self.own_first = self.region.inbox.applied[me] + 1
+        applied = self.region.inbox.applied
+        self.received_lines = {
+            k: line for k, line in self.received_lines.items() if k[1] > applied.get(k[0], 0)
+        }
+        self._sync_all()
+        self.forget_relayed()
+        self.applied.append([b"AARESTORE", self.dump_state()])
+        self.region.apply_ready(ready)
+        for index, db in enumerate(self.dbs):
+            streams = self.region.dbs.get(index)
+            if db.blocking and streams is not None:
+                for key in list(db.blocking):
+                    if key in streams:
+                        db.signal_ready(key)
+        return len(ready)
+
+    def _sync_all(self) -> None:
+        """Each database shows the region's visible streams, and only those."""
         for index, db in enumerate(self.dbs):
             known = self.region.dbs.get(index)
             for key, value in list(db.data.items()):
                 if isinstance(value, RegionStream) and (known is None or key not in known):
                     db.delete(key)
+        self.idmp_keys.clear()
         for index, streams in self.region.dbs.items():
             for key, record in streams.items():
                 self.sync(key, index)
@@ -198,6 +247,23 @@ class RegionKeyspace:
             expired += record.idmp.expire(now_ms - duration * 1000)
         return expired
 
+    def trim_relayed(self, origin: int, upto: int) -> int:
+        """Every peer holds origin's effects up to ``upto``: no need to relay them."""
+        kept = self.relayed.get(origin)
+        if kept is None:
+            return 0
+        drop = min(max(upto - self.relay_first[origin] + 1, 0), len(kept))
+        if drop:
+            del kept[:drop]
+            self.relay_first[origin] += drop
+        return drop
+
+    def forget_relayed(self) -> None:
+        """After a replay or a state transfer: the kept remote effects no longer follow on
+        from what is applied without a gap."""
+        self.relayed.clear()
+        self.relay_first.clear()
+
     def trim_own(self, upto: int) -> int:
         """Every peer has applied (durably) this region's effects up to ``upto``: they need
         not be kept; how many were dropped."""
@@ -221,6 +287,7 @@ class RegionKeyspace:
         region.outbox.clear()
         self.own.clear()
         self.own_first = 1
+        self.forget_relayed()
         self.applied.clear()
         self.received_lines.clear()
         self.groups.clear()

@@ -236,16 +236,35 @@ def cmd_aapsync(c: Client, argv: list[bytes]) -> Reply:
 
 
 def cmd_aaack(c: Client, argv: list[bytes]) -> Reply:
-    """AAACK <region> <seq> (a peer's link): the peer holds this region's effects up to seq
-    durably."""
+    """AAACK <region> <seq> [<origin> <applied>]… (a peer's link): the peer holds this
+    region's effects up to seq durably (and, when given, every origin's up to its applied
+    sequence: what this region need not keep for relaying)."""
     rk = region_of(c)
     if rk.links is None:
         raise err("AAACK: this server has no region links")
     try:
         peer, seq = int(argv[1]), int(argv[2])
+        words = argv[3:]
+        if len(words) % 2:
+            raise ValueError
+        vector = {int(words[i]): int(words[i + 1]) for i in range(0, len(words), 2)}
     except ValueError:
-        raise err("AAACK <region> <seq>: not integers") from None
-    rk.links.ack(peer, seq)
+        raise err("AAACK <region> <seq> [<origin> <seq>]…: not integers") from None
+    rk.links.ack(peer, seq, vector)
+    return OK
+
+
+def cmd_aarelay(c: Client, argv: list[bytes]) -> Reply:
+    """AARELAY <origin> <seq> (on a peer's link, after AAPSYNC): send it, besides this
+    region's own effects, origin's effects from seq on (it is cut off from origin); 0 stops."""
+    rk = region_of(c)
+    if rk.links is None:
+        raise err("AARELAY: this server has no region links")
+    try:
+        origin, start = int(argv[1]), int(argv[2])
+    except ValueError:
+        raise err("AARELAY <origin> <seq>: not integers") from None
+    rk.links.relay(c, origin, start)
     return OK
 
 
@@ -280,6 +299,7 @@ def info_lines(c: Client) -> list[str]:
         f"streams:{sum(1 for d in region.dbs.values() for r in d.values() if r.exists())}",
         f"tombstones:{sum(1 for d in region.dbs.values() for r in d.values() if not r.exists())}",
         f"own_effects_kept:{len(rk.own)}",
+        f"relay_effects_kept:{sum(len(kept) for kept in rk.relayed.values())}",
     ]
     if rk.links is not None:
         lines += rk.links.info_lines()
@@ -397,7 +417,8 @@ NEW_ROWS = (
     spec("aalocal", -7, "write", (0, 0, 0), cmd_aalocal),
     spec("aapsync", -3, "admin noscript", (0, 0, 0), cmd_aapsync),
     spec("aalink", 3, "admin noscript", (0, 0, 0), cmd_aalink),
-    spec("aaack", 3, "admin noscript", (0, 0, 0), cmd_aaack),
+    spec("aaack", -3, "admin noscript", (0, 0, 0), cmd_aaack),
+    spec("aarelay", 3, "admin noscript", (0, 0, 0), cmd_aarelay),
     spec("aarestore", 2, "write", (0, 0, 0), cmd_aarestore),
     spec("aaidmp", 5, "write", (0, 0, 0), cmd_aaidmp),
 )

@@ -27,9 +27,17 @@ region in snapshots, so a region restarted from a snapshot (or a rewritten AOF) 
 them.
 
 ``AALINK PAUSE|RESUME <region | host:port | *>`` closes a link and keeps it closed, or lets it
-connect again: the test seam for partitions (and maintenance). What is not built yet: a full
-state transfer for a peer that asks for effects no longer kept (a peer added later, or one
-whose data was lost); such an AAPSYNC is refused and the link logs it.
+connect again: the test seam for partitions (and maintenance).
+
+A peer that asks for own effects no longer kept (``active-active-keep-effects`` trimmed them,
+it lost its data, or it is new) gets ``+AASTATE <region>`` and this region's whole state
+(``activeactive.transfer``) once it is durable here, then the own effects after it; only
+when this region's vector covers the peer's, else it is refused and the peer asks again.
+
+Relaying: each second a region asks, for each peer whose own link is not connected, one
+connected peer to relay that peer's effects (``AARELAY origin next``, on its link); the
+serving side sends them from ``RegionKeyspace.relayed`` besides its own, and keeps them until
+every other peer's durable vector (sent with ``AAACK``) holds them.
 """
 
 from __future__ import annotations
@@ -44,6 +52,7 @@ from typing import TYPE_CHECKING
 import hiredis
 
 from headwater.activeactive.envelope import Effect, from_line
+from headwater.activeactive.transfer import covers, not_covered
 from headwater.commands.context import Client
 from headwater.commands.region_keyspace import RegionKeyspace
 from headwater.errors import ReplyError, err
@@ -75,6 +84,13 @@ class Feed:
     client: Client
     region: int
     next_seq: int  # the next own sequence to send
+    #: a state transfer to send first (``activeactive.transfer``), once the engine effect
+    #: ``state_bound`` (the last one the state holds) is durable here
+    state: bytes | None = None
+    state_bound: int = 0
+    #: origins the peer asked this region to relay (``AARELAY``), each with the next
+    #: sequence to send
+    relay: dict[int, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -91,6 +107,12 @@ class PeerLink:
     last_io: float = 0.0
     connected_since: float = 0.0
     applied_effects: int = 0
+    #: the peer announced a state transfer (``+AASTATE``): the next reply is the state
+    expect_state: bool = False
+    state_transfers: int = 0
+    #: origins this link's peer was asked to relay (it is connected, their own links not)
+    relaying: set[int] = field(default_factory=set)
+    relayed_effects: int = 0
     #: (engine effect sequence that logged them, the peer's applied sequence then): what may
     #: be acknowledged once the AOF has it; and the last sequence acknowledged
     unacked: list[tuple[int, int]] = field(default_factory=list)
@@ -144,6 +166,12 @@ class RegionLinks:
         self._bounds: list[int] = []
         #: per peer region, the last of our sequences it said it holds durably (AAACK)
         self.peer_acks: dict[int, int] = {}
+        #: per peer region, its durable vector (AAACK): what it need not be relayed
+        self.peer_vectors: dict[int, dict[int, int]] = {}
+        #: (engine effect sequence, the vector then), taken each second: once the AOF has
+        #: that effect, the vector is durable here and goes with the acknowledgements
+        self._marks: list[tuple[int, dict[int, int]]] = []
+        self._durable_vector: dict[int, int] = {}
         self._last_ping = time.monotonic()
         rk.links = self
 
@@ -152,6 +180,7 @@ class RegionLinks:
     def start(self) -> None:
         """After recovery: what the AOF replay rebuilt is durable already."""
         self._bounds = [0] * len(self.rk.own)
+        self.rk.forget_relayed()  # (what the replay kept: peers get it from its origin)
         for link in self.links:
             link.task = self.server.loop.create_task(self._run(link))
 
@@ -169,24 +198,40 @@ class RegionLinks:
         if conn is None or conn.transport is None:
             raise err("AAPSYNC needs a network client")
         start = vector.get(self.region.id, 0) + 1
+        state: bytes | None = None
         if start < self.rk.own_first:
-            log.warning(
-                "AAPSYNC refused: the peer needs effects from %d, this region keeps them from "
-                "%d (a full state transfer is not built yet)",
-                start,
-                self.rk.own_first,
-            )
-            raise err(
-                f"AAPSYNC: effects from {start} are no longer kept here (from "
-                f"{self.rk.own_first}); a full state transfer is not supported yet"
-            )
+            # (a full state transfer: only when this region holds everything the peer has,
+            # so that the peer can take the state as it is; else the peer asks again later)
+            applied = self.region.inbox.applied
+            if not covers(applied, vector):
+                log.warning(
+                    "AAPSYNC from region %d: it needs effects from %d (kept from %d) and a "
+                    "state transfer, which waits until this region has what it holds",
+                    peer,
+                    start,
+                    self.rk.own_first,
+                )
+                raise not_covered(self.region.id, applied, vector)
+            state = self.rk.dump_state(with_own=False)
+            start = applied[self.region.id] + 1
         conn.send()  # replies queued before this one leave first
-        conn.transport.write(b"+AASTREAM %d\r\n" % self.region.id)
         c.reply_on = False
         feed = Feed(conn, c, peer, start)
+        if state is None:
+            conn.transport.write(b"+AASTREAM %d\r\n" % self.region.id)
+            log.warning("Region link from %s: sending own effects from %d", c.addr, start)
+        else:
+            feed.state, feed.state_bound = state, self.engine.effect_seq
+            log.warning(
+                "Region link from %s (region %d): a full state transfer (%d bytes), then own "
+                "effects from %d",
+                c.addr,
+                peer,
+                len(state),
+                start,
+            )
         self.feeds.append(feed)
         self._send(feed)
-        log.warning("Region link from %s: sending own effects from %d", c.addr, start)
         return NO_REPLY
 
     def flush(self) -> None:
@@ -217,12 +262,55 @@ class RegionLinks:
         if transport is None or transport.is_closing() or feed.client.closed:
             self.feeds.remove(feed)
             return
+        if feed.state is not None:
+            if self._durable_seq() < feed.state_bound:
+                return  # (the state must not hold what a crash here could still lose)
+            transport.write(b"+AASTATE %d\r\n$%d\r\n" % (self.region.id, len(feed.state)))
+            transport.write(feed.state)
+            transport.write(b"\r\n")
+            feed.state = None
         upto = self._shippable()
         first = feed.next_seq - self.rk.own_first
+        if first < 0:  # (trimmed under a lagging feed: the peer asks again, for a state)
+            transport.close()
+            self.feeds.remove(feed)
+            return
+        if feed.relay:
+            self._send_relayed(feed, transport)
         if first >= upto:
             return
         transport.write(b"".join([encode_command(list(line)) for line in self.rk.own[first:upto]]))
         feed.next_seq = self.rk.own_first + upto
+
+    def _send_relayed(self, feed: Feed, transport: asyncio.WriteTransport) -> None:
+        """Other origins' effects the peer asked for (it is cut off from them), as applied
+        here: the peer's inbox applies each once, in causal order."""
+        for origin, nxt in list(feed.relay.items()):
+            kept = self.rk.relayed.get(origin)
+            if kept is None:
+                continue
+            first = nxt - self.rk.relay_first[origin]
+            if first < 0:  # (no longer kept here: the peer gets them some other way)
+                del feed.relay[origin]
+                continue
+            if first < len(kept):
+                transport.write(b"".join([encode_command(list(line)) for line in kept[first:]]))
+                feed.relay[origin] = self.rk.relay_first[origin] + len(kept)
+
+    def relay(self, c: Client, origin: int, start: int) -> None:
+        """AARELAY from a peer's link (the client that sent AAPSYNC)."""
+        feed = next((f for f in self.feeds if f.client is c), None)
+        if feed is None:
+            raise err("AARELAY: only on a region link, after AAPSYNC")
+        if origin in (self.region.id, feed.region) or start <= 0:
+            feed.relay.pop(origin, None)
+            return
+        if origin not in feed.relay:
+            log.warning(
+                "Region link to region %d: relaying region %d's effects", feed.region, origin
+            )
+        feed.relay[origin] = start
+        self._send(feed)
 
     def _durable_seq(self) -> int:
         if not self.engine.config["appendonly"]:
@@ -232,28 +320,65 @@ class RegionLinks:
 
     def _send_acks(self) -> None:
         """Tell each peer how far its effects are durable here (``AAACK``): it may then
-        forget them."""
+        forget them; with the durable vector, so that it keeps others' effects for relaying
+        only while some peer lacks them."""
         durable = self._durable_seq()
+        marks = self._marks
+        done_marks = [m for m in marks if m[0] <= durable]
+        if done_marks:
+            self._durable_vector = done_marks[-1][1]
+            del marks[: len(done_marks)]
+        marks.append((self.engine.effect_seq, dict(self.region.inbox.applied)))
+        vector = self._durable_vector
         for link in self.links:
             done = [seq for bound, seq in link.unacked if bound <= durable]
-            if not done:
-                continue
             del link.unacked[: len(done)]
-            if done[-1] > link.acked and link.writer is not None and link.state == "connected":
-                link.acked = done[-1]
+            if link.writer is None or link.state != "connected":
+                continue
+            if (done and done[-1] > link.acked) or vector:
+                link.acked = max([link.acked, *done])
                 argv = [b"AAACK", b"%d" % self.region.id, b"%d" % link.acked]
+                for region, seq in sorted(vector.items()):
+                    if region not in (link.region, self.region.id):
+                        argv += [b"%d" % region, b"%d" % seq]
                 link.writer.write(encode_command(argv))
 
-    def ack(self, peer: int, seq: int) -> None:
+    def ack(self, peer: int, seq: int, vector: dict[int, int]) -> None:
         """AAACK from a peer: it holds our effects up to ``seq`` durably. Once every peer
         does, they are dropped from memory (and from later snapshots)."""
         if seq > self.peer_acks.get(peer, 0):
             self.peer_acks[peer] = seq
+        if vector:
+            self.peer_vectors[peer] = vector
         regions = {link.region for link in self.links}
         if 0 in regions or not regions <= set(self.peer_acks):
             return  # a peer never heard from: keep everything
         dropped = self.rk.trim_own(min(self.peer_acks[r] for r in regions))
         del self._bounds[:dropped]
+
+    def _trim_relayed(self) -> None:
+        """Others' effects are kept for relaying until every other peer holds them (or,
+        with ``active-active-keep-effects``, at most that many per origin)."""
+        regions = {link.region for link in self.links}
+        keep: int = self.engine.config["active-active-keep-effects"]
+        for origin, kept in list(self.rk.relayed.items()):
+            others = regions - {origin}
+            if 0 not in others and others <= set(self.peer_vectors):
+                upto = min(self.peer_vectors[r].get(origin, 0) for r in others)
+                self.rk.trim_relayed(origin, upto)
+            if keep and len(kept) > keep:
+                self.rk.trim_relayed(origin, self.rk.relay_first[origin] - 1 + len(kept) - keep)
+
+    def _trim_kept(self) -> None:
+        """``active-active-keep-effects`` (0: no limit): at most that many own effects are
+        kept for peers that lag; one that needs older ones gets a full state transfer."""
+        keep: int = self.engine.config["active-active-keep-effects"]
+        if not keep or len(self.rk.own) <= keep:
+            return
+        drop = min(len(self.rk.own) - keep, self._shippable())
+        if drop > 0:
+            dropped = self.rk.trim_own(self.rk.own_first - 1 + drop)
+            del self._bounds[:dropped]
 
     def cron(self) -> None:
         now = time.monotonic()
@@ -261,6 +386,9 @@ class RegionLinks:
             return
         self._last_ping = now
         self._send_acks()
+        self._trim_kept()
+        self._trim_relayed()
+        self._ask_relays()
         ping = encode_command([b"AAPING", b"%d" % self.region.inbox.applied[self.region.id]])
         for feed in list(self.feeds):
             transport = feed.conn.transport
@@ -270,6 +398,32 @@ class RegionLinks:
                 transport.write(ping)
 
     # -- the pulling side ------------------------------------------------------------------
+
+    def _ask_relays(self) -> None:
+        """Each second: for each peer whose own link is not connected, ask one connected
+        link's peer to relay its effects (``AARELAY origin next``); stop once the peer's own
+        link is back. Each effect keeps its origin and sequence; the inbox applies it once."""
+        relay: bool = self.engine.config["active-active-relay"]
+        connected = [
+            link for link in self.links if link.state == "connected" and link.writer is not None
+        ]
+        for link in self.links:
+            origin = link.region
+            if not origin:
+                continue
+            cut = relay and link.state != "connected"
+            via = next((v for v in connected if v is not link), None) if cut else None
+            for other in connected:
+                writer = other.writer
+                if writer is None or other is link:
+                    continue
+                if other is via and origin not in other.relaying:
+                    other.relaying.add(origin)
+                    start = self.region.inbox.applied.get(origin, 0) + 1
+                    writer.write(encode_command([b"AARELAY", b"%d" % origin, b"%d" % start]))
+                elif other is not via and origin in other.relaying:
+                    other.relaying.discard(origin)
+                    writer.write(encode_command([b"AARELAY", b"%d" % origin, b"0"]))
 
     def pause(self, peer: bytes, paused: bool) -> int:
         """How many links it changed; -1 when none is named so."""
@@ -321,6 +475,8 @@ class RegionLinks:
             asyncio.open_connection(link.host, link.port), limit_s
         )
         link.writer = writer
+        link.expect_state = False
+        link.relaying.clear()  # (a new feed there: it relays nothing yet)
         # (a new session acknowledges again what is here, once it is durable: the peer may
         # have restarted and forgotten)
         link.acked = 0
@@ -374,7 +530,11 @@ class RegionLinks:
             if isinstance(item, hiredis.ReplyError):
                 raise LinkError(f"refused: {item}")
             if not streaming:
-                streaming = self._handshake(link, item)
+                if link.expect_state:
+                    self._adopt(link, item)
+                    streaming = True
+                else:
+                    streaming = self._handshake(link, item)
                 continue
             if not isinstance(item, list) or not item:
                 raise LinkError(f"not an effect: {item!r:.80}")
@@ -386,7 +546,7 @@ class RegionLinks:
             except ReplyError as exc:
                 raise LinkError(f"{exc.msg}: {item[:6]!r}") from None
             if effect.origin != link.region:
-                raise LinkError(f"region {link.region} sent an effect of {effect.origin}")
+                link.relayed_effects += 1  # (relayed: this region asked for them)
             effects.append(effect)
             self.rk.received(effect, item)  # (logged as read: no second line made)
         if effects:
@@ -396,9 +556,11 @@ class RegionLinks:
     def _handshake(self, link: PeerLink, item: object) -> bool:
         if item == b"OK":
             return False  # AUTH's reply
-        if not isinstance(item, bytes) or not item.startswith(b"AASTREAM "):
+        if not isinstance(item, bytes) or not item.startswith((b"AASTREAM ", b"AASTATE ")):
             raise LinkError(f"unexpected reply to AAPSYNC: {item!r:.80}")
         region = int(item.split()[1])
+        if item.startswith(b"AASTATE "):
+            link.expect_state = True  # (the state comes next, then the effects)
         if region == self.region.id:
             raise LinkError("the peer is this region itself")
         if not link.region:  # (the first session: what is here is acknowledged too)
@@ -407,14 +569,50 @@ class RegionLinks:
         link.region = region
         link.state = "connected"
         link.connected_since = time.monotonic()
+        if link.expect_state:
+            log.warning("Region link %s: region %d sends its whole state", link.name(), region)
+            return False
         log.warning("Region link %s: streaming region %d's effects", link.name(), region)
         return True
+
+    def _adopt(self, link: PeerLink, item: object) -> None:
+        """The peer's state (``+AASTATE``): it becomes this region's; logged, and what it made
+        ready is applied."""
+        link.expect_state = False
+        if not isinstance(item, bytes):
+            raise LinkError(f"not a region state: {item!r:.80}")
+        engine = self.engine
+        engine.keyspace.now_ms = engine.clock.now_ms()
+        own_first, own_kept = self.rk.own_first, len(self.rk.own)
+        started = time.monotonic()
+        try:
+            ready = self.rk.adopt(item)
+        except ReplyError as exc:
+            raise LinkError(exc.msg) from None
+        if self.rk.own_first != own_first or len(self.rk.own) != own_kept:
+            self._bounds = [0] * len(self.rk.own)  # (what is left of them is durable)
+        link.applied_effects += ready
+        link.state_transfers += 1
+        lines = self.rk.take_lines()
+        engine.apply_change(0, [], Change(len(lines), lines))
+        link.unacked.append((engine.effect_seq, self.region.inbox.applied.get(link.region, 0)))
+        engine.serve_ready()
+        self.server.schedule_flush()
+        log.warning(
+            "Region link %s: took region %d's state (%d bytes, %.0f ms); vector now %s",
+            link.name(),
+            link.region,
+            len(item),
+            (time.monotonic() - started) * 1000,
+            ",".join(f"{r}={s}" for r, s in sorted(self.region.inbox.applied.items())),
+        )
 
     def _apply(self, link: PeerLink, effects: list[Effect]) -> None:
         engine = self.engine
         engine.keyspace.now_ms = engine.clock.now_ms()
         for effect in effects:
-            link.received_seq = max(link.received_seq, effect.seq)
+            if effect.origin == link.region:
+                link.received_seq = max(link.received_seq, effect.seq)
             link.applied_effects += self.region.receive(effect)
         lines = self.rk.take_lines()
         if lines:
@@ -436,6 +634,9 @@ class RegionLinks:
                 f"peer{n}:host={link.host},port={link.port},region={link.region},"
                 f"state={link.state},applied_seq={seq},received_seq={link.received_seq},"
                 f"peer_seq={link.peer_seq},lag={lag},last_io_ms={io},"
-                f"acked_by_peer={self.peer_acks.get(link.region, 0)}"
+                f"acked_by_peer={self.peer_acks.get(link.region, 0)},"
+                f"state_transfers={link.state_transfers},"
+                f"relaying={'+'.join(str(r) for r in sorted(link.relaying)) or '-'},"
+                f"relayed_effects={link.relayed_effects}"
             )
         return lines

@@ -1,0 +1,106 @@
+"""Issue 18 over TCP: a full state transfer. Three regions keep at most a few of their own
+effects for lagging peers (``active-active-keep-effects``); one region is down (killed -9, or
+its links paused) while the others write and trim; when it comes back it takes a peer's whole
+state in one transfer (``+AASTATE``), then goes on with effects, and every region converges
+with no duplicate and no gap."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import pytest
+
+from tests.support.region_mesh import TcpMesh as Mesh
+
+KEEP = 5
+
+
+@pytest.fixture
+def mesh() -> Iterator[Mesh]:
+    m = Mesh(extra=("--active-active-keep-effects", str(KEEP)))
+    try:
+        m.linked()
+        yield m
+    finally:
+        m.close()
+
+
+def kept(mesh: Mesh, r: int) -> int:
+    return int(re.search(r"own_effects_kept:(\d+)", mesh.info(r)).group(1))  # type: ignore[union-attr]
+
+
+def transfers(mesh: Mesh, r: int) -> int:
+    return sum(int(n) for n in re.findall(r"state_transfers=(\d+)", mesh.info(r)))
+
+
+def check_entries(mesh: Mesh, key: str, expected: int) -> None:
+    for r in (1, 2, 3):
+        rows = mesh[r].xrange(key)
+        assert len(rows) == expected
+        assert len({sid for sid, _ in rows}) == expected  # no duplicate
+        fields = sorted((f[b"r"], int(f[b"n"])) for _, f in rows)
+        assert len(set(fields)) == expected  # each write once: no duplicate, no gap
+
+
+def test_a_region_killed_while_its_peers_trim_takes_a_state(mesh: Mesh) -> None:
+    for r in (1, 2, 3):
+        for n in range(3):
+            mesh[r].xadd("x", {"r": r, "n": n})
+    mesh[1].xgroup_create("x", "g", "0")
+    mesh.converge()
+    mesh.regions[3].kill9()
+    for n in range(3, 40):
+        mesh[1].xadd("x", {"r": 1, "n": n})
+        mesh[2].xadd("x", {"r": 2, "n": n})
+    mesh[2].xgroup_create("x", "h", "$")
+    mesh[1].xadd("x", {"r": 1, "n": 40})
+    # the others trim what region 3 needs (it never acknowledged them)
+    mesh.wait(lambda: kept(mesh, 1) <= KEEP and kept(mesh, 2) <= KEEP)
+    mesh.regions[3].start()
+    mesh.clients[3] = mesh.regions[3].client()
+    dump = mesh.converge(timeout=20)
+    assert transfers(mesh, 3) >= 1
+    assert b"group b'h'" in dump
+    check_entries(mesh, "x", 3 + 3 + 3 + 37 + 37 + 1)
+    # it goes on with effects, both ways
+    mesh[3].xadd("x", {"r": 3, "n": 3})
+    mesh[1].xadd("x", {"r": 1, "n": 41})
+    mesh.converge()
+    check_entries(mesh, "x", 86)
+    got = mesh[3].xreadgroup("h", "c", {"x": ">"})
+    assert [f[b"n"] for _, f in got[0][1]] == [b"40", b"3", b"41"]
+    # the transfer is in its AOF (AARESTORE): a restart comes back to the same state
+    before = mesh.dumps(3)[3]
+    mesh.regions[3].kill9()
+    mesh.regions[3].start()
+    mesh.clients[3] = mesh.regions[3].client()
+    assert mesh.converge(timeout=15) == before
+
+
+def test_a_cut_off_region_takes_a_state_and_keeps_its_consumers(mesh: Mesh) -> None:
+    for n in range(4):
+        mesh[1].xadd("x", {"r": 1, "n": n})
+    mesh[1].xgroup_create("x", "g", "0")
+    mesh.converge()
+    mine = mesh[3].xreadgroup("g", "local", {"x": ">"}, count=1)[0][1]
+    # region 3 stops hearing its peers (they hear it: its writes reach them)
+    mesh[3].execute_command("AALINK", "PAUSE", "*")
+    mesh[3].xadd("x", {"r": 3, "n": 0})
+    got = mesh[1].xreadgroup("g", "a", {"x": ">"}, count=3)[0][1]
+    mesh[1].xack("x", "g", got[0][0])
+    for n in range(4, 30):
+        mesh[1].xadd("x", {"r": 1, "n": n})
+        mesh[2].xadd("x", {"r": 2, "n": n})
+    mesh.wait(lambda: kept(mesh, 1) <= KEEP and kept(mesh, 2) <= KEEP)
+    mesh.heal()
+    mesh.converge(timeout=20)
+    assert transfers(mesh, 3) >= 1
+    check_entries(mesh, "x", 4 + 1 + 26 + 26)
+    # its own consumer and pending entry stayed; nothing delivered unacknowledged is skipped
+    pending = mesh[3].xpending_range("x", "g", "-", "+", 10)
+    assert [(p["message_id"], p["consumer"]) for p in pending] == [(mine[0][0], b"local")]
+    rest = mesh[3].xreadgroup("g", "b", {"x": ">"}, count=3)[0][1]
+    # (region 1 delivered n=0..2 and acknowledged n=0; here `local` has n=0 pending)
+    assert [f[b"n"] for _, f in rest] == [b"1", b"2", b"3"]
+    assert [sid for sid, _ in rest][:2] == [sid for sid, _ in got[1:]]
