@@ -112,7 +112,7 @@ def _add_one(
     if current is None:
         if flags.xx:
             return NOP, score
-        z.set(member, score, limits)
+        z.put(member, score, None, limits)
         return ADDED, score
     if flags.nx:
         return NOP, current
@@ -124,7 +124,7 @@ def _add_one(
         return NOP, current
     if score == current:
         return SAME, score
-    z.set(member, score, limits)
+    z.put(member, score, current, limits)
     return UPDATED, score
 
 

@@ -26,25 +26,35 @@ does not depend on it: a listpack and a skiplist iterate alike.
 from __future__ import annotations
 
 import itertools
+import math
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from itertools import accumulate
-from typing import NamedTuple
+from typing import Final
 
 CHUNK = 1024
 Pair = tuple[float, bytes]
+
+
+#: (Final: compiled, a C static rather than a module-dict lookup per call)
+_bisect_left: Final = bisect_left
+_bisect_right: Final = bisect_right
 
 
 def _scores(values: list[float] | None = None) -> array[float]:
     return array("d") if values is None else array("d", values)
 
 
-class ZSetLimits(NamedTuple):
-    """``zset-max-listpack-entries`` and ``zset-max-listpack-value``."""
+class ZSetLimits:
+    """``zset-max-listpack-entries`` and ``zset-max-listpack-value``. (A plain class, not a
+    NamedTuple: ZADD makes one per call, and compiled it is made without a Python frame.)"""
 
-    listpack_entries: int = 128
-    listpack_value: int = 64
+    __slots__ = ("listpack_entries", "listpack_value")
+
+    def __init__(self, listpack_entries: int = 128, listpack_value: int = 64) -> None:
+        self.listpack_entries = listpack_entries
+        self.listpack_value = listpack_value
 
 
 class ZSetInvariantError(Exception):
@@ -189,9 +199,15 @@ class ZSetValue:
     def set(self, member: bytes, score: float, limits: ZSetLimits) -> float | None:
         """Give member this score; returns its previous score (None: it is new)."""
         previous = self.scores.get(member)
+        self.put(member, score, previous, limits)
+        return previous
+
+    def put(self, member: bytes, score: float, previous: float | None, limits: ZSetLimits) -> None:
+        """``set`` for a caller that looked the member's score up already (``previous``,
+        None: not a member)."""
         if previous is not None:
             if previous == score:  # (-0.0 and 0.0 too: Redis compares the doubles)
-                return previous
+                return
             self._unlink(previous, member)
         elif self.listpack and (
             len(self.scores) + 1 > limits.listpack_entries or len(member) > limits.listpack_value
@@ -199,7 +215,6 @@ class ZSetValue:
             self.listpack = False
         self.scores[member] = score
         self._link(score, member)
-        return previous
 
     def remove(self, member: bytes) -> bool:
         score = self.scores.pop(member, None)
@@ -212,23 +227,17 @@ class ZSetValue:
         """The first chunk whose last element sorts at or after (score, member) (after it
         when right); the number of chunks when none does."""
         lasts = self.last_scores
-        k = bisect_left(lasts, score)
+        k = _bisect_left(lasts, score)
         if k < len(lasts) and lasts[k] == score:  # chunks ending on this score: by member
-            end = bisect_right(lasts, score, k)
-            find = bisect_right if right else bisect_left
+            end = _bisect_right(lasts, score, k)
+            find = _bisect_right if right else _bisect_left
             k = find(self.last_members, member, k, end)
         return k
 
     def _index_in(self, k: int, score: float, member: bytes, right: bool) -> int:
         """How many elements of chunk k sort before (score, member) (at or before it when
         right)."""
-        scores = self.chunk_scores[k]
-        i = bisect_left(scores, score)
-        if i < len(scores) and scores[i] == score:  # a run of this score: by member
-            end = bisect_right(scores, score, i)
-            find = bisect_right if right else bisect_left
-            i = find(self.chunk_members[k], member, i, end)
-        return i
+        return _index(self.chunk_scores[k], self.chunk_members[k], score, member, right)
 
     def _link(self, score: float, member: bytes) -> None:
         self._before = None
@@ -248,8 +257,8 @@ class ZSetValue:
             self.last_scores[k] = score
             self.last_members[k] = member
         else:  # (before the chunk's last: the last stays)
-            i = self._index_in(k, score, member, False)
             scores, members = chunk_scores[k], chunk_members[k]
+            i = _index(scores, members, score, member, False)
             scores.insert(i, score)
             members.insert(i, member)
         if len(members) > CHUNK:
@@ -262,9 +271,9 @@ class ZSetValue:
     def _unlink(self, score: float, member: bytes) -> None:
         self._before = None
         k = self._chunk_of(score, member, False)
-        i = self._index_in(k, score, member, False)
         scores, members = self.chunk_scores[k], self.chunk_members[k]
-        if members[i] != member:
+        i = _index(scores, members, score, member, False)
+        if members[i] is not member and members[i] != member:
             raise ZSetInvariantError(f"member {member!r} not where its score puts it")
         del scores[i]
         del members[i]
@@ -341,7 +350,9 @@ class ZSetValue:
 
     def _score_position(self, score: float, right: bool) -> int:
         """How many elements have a score below ``score`` (at or below it when right)."""
-        find = bisect_right if right else bisect_left
+        if right and score == math.inf:
+            return len(self.scores)
+        find = _bisect_right if right else _bisect_left
         k = find(self.last_scores, score)
         if k == len(self.chunk_scores):
             return len(self.scores)
@@ -406,3 +417,16 @@ class ZSetValue:
             accumulate(map(len, self.chunk_members), initial=0)
         ):
             raise ZSetInvariantError("the cached counts before each chunk are stale")
+
+
+def _index(
+    scores: array[float], members: list[bytes], score: float, member: bytes, right: bool
+) -> int:
+    """How many elements of a chunk sort before (score, member) (at or before it when
+    right): a bisection of its scores, then of its members within a run of equal scores."""
+    i = _bisect_left(scores, score)
+    if i < len(scores) and scores[i] == score:  # a run of this score: by member
+        end = _bisect_right(scores, score, i)
+        find = _bisect_right if right else _bisect_left
+        i = find(members, member, i, end)
+    return i
