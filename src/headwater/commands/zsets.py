@@ -8,6 +8,7 @@ in Redis 7.2's shortest round-trip form.
 
 from __future__ import annotations
 
+import math
 import random
 
 from headwater.commands.args import INT64_MAX, parse_double, parse_int
@@ -78,6 +79,8 @@ _ADD_FLAGS = (b"NX", b"XX", b"GT", b"LT", b"CH", b"INCR")
 
 def _parse_zadd(argv: list[bytes]) -> tuple[_AddFlags, list[float], list[bytes]]:
     flags = _AddFlags()
+    if len(argv) == 4 and argv[2][:1].isdigit():  # (the usual ZADD key score member)
+        return flags, [parse_double(argv[2])], [argv[3]]
     i = 2
     while i < len(argv):
         token = argv[i].upper()
@@ -109,7 +112,7 @@ def _add_one(
     if current is None:
         if flags.xx:
             return NOP, score
-        z.set(member, score, limits)
+        z.put(member, score, None, limits)
         return ADDED, score
     if flags.nx:
         return NOP, current
@@ -121,7 +124,7 @@ def _add_one(
         return NOP, current
     if score == current:
         return SAME, score
-    z.set(member, score, limits)
+    z.put(member, score, current, limits)
     return UPDATED, score
 
 
@@ -243,7 +246,7 @@ def cmd_zrevrank(c: Client, argv: list[bytes]) -> Reply:
 
 def parse_score_range(low: bytes, high: bytes) -> ScoreRange:
     """zslParseRange: ``(`` makes an end exclusive; ``-inf``/``+inf``; NaN refused."""
-    low_open, high_open = low[:1] == b"(", high[:1] == b"("
+    low_open, high_open = low.startswith(b"("), high.startswith(b"(")
     lo = _strtod(low[1:] if low_open else low)
     hi = _strtod(high[1:] if high_open else high)
     return ScoreRange(lo, hi, low_open, high_open)
@@ -252,6 +255,12 @@ def parse_score_range(low: bytes, high: bytes) -> ScoreRange:
 def _strtod(raw: bytes) -> float:
     """A range end as zslParseRange reads it with plain ``strtod``: leading spaces are
     skipped and nothing at all reads as 0; anything after the number, or NaN, is refused."""
+    if raw.isdigit():  # (the usual ends first: digits, ``+inf``, ``-inf``)
+        return float(raw)
+    if raw == b"+inf":
+        return math.inf
+    if raw == b"-inf":
+        return -math.inf
     text = raw.lstrip(b" \t\n\v\f\r")
     if not text:
         return 0.0
@@ -305,7 +314,10 @@ RANK, SCORE, LEX = 0, 1, 2
 
 
 class _RangeQuery:
-    __slots__ = ("by", "count", "high", "low", "offset", "reverse", "with_scores")
+    __slots__ = (
+        "by", "count", "high", "lex_range", "low", "offset", "reverse", "score_range",
+        "start", "stop", "with_scores",
+    )  # fmt: skip
 
     def __init__(self, by: int, reverse: bool) -> None:
         self.by = by
@@ -314,6 +326,10 @@ class _RangeQuery:
         self.offset = 0
         self.count = -1  # -1: no LIMIT
         self.low = self.high = b""
+        #: the parsed range (``_check_range_args``): ranks, scores, or members (None: empty)
+        self.start = self.stop = 0
+        self.score_range: ScoreRange | None = None
+        self.lex_range: LexRange | None = None
 
 
 def _parse_range(
@@ -359,59 +375,74 @@ def _parse_range(
 
 
 def _select(z: ZSetValue, q: _RangeQuery) -> list[Pair]:
-    """The pairs a parsed query selects, in reply order."""
+    """The pairs a parsed query selects (``_check_range_args`` done), in reply order."""
+    first, end = _span(z, q)
+    if q.reverse:
+        pairs = z.by_rank(first, end - 1)
+        pairs.reverse()
+        return pairs
+    return z.by_rank(first, end - 1)
+
+
+def _select_members(z: ZSetValue, q: _RangeQuery) -> list[bytes]:
+    """The members of ``_select`` (no pairs made)."""
+    first, end = _span(z, q)
+    members = z.members_by_rank(first, end - 1)
+    if q.reverse:
+        members.reverse()
+    return members
+
+
+def _span(z: ZSetValue, q: _RangeQuery) -> tuple[int, int]:
+    """[first, end) positions of what a parsed query selects (LIMIT applied)."""
     n = len(z)
     if q.by == RANK:
-        start, stop = parse_int(q.low), parse_int(q.high)
+        start, stop = q.start, q.stop
         if start < 0:
             start += n
         if stop < 0:
             stop += n
         start = max(start, 0)
         if start > stop or start >= n:
-            return []
+            return 0, 0
         stop = min(stop, n - 1)
         if q.reverse:
-            pairs = z.by_rank(n - 1 - stop, n - 1 - start)
-            pairs.reverse()
-            return pairs
-        return z.by_rank(start, stop)
+            return n - 1 - stop, n - start
+        return start, stop + 1
     if q.by == SCORE:
-        r = parse_score_range(q.low, q.high)
-        first, end = (0, 0) if r.empty() else z.score_span(r)
+        r = q.score_range
+        first, end = (0, 0) if r is None or r.empty() else z.score_span(r)
     else:
-        lr = parse_lex_range(q.low, q.high)
+        lr = q.lex_range
         first, end = (0, 0) if lr is None else z.lex_span(lr)
-    return _limited(z, first, end, q)
+    return _limited(first, end, q)
 
 
-def _limited(z: ZSetValue, first: int, end: int, q: _RangeQuery) -> list[Pair]:
+def _limited(first: int, end: int, q: _RangeQuery) -> tuple[int, int]:
     """Positions [first, end) after LIMIT offset count, from the top when reversed."""
     if q.offset < 0 or q.count == 0 or first >= end:
-        return []
+        return 0, 0
     size = end - first - q.offset
     if size <= 0:
-        return []
+        return 0, 0
     if q.count > 0:
         size = min(size, q.count)
     if q.reverse:
         top = end - 1 - q.offset
-        pairs = z.by_rank(top - size + 1, top)
-        pairs.reverse()
-        return pairs
+        return top - size + 1, top + 1
     start = first + q.offset
-    return z.by_rank(start, start + size - 1)
+    return start, start + size
 
 
 def _check_range_args(q: _RangeQuery) -> None:
-    """Redis parses the range before it looks the key up: errors first."""
+    """Parses the range into q: Redis parses it before it looks the key up (errors first)."""
     if q.by == RANK:
-        parse_int(q.low)
-        parse_int(q.high)
+        q.start = parse_int(q.low)
+        q.stop = parse_int(q.high)
     elif q.by == SCORE:
-        parse_score_range(q.low, q.high)
+        q.score_range = parse_score_range(q.low, q.high)
     else:
-        parse_lex_range(q.low, q.high)
+        q.lex_range = parse_lex_range(q.low, q.high)
 
 
 def _range_reply(c: Client, argv: list[bytes], by: int | None, reverse: bool | None) -> Reply:
@@ -420,10 +451,11 @@ def _range_reply(c: Client, argv: list[bytes], by: int | None, reverse: bool | N
     z = _read(c, argv[1])
     if z is None:
         return []
-    pairs = _select(z, q)
     if q.with_scores:
-        return _with_scores(pairs, c.resp)
-    return [member for _, member in pairs]
+        return _with_scores(_select(z, q), c.resp)
+    members: list[Reply] = []
+    members.extend(_select_members(z, q))
+    return members
 
 
 def cmd_zrange(c: Client, argv: list[bytes]) -> Reply:
@@ -498,7 +530,7 @@ def cmd_zremrangebyrank(c: Client, argv: list[bytes]) -> Reply | Written:
     if z is None:
         return 0
     q = _RangeQuery(RANK, False)
-    q.low, q.high = b"%d" % start, b"%d" % stop
+    q.start, q.stop = start, stop
     return _remove_pairs(c, argv[1], z, _select(z, q), b"zremrangebyrank")
 
 
@@ -805,7 +837,7 @@ def cmd_zrandmember(c: Client, argv: list[bytes]) -> Reply:
     if count < 0:
         picked = [rng.choice(members) for _ in range(-count)]
     elif count >= len(members):
-        picked = [member for _, member in z]
+        picked = z.members()
     else:
         picked = rng.sample(members, count)
     if not with_scores:
@@ -821,7 +853,7 @@ def cmd_zscan(c: Client, argv: list[bytes]) -> Reply:
         return [b"0", []]
     count, pattern, _ = parse_scan_options(argv, 3)
     if z.listpack:  # a listpack: everything at once, in order (as Redis)
-        cursor, members = 0, [member for _, member in z]
+        cursor, members = 0, z.members()
     else:
         cursor, members = scan_step(list(z.scores), cursor, count)
     members = matching(members, pattern)

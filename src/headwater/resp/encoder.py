@@ -32,7 +32,12 @@ def encode_command(argv: list[bytes]) -> bytes:
 def encode_into(out: list[bytes], reply: Reply, resp: int) -> None:
     kind = type(reply)
     if kind is bytes:
-        out.append(b"$%d\r\n%s\r\n" % (len(reply), reply))  # type: ignore[arg-type]
+        data: bytes = reply  # type: ignore[assignment]
+        size = len(data)
+        # (a header from the table and two concatenations: half a ``%d`` format's cost)
+        out.append(
+            _BULK_HEADERS[size] + data + b"\r\n" if size < 256 else b"$%d\r\n%s\r\n" % (size, data)
+        )
     elif kind is Raw:
         out.append(reply)  # type: ignore[arg-type]
     elif kind is int:

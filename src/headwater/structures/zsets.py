@@ -3,14 +3,21 @@
 Two views of the same elements:
 
 - ``scores``: member → score, for the lookups by member (ZSCORE, ZADD's updates, ZREM);
-- ``order``: the ``(score, member)`` pairs in order, in chunks of at most ``CHUNK`` pairs
-  (``lasts[i]`` is the last pair of ``chunks[i]``), so that an insert or a removal is one
-  ``bisect`` over the chunks and a ``list.insert`` into one of them; positions (ZRANGE by
-  rank, ZRANK) walk the chunks' lengths.
+- the order: the elements in chunks of at most ``CHUNK``, each chunk two parallel columns,
+  its scores in an ``array('d')`` (``chunk_scores[k]``) and its members in a list
+  (``chunk_members[k]``); ``last_scores``/``last_members`` hold each chunk's last element.
+  An insert or a removal is a ``bisect`` over the last scores, one inside a chunk's scores
+  and an ``insert``/``del`` in both columns; members are compared only within a run of
+  equal scores (a BYLEX set is one such run). Positions (ZRANGE by rank, ZRANK) add the
+  chunks' lengths (``_counts``, remade after a change when a position is asked).
 
-The pairs share their score and member objects with ``scores``; a pair of a float and bytes
-is untracked by the cyclic GC after its first collection, so a million elements add no GC
-pause. The encoding label follows Redis 7.2: ``listpack`` until the set holds more than
+Why columns, not a list of ``(score, member)`` tuples: each probe of a bisection over tuples
+reads a tuple, a float and maybe a bytes object scattered over the heap (cache misses, ~55%
+of a ZADD on 100k members), where a probe of an ``array('d')`` reads 8 contiguous bytes;
+the columns also spare the tuple (56 bytes) per element. The scores in the arrays are the
+doubles of ``scores``'s floats (-0.0 kept; NaN never stored).
+
+The encoding label follows Redis 7.2: ``listpack`` until the set holds more than
 ``zset-max-listpack-entries`` members or a member longer than ``zset-max-listpack-value``,
 then ``skiplist`` for good (the *STORE commands pick it afresh for their result). The order
 does not depend on it: a listpack and a skiplist iterate alike.
@@ -20,33 +27,53 @@ from __future__ import annotations
 
 import itertools
 import math
-from bisect import bisect_left, bisect_right, insort
+from array import array
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from itertools import accumulate
-from typing import NamedTuple
+from typing import Final
 
 CHUNK = 1024
 Pair = tuple[float, bytes]
 
 
-class ZSetLimits(NamedTuple):
-    """``zset-max-listpack-entries`` and ``zset-max-listpack-value``."""
+#: (Final: compiled, a C static rather than a module-dict lookup per call)
+_bisect_left: Final = bisect_left
+_bisect_right: Final = bisect_right
 
-    listpack_entries: int = 128
-    listpack_value: int = 64
+
+def _scores(values: list[float] | None = None) -> array[float]:
+    return array("d") if values is None else array("d", values)
+
+
+class ZSetLimits:
+    """``zset-max-listpack-entries`` and ``zset-max-listpack-value``. (A plain class, not a
+    NamedTuple: ZADD makes one per call, and compiled it is made without a Python frame.)"""
+
+    __slots__ = ("listpack_entries", "listpack_value")
+
+    def __init__(self, listpack_entries: int = 128, listpack_value: int = 64) -> None:
+        self.listpack_entries = listpack_entries
+        self.listpack_value = listpack_value
 
 
 class ZSetInvariantError(Exception):
     """A sorted set broke one of its invariants (a bug, never bad input)."""
 
 
-class ScoreRange(NamedTuple):
-    """``min``/``max`` of ZRANGEBYSCORE & co., each maybe exclusive (``(1.5``)."""
+class ScoreRange:
+    """``min``/``max`` of ZRANGEBYSCORE & co., each maybe exclusive (``(1.5``). (A plain
+    class, not a NamedTuple: compiled, it is made without a call into Python.)"""
 
-    low: float
-    high: float
-    low_open: bool = False
-    high_open: bool = False
+    __slots__ = ("high", "high_open", "low", "low_open")
+
+    def __init__(
+        self, low: float, high: float, low_open: bool = False, high_open: bool = False
+    ) -> None:
+        self.low = low
+        self.high = high
+        self.low_open = low_open
+        self.high_open = high_open
 
     def above_low(self, score: float) -> bool:
         return score > self.low if self.low_open else score >= self.low
@@ -58,13 +85,18 @@ class ScoreRange(NamedTuple):
         return self.low > self.high or (self.low == self.high and (self.low_open or self.high_open))
 
 
-class LexRange(NamedTuple):
+class LexRange:
     """``[a``/``(a``/``-``/``+`` of the BYLEX forms: None stands for ``-`` or ``+``."""
 
-    low: bytes | None
-    high: bytes | None
-    low_open: bool = False
-    high_open: bool = False
+    __slots__ = ("high", "high_open", "low", "low_open")
+
+    def __init__(
+        self, low: bytes | None, high: bytes | None, low_open: bool = False, high_open: bool = False
+    ) -> None:
+        self.low = low
+        self.high = high
+        self.low_open = low_open
+        self.high_open = high_open
 
     def above_low(self, member: bytes) -> bool:
         low = self.low
@@ -81,14 +113,24 @@ class LexRange(NamedTuple):
 
 class ZSetValue:
     TYPE_NAME = b"zset"
-    __slots__ = ("_before", "chunks", "lasts", "listpack", "scores")
+    __slots__ = (
+        "_before",
+        "chunk_members",
+        "chunk_scores",
+        "last_members",
+        "last_scores",
+        "listpack",
+        "scores",
+    )
 
     def __init__(self, listpack: bool = True) -> None:
         self.scores: dict[bytes, float] = {}
-        self.chunks: list[list[Pair]] = []
-        self.lasts: list[Pair] = []
+        self.chunk_scores: list[array[float]] = []
+        self.chunk_members: list[list[bytes]] = []
+        self.last_scores: array[float] = _scores()
+        self.last_members: list[bytes] = []
         self.listpack = listpack
-        #: pairs before each chunk (one more entry: the total), made when a position is
+        #: elements before each chunk (one more entry: the total), made when a position is
         #: asked after a change; None: stale. (A walk over the chunks per position made
         #: ZRANGEBYSCORE O(n/CHUNK) at every call.)
         self._before: list[int] | None = None
@@ -96,7 +138,7 @@ class ZSetValue:
     def _counts(self) -> list[int]:
         before = self._before
         if before is None:
-            before = self._before = list(accumulate(map(len, self.chunks), initial=0))
+            before = self._before = list(accumulate(map(len, self.chunk_members), initial=0))
         return before
 
     @classmethod
@@ -112,8 +154,15 @@ class ZSetValue:
         return member in self.scores
 
     def __iter__(self) -> Iterator[Pair]:
-        for chunk in self.chunks:
-            yield from chunk
+        for scores, members in zip(self.chunk_scores, self.chunk_members, strict=True):
+            yield from zip(scores, members, strict=True)
+
+    def members(self) -> list[bytes]:
+        """Every member, in order."""
+        out: list[bytes] = []
+        for members in self.chunk_members:
+            out.extend(members)
+        return out
 
     def encoding_name(self) -> bytes:
         return b"listpack" if self.listpack else b"skiplist"
@@ -125,15 +174,17 @@ class ZSetValue:
         """What SORT sorts: the members by rank. Redis's SORT converts a listpack sorted set
         to a skiplist first, so this does too (OBJECT ENCODING shows it afterwards)."""
         self.listpack = False
-        return [member for _, member in self]
+        return self.members()
 
     def copy(self) -> ZSetValue:
-        """An independent twin with the same encoding (zsetDup; the pairs, immutable, are
+        """An independent twin with the same encoding (zsetDup; the members, immutable, are
         shared)."""
         twin = ZSetValue(self.listpack)
         twin.scores = dict(self.scores)
-        twin.chunks = [list(chunk) for chunk in self.chunks]
-        twin.lasts = list(self.lasts)
+        twin.chunk_scores = [scores[:] for scores in self.chunk_scores]
+        twin.chunk_members = [list(members) for members in self.chunk_members]
+        twin.last_scores = self.last_scores[:]
+        twin.last_members = list(self.last_members)
         return twin
 
     def prepare(self, size_hint: int, longest: int, limits: ZSetLimits) -> None:
@@ -148,57 +199,92 @@ class ZSetValue:
     def set(self, member: bytes, score: float, limits: ZSetLimits) -> float | None:
         """Give member this score; returns its previous score (None: it is new)."""
         previous = self.scores.get(member)
+        self.put(member, score, previous, limits)
+        return previous
+
+    def put(self, member: bytes, score: float, previous: float | None, limits: ZSetLimits) -> None:
+        """``set`` for a caller that looked the member's score up already (``previous``,
+        None: not a member)."""
         if previous is not None:
             if previous == score:  # (-0.0 and 0.0 too: Redis compares the doubles)
-                return previous
-            self._unlink((previous, member))
+                return
+            self._unlink(previous, member)
         elif self.listpack and (
             len(self.scores) + 1 > limits.listpack_entries or len(member) > limits.listpack_value
         ):
             self.listpack = False
         self.scores[member] = score
-        self._link((score, member))
-        return previous
+        self._link(score, member)
 
     def remove(self, member: bytes) -> bool:
         score = self.scores.pop(member, None)
         if score is None:
             return False
-        self._unlink((score, member))
+        self._unlink(score, member)
         return True
 
-    def _link(self, pair: Pair) -> None:
-        self._before = None
-        lasts, chunks = self.lasts, self.chunks
-        if not chunks:
-            chunks.append([pair])
-            lasts.append(pair)
-            return
-        k = bisect_left(lasts, pair)
-        if k == len(lasts):  # past every chunk's last: the tail chunk
-            k -= 1
-            chunks[k].append(pair)
-            lasts[k] = pair
-        else:
-            insort(chunks[k], pair)
-        if len(chunks[k]) > CHUNK:
-            chunk = chunks[k]
-            half = len(chunk) // 2
-            chunks[k : k + 1] = [chunk[:half], chunk[half:]]
-            lasts[k : k + 1] = [chunk[half - 1], chunk[-1]]
+    def _chunk_of(self, score: float, member: bytes, right: bool) -> int:
+        """The first chunk whose last element sorts at or after (score, member) (after it
+        when right); the number of chunks when none does."""
+        lasts = self.last_scores
+        k = _bisect_left(lasts, score)
+        if k < len(lasts) and lasts[k] == score:  # chunks ending on this score: by member
+            end = _bisect_right(lasts, score, k)
+            find = _bisect_right if right else _bisect_left
+            k = find(self.last_members, member, k, end)
+        return k
 
-    def _unlink(self, pair: Pair) -> None:
+    def _index_in(self, k: int, score: float, member: bytes, right: bool) -> int:
+        """How many elements of chunk k sort before (score, member) (at or before it when
+        right)."""
+        return _index(self.chunk_scores[k], self.chunk_members[k], score, member, right)
+
+    def _link(self, score: float, member: bytes) -> None:
         self._before = None
-        lasts, chunks = self.lasts, self.chunks
-        k = bisect_left(lasts, pair)
-        chunk = chunks[k]
-        i = bisect_left(chunk, pair)
-        del chunk[i]
-        if not chunk:
-            del chunks[k]
-            del lasts[k]
-        elif i == len(chunk):
-            lasts[k] = chunk[-1]
+        chunk_scores, chunk_members = self.chunk_scores, self.chunk_members
+        if not chunk_members:
+            chunk_scores.append(_scores([score]))
+            chunk_members.append([member])
+            self.last_scores.append(score)
+            self.last_members.append(member)
+            return
+        k = self._chunk_of(score, member, False)
+        if k == len(chunk_members):  # past every chunk's last: the tail chunk
+            k -= 1
+            scores, members = chunk_scores[k], chunk_members[k]
+            scores.append(score)
+            members.append(member)
+            self.last_scores[k] = score
+            self.last_members[k] = member
+        else:  # (before the chunk's last: the last stays)
+            scores, members = chunk_scores[k], chunk_members[k]
+            i = _index(scores, members, score, member, False)
+            scores.insert(i, score)
+            members.insert(i, member)
+        if len(members) > CHUNK:
+            half = len(members) // 2
+            chunk_scores[k : k + 1] = [scores[:half], scores[half:]]
+            chunk_members[k : k + 1] = [members[:half], members[half:]]
+            self.last_scores.insert(k, scores[half - 1])
+            self.last_members.insert(k, members[half - 1])
+
+    def _unlink(self, score: float, member: bytes) -> None:
+        self._before = None
+        k = self._chunk_of(score, member, False)
+        scores, members = self.chunk_scores[k], self.chunk_members[k]
+        i = _index(scores, members, score, member, False)
+        if members[i] is not member and members[i] != member:
+            raise ZSetInvariantError(f"member {member!r} not where its score puts it")
+        del scores[i]
+        del members[i]
+        if not members:
+            del self.chunk_scores[k]
+            del self.chunk_members[k]
+            del self.last_scores[k]
+            del self.last_members[k]
+        elif i == len(members):
+            self.last_scores[k] = scores[i - 1]
+            self.last_members[k] = members[i - 1]
 
     def load_ordered(self, pairs: list[Pair]) -> None:
         """Fill an empty set from pairs already in order (a snapshot's): no bisection."""
@@ -206,8 +292,15 @@ class ZSetValue:
             raise ZSetInvariantError("load_ordered into a set that is not empty")
         self.scores = {member: score for score, member in pairs}
         self._before = None
-        self.chunks = [pairs[i : i + CHUNK // 2] for i in range(0, len(pairs), CHUNK // 2)]
-        self.lasts = [chunk[-1] for chunk in self.chunks]
+        step = CHUNK // 2
+        self.chunk_scores = [
+            _scores([score for score, _ in pairs[i : i + step]]) for i in range(0, len(pairs), step)
+        ]
+        self.chunk_members = [
+            [member for _, member in pairs[i : i + step]] for i in range(0, len(pairs), step)
+        ]
+        self.last_scores = _scores([scores[-1] for scores in self.chunk_scores])
+        self.last_members = [members[-1] for members in self.chunk_members]
 
     # -- positions -------------------------------------------------------------------------
 
@@ -216,9 +309,8 @@ class ZSetValue:
         score = self.scores.get(member)
         if score is None:
             return None
-        pair = (score, member)
-        k = bisect_left(self.lasts, pair)
-        return self._counts()[k] + bisect_left(self.chunks[k], pair)
+        k = self._chunk_of(score, member, False)
+        return self._counts()[k] + self._index_in(k, score, member, False)
 
     def by_rank(self, start: int, stop: int) -> list[Pair]:
         """Pairs at positions start..stop inclusive (already within 0..len-1)."""
@@ -226,37 +318,45 @@ class ZSetValue:
         if start > stop:
             return out
         counts = self._counts()
-        chunks = self.chunks
+        chunk_scores, chunk_members = self.chunk_scores, self.chunk_members
         k = bisect_right(counts, start) - 1
-        while k < len(chunks) and counts[k] <= stop:
+        while k < len(chunk_members) and counts[k] <= stop:
             position = counts[k]
-            out.extend(chunks[k][max(start - position, 0) : stop - position + 1])
+            a, b = max(start - position, 0), stop - position + 1
+            out.extend(zip(chunk_scores[k][a:b], chunk_members[k][a:b], strict=True))
             k += 1
         return out
 
-    def _position(self, pair: Pair, right: bool) -> int:
-        """How many pairs sort before ``pair`` (after it too when right)."""
-        find = bisect_right if right else bisect_left
-        lasts = self.lasts
-        k = find(lasts, pair)
-        if k == len(lasts):
+    def members_by_rank(self, start: int, stop: int) -> list[bytes]:
+        """The members of ``by_rank`` (no pairs made)."""
+        out: list[bytes] = []
+        if start > stop:
+            return out
+        counts = self._counts()
+        chunk_members = self.chunk_members
+        k = bisect_right(counts, start) - 1
+        while k < len(chunk_members) and counts[k] <= stop:
+            position = counts[k]
+            out.extend(chunk_members[k][max(start - position, 0) : stop - position + 1])
+            k += 1
+        return out
+
+    def _position(self, score: float, member: bytes, right: bool) -> int:
+        """How many elements sort before (score, member) (at or before it when right)."""
+        k = self._chunk_of(score, member, right)
+        if k == len(self.chunk_members):
             return len(self.scores)
-        return self._counts()[k] + find(self.chunks[k], pair)
+        return self._counts()[k] + self._index_in(k, score, member, right)
 
     def _score_position(self, score: float, right: bool) -> int:
-        """How many pairs have a score below ``score`` (at or below it when right). Bisects
-        with a one-item tuple, which sorts before every pair of its score (compared in C,
-        without a key function called per probe); "at or below" is "below the next double"."""
-        if right:
-            if score == math.inf:
-                return len(self.scores)
-            score = math.nextafter(score, math.inf)
-        probe = (score,)
-        lasts = self.lasts
-        k = bisect_left(lasts, probe)
-        if k == len(lasts):
+        """How many elements have a score below ``score`` (at or below it when right)."""
+        if right and score == math.inf:
             return len(self.scores)
-        return self._counts()[k] + bisect_left(self.chunks[k], probe)
+        find = _bisect_right if right else _bisect_left
+        k = find(self.last_scores, score)
+        if k == len(self.chunk_scores):
+            return len(self.scores)
+        return self._counts()[k] + find(self.chunk_scores[k], score)
 
     def score_span(self, r: ScoreRange) -> tuple[int, int]:
         """[first, end) positions of the members whose score lies in r."""
@@ -270,17 +370,16 @@ class ZSetValue:
         n = len(self.scores)
         if not n:
             return 0, 0
-        first_score = self.chunks[0][0][0]
-        if first_score == self.lasts[-1][0]:  # one score: positions by bisection
-            first = 0 if r.low is None else self._position((first_score, r.low), r.low_open)
-            end = n if r.high is None else self._position((first_score, r.high), not r.high_open)
+        first_score = self.chunk_scores[0][0]
+        if first_score == self.last_scores[-1]:  # one score: positions by bisection
+            first = 0 if r.low is None else self._position(first_score, r.low, r.low_open)
+            end = n if r.high is None else self._position(first_score, r.high, not r.high_open)
             return first, max(end, first)
         return self._lex_walk(r)
 
     def _lex_walk(self, r: LexRange) -> tuple[int, int]:
         position, first = 0, -1
-        for pair in self:
-            member = pair[1]
+        for member in self.members():
             if first < 0:
                 if r.above_low(member):
                     if not r.below_high(member):
@@ -302,12 +401,32 @@ class ZSetValue:
         for score, member in pairs:
             if self.scores.get(member) != score or score != score:
                 raise ZSetInvariantError(f"member {member!r}: score {score!r} disagrees")
-        for chunk, last in zip(self.chunks, self.lasts, strict=True):
-            if not chunk or len(chunk) > CHUNK or chunk[-1] != last:
-                raise ZSetInvariantError("a chunk is empty, too long, or its last is wrong")
-        if len(self.chunks) != len(self.lasts):
-            raise ZSetInvariantError("chunks and lasts differ in number")
+        columns = (self.chunk_scores, self.chunk_members, self.last_scores, self.last_members)
+        if len({len(column) for column in columns}) != 1:
+            raise ZSetInvariantError("the chunks' columns and lasts differ in number")
+        for k, (scores, members) in enumerate(
+            zip(self.chunk_scores, self.chunk_members, strict=True)
+        ):
+            if scores.typecode != "d" or len(scores) != len(members):
+                raise ZSetInvariantError("a chunk's scores and members differ in number")
+            if not members or len(members) > CHUNK:
+                raise ZSetInvariantError("a chunk is empty or too long")
+            if (scores[-1], members[-1]) != (self.last_scores[k], self.last_members[k]):
+                raise ZSetInvariantError("a chunk's last element is wrong")
         if self._before is not None and self._before != list(
-            accumulate(map(len, self.chunks), initial=0)
+            accumulate(map(len, self.chunk_members), initial=0)
         ):
             raise ZSetInvariantError("the cached counts before each chunk are stale")
+
+
+def _index(
+    scores: array[float], members: list[bytes], score: float, member: bytes, right: bool
+) -> int:
+    """How many elements of a chunk sort before (score, member) (at or before it when
+    right): a bisection of its scores, then of its members within a run of equal scores."""
+    i = _bisect_left(scores, score)
+    if i < len(scores) and scores[i] == score:  # a run of this score: by member
+        end = _bisect_right(scores, score, i)
+        find = _bisect_right if right else _bisect_left
+        i = find(members, member, i, end)
+    return i
