@@ -74,19 +74,42 @@ def test_sized_snapshot_loads_while_it_arrives() -> None:
     assert exact_state(dbs) == exact_state(source)
 
 
-def test_eof_form_ends_where_the_mark_was_found() -> None:
+@pytest.mark.parametrize("piece", [4093, 1 << 20])
+def test_eof_form_ends_where_the_mark_was_found(piece: int) -> None:
     """The EOF form: the size is known only at the end, and the bytes after the mark (the
-    stream that follows) were written too: they are not part of the snapshot."""
+    stream that follows) were written too: they are not part of the snapshot. In one piece
+    with a stream longer than the mark, the checksum thread must not sum past the end (it
+    once did, when the mark was looked for after the piece was added: seen in CI as a full
+    sync refused for a checksum mismatch)."""
     data, source = _payload()
-    buffer = SnapshotBuffer(None, "test", capacity=len(data) + 1024)
-
-    def feed() -> None:
-        _in_pieces(buffer, data + MARK + b"*1\r\n$4\r\nPING\r\n")
-        buffer.end(len(data))
-
-    dbs, keys, _lazy, _libraries = _load_while(buffer, feed)
+    stream = b"*1\r\n$4\r\nPING\r\n" * 50
+    buffer = SnapshotBuffer(None, "test", capacity=len(data) + 4096, mark=MARK)
+    dbs, keys, _lazy, _libraries = _load_while(
+        buffer, lambda: _in_pieces(buffer, data + MARK + stream, piece)
+    )
     assert keys == 4
     assert exact_state(dbs) == exact_state(source)
+    assert buffer.size == len(data)
+    assert bytes(buffer.after_end) == stream
+
+
+def test_eof_form_mark_split_between_pieces() -> None:
+    """The mark arrives in two reads (its first byte alone at the end of one)."""
+    data, source = _payload()
+    buffer = SnapshotBuffer(None, "test", capacity=len(data) + 4096, mark=MARK)
+
+    def feed() -> None:
+        buffer.write(data + MARK[:1])
+        buffer.write(MARK[1:] + b"+after")
+
+    dbs, keys, _lazy, _libraries = _load_while(buffer, feed)
+    assert (keys, buffer.size, bytes(buffer.after_end)) == (4, len(data), b"+after")
+    assert exact_state(dbs) == exact_state(source)
+
+
+def test_eof_form_needs_a_mark() -> None:
+    with pytest.raises(SnapshotError, match="needs a mark of 40 bytes"):
+        SnapshotBuffer(None, "test", capacity=100, mark=b"short")
 
 
 def test_transfer_cut_short_loads_nothing() -> None:
@@ -107,12 +130,11 @@ def test_a_damaged_byte_loads_nothing(sized: bool) -> None:
     data, _source = _payload()
     damaged = bytearray(data)
     damaged[len(data) // 2] ^= 0x40  # inside a node's blob: only the checksum sees it
-    buffer = SnapshotBuffer(len(data) if sized else None, "test", capacity=len(data) + 64)
+    size, mark = (len(data), b"") if sized else (None, MARK)
+    buffer = SnapshotBuffer(size, "test", capacity=len(data) + 64, mark=mark)
 
     def feed() -> None:
-        _in_pieces(buffer, bytes(damaged))
-        if not sized:
-            buffer.end(len(data))
+        _in_pieces(buffer, bytes(damaged) + mark)
 
     dbs, result, _lazy, _libraries = _load_while(buffer, feed)
     assert isinstance(result, SnapshotError)
@@ -121,22 +143,22 @@ def test_a_damaged_byte_loads_nothing(sized: bool) -> None:
 
 
 def test_an_end_in_the_wrong_place_loads_nothing() -> None:
-    """The mark found before the snapshot's own end (or after it): refused."""
+    """The mark found before the snapshot's own end (or after it, or at its very start):
+    refused."""
     data, _source = _payload()
-    for size in (len(data) - 10, len(data) + 3):
-        buffer = SnapshotBuffer(None, "test", capacity=len(data) + 64)
+    for sent in (data[:-10] + MARK + data[-10:], data + b"xyz" + MARK, MARK + data):
+        buffer = SnapshotBuffer(None, "test", capacity=len(data) + 64, mark=MARK)
 
-        def feed(b: SnapshotBuffer = buffer, n: int = size) -> None:
-            _in_pieces(b, data + b"xyz")
-            b.end(n)
+        def feed(b: SnapshotBuffer = buffer, d: bytes = sent) -> None:
+            _in_pieces(b, d)
 
         dbs, result, _lazy, _libraries = _load_while(buffer, feed)
-        assert isinstance(result, SnapshotError), size
+        assert isinstance(result, SnapshotError), sent[:60]
         assert all(not db.data for db in dbs)
 
 
 def test_more_than_the_capacity_is_refused() -> None:
-    buffer = SnapshotBuffer(None, "test", capacity=100)
+    buffer = SnapshotBuffer(None, "test", capacity=100, mark=MARK)
     with pytest.raises(SnapshotError, match="more than 100 bytes"):
         buffer.write(b"x" * 101)
     buffer.fail(SnapshotError("stop"))
@@ -182,9 +204,8 @@ def test_a_chunk_no_longer_as_loaded_is_written_node_by_node(tmp_path: Path) -> 
     dbs = _fresh()
     load_snapshot(path, dbs, [])
     reloaded = _fresh()
-    buffer = SnapshotBuffer(None, "test", capacity=len(data) + 4096)
+    buffer = SnapshotBuffer(None, "test", capacity=len(data) + 4096, mark=MARK)
     buffer.write(_bytes_of(dbs) + MARK)
-    buffer.end(buffer.filled - len(MARK))
     load_snapshot_buffer(buffer, reloaded)
     assert exact_state(reloaded) == exact_state(h.engine.keyspace.dbs)
     assert exact_state(source)  # (the first harness is untouched)

@@ -162,9 +162,11 @@ READ_THREADS = 2
 RECEIVE_CAPACITY = 1 << 40
 #: Linux's MAP_NORESERVE (the mmap module names it from Python 3.13 on)
 MAP_NORESERVE = getattr(mmap, "MAP_NORESERVE", 0x4000)
+#: the EOF form's mark (``$EOF:<mark>``): 40 bytes, as Redis's RDB_EOF_MARK_SIZE
+EOF_MARK_SIZE = 40
 #: with the size unknown, the last bytes that arrived may be the checksum field and the EOF
-#: mark (40 bytes): they are checksummed once the end is known
-HOLD_BACK = 4 + 40
+#: mark: they are checksummed once the end is known
+HOLD_BACK = 4 + EOF_MARK_SIZE
 #: arrays are kept in native byte order; the file is little-endian
 _SWAP = sys.byteorder == "big"
 
@@ -713,15 +715,30 @@ class SnapshotBuffer(_Arriving):
     while it arrives and never written to a file. The receiver (the event loop) hands each
     piece to ``write``; ``load_snapshot_buffer``, in a thread of its own, parses what has
     arrived and waits for the rest. The size is given at once (``$<size>``) or, for the EOF
-    form (``$EOF:<mark>``), by ``end`` once the mark has shown where the snapshot ends: until
-    then the buffer is address space reserved for ``capacity`` bytes (``MAP_NORESERVE``:
-    memory is taken only as the bytes arrive). A transfer cut short ends with ``fail``: the
-    load then raises, and nothing of it reaches the caller's databases."""
+    form (``$EOF:<mark>``), where the ``mark`` is found: until then the buffer is address
+    space reserved for ``capacity`` bytes (``MAP_NORESERVE``: memory is taken only as the
+    bytes arrive). The bytes that follow the mark (the stream) may arrive in the same read:
+    the mark is looked for as each piece is added, under the lock the checksum thread takes,
+    so that it never sums a byte past the snapshot's end (found after the fact, the thread
+    had sometimes summed the checksum field already: a sound transfer refused as damaged). A
+    transfer cut short ends with ``fail``: the load then raises, and nothing of it reaches the
+    caller's databases."""
 
-    def __init__(self, size: int | None, origin: str, capacity: int = RECEIVE_CAPACITY) -> None:
+    def __init__(
+        self,
+        size: int | None,
+        origin: str,
+        capacity: int = RECEIVE_CAPACITY,
+        mark: bytes = b"",
+    ) -> None:
         if size is not None and size < _SMALLEST:
             raise SnapshotError(f"{origin}: not a Headwater snapshot ({size} bytes)")
+        if size is None and len(mark) != EOF_MARK_SIZE:
+            raise SnapshotError(f"{origin}: the EOF form needs a mark of {EOF_MARK_SIZE} bytes")
         super().__init__(capacity if size is None else size, size, origin, size is None)
+        #: what ends the snapshot (the EOF form), b"" once it is found or with the size given
+        self._mark = mark if size is None else b""
+        self._mark_len = len(self._mark)
         self._start([self._checksum])
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
@@ -740,22 +757,31 @@ class SnapshotBuffer(_Arriving):
         return self.view[self.filled : self.filled + min(most, room)]
 
     def advance(self, n: int) -> None:
-        """``n`` more bytes are there (written by ``write``, or into ``space``)."""
+        """``n`` more bytes are there (written by ``write``, or into ``space``). The EOF
+        form: once they hold the mark, ``size`` is where it begins."""
         with self._changed:
+            start = self.filled
             self.filled += n
+            if self._mark:
+                self._look_for_mark(start)
             self._changed.notify_all()
 
-    def find(self, mark: bytes, start: int) -> int:
-        """Where ``mark`` is in the bytes there from ``start`` on (-1: not there)."""
-        return self.memory.find(mark, start, self.filled)
+    def _look_for_mark(self, start: int) -> None:
+        mark = self._mark
+        at = self.memory.find(mark, max(start - len(mark) + 1, 0), self.filled)
+        if at < 0:
+            return
+        self._mark = b""
+        self.size = at
+        if at < _SMALLEST:
+            self.failure = SnapshotError(f"{self._origin}: not a Headwater snapshot")
 
-    def end(self, size: int) -> None:
-        """The snapshot is the first ``size`` bytes written (what came after is not)."""
-        with self._changed:
-            if size < _SMALLEST or size > self.filled:
-                self.failure = SnapshotError(f"{self._origin}: not a Headwater snapshot")
-            self.size = size
-            self._changed.notify_all()
+    @property
+    def after_end(self) -> memoryview:
+        """The bytes that arrived after the snapshot (and its mark): the stream's first."""
+        if self.size is None:
+            return self.view[:0]
+        return self.view[min(self.size + self._mark_len, self.filled) : self.filled]
 
     def fail(self, exc: Exception) -> None:
         self._fail(exc)
