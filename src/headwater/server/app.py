@@ -171,6 +171,9 @@ class Server:
         pending.add_all(held)
         held.clear()
         self.flush()
+        link = self.replication.link
+        if link is not None:
+            link.fsynced()
 
     def _retry_held(self) -> None:
         self._retry_scheduled = False
