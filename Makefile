@@ -11,7 +11,8 @@ DATA ?= ./data
 # `make setup` also compiles the hot modules with mypyc (src/headwater/_build.py lists them;
 # the .so files land next to their .py in src/). HEADWATER_PURE=1 skips that, and a failed
 # compile (no C compiler, no Python headers) falls back to the pure package, which works the
-# same, only slower. The stamp names the build; a hot .py newer than it recompiles.
+# same, only slower. The stamp names the build; a hot .py newer than it recompiles. The same
+# build makes headwater._luabridge (_luabridge.c: the C crossings between Python and Lua).
 BUILD_KIND_WANTED := $(if $(filter 1,$(HEADWATER_PURE)),pure,compiled)
 BUILD_STAMP := $(VENV)/.build-$(BUILD_KIND_WANTED)
 HOT_SOURCES := $(shell sed -n 's/^    "headwater\.\([a-z_.]*\)",$$/\1/p' src/headwater/_build.py \
@@ -19,7 +20,7 @@ HOT_SOURCES := $(shell sed -n 's/^    "headwater\.\([a-z_.]*\)",$$/\1/p' src/hea
 
 setup: $(BUILD_STAMP)
 
-$(BUILD_STAMP): $(STAMP) setup.py src/headwater/_build.py $(HOT_SOURCES)
+$(BUILD_STAMP): $(STAMP) setup.py src/headwater/_build.py $(HOT_SOURCES) src/headwater/_luabridge.c
 	@# Old extension modules go first: a skipped or failed compile leaves none to shadow the source.
 	@rm -f $(VENV)/.build-pure $(VENV)/.build-compiled src/headwater_hot__mypyc*.so
 	@find src/headwater -name '*.so' -delete

@@ -24,8 +24,11 @@ def ext_modules() -> list[object]:
     if os.environ.get("HEADWATER_COMPILE") != "1" or os.environ.get("HEADWATER_PURE") == "1":
         return []
     from mypyc.build import mypycify
+    from setuptools import Extension
 
-    return list(mypycify(hot_sources(), group_name="headwater_hot"))
+    # the C crossings between Python and Lua (``scripting/runtime.py`` runs without it)
+    bridge = Extension("headwater._luabridge", [os.path.join("src", "headwater", "_luabridge.c")])
+    return [*mypycify(hot_sources(), group_name="headwater_hot"), bridge]
 
 
 setup(ext_modules=ext_modules())

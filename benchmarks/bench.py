@@ -633,10 +633,10 @@ GAP_NOTES = {
     "43 us of CPU a request against 22 without the AOF (PROFILE-transport.md, 'Profiles after')",
     "idmpauto": "IDMPAUTO's extra 4.8 us in process (auto_iid, IdmpState.record, "
     "idmp_original) on a ~24 us request (PROFILE-transport.md, 'Profiles after')",
-    "evalsha": "lupa's call into Python and back and the run's bookkeeping, ~7 us in process "
-    "(PROFILE-transport.md, 'Session of 26 Nov')",
-    "fcall": "a whole XADD plus the Lua bridge: FCALL at 0.5x needs plain XADD above 0.5x first "
-    "(PROFILE-transport.md, 'Session of 26 Nov')",
+    "evalsha": "the crossings into Lua and back (C bridge in the compiled build, lupa's in the "
+    "pure one) and the run's bookkeeping (PROFILE-transport.md, 'Session of 27 Nov (fourth)')",
+    "fcall": "a whole XADD plus the Lua VM, the crossings and the run's bookkeeping; the Lua VM "
+    "is what is left (PROFILE-transport.md, 'Session of 27 Nov (fourth)')",
     "publish": "the fan-out's per-subscriber writes (PROFILE-transport.md)",
 }
 

@@ -103,7 +103,8 @@ def build_kind() -> str:
 
 
 def stale_extensions(package_dir: str = _PACKAGE_DIR) -> list[str]:
-    """Extension modules in the package older than the ``.py`` they were compiled from."""
+    """Extension modules in the package older than the ``.py`` (or ``.c``) they were
+    compiled from."""
     stale: list[str] = []
     for folder, _, names in os.walk(package_dir):
         for name in names:
@@ -111,8 +112,9 @@ def stale_extensions(package_dir: str = _PACKAGE_DIR) -> list[str]:
             if suffix is None:
                 continue
             compiled = os.path.join(folder, name)
-            source = compiled[: -len(suffix)] + ".py"
-            if os.path.exists(source) and os.stat(source).st_mtime > os.stat(compiled).st_mtime:
+            built = os.stat(compiled).st_mtime
+            sources = (compiled[: -len(suffix)] + ext for ext in (".py", ".c"))
+            if any(os.path.exists(s) and os.stat(s).st_mtime > built for s in sources):
                 stale.append(os.path.relpath(compiled, os.path.dirname(package_dir)))
     return sorted(stale)
 

@@ -51,6 +51,9 @@ def test_a_compiled_module_older_than_its_source_stops_the_import(tmp_path: Path
         _build.check_fresh(str(package))
     _touch(package / "resp" / f"parser{suffix}", 3_000_000)  # recompiled
     _build.check_fresh(str(package))
+    _touch(package / "_luabridge.c", 4_000_000)  # a C extension's source edited
+    _touch(package / f"_luabridge{suffix}", 3_500_000)
+    assert _build.stale_extensions(str(package)) == [f"headwater/_luabridge{suffix}"]
 
 
 def test_the_installed_tree_has_no_stale_compiled_module() -> None:

@@ -428,3 +428,44 @@ def test_eval_keeps_500_scripts_and_evicts_the_least_recently_run() -> None:
     for body in evaled:
         _eval(h, c, body)
     assert _info_field(h, c, "evicted_scripts") == "2"  # an emptied cache evicts nothing
+
+
+def test_the_c_bridge_runs_scripts_in_the_compiled_build() -> None:
+    """``make setup`` builds ``headwater._luabridge`` with the hot modules: the compiled run
+    crosses between Python and Lua in C, the pure run through lupa (the rest of this file
+    and the differential tests check both against the same replies)."""
+    h = Harness()
+    h.engine.scripting.ensure_started()
+    expected = os.environ.get("HEADWATER_EXPECT_BUILD")
+    if expected is None:
+        pytest.skip("HEADWATER_EXPECT_BUILD is not set (make test sets it)")
+    assert (h.engine.scripting.fast_run is not None) == (expected == "compiled")
+
+
+def test_crossings_with_many_arguments_and_from_a_coroutine() -> None:
+    """Arguments beyond Lua's guaranteed stack (the C bridge grows it), ``redis.call`` from a
+    coroutine (another Lua thread than the one the script started on), and replies of every
+    plain and table kind on the way back."""
+    h = Harness()
+    c = h.client()
+    many = [str(i) for i in range(20000)]
+    assert _eval(h, c, "return {#KEYS, #ARGV, ARGV[#ARGV]}", *many, numkeys=3) == [
+        3,
+        19997,
+        b"19999",
+    ]
+    assert h.call(c, "RPUSH", "l", *many[:3000]) == 3000
+    body = "return #redis.call('LRANGE', 'l', 0, -1) + #{redis.call('RPUSH', 'm', unpack(ARGV))}"
+    assert _eval(h, c, body, *many[:5000]) == 3001
+    body = (
+        "local co = coroutine.wrap(function() return redis.call('INCRBY', 'n', 2) end) "
+        "return {co(), redis.call('SET', 'k', 'v').ok, redis.call('GET', 'nothing'), "
+        "redis.pcall('INCR', 'k').err, 1.5 + redis.call('INCR', 'n')}"
+    )
+    not_integer = b"ERR value is not an integer or out of range"
+    assert _eval(h, c, body) == [2, b"OK", None, not_integer, 4]
+    body = "return {0.5 + redis.call('INCR', 'n'), 'x' .. 1.25, redis.call('EXISTS', 'k')}"
+    assert _eval(h, c, body) == [4, b"x1.25", 1]
+    assert error_text(_eval(h, c, "return redis.call('INCR', 'k')")).startswith(
+        "ERR value is not an integer or out of range script:"
+    )

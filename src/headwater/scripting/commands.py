@@ -66,7 +66,9 @@ def _run(
         else:
             check_may_write(c, read_only_command)
     scripting = scripting_of(c)
-    reply = scripting.run_script(c, script.function, script.sha, argv[3:], numkeys, True, read_only)
+    reply = scripting.run_script(
+        c, script.function, script.slot, script.sha, argv, numkeys, True, read_only
+    )
     scripting.ran(script)
     return reply
 

@@ -42,7 +42,7 @@ def _fcall(c: Client, argv: list[bytes], read_only_command: bool) -> Reply:
     if pubsub.monitors:  # before the commands its function runs
         show_command(pubsub, c, argv)
     return scripting.run_script(
-        c, function.callback, function.name, argv[3:], numkeys, False, read_only, argv
+        c, function.callback, function.slot, function.name, argv, numkeys, False, read_only, argv
     )
 
 

@@ -39,6 +39,8 @@ class Function:
     description: bytes | None
     flags: tuple[str, ...]
     library: Library
+    #: the callback's place in the C bridge's table (0: none, lupa's call)
+    slot: int = 0
 
 
 @dataclass

@@ -18,6 +18,7 @@ acts on.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import logging
 import time
 from collections.abc import Callable
@@ -74,6 +75,16 @@ _RO_WRITE = b"Write commands are not allowed from read-only scripts."
 _BAD_ARG = b"Lua redis lib command arguments must be strings or integers"
 _NO_ARGS = b"Please specify at least one argument for this redis lib call"
 
+
+def _c_bridge() -> Any:
+    """``headwater._luabridge`` (the C crossings, ``make setup`` builds it), or None: lupa's
+    own crossings, as in the pure build."""
+    try:
+        return importlib.import_module("headwater._luabridge")
+    except ImportError:
+        return None
+
+
 #: how long a library's top level may run (Redis: LOAD_TIMEOUT_MS)
 LOAD_TIMEOUT = 0.5
 #: the scripts EVAL keeps before it evicts the least recently run (Redis: LRU_LIST_LENGTH)
@@ -125,6 +136,8 @@ class Script:
         self.body = body
         self.function = function
         self.flags = flags  # None: no shebang (Redis's compatibility mode)
+        #: the function's place in the C bridge's table (0: none, lupa's call)
+        self.slot = 0
 
 
 class Run:
@@ -181,6 +194,9 @@ class Scripting:
         self.entry: Any = None
         self.run_eval: Any = None
         self.run_function: Any = None
+        #: the C bridge's ``run`` (None: lupa calls the runners), and its stashed results
+        self.fast_run: Any = None
+        self.take_stashed: Any = None
         self.client: Client | None = None
         self.reader: ReplyReader | None = None
         #: set while FUNCTION LOAD runs a library (redis.register_function adds to it)
@@ -197,14 +213,20 @@ class Scripting:
             encoding=None, register_eval=False, register_builtins=False, unpack_returned_tuples=True
         )
         lua.execute("python = nil")
+        bridge = Bridge(self)
+        fast, c_bridge = self._open_c_bridge(lua, bridge)
         self.entry = lua.execute(
             PRELUDE,
-            Bridge(self),
+            bridge,
             REDIS_COMPAT_VERSION.encode(),
             version_number(REDIS_COMPAT_VERSION),
+            fast,
             name="=headwater",
         )
         self.lua = lua
+        if fast is not None:
+            self.fast_run = c_bridge.run
+            self.take_stashed = self.entry.take_stashed
         # (each read of a Lua table's field from Python makes a new wrapper: read them once)
         self.run_eval = self.entry.run_eval
         self.run_function = self.entry.run_function
@@ -214,6 +236,31 @@ class Scripting:
         client.is_script = True
         self.client = client
         libraries.install(self)
+
+    def _open_c_bridge(self, lua: Any, bridge: Bridge) -> tuple[Any, Any]:
+        """The C bridge's Lua side ({call, pcall, set_runner}) and its module, or (None,
+        None): lupa's crossings then."""
+        c_bridge = _c_bridge()
+        if c_bridge is None:
+            return None, None
+        try:
+            c_bridge.bind(lua51.__file__)
+        except ImportError as exc:
+            log.warning("Scripts run without the C bridge: %s", exc)
+            return None, None
+        c_bridge.set_handlers(self.call_command, bridge.unwrap)
+        fast = lua.execute(
+            "local path, take = ...\n"
+            "local open = package.loadlib(path, 'luaopen_headwater_luabridge')\n"
+            "return open and open(take)",
+            c_bridge.__file__.encode(),
+            c_bridge.take,
+        )
+        return (fast, c_bridge) if fast else (None, None)
+
+    def remember(self, function: Any) -> int:
+        """The slot by which the C bridge runs this Lua function (0 without the bridge)."""
+        return int(self.entry.remember(function)) if self.fast_run is not None else 0
 
     def ensure_started(self) -> Any:
         if self.entry is None:
@@ -253,6 +300,7 @@ class Scripting:
             message = exc.args[0].decode("utf-8", "surrogateescape")
             raise err(f"Error compiling script (new function): {message}") from None
         script = Script(sha, body, function, flags)
+        script.slot = self.remember(function)
         if from_eval:
             self._evict_for_one()
             self.eval_lru[sha] = None
@@ -307,9 +355,11 @@ class Scripting:
                 raise _raise(_BAD_LIBRARY_NAME.encode())
             if function_name in library.functions:
                 raise _raise(b"Function already exists in the library")
-            library.functions[function_name] = Function(
+            function = Function(
                 function_name, spec["callback"], spec["description"], spec["flags"], library
             )
+            function.slot = self.remember(function.callback)
+            library.functions[function_name] = function
 
         self.registering = register
         self.loading_since = time.monotonic()
@@ -368,14 +418,16 @@ class Scripting:
         self,
         caller: Client,
         function: Any,
+        slot: int,
         name: bytes,
-        keys_and_args: list[bytes],
+        argv: list[bytes],
         nkeys: int,
         is_eval: bool,
         read_only: bool,
         command: list[bytes] | None = None,
     ) -> Reply:
-        """Run a compiled script or function for ``caller``; its reply in the caller's
+        """Run a compiled script or function (``slot``: its place in the C bridge) for
+        ``caller``, with KEYS and ARGV from ``argv[3:]``; its reply in the caller's
         protocol."""
         if self.entry is None:
             self._start()
@@ -383,11 +435,18 @@ class Scripting:
         assert client is not None
         client.db = caller.db
         run = self.run = Run(caller, name, is_eval, read_only, time.monotonic(), command)
-        runner = self.run_eval if is_eval else self.run_function
         host = self.host
         collecting = host.start_collecting()
         try:
-            ok, result = runner(function, nkeys, *keys_and_args)
+            if slot and self.fast_run is not None:
+                ok, result, stashed = self.fast_run(0 if is_eval else 1, slot, nkeys, argv, 3)
+                if stashed:
+                    result = self.take_stashed()
+            else:
+                runner = self.run_eval if is_eval else self.run_function
+                table = self.lua.table_from
+                keys, args = table(argv[3 : 3 + nkeys]), table(argv[3 + nkeys :])
+                ok, result = runner(function, keys, args)
             if ok:
                 return lua_to_reply(result, run.resp, caller.resp)
             return self._error_reply(result)
@@ -580,6 +639,7 @@ class Bridge:
         return lua.table_from({b"err": b"ERR " + str(exc).encode()})
 
     def tick(self) -> bytes | None:
+        time.sleep(0)  # (the C bridge runs Lua holding the GIL: the other threads' turn)
         return self.scripting.tick()
 
     def _checked(self, name: str, args: tuple[Any, ...]) -> Any:

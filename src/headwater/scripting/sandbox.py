@@ -21,7 +21,7 @@ the full API when they are called.
 from __future__ import annotations
 
 PRELUDE = r"""
-local bridge, version, version_num = ...
+local bridge, version, version_num, fast = ...
 local G = _G
 local type, tostring, select, error, rawget, rawset, setmetatable, xpcall, pcall, unpack =
       type, tostring, select, error, rawget, rawset, setmetatable, xpcall, pcall, unpack
@@ -123,8 +123,10 @@ end
 setmetatable(api, {__index = missing_global})
 
 -- the redis table: what may raise is Python (a C function to Lua, so a tail call to it
--- keeps the script's frame, whose line the error reply names)
-local redis = {call = bridge.call, pcall = bridge.pcall, sha1hex = bridge.sha1hex,
+-- keeps the script's frame, whose line the error reply names); call and pcall are the C
+-- bridge's when it is built (``fast``: headwater/_luabridge.c), else lupa's crossings
+local redis = {call = fast and fast.call or bridge.call, sha1hex = bridge.sha1hex,
+  pcall = fast and fast.pcall or bridge.pcall,
   log = bridge.log, setresp = bridge.setresp, set_repl = bridge.set_repl,
   acl_check_cmd = bridge.acl_check_cmd}
 local function push_error(text)
@@ -213,13 +215,9 @@ local function finish(ok, result)
   end
   return ok, result
 end
-function entry.run_eval(f, nkeys, ...)
-  local keys, argv = {...}, {}
-  local n = #keys
-  for i = nkeys + 1, n do
-    argv[i - nkeys] = keys[i]
-    keys[i] = nil
-  end
+-- KEYS and ARGV come as tables (made by the C bridge, or by lupa's table_from): a script
+-- may have more arguments than Lua's stack holds (varargs would)
+local function run_eval(f, keys, argv)
   rawset(api, 'KEYS', keys)
   rawset(api, 'ARGV', argv)
   return finish(xpcall(f, error_handler))
@@ -232,17 +230,13 @@ local function call_current()
   current_f, current_keys, current_argv = nil, nil, nil
   return f(keys, argv)
 end
-function entry.run_function(f, nkeys, ...)
+local function run_function(f, keys, argv)
   rawset(api, 'KEYS', nil)
   rawset(api, 'ARGV', nil)
-  local keys, argv = {...}, {}
-  for i = nkeys + 1, #keys do
-    argv[i - nkeys] = keys[i]
-    keys[i] = nil
-  end
   current_f, current_keys, current_argv = f, keys, argv
   return finish(xpcall(call_current, error_handler))
 end
+entry.run_eval, entry.run_function = run_eval, run_function
 function entry.load_library(f)
   env_meta.__index = library_api
   local ok, result = xpcall(f, error_handler)
@@ -265,6 +259,33 @@ function entry.where()
   if info and info.currentline > 0 then return info.short_src .. ':' .. info.currentline .. ': ' end
   return ''
 end
+-- the C bridge's runner: scripts and functions by slot (``remember``; a weak table: the
+-- function lives as long as Python holds it), their table results stashed for lupa to read
+local slots = setmetatable({}, {__mode = 'v'})
+local last_slot = 0
+function entry.remember(f)
+  last_slot = last_slot + 1
+  slots[last_slot] = f
+  return last_slot
+end
+local stashed
+local function stash(ok, result)
+  if type(result) == 'table' then
+    stashed = result
+    return ok, nil, true
+  end
+  return ok, result, false
+end
+local function run_slot(mode, slot, keys, argv)
+  if mode == 0 then return stash(run_eval(slots[slot], keys, argv)) end
+  return stash(run_function(slots[slot], keys, argv))
+end
+function entry.take_stashed()
+  local value = stashed
+  stashed = nil
+  return value
+end
+if fast then fast.set_runner(run_slot) end
 function entry.install(name, library)
   mark_functions(library)
   api[name] = readonly(library)
