@@ -55,6 +55,7 @@ from headwater.commands.streams import (
     parse_ref_and_ids,
     parse_xadd,
     parse_xread,
+    parse_xsetid,
 )
 from headwater.errors import NO_SUCH_KEY, SYNTAX, err, subcommand_syntax
 from headwater.keyevents import STREAM
@@ -225,27 +226,7 @@ def cmd_xsetid(c: Client, argv: list[bytes]) -> Reply | Written:
     last ID and max-deleted ID rise (max-merged across regions); entries-added becomes the
     given count here, and concurrent XADDs elsewhere add on top."""
     rk = region_of(c)
-    sid = parse_id(argv[2])
-    entries_added: int | None = None
-    max_deleted: StreamID | None = None
-    i = 3
-    while i < len(argv):  # (the plain parser's order and errors)
-        token = argv[i].upper()
-        if i + 1 >= len(argv):
-            raise SYNTAX
-        if token == b"ENTRIESADDED":
-            entries_added = parse_int(argv[i + 1])
-            if entries_added < 0:
-                raise err("entries_added must be positive")
-        elif token == b"MAXDELETEDID":
-            max_deleted = parse_id(argv[i + 1])
-            if sid < max_deleted:
-                raise err(
-                    "The ID specified in XSETID is smaller than the provided max_deleted_entry_id"
-                )
-        else:
-            raise SYNTAX
-        i += 2
+    sid, entries_added, max_deleted = parse_xsetid(argv)
     if stream_at(c, argv[1], read=False) is None:
         raise NO_SUCH_KEY
     rk.region.xsetid(argv[1], sid, entries_added, max_deleted)

@@ -510,8 +510,9 @@ def cmd_xtrim(c: Client, argv: list[bytes]) -> Reply | Written:
     return Written(removed, one_line(removed, effect))
 
 
-def cmd_xsetid(c: Client, argv: list[bytes]) -> Reply | Written:
-    """XSETID key last-id [ENTRIESADDED entries-added] [MAXDELETEDID max-deleted-id]"""
+def parse_xsetid(argv: list[bytes]) -> tuple[StreamID, int | None, StreamID | None]:
+    """XSETID's last ID, ENTRIESADDED and MAXDELETEDID (None: not given), with Redis's
+    errors in its order (a region's XSETID parses the same)."""
     last = parse_id(argv[2])
     entries_added: int | None = None
     max_deleted: StreamID | None = None
@@ -533,6 +534,12 @@ def cmd_xsetid(c: Client, argv: list[bytes]) -> Reply | Written:
         else:
             raise SYNTAX
         i += 2
+    return last, entries_added, max_deleted
+
+
+def cmd_xsetid(c: Client, argv: list[bytes]) -> Reply | Written:
+    """XSETID key last-id [ENTRIESADDED entries-added] [MAXDELETEDID max-deleted-id]"""
+    last, entries_added, max_deleted = parse_xsetid(argv)
     stream = c.db.get(argv[1])
     if stream is None:
         raise NO_SUCH_KEY
