@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Final
+
 from headwater.errors import NOT_FLOAT, NOT_INTEGER, ReplyError
 
-INT64_MIN = -(2**63)
-INT64_MAX = 2**63 - 1
+INT64_MIN: Final = -(2**63)
+INT64_MAX: Final = 2**63 - 1
 
 
 def strict_int(raw: bytes) -> int | None:
@@ -13,13 +15,21 @@ def strict_int(raw: bytes) -> int | None:
     n = len(raw)
     if n == 0 or n > 20:
         return None
-    if raw[0] == 45:  # "-"
-        if n == 1 or raw[1] == 48 or not raw[1:].isdigit():
-            return None
-    elif not raw.isdigit() or (raw[0] == 48 and n > 1):
+    start = 1 if raw[0] == 45 else 0  # "-"
+    if start == n or (raw[start] == 48 and n > 1):  # ("0" alone; never "-0" nor "01")
         return None
-    value = int(raw)
-    return value if INT64_MIN <= value <= INT64_MAX else None
+    if n > 18:  # (up to 18 characters the digits fit a machine word: no range to check)
+        if not raw[start:].isdigit():
+            return None
+        big = int(raw)
+        return big if INT64_MIN <= big <= INT64_MAX else None
+    value = 0
+    for i in range(start, n):
+        digit = raw[i] - 48
+        if digit < 0 or digit > 9:
+            return None
+        value = value * 10 + digit
+    return -value if start else value
 
 
 def parse_int(raw: bytes, error: ReplyError = NOT_INTEGER) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 from typing import cast
 
+from headwater.commands.args import parse_int
 from headwater.commands.context import (
     Client,
     CommandSpec,
@@ -32,11 +33,10 @@ def scripting_of(c: Client) -> Scripting:
     return cast(ScriptHost, c.server).scripting
 
 
-def parse_numkeys(argv: list[bytes]) -> int:
-    try:
-        numkeys = int(argv[2])
-    except ValueError:
-        raise NOT_INTEGER from None
+def parse_numkeys(argv: list[bytes], bad: ReplyError = NOT_INTEGER) -> int:
+    """EVAL's and FCALL's numkeys (``argv[2]``), as Redis's string2ll reads it (no sign
+    but '-', no spaces, no underscores: Python's ``int()`` takes all three)."""
+    numkeys = parse_int(argv[2], bad)
     if numkeys > len(argv) - 3:
         raise err("Number of keys can't be greater than number of args")
     if numkeys < 0:

@@ -15,10 +15,16 @@ from headwater.errors import err
 from headwater.glob import glob_match
 from headwater.ops.change import Written, as_given, one_line
 from headwater.resp.types import OK, Reply, RSet, Status
-from headwater.scripting.commands import check_may_write, scripting_of, with_numkeys
+from headwater.scripting.commands import (
+    check_may_write,
+    parse_numkeys,
+    scripting_of,
+    with_numkeys,
+)
 from headwater.scripting.functions import Library, dump_payload, read_payload
 from headwater.scripting.runtime import FLAG_NO_WRITES, Scripting
 
+_BAD_NUMKEYS = err("Bad number of keys provided")
 _RO_WITH_WRITE_FLAG = err("Can not execute a script with write flag using *_ro command.")
 
 
@@ -27,14 +33,7 @@ def _fcall(c: Client, argv: list[bytes], read_only_command: bool) -> Reply:
     function = scripting.registry.functions.get(argv[1])
     if function is None:
         raise err("Function not found")
-    try:
-        numkeys = int(argv[2])
-    except ValueError:
-        raise err("Bad number of keys provided") from None
-    if numkeys > len(argv) - 3:
-        raise err("Number of keys can't be greater than number of args")
-    if numkeys < 0:
-        raise err("Number of keys can't be negative")
+    numkeys = parse_numkeys(argv, _BAD_NUMKEYS)
     read_only = FLAG_NO_WRITES in function.flags
     if not read_only:
         check_may_write(c, read_only_command)

@@ -439,7 +439,10 @@ class Scripting:
         collecting = host.start_collecting()
         try:
             if slot and self.fast_run is not None:
-                ok, result, stashed = self.fast_run(0 if is_eval else 1, slot, nkeys, argv, 3)
+                outcome: tuple[bool, Any, bool] = self.fast_run(
+                    0 if is_eval else 1, slot, nkeys, argv, 3
+                )
+                ok, result, stashed = outcome
                 if stashed:
                     result = self.take_stashed()
             else:
