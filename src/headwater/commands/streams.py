@@ -39,6 +39,7 @@ from headwater.stream.ids import (
     parse_id,
     parse_range_bound,
 )
+from headwater.stream.node import total_size
 from headwater.stream.stream import Stream
 
 ID_TOO_SMALL = err("The ID specified in XADD is equal or smaller than the target stream top item")
@@ -319,7 +320,7 @@ def cmd_xadd(c: Client, argv: list[bytes]) -> Reply | Written:
     if stream.last_id == MAX_ID:
         raise EXHAUSTED
     sid = next_id(stream, opts.id, c.server.keyspace.now_ms)
-    size = sum(map(len, pairs))
+    size = total_size(pairs)
     if size > LISTPACK_MAX:
         raise TOO_LARGE
     settings = c.server.config.values  # (the dict itself: no method call per lookup)

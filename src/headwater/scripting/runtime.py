@@ -22,7 +22,7 @@ import importlib
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from lupa import lua51
 
@@ -74,6 +74,9 @@ _NOSCRIPT = b"This Redis command is not allowed from script"
 _RO_WRITE = b"Write commands are not allowed from read-only scripts."
 _BAD_ARG = b"Lua redis lib command arguments must be strings or integers"
 _NO_ARGS = b"Please specify at least one argument for this redis lib call"
+
+#: (a Final module name is a C static once compiled: no module attribute read per run)
+_monotonic: Final = time.monotonic
 
 
 def _c_bridge() -> Any:
@@ -434,7 +437,7 @@ class Scripting:
         client = self.client
         assert client is not None
         client.db = caller.db
-        run = self.run = Run(caller, name, is_eval, read_only, time.monotonic(), command)
+        run = self.run = Run(caller, name, is_eval, read_only, _monotonic(), command)
         host = self.host
         collecting = host.start_collecting()
         try:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from headwater.errors import require
 from headwater.stream.idmp import IdmpState
 from headwater.stream.ids import MIN_ID, StreamID
-from headwater.stream.node import Node
+from headwater.stream.node import Node, total_size
 
 if TYPE_CHECKING:
     from headwater.stream.groups import Group
@@ -107,7 +107,7 @@ class Stream:
         length of pairs, if the caller already has it."""
         tail = self.nodes[-1] if self.nodes else None
         if size is None:
-            size = sum(map(len, pairs))
+            size = total_size(pairs)
         if tail is None or self._tail_full(tail, size, max_bytes, max_entries):
             tail = self._new_tail(tail, sid, pairs)
         tail.append(sid, pairs)
