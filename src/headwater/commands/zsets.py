@@ -420,6 +420,11 @@ def _select(z: ZSetValue, q: _RangeQuery) -> list[Pair]:
 
 def _select_members(z: ZSetValue, q: _RangeQuery) -> list[bytes]:
     """The members of ``_select`` (no pairs made)."""
+    r = q.score_range
+    if q.by == SCORE and not q.reverse and r is not None:  # (ZRANGEBYSCORE: one walk)
+        if r.empty() or q.offset < 0 or q.count == 0:
+            return []
+        return z.score_members(r, q.offset, q.count)
     first, end = _span(z, q)
     members = z.members_by_rank(first, end - 1)
     if q.reverse:

@@ -358,6 +358,44 @@ class ZSetValue:
         end = self._score_position(r.high, not r.high_open)
         return first, max(end, first)
 
+    def score_members(self, r: ScoreRange, offset: int, count: int) -> list[bytes]:
+        """The members whose score lies in r (not empty), in order, the first ``offset`` of
+        them left out, at most ``count`` (-1: all): ZRANGEBYSCORE … LIMIT as one search for
+        the first and a walk, no positions counted (``score_span`` then ``members_by_rank``
+        give the same)."""
+        out: list[bytes] = []
+        chunk_scores, chunk_members = self.chunk_scores, self.chunk_members
+        n = len(chunk_members)
+        k = _score_index(self.last_scores, r.low, r.low_open)
+        if k == n:
+            return out
+        i = _score_index(chunk_scores[k], r.low, r.low_open)
+        while offset:  # (members past the range skipped here end the walk below)
+            left = len(chunk_members[k]) - i
+            if offset < left:
+                i += offset
+                break
+            offset -= left
+            k, i = k + 1, 0
+            if k == n:
+                return out
+        high, high_closed = r.high, not r.high_open
+        to_the_end = high == math.inf and high_closed  # (``+inf``: no search per chunk)
+        while k < n and count:
+            scores, members = chunk_scores[k], chunk_members[k]
+            size = len(members)
+            end = size if to_the_end else _score_index(scores, high, high_closed)
+            if count > 0 and end - i > count:
+                end = i + count
+            if end > i:
+                out.extend(members[i:end])
+                if count > 0:
+                    count -= end - i
+            if end < size:
+                break
+            k, i = k + 1, 0
+        return out
+
     def lex_span(self, r: LexRange) -> tuple[int, int]:
         """[first, end) positions of the members in r, for a set whose members all have one
         score (the BYLEX forms' condition; otherwise, as Redis, the first run in order)."""
