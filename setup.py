@@ -28,7 +28,13 @@ def ext_modules() -> list[object]:
 
     # the C crossings between Python and Lua (``scripting/runtime.py`` runs without it)
     bridge = Extension("headwater._luabridge", [os.path.join("src", "headwater", "_luabridge.c")])
-    return [*mypycify(hot_sources(), group_name="headwater_hot"), bridge]
+    # a sorted set's bisections over its chunks' doubles (``structures/zsets.py`` runs
+    # without it)
+    zsearch = Extension(
+        "headwater.structures._zsearch",
+        [os.path.join("src", "headwater", "structures", "_zsearch.c")],
+    )
+    return [*mypycify(hot_sources(), group_name="headwater_hot"), bridge, zsearch]
 
 
 setup(ext_modules=ext_modules())

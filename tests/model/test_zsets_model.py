@@ -77,6 +77,11 @@ def test_matches_a_sorted_dict(
     first, end = z.score_span(r)
     inside = [p for p in order if r.above_low(p[0]) and r.below_high(p[0])]
     assert order[first:end] == inside
+    if not r.empty():  # (ZRANGEBYSCORE's walk: what the span and LIMIT select)
+        for offset in range(n + 2):
+            for count in (-1, -3, 1, 2, 5):
+                taken = inside[offset:] if count < 0 else inside[offset : offset + count]
+                assert z.score_members(r, offset, count) == [m for _, m in taken]
     one_score = ZSetValue()
     for _, member in order:
         one_score.set(member, 0.0, LIMITS)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import random
+from typing import Final
 
 from headwater.commands.args import INT64_MAX, parse_double, parse_int
 from headwater.commands.context import Block, Client, spec
@@ -129,8 +130,39 @@ def _add_one(
 
 
 def cmd_zadd(c: Client, argv: list[bytes]) -> Reply | Written:
+    if len(argv) == 4:
+        raw = argv[2]
+        if raw and 48 <= raw[0] <= 57:  # (the usual ZADD key score member: no flags)
+            return _zadd_pair(c, argv[1], parse_double(raw), argv[3])
     flags, scores, members = _parse_zadd(argv)
     return _zadd(c, argv[1], flags, scores, members)
+
+
+#: what ``put`` is given for a skiplist set, which never reads them (it converts no more)
+_UNREAD_LIMITS: Final = ZSetLimits()
+
+
+def _zadd_pair(c: Client, key: bytes, score: float, member: bytes) -> Reply | Written:
+    """``_zadd`` of one pair without flags, with no list, flags or limits made for it."""
+    z = _to_write(c, key)
+    if z is None:
+        limits = limits_of(c)
+        z = ZSetValue.for_size(1, len(member), limits)
+        c.db.set(key, z)
+    elif z.listpack:
+        limits = limits_of(c)
+        z.prepare(1, len(member), limits)
+    else:
+        limits = _UNREAD_LIMITS
+    previous = z.scores.get(member)
+    if previous is not None and previous == score:  # (-0.0 and 0.0 too, as Redis)
+        return 0
+    z.put(member, score, previous, limits)
+    c.db.signal_modified(key)
+    if previous is None:
+        c.db.signal_ready(key)  # (clients blocked in BZPOPMIN & co. on an empty key)
+    notify(c, ZSET, b"zadd", key)
+    return Written(1 if previous is None else 0, ONE)
 
 
 def _zadd(
@@ -138,7 +170,9 @@ def _zadd(
 ) -> Reply | Written:
     z = _to_write(c, key)
     limits = limits_of(c)
-    longest = max(len(member) for member in members)
+    longest = 0
+    for member in members:
+        longest = max(longest, len(member))
     if z is None:
         if flags.xx:
             return None if flags.incr else 0
@@ -148,8 +182,8 @@ def _zadd(
         z.prepare(len(members), longest, limits)
     added = updated = processed = 0
     score_after = 0.0
-    for score, member in zip(scores, members, strict=True):
-        outcome, score_after = _add_one(z, member, score, flags, limits)
+    for i in range(len(members)):
+        outcome, score_after = _add_one(z, members[i], scores[i], flags, limits)
         added += outcome == ADDED
         updated += outcome == UPDATED
         processed += outcome != NOP
@@ -386,6 +420,11 @@ def _select(z: ZSetValue, q: _RangeQuery) -> list[Pair]:
 
 def _select_members(z: ZSetValue, q: _RangeQuery) -> list[bytes]:
     """The members of ``_select`` (no pairs made)."""
+    r = q.score_range
+    if q.by == SCORE and not q.reverse and r is not None:  # (ZRANGEBYSCORE: one walk)
+        if r.empty() or q.offset < 0 or q.count == 0:
+            return []
+        return z.score_members(r, q.offset, q.count)
     first, end = _span(z, q)
     members = z.members_by_rank(first, end - 1)
     if q.reverse:

@@ -25,13 +25,14 @@ does not depend on it: a listpack and a skiplist iterate alike.
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import math
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from itertools import accumulate
-from typing import Final
+from typing import TYPE_CHECKING, Final, cast
 
 CHUNK = 1024
 Pair = tuple[float, bytes]
@@ -226,13 +227,7 @@ class ZSetValue:
     def _chunk_of(self, score: float, member: bytes, right: bool) -> int:
         """The first chunk whose last element sorts at or after (score, member) (after it
         when right); the number of chunks when none does."""
-        lasts = self.last_scores
-        k = _bisect_left(lasts, score)
-        if k < len(lasts) and lasts[k] == score:  # chunks ending on this score: by member
-            end = _bisect_right(lasts, score, k)
-            find = _bisect_right if right else _bisect_left
-            k = find(self.last_members, member, k, end)
-        return k
+        return _index(self.last_scores, self.last_members, score, member, right)
 
     def _index_in(self, k: int, score: float, member: bytes, right: bool) -> int:
         """How many elements of chunk k sort before (score, member) (at or before it when
@@ -352,17 +347,54 @@ class ZSetValue:
         """How many elements have a score below ``score`` (at or below it when right)."""
         if right and score == math.inf:
             return len(self.scores)
-        find = _bisect_right if right else _bisect_left
-        k = find(self.last_scores, score)
+        k = _score_index(self.last_scores, score, right)
         if k == len(self.chunk_scores):
             return len(self.scores)
-        return self._counts()[k] + find(self.chunk_scores[k], score)
+        return self._counts()[k] + _score_index(self.chunk_scores[k], score, right)
 
     def score_span(self, r: ScoreRange) -> tuple[int, int]:
         """[first, end) positions of the members whose score lies in r."""
         first = self._score_position(r.low, r.low_open)
         end = self._score_position(r.high, not r.high_open)
         return first, max(end, first)
+
+    def score_members(self, r: ScoreRange, offset: int, count: int) -> list[bytes]:
+        """The members whose score lies in r (not empty), in order, the first ``offset`` of
+        them left out, at most ``count`` (-1: all): ZRANGEBYSCORE … LIMIT as one search for
+        the first and a walk, no positions counted (``score_span`` then ``members_by_rank``
+        give the same)."""
+        out: list[bytes] = []
+        chunk_scores, chunk_members = self.chunk_scores, self.chunk_members
+        n = len(chunk_members)
+        k = _score_index(self.last_scores, r.low, r.low_open)
+        if k == n:
+            return out
+        i = _score_index(chunk_scores[k], r.low, r.low_open)
+        while offset:  # (members past the range skipped here end the walk below)
+            left = len(chunk_members[k]) - i
+            if offset < left:
+                i += offset
+                break
+            offset -= left
+            k, i = k + 1, 0
+            if k == n:
+                return out
+        high, high_closed = r.high, not r.high_open
+        to_the_end = high == math.inf and high_closed  # (``+inf``: no search per chunk)
+        while k < n and count:
+            scores, members = chunk_scores[k], chunk_members[k]
+            size = len(members)
+            end = size if to_the_end else _score_index(scores, high, high_closed)
+            if count > 0 and end - i > count:
+                end = i + count
+            if end > i:
+                out.extend(members[i:end])
+                if count > 0:
+                    count -= end - i
+            if end < size:
+                break
+            k, i = k + 1, 0
+        return out
 
     def lex_span(self, r: LexRange) -> tuple[int, int]:
         """[first, end) positions of the members in r, for a set whose members all have one
@@ -419,14 +451,45 @@ class ZSetValue:
             raise ZSetInvariantError("the cached counts before each chunk are stale")
 
 
-def _index(
+def index_pure(
     scores: array[float], members: list[bytes], score: float, member: bytes, right: bool
 ) -> int:
     """How many elements of a chunk sort before (score, member) (at or before it when
-    right): a bisection of its scores, then of its members within a run of equal scores."""
+    right): a bisection of its scores, then of its members within a run of equal scores.
+    (Also the chunk of an element, over the chunks' last scores and members.)"""
     i = _bisect_left(scores, score)
     if i < len(scores) and scores[i] == score:  # a run of this score: by member
         end = _bisect_right(scores, score, i)
         find = _bisect_right if right else _bisect_left
         i = find(members, member, i, end)
     return i
+
+
+def score_index_pure(scores: array[float], score: float, right: bool) -> int:
+    """How many of the scores are below score (at or below it when right)."""
+    return _bisect_right(scores, score) if right else _bisect_left(scores, score)
+
+
+if TYPE_CHECKING:
+    IndexFn = Callable[[array[float], list[bytes], float, bytes, bool], int]
+    ScoreIndexFn = Callable[[array[float], float, bool], int]
+
+
+def native_search() -> tuple[IndexFn, ScoreIndexFn] | None:
+    """The C bisections (``_zsearch.c``: the same answers, the doubles read in place), or
+    None when they are not built (the pure build)."""
+    try:
+        module = importlib.import_module("headwater.structures._zsearch")
+    except ImportError:
+        return None
+    return cast("IndexFn", module.position), cast("ScoreIndexFn", module.score_position)
+
+
+def _search() -> tuple[IndexFn, ScoreIndexFn]:
+    native = native_search()
+    return (index_pure, score_index_pure) if native is None else native
+
+
+_SEARCH: Final = _search()
+_index: Final = _SEARCH[0]
+_score_index: Final = _SEARCH[1]
