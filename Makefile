@@ -12,7 +12,8 @@ DATA ?= ./data
 # the .so files land next to their .py in src/). HEADWATER_PURE=1 skips that, and a failed
 # compile (no C compiler, no Python headers) falls back to the pure package, which works the
 # same, only slower. The stamp names the build; a hot .py newer than it recompiles. The same
-# build makes headwater._luabridge (_luabridge.c: the C crossings between Python and Lua).
+# build makes the two C modules: headwater._luabridge (the calls between Python and Lua) and
+# headwater.structures._zsearch (a sorted set's bisections).
 BUILD_KIND_WANTED := $(if $(filter 1,$(HEADWATER_PURE)),pure,compiled)
 BUILD_STAMP := $(VENV)/.build-$(BUILD_KIND_WANTED)
 HOT_SOURCES := $(shell sed -n 's/^    "headwater\.\([a-z_.]*\)",$$/\1/p' src/headwater/_build.py \
@@ -20,7 +21,8 @@ HOT_SOURCES := $(shell sed -n 's/^    "headwater\.\([a-z_.]*\)",$$/\1/p' src/hea
 
 setup: $(BUILD_STAMP)
 
-$(BUILD_STAMP): $(STAMP) setup.py src/headwater/_build.py $(HOT_SOURCES) src/headwater/_luabridge.c
+$(BUILD_STAMP): $(STAMP) setup.py src/headwater/_build.py $(HOT_SOURCES) src/headwater/_luabridge.c \
+		src/headwater/structures/_zsearch.c
 	@# Old extension modules go first: a skipped or failed compile leaves none to shadow the source.
 	@rm -f $(VENV)/.build-pure $(VENV)/.build-compiled src/headwater_hot__mypyc*.so
 	@find src/headwater -name '*.so' -delete

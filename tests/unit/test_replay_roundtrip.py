@@ -398,6 +398,17 @@ def _without_consumer_times(state: dict[Any, Any]) -> dict[Any, Any]:
     return out
 
 
+def _zset_contents(state: dict[Any, Any]) -> dict[Any, Any]:
+    """Sorted sets compared by content, not encoding: a ZADD that changes nothing (XX of a
+    missing member, NX of a present one) may still turn a listpack set into a skiplist
+    (Redis 7.2's zsetTypeMaybeConvert runs before the adds), and it is not propagated (dirty
+    stays 0, as in Redis), so a replay keeps the listpack, as a Redis replica does."""
+    return {
+        where: ("ZSetValue", None, *value[2:]) if value[0] == "ZSetValue" else value
+        for where, value in state.items()
+    }
+
+
 def _resolve(h: Harness, c: Any, argv: list[str]) -> list[str]:
     """Replace "@n" / "%n" (see ``entry_id``) by IDs the stream and group hold now."""
     if not any(arg[:1] in ("@", "%") and arg[1:].isdigit() for arg in argv):
@@ -502,7 +513,7 @@ def test_state_after_replay_is_the_state_before(
     h.write_aof(path)
     for _, argv in h.effects:
         event(b" ".join(argv[:2] if argv[0] == b"XGROUP" else argv[:1]).decode())
-    before = _without_consumer_times(exact_state(h.engine.keyspace.dbs))
+    before = _zset_contents(_without_consumer_times(exact_state(h.engine.keyspace.dbs)))
     replayed_dirty: dict[str, int] = {}
     for way in ("fast", "reference", "logging"):
         replayed = Harness()  # ("logging": its effects are kept, which turns the fast paths off)
@@ -514,7 +525,7 @@ def test_state_after_replay_is_the_state_before(
         replayer = Replayer(replayed.engine, fast=way == "fast")
         replayer.replay(path, truncate_torn=False)  # a line that fails raises FailedCommand
         replayer.close()
-        after = _without_consumer_times(exact_state(replayed.engine.keyspace.dbs))
+        after = _zset_contents(_without_consumer_times(exact_state(replayed.engine.keyspace.dbs)))
         assert after == before, way
         _check_invariants(replayed.engine)
         replayed_dirty[way] = replayed.engine.dirty
