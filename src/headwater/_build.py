@@ -19,9 +19,7 @@ from importlib.machinery import EXTENSION_SUFFIXES
 #: inproc``, and the keyspace and clock every command reads; an active-active region's XADD
 #: path (``activeactive`` without persist/journal, ``region_keyspace``, ``region_streams``:
 #: ``benchmarks/activeactive_inproc.py``). Not compiled: ``values.py`` and ``resp/types.py``
-#: (subclasses of bytes, str and dict, which mypyc's native classes cannot be), and
-#: ``server/aa_links.py`` (compiled, its import died with a segmentation fault, not
-#: investigated yet; its work is per chunk read, not per effect).
+#: (subclasses of bytes, str and dict, which mypyc's native classes cannot be).
 HOT_MODULES = (
     "headwater.clock",
     "headwater.keyspace",
@@ -85,6 +83,9 @@ HOT_MODULES = (
     "headwater.activeactive.region",
     "headwater.commands.region_keyspace",
     "headwater.commands.region_streams",
+    # the links of a region: per chunk read (parse, from_line, the inbox) and per loop turn
+    # (the feeds); it imports ``server.protocol`` for real (see its import of ``Connection``)
+    "headwater.server.aa_links",
 )
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))

@@ -76,3 +76,22 @@ def test_relaying_can_be_turned_off() -> None:
         mesh.converge()
     finally:
         mesh.close()
+
+
+def test_two_regions_keep_nothing_to_relay_and_their_cron_goes_on() -> None:
+    """With one peer there is nobody to relay its effects to: each second they are dropped.
+    (Finding no other peer, the trim took min() of nothing, raised, and the server's cron,
+    which reschedules itself last, never ran again: no AOF fsync each second, no expiry.)"""
+    mesh = Mesh(n=2)
+    try:
+        mesh.linked()
+        for rounds in range(2):  # (the cron runs again after the first trim)
+            for r in (1, 2):
+                mesh[r].xadd("x", {"r": r, "round": rounds})
+            mesh.converge()
+            for r in (1, 2):
+                mesh.wait(lambda r=r: "relay_effects_kept:0" in mesh.info(r), timeout=5)
+        mesh[1].set("k", "v", px=100)  # (active expiry: only the cron removes it)
+        mesh.wait(lambda: mesh[1].dbsize() == 1, timeout=5)
+    finally:
+        mesh.close()

@@ -318,14 +318,23 @@ class Effect(_Value):
         return 0
 
     def to_line(self) -> list[bytes]:
+        # (one list, appended to: no list per vector entry nor per Add, made on every XADD)
         seq = b"%d" % self.seq
         line = [b"AAEFFECT", _num(self.origin), seq, _num(len(self.vector))]
         for region, applied in self.vector:
             # (an own effect's vector holds its own sequence: formatted once)
-            line += [_num(region), seq if applied == self.seq else b"%d" % applied]
+            line.append(_num(region))
+            line.append(seq if applied == self.seq else b"%d" % applied)
         line.append(_num(len(self.ops)))
         for op in self.ops:
-            line += _op_words(op)
+            if isinstance(op, Add):  # (as _op_words)
+                line.append(b"ADD")
+                line.append(op.key)
+                line.append(format_id(op.sid))
+                line.append(_num(len(op.pairs)))
+                line.extend(op.pairs)
+            else:
+                line += _op_words(op)
         return line
 
 
@@ -338,6 +347,9 @@ def _num(n: int) -> bytes:
 
 
 def make_vector(applied: dict[int, int]) -> tuple[tuple[int, int], ...]:
+    if len(applied) == 1:  # (a region without peers: no list to sort)
+        for item in applied.items():
+            return (item,)
     return tuple(sorted(applied.items()))
 
 

@@ -67,11 +67,15 @@ class IdRequest:
     def parse(raw: bytes) -> IdRequest:
         # (the class named, not ``cls``: compiled, that is a direct call of the constructor)
         if raw == b"*":
-            return IdRequest(None, None)
+            return _AUTO
         ms, seq = parse_id(raw, allow_auto_seq=True)
         if b"-" not in raw or seq == AUTO_SEQ:
             return IdRequest(ms, None)
         return IdRequest(ms, seq)
+
+
+#: ``*`` (never modified: ``next_id`` only reads a request)
+_AUTO: Final = IdRequest(None, None)
 
 
 def region_seq_after(region: int, capacity: int, after: int | None) -> int | None:

@@ -316,9 +316,13 @@ class RegionKeyspace:
                 logged.append(group)
         return lines
 
-    def written(self, reply: Reply, dirty: int | None = None) -> Reply | Written:
-        """The reply, with the lines of the effects applied (if any) for the engine."""
-        lines = self.take_lines()
+    def written(
+        self, reply: Reply, dirty: int | None = None, lines: list[list[bytes]] | None = None
+    ) -> Reply | Written:
+        """The reply, with the lines of the effects applied (if any) for the engine
+        (``lines``: the handler took them already)."""
+        if lines is None:
+            lines = self.take_lines()
         changes = len(lines) if dirty is None else dirty
         if not lines and not changes:
             return reply

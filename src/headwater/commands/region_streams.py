@@ -65,6 +65,7 @@ from headwater.stream.groups import UNKNOWN, Group, advance, bumped, lag
 from headwater.stream.idmp import auto_iid
 from headwater.stream.ids import MAX_ID, MIN_ID, StreamID, format_id, incr_id, parse_id
 from headwater.stream.ids import parse_range_bound as bound
+from headwater.stream.node import total_size
 
 _PLAIN_XADD = XAddOpts()  # (never mutated)
 _NULL_ENTRY = Raw(b"*-1\r\n")
@@ -110,7 +111,7 @@ def cmd_xadd(c: Client, argv: list[bytes]) -> Reply | Written:
             c.server.stats.stream_idmp_iids_duplicates += 1
             c.db.signal_modified(key)
             return rk.written(format_id(original), 1)
-    if sum(map(len, pairs)) > LISTPACK_MAX:
+    if total_size(pairs) > LISTPACK_MAX:
         raise TOO_LARGE
     region = rk.region
     sid = region.xadd(key, argv[opts.id_index], pairs, c.server.keyspace.now_ms)
@@ -123,7 +124,19 @@ def cmd_xadd(c: Client, argv: list[bytes]) -> Reply | Written:
         notify(c, STREAM, b"xadd", key)
         if trimmed:
             notify(c, STREAM, b"xtrim", key)
-    return rk.written(format_id(sid), 1 + trimmed)
+    lines = rk.take_lines()
+    return rk.written(_added_id(lines, key, pairs, sid), 1 + trimmed, lines)
+
+
+def _added_id(lines: list[list[bytes]], key: bytes, pairs: list[bytes], sid: StreamID) -> bytes:
+    """XADD's reply, the new ID: the word its effect's line holds (``… ADD key id n
+    pairs…``, formatted once, when the sink made the line; the line is known by holding
+    this command's own key and last value objects), else formatted here."""
+    for line in lines:
+        at = len(line) - len(pairs) - 2
+        if at >= 2 and line[-1] is pairs[-1] and line[at - 1] is key:
+            return line[at]
+    return format_id(sid)
 
 
 def _range(c: Client, argv: list[bytes], reverse: bool) -> Reply:

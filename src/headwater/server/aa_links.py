@@ -60,9 +60,13 @@ from headwater.ops.change import Change
 from headwater.resp.encoder import encode_command
 from headwater.resp.types import Raw, Reply
 
+# a real import, not under TYPE_CHECKING: compiled by mypyc, ``Feed.conn``'s annotation is
+# protocol's native class, whose type object the module's top level reads; with the module
+# never imported it was NULL and the import died with a segmentation fault
+from headwater.server.protocol import Connection
+
 if TYPE_CHECKING:
     from headwater.server.app import Server
-    from headwater.server.protocol import Connection
 
 log = logging.getLogger("headwater")
 
@@ -363,7 +367,9 @@ class RegionLinks:
         keep: int = self.engine.config["active-active-keep-effects"]
         for origin, kept in list(self.rk.relayed.items()):
             others = regions - {origin}
-            if 0 not in others and others <= set(self.peer_vectors):
+            if not others:  # (two regions: no peer to relay them to; min() of nothing raised)
+                self.rk.trim_relayed(origin, self.rk.relay_first[origin] - 1 + len(kept))
+            elif 0 not in others and others <= set(self.peer_vectors):
                 upto = min(self.peer_vectors[r].get(origin, 0) for r in others)
                 self.rk.trim_relayed(origin, upto)
             if keep and len(kept) > keep:
@@ -453,9 +459,11 @@ class RegionLinks:
                 raise
             except LinkError as exc:
                 log.warning("Region link %s: %s", link.name(), exc)
-            except (OSError, EOFError, asyncio.IncompleteReadError, TimeoutError) as exc:
+            # (a name of its own: compiled, ``exc`` above is typed LinkError, and an OSError
+            # bound to it raised a TypeError that ended the link's task for good)
+            except (OSError, EOFError, asyncio.IncompleteReadError, TimeoutError) as lost:
                 if not link.paused:
-                    log.warning("Region link %s: %s", link.name(), exc or "connection lost")
+                    log.warning("Region link %s: %s", link.name(), lost or "connection lost")
             except Exception:  # a bug must not end the link for good: log it, try again
                 log.exception("Region link %s failed", link.name())
             finally:

@@ -196,7 +196,10 @@ class Server:
         self.durability.cron()  # retries a failed write, starts everysec's fsync, children…
         self.replication.cron()
         if self.region_links is not None:
-            self.region_links.cron()
+            try:  # (a failing link cron must not stop this one: fsyncs, expiry, timeouts)
+                self.region_links.cron()
+            except Exception:
+                log.exception("region links' cron failed")
             self.region_links.flush()
         for conn in list(self.soft_limited):
             conn.check_output_limit()
