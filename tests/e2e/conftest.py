@@ -5,6 +5,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.helpers import ServerProcess, redis_available, start_headwater
+from tests.support.region_mesh import TcpMesh
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -21,3 +22,14 @@ def private_headwater() -> Iterator[ServerProcess]:
     server = start_headwater()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def mesh() -> Iterator[TcpMesh]:
+    """Three regions over TCP, linked both ways (a test file may define its own)."""
+    m = TcpMesh()
+    try:
+        m.linked()
+        yield m
+    finally:
+        m.close()

@@ -7,22 +7,12 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 import redis
 
 from tests.support.region_mesh import TcpMesh as Mesh
-
-
-@pytest.fixture
-def mesh() -> Iterator[Mesh]:
-    m = Mesh()
-    try:
-        m.linked()
-        yield m
-    finally:
-        m.close()
 
 
 def test_writes_in_every_region_converge(mesh: Mesh) -> None:

@@ -9,22 +9,10 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Iterator
 
-import pytest
 import redis
 
 from tests.support.region_mesh import TcpMesh as Mesh
-
-
-@pytest.fixture
-def mesh() -> Iterator[Mesh]:
-    m = Mesh()
-    try:
-        m.linked()
-        yield m
-    finally:
-        m.close()
 
 
 def sid_key(sid: bytes) -> tuple[int, int]:

@@ -7,21 +7,8 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
-
-import pytest
 
 from tests.support.region_mesh import TcpMesh as Mesh
-
-
-@pytest.fixture
-def mesh() -> Iterator[Mesh]:
-    m = Mesh()
-    try:
-        m.linked()
-        yield m
-    finally:
-        m.close()
 
 
 def field(info: str, name: str) -> list[str]:

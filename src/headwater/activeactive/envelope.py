@@ -327,12 +327,8 @@ class Effect(_Value):
             line.append(seq if applied == self.seq else b"%d" % applied)
         line.append(_num(len(self.ops)))
         for op in self.ops:
-            if isinstance(op, Add):  # (as _op_words)
-                line.append(b"ADD")
-                line.append(op.key)
-                line.append(format_id(op.sid))
-                line.append(_num(len(op.pairs)))
-                line.extend(op.pairs)
+            if isinstance(op, Add):
+                _add_words_into(line, op)
             else:
                 line += _op_words(op)
         return line
@@ -364,9 +360,20 @@ def _points(points: Points) -> list[bytes]:
     return words
 
 
+def _add_words_into(line: list[bytes], op: Add) -> None:
+    """An Add's words, appended (``to_line`` fills its line in place on every XADD)."""
+    line.append(b"ADD")
+    line.append(op.key)
+    line.append(format_id(op.sid))
+    line.append(_num(len(op.pairs)))
+    line.extend(op.pairs)
+
+
 def _op_words(op: Op) -> list[bytes]:
     if isinstance(op, Add):
-        return [b"ADD", op.key, format_id(op.sid), _num(len(op.pairs)), *op.pairs]
+        words: list[bytes] = []
+        _add_words_into(words, op)
+        return words
     if isinstance(op, Remove):
         return [b"REMOVEREF" if op.delref else b"REMOVE", op.key, *_points(op.entries)]
     if isinstance(op, Cut):
