@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from mypy_extensions import i64
+
 from headwater.errors import NOT_FLOAT, NOT_INTEGER, ReplyError
 
 INT64_MIN: Final = -(2**63)
@@ -23,12 +25,14 @@ def strict_int(raw: bytes) -> int | None:
             return None
         big = int(raw)
         return big if INT64_MIN <= big <= INT64_MAX else None
-    value = 0
-    for i in range(start, n):
-        digit = raw[i] - 48
+    value: i64 = 0  # (machine words: mypyc's int boxes past 2**30 on a multiply)
+    i: i64 = start
+    while i < n:
+        digit: i64 = raw[i] - 48
         if digit < 0 or digit > 9:
             return None
         value = value * 10 + digit
+        i += 1
     return -value if start else value
 
 

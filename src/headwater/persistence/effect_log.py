@@ -6,7 +6,7 @@ per effect, on every write command's path.
 
 from __future__ import annotations
 
-from headwater.resp.encoder import encode_command
+from headwater.resp.encoder import encode_command, encode_command_into
 
 
 class EffectLog:
@@ -22,4 +22,4 @@ class EffectLog:
         if db != self.db:
             buf += encode_command([b"SELECT", b"%d" % db])
             self.db = db
-        buf += encode_command(argv)
+        encode_command_into(buf, argv)

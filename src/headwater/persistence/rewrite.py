@@ -28,7 +28,7 @@ from headwater.activeactive.rstream import RegionStream
 from headwater.keyspace import Database
 from headwater.persistence.aof import encode_command
 from headwater.persistence.manifest import fsync_dir
-from headwater.resp.encoder import format_double
+from headwater.resp.encoder import encode_command_into, format_double
 from headwater.stream.groups import UNKNOWN, Group, key_id, nack_commands
 from headwater.stream.ids import MIN_ID, format_id
 from headwater.stream.stream import Entry, Stream
@@ -175,7 +175,7 @@ def write_base(path: Path, dbs: list[Database], libraries: Sequence[bytes] = ())
         for code in libraries:
             chunk += encode_command([b"FUNCTION", b"LOAD", b"REPLACE", code])
         for argv in rewrite_commands(dbs):
-            chunk += encode_command(argv)
+            encode_command_into(chunk, argv)
             if len(chunk) >= 1 << 20:
                 f.write(chunk)
                 chunk.clear()

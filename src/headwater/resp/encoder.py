@@ -15,6 +15,7 @@ _NULL3 = b"_\r\n"
 #: bulk headers of the short lengths most arguments have: a list lookup costs less than a
 #: ``%d`` format, and a logged XREADGROUP encodes ~150 arguments (its XCLAIM effects)
 _BULK_HEADERS = [b"$%d\r\n" % i for i in range(256)]
+_ARRAY_HEADERS = [b"*%d\r\n" % i for i in range(64)]
 
 
 def encode_command(argv: list[bytes]) -> bytes:
@@ -27,6 +28,19 @@ def encode_command(argv: list[bytes]) -> bytes:
         parts.append(arg)
         parts.append(b"\r\n")
     return b"".join(parts)
+
+
+def encode_command_into(buf: bytearray, argv: list[bytes]) -> None:
+    """``buf += encode_command(argv)`` without the command's own bytes object (the AOF's and
+    the replication stream's buffer take each effect this way: a quarter less work)."""
+    n = len(argv)
+    buf += _ARRAY_HEADERS[n] if n < 64 else b"*%d\r\n" % n
+    headers = _BULK_HEADERS
+    for arg in argv:
+        size = len(arg)
+        buf += headers[size] if size < 256 else b"$%d\r\n" % size
+        buf += arg
+        buf += b"\r\n"
 
 
 def encode_into(out: list[bytes], reply: Reply, resp: int) -> None:
