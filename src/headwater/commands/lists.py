@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from headwater.commands.args import parse_int, strict_int
 from headwater.commands.context import Block, Client, spec
-from headwater.commands.notify import lookup_read, notify
+from headwater.commands.notify import notify, read_as, write_as
 from headwater.commands.pops import block_on, parse_mpop, parse_seconds_timeout
-from headwater.errors import SYNTAX, WRONGTYPE, ReplyError, err, wrong_arity
+from headwater.errors import SYNTAX, ReplyError, err, wrong_arity
 from headwater.keyevents import GENERIC, LIST
 from headwater.ops.change import ONE, Change, Written, as_given
 from headwater.resp.types import NULL_ARRAY, OK, Raw, Reply
@@ -42,20 +42,6 @@ _RAW_FROM = 64
 
 def fill_of(c: Client) -> int:
     return c.server.config.values["list-max-listpack-size"]  # type: ignore[no-any-return]
-
-
-def _as_list(value: object) -> ListValue | None:
-    if value is None or type(value) is ListValue:
-        return value
-    raise WRONGTYPE
-
-
-def _read(c: Client, key: bytes) -> ListValue | None:
-    return _as_list(lookup_read(c, key))
-
-
-def _to_write(c: Client, key: bytes) -> ListValue | None:
-    return _as_list(c.db.get(key))
 
 
 def _removed(c: Client, key: bytes, lst: ListValue, event: bytes) -> None:
@@ -107,7 +93,7 @@ def _range_reply(lst: ListValue, start: int, stop: int, reverse: bool = False) -
 
 def _push(c: Client, argv: list[bytes], head: bool, only_existing: bool) -> Reply | Written:
     key = argv[1]
-    lst = _to_write(c, key)
+    lst = write_as(c, key, ListValue)
     if lst is None:
         if only_existing:
             return 0
@@ -145,7 +131,7 @@ def cmd_linsert(c: Client, argv: list[bytes]) -> Reply | Written:
     if where not in (b"BEFORE", b"AFTER"):
         raise SYNTAX
     key, pivot, member = argv[1], argv[3], argv[4]
-    lst = _to_write(c, key)
+    lst = write_as(c, key, ListValue)
     if lst is None:
         return 0
     # (before looking for the pivot, as Redis: a miss may still have converted the list)
@@ -163,12 +149,12 @@ def cmd_linsert(c: Client, argv: list[bytes]) -> Reply | Written:
 
 
 def cmd_llen(c: Client, argv: list[bytes]) -> Reply:
-    lst = _read(c, argv[1])
+    lst = read_as(c, argv[1], ListValue)
     return 0 if lst is None else lst.count
 
 
 def cmd_lindex(c: Client, argv: list[bytes]) -> Reply:
-    lst = _read(c, argv[1])
+    lst = read_as(c, argv[1], ListValue)
     if lst is None:
         return None
     return lst.get(parse_int(argv[2]))
@@ -176,7 +162,7 @@ def cmd_lindex(c: Client, argv: list[bytes]) -> Reply:
 
 def cmd_lrange(c: Client, argv: list[bytes]) -> Reply:
     start, stop = parse_int(argv[2]), parse_int(argv[3])
-    lst = _read(c, argv[1])
+    lst = read_as(c, argv[1], ListValue)
     if lst is None:
         return []
     start, stop = _bounds(start, stop, lst.count)
@@ -212,7 +198,7 @@ def cmd_lpos(c: Client, argv: list[bytes]) -> Reply:
         else:
             raise SYNTAX
         j += 2
-    lst = _read(c, argv[1])
+    lst = read_as(c, argv[1], ListValue)
     if lst is None:
         return [] if count != -1 else None
     found = lst.positions(argv[2], rank, 1 if count == -1 else count, maxlen)
@@ -226,7 +212,7 @@ def cmd_lpos(c: Client, argv: list[bytes]) -> Reply:
 
 def cmd_lset(c: Client, argv: list[bytes]) -> Reply | Written:
     key = argv[1]
-    lst = _to_write(c, key)
+    lst = write_as(c, key, ListValue)
     if lst is None:
         raise NO_SUCH_KEY
     index = parse_int(argv[2])
@@ -246,7 +232,7 @@ def cmd_lrem(c: Client, argv: list[bytes]) -> Reply | Written:
     """LREM key count element"""
     key = argv[1]
     limit = parse_int(argv[2])
-    lst = _to_write(c, key)
+    lst = write_as(c, key, ListValue)
     if lst is None:
         return 0
     removed = lst.remove(argv[3], abs(limit), limit < 0)
@@ -264,7 +250,7 @@ def cmd_lrem(c: Client, argv: list[bytes]) -> Reply | Written:
 def cmd_ltrim(c: Client, argv: list[bytes]) -> Reply | Written:
     key = argv[1]
     start, stop = parse_int(argv[2]), parse_int(argv[3])
-    lst = _to_write(c, key)
+    lst = write_as(c, key, ListValue)
     if lst is None:
         return OK
     n = lst.count
@@ -311,7 +297,7 @@ def _pop(c: Client, argv: list[bytes], head: bool) -> Reply | Written:
     with_count = len(argv) == 3
     count = _long_option(argv[2], MUST_BE_POSITIVE) if with_count else 0
     key = argv[1]
-    lst = _to_write(c, key)
+    lst = write_as(c, key, ListValue)
     if lst is None:
         return NULL_ARRAY if with_count else None
     if with_count and not count:
@@ -336,7 +322,7 @@ def _mpop(c: Client, keys: list[bytes], head: bool, count: int) -> Written | Non
     """Pop from the first non-empty key (None: all empty); propagated as LPOP/RPOP of that
     key and the number popped, as Redis rewrites LMPOP."""
     for key in keys:
-        lst = _to_write(c, key)
+        lst = write_as(c, key, ListValue)
         if lst is None or not lst.count:
             continue
         items = _pop_range(c, key, lst, head, count)
@@ -367,10 +353,10 @@ def _side(raw: bytes) -> bool:
 
 def _move(c: Client, src: bytes, dst: bytes, from_head: bool, to_head: bool) -> bytes | None:
     """lmoveGenericCommand: the member moved, or None when src is missing."""
-    source = _to_write(c, src)
+    source = write_as(c, src, ListValue)
     if source is None or not source.count:
         return None
-    target = _to_write(c, dst)
+    target = write_as(c, dst, ListValue)
     member = source.pop(from_head)
     if target is None:
         target = ListValue()
@@ -405,7 +391,7 @@ def _bpop(c: Client, argv: list[bytes], head: bool) -> Reply | Written | Block:
     timeout_ms = parse_seconds_timeout(c, argv[-1])
     keys = argv[1:-1]
     for key in keys:
-        lst = _to_write(c, key)
+        lst = write_as(c, key, ListValue)
         if lst is None or not lst.count:
             continue
         member = lst.pop(head)
