@@ -17,7 +17,13 @@ from __future__ import annotations
 from headwater.commands.args import parse_int, strict_int
 from headwater.commands.context import Block, Client, spec
 from headwater.commands.notify import notify, read_as, write_as
-from headwater.commands.pops import block_on, parse_mpop, parse_seconds_timeout
+from headwater.commands.pops import (
+    block_on,
+    blocking_mpop,
+    blocking_pop,
+    mpop,
+    parse_seconds_timeout,
+)
 from headwater.errors import SYNTAX, ReplyError, err, wrong_arity
 from headwater.keyevents import GENERIC, LIST
 from headwater.ops.change import ONE, Change, Written, as_given
@@ -318,24 +324,25 @@ def cmd_rpop(c: Client, argv: list[bytes]) -> Reply | Written:
     return _pop(c, argv, False)
 
 
-def _mpop(c: Client, keys: list[bytes], head: bool, count: int) -> Written | None:
-    """Pop from the first non-empty key (None: all empty); propagated as LPOP/RPOP of that
-    key and the number popped, as Redis rewrites LMPOP."""
-    for key in keys:
-        lst = write_as(c, key, ListValue)
-        if lst is None or not lst.count:
-            continue
-        items = _pop_range(c, key, lst, head, count)
-        line = [b"LPOP" if head else b"RPOP", key, b"%d" % len(items)]
-        return Written([key, items], Change(len(items), [line]))
-    return None
+def _pop_from(c: Client, key: bytes, head: bool, count: int) -> Written | None:
+    """The pop of LMPOP and the blocking pops from one key (``pops.PopFrom``), None when it
+    holds no list: propagated as the LPOP/RPOP Redis rewrites them to (with the number
+    popped for the M forms)."""
+    lst = write_as(c, key, ListValue)
+    if lst is None or not lst.count:
+        return None
+    if not count:  # (BLPOP/BRPOP)
+        member = lst.pop(head)
+        _removed(c, key, lst, b"lpop" if head else b"rpop")
+        return Written([key, member], Change(1, [[b"LPOP" if head else b"RPOP", key]]))
+    items = _pop_range(c, key, lst, head, count)
+    line = [b"LPOP" if head else b"RPOP", key, b"%d" % len(items)]
+    return Written([key, items], Change(len(items), [line]))
 
 
 def cmd_lmpop(c: Client, argv: list[bytes]) -> Reply | Written:
     """LMPOP numkeys key [key ...] LEFT|RIGHT [COUNT count]"""
-    keys, head, count = parse_mpop(argv, 1, b"LEFT", b"RIGHT")
-    popped = _mpop(c, keys, head, count)
-    return popped if popped is not None else NULL_ARRAY
+    return mpop(c, argv, b"LEFT", b"RIGHT", _pop_from)
 
 
 # -- moves ---------------------------------------------------------------------------------
@@ -385,36 +392,17 @@ def cmd_rpoplpush(c: Client, argv: list[bytes]) -> Reply | Written:
 # -- blocking ------------------------------------------------------------------------------
 
 
-def _bpop(c: Client, argv: list[bytes], head: bool) -> Reply | Written | Block:
-    """BLPOP/BRPOP key [key ...] timeout: the first non-empty key in order, else wait
-    (propagated as the LPOP/RPOP of that key)."""
-    timeout_ms = parse_seconds_timeout(c, argv[-1])
-    keys = argv[1:-1]
-    for key in keys:
-        lst = write_as(c, key, ListValue)
-        if lst is None or not lst.count:
-            continue
-        member = lst.pop(head)
-        _removed(c, key, lst, b"lpop" if head else b"rpop")
-        line = [b"LPOP" if head else b"RPOP", key]
-        return Written([key, member], Change(1, [line]))
-    return block_on(c, keys, timeout_ms, ListValue)
-
-
 def cmd_blpop(c: Client, argv: list[bytes]) -> Reply | Written | Block:
-    return _bpop(c, argv, True)
+    return blocking_pop(c, argv, True, _pop_from, ListValue)
 
 
 def cmd_brpop(c: Client, argv: list[bytes]) -> Reply | Written | Block:
-    return _bpop(c, argv, False)
+    return blocking_pop(c, argv, False, _pop_from, ListValue)
 
 
 def cmd_blmpop(c: Client, argv: list[bytes]) -> Reply | Written | Block:
     """BLMPOP timeout numkeys key [key ...] LEFT|RIGHT [COUNT count]"""
-    keys, head, count = parse_mpop(argv, 2, b"LEFT", b"RIGHT")
-    timeout_ms = parse_seconds_timeout(c, argv[1])  # (after the rest, as in Redis)
-    popped = _mpop(c, keys, head, count)
-    return popped if popped is not None else block_on(c, keys, timeout_ms, ListValue)
+    return blocking_mpop(c, argv, b"LEFT", b"RIGHT", _pop_from, ListValue)
 
 
 def _bmove(

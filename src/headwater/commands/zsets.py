@@ -16,7 +16,7 @@ from headwater.commands.args import INT64_MAX, parse_double, parse_int
 from headwater.commands.context import Block, Client, spec
 from headwater.commands.keys import matching, parse_cursor, parse_scan_options
 from headwater.commands.notify import emptied, lookup_read, notify, read_as, write_as
-from headwater.commands.pops import block_on, parse_mpop, parse_seconds_timeout
+from headwater.commands.pops import blocking_mpop, blocking_pop, mpop
 from headwater.commands.sets import scan_step
 from headwater.errors import NOT_FLOAT, SYNTAX, WRONGTYPE, err
 from headwater.keyevents import GENERIC, ZSET
@@ -620,65 +620,46 @@ def cmd_zpopmax(c: Client, argv: list[bytes]) -> Reply | Written:
     return _zpop(c, argv, True)
 
 
-def _mpop(c: Client, keys: list[bytes], highest: bool, count: int) -> Written | None:
-    """Pop from the first non-empty key (None: all empty); propagated as ZPOPMIN/ZPOPMAX of
-    that key and the number popped, as Redis rewrites ZMPOP."""
-    for key in keys:
-        z = write_as(c, key, ZSetValue)
-        if z is None:
-            continue
-        pairs = _pop(z, count, highest)
-        notify(c, ZSET, b"zpopmax" if highest else b"zpopmin", key)
-        emptied(c, key, not z.scores)
-        line = [b"ZPOPMAX" if highest else b"ZPOPMIN", key, b"%d" % len(pairs)]
-        reply = [key, _with_scores(pairs, c.resp, flat=False) if c.resp == 3
-                 else [[m, format_double(s)] for s, m in pairs]]  # fmt: skip
-        return Written(reply, Change(len(pairs), [line]))
-    return None
+def _pop_from(c: Client, key: bytes, highest: bool, count: int) -> Written | None:
+    """The pop of ZMPOP and the blocking pops from one key (``pops.PopFrom``), None when it
+    is missing: propagated as the ZPOPMIN/ZPOPMAX Redis rewrites them to (with the number
+    popped for the M forms)."""
+    z = write_as(c, key, ZSetValue)
+    if z is None:
+        return None
+    pairs = _pop(z, count or 1, highest)
+    notify(c, ZSET, b"zpopmax" if highest else b"zpopmin", key)
+    emptied(c, key, not z.scores)
+    line = [b"ZPOPMAX" if highest else b"ZPOPMIN", key]
+    if not count:  # (BZPOPMIN/BZPOPMAX)
+        score, member = pairs[0]
+        one: Reply = [key, member, format_double(score) if c.resp == 2 else score]
+        return Written(one, Change(1, [line]))
+    line.append(b"%d" % len(pairs))
+    reply = [key, _with_scores(pairs, c.resp, flat=False) if c.resp == 3
+             else [[m, format_double(s)] for s, m in pairs]]  # fmt: skip
+    return Written(reply, Change(len(pairs), [line]))
 
 
 def cmd_zmpop(c: Client, argv: list[bytes]) -> Reply | Written:
     """ZMPOP numkeys key [key ...] MIN|MAX [COUNT count]"""
-    keys, highest, count = parse_mpop(argv, 1, b"MAX", b"MIN")
-    popped = _mpop(c, keys, highest, count)
-    return popped if popped is not None else NULL_ARRAY
+    return mpop(c, argv, b"MAX", b"MIN", _pop_from)
 
 
 # -- blocking pops -------------------------------------------------------------------------
 
 
-def _bzpop(c: Client, argv: list[bytes], highest: bool) -> Reply | Written | Block:
-    """BZPOPMIN/BZPOPMAX key [key ...] timeout: the first non-empty key in order, else wait
-    (propagated as the ZPOPMIN/ZPOPMAX of that key, as Redis rewrites it)."""
-    timeout_ms = parse_seconds_timeout(c, argv[-1])
-    keys = argv[1:-1]
-    for key in keys:
-        z = write_as(c, key, ZSetValue)
-        if z is None:
-            continue
-        score, member = _pop(z, 1, highest)[0]
-        notify(c, ZSET, b"zpopmax" if highest else b"zpopmin", key)
-        emptied(c, key, not z.scores)
-        line = [b"ZPOPMAX" if highest else b"ZPOPMIN", key]
-        reply = [key, member, format_double(score) if c.resp == 2 else score]
-        return Written(reply, Change(1, [line]))
-    return block_on(c, keys, timeout_ms, ZSetValue)
-
-
 def cmd_bzpopmin(c: Client, argv: list[bytes]) -> Reply | Written | Block:
-    return _bzpop(c, argv, False)
+    return blocking_pop(c, argv, False, _pop_from, ZSetValue)
 
 
 def cmd_bzpopmax(c: Client, argv: list[bytes]) -> Reply | Written | Block:
-    return _bzpop(c, argv, True)
+    return blocking_pop(c, argv, True, _pop_from, ZSetValue)
 
 
 def cmd_bzmpop(c: Client, argv: list[bytes]) -> Reply | Written | Block:
     """BZMPOP timeout numkeys key [key ...] MIN|MAX [COUNT count]"""
-    keys, highest, count = parse_mpop(argv, 2, b"MAX", b"MIN")
-    timeout_ms = parse_seconds_timeout(c, argv[1])  # (after the rest, as in Redis)
-    popped = _mpop(c, keys, highest, count)
-    return popped if popped is not None else block_on(c, keys, timeout_ms, ZSetValue)
+    return blocking_mpop(c, argv, b"MAX", b"MIN", _pop_from, ZSetValue)
 
 
 # -- ZUNION, ZINTER, ZDIFF and their STORE forms, ZINTERCARD -------------------------------
