@@ -51,8 +51,8 @@ def fill_of(c: Client) -> int:
 
 
 def _removed(c: Client, key: bytes, lst: ListValue, event: bytes) -> None:
-    """listElementsRemoved: the pop event, then the key deleted (``del``) or the encoding
-    checked for shrinking."""
+    """listElementsRemoved: the event (a pop's, ``ltrim``), then the key deleted (``del``) or
+    the encoding checked for shrinking."""
     notify(c, LIST, event, key)
     if not lst.count:
         c.db.delete(key)
@@ -268,13 +268,7 @@ def cmd_ltrim(c: Client, argv: list[bytes]) -> Reply | Written:
     lst.delete_range(0, left_cut)
     if right_cut:
         lst.delete_range(lst.count - right_cut, right_cut)
-    notify(c, LIST, b"ltrim", key)
-    if not lst.count:
-        c.db.delete(key)
-        notify(c, GENERIC, b"del", key)
-    else:
-        lst.shrunk(fill_of(c))
-        c.db.signal_modified(key)
+    _removed(c, key, lst, b"ltrim")
     removed = left_cut + right_cut
     return Written(OK, as_given(removed)) if removed else OK
 

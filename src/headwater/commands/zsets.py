@@ -582,7 +582,9 @@ def cmd_zremrangebylex(c: Client, argv: list[bytes]) -> Reply | Written:
 # -- pops ----------------------------------------------------------------------------------
 
 
-def _pop(z: ZSetValue, count: int, highest: bool) -> list[Pair]:
+def _pop(c: Client, key: bytes, z: ZSetValue, count: int, highest: bool) -> list[Pair]:
+    """Pop up to count members from the low or high end (in pop order): ``zpopmin`` or
+    ``zpopmax`` fired, the key deleted if it is left empty."""
     n = len(z)
     take = min(count, n)
     pairs = z.by_rank(n - take, n - 1) if highest else z.by_rank(0, take - 1)
@@ -590,6 +592,8 @@ def _pop(z: ZSetValue, count: int, highest: bool) -> list[Pair]:
         pairs.reverse()
     for _, member in pairs:
         z.remove(member)
+    notify(c, ZSET, b"zpopmax" if highest else b"zpopmin", key)
+    emptied(c, key, not z.scores)
     return pairs
 
 
@@ -605,9 +609,7 @@ def _zpop(c: Client, argv: list[bytes], highest: bool) -> Reply | Written:
     z = write_as(c, key, ZSetValue)
     if z is None or count == 0:
         return []
-    pairs = _pop(z, count, highest)
-    notify(c, ZSET, b"zpopmax" if highest else b"zpopmin", key)
-    emptied(c, key, not z.scores)
+    pairs = _pop(c, key, z, count, highest)
     reply = _with_scores(pairs, c.resp, flat=len(argv) == 2)
     return Written(reply, as_given(len(pairs)))
 
@@ -627,9 +629,7 @@ def _pop_from(c: Client, key: bytes, highest: bool, count: int) -> Written | Non
     z = write_as(c, key, ZSetValue)
     if z is None:
         return None
-    pairs = _pop(z, count or 1, highest)
-    notify(c, ZSET, b"zpopmax" if highest else b"zpopmin", key)
-    emptied(c, key, not z.scores)
+    pairs = _pop(c, key, z, count or 1, highest)
     line = [b"ZPOPMAX" if highest else b"ZPOPMIN", key]
     if not count:  # (BZPOPMIN/BZPOPMAX)
         score, member = pairs[0]
