@@ -46,16 +46,19 @@ from headwater.commands.region_keyspace import (
     stream_at,
 )
 from headwater.commands.streams import (
+    LIMIT_NO_TILDE,
     LISTPACK_MAX,
     TOO_LARGE,
-    XTRIM_NO_STRATEGY,
     ReplyCaps,
-    TrimOpts,
     XAddOpts,
+    parse_read_id,
     parse_ref_and_ids,
     parse_xadd,
+    parse_xrange,
     parse_xread,
     parse_xsetid,
+    parse_xtrim,
+    xread_end,
 )
 from headwater.errors import NO_SUCH_KEY, SYNTAX, err, subcommand_syntax
 from headwater.keyevents import STREAM
@@ -64,7 +67,6 @@ from headwater.resp.types import NULL_ARRAY, OK, PairMap, Raw, Reply
 from headwater.stream.groups import UNKNOWN, Group, advance, bumped, lag
 from headwater.stream.idmp import auto_iid
 from headwater.stream.ids import MAX_ID, MIN_ID, StreamID, format_id, incr_id, parse_id
-from headwater.stream.ids import parse_range_bound as bound
 from headwater.stream.node import total_size
 
 _PLAIN_XADD = XAddOpts()  # (never mutated)
@@ -142,16 +144,7 @@ def _added_id(lines: list[list[bytes]], key: bytes, pairs: list[bytes], sid: Str
 def _range(c: Client, argv: list[bytes], reverse: bool) -> Reply:
     """XRANGE key start end [COUNT count] / XREVRANGE key end start [COUNT count]"""
     region_of(c)
-    lo_raw, hi_raw = (argv[3], argv[2]) if reverse else (argv[2], argv[3])
-    start, end = bound(lo_raw, is_start=True), bound(hi_raw, is_start=False)
-    count: int | None = None
-    i = 4
-    while i < len(argv):
-        if argv[i].upper() == b"COUNT" and i + 1 < len(argv):
-            count = max(parse_int(argv[i + 1]), 0)
-            i += 2
-        else:
-            raise SYNTAX
+    start, end, count = parse_xrange(argv, reverse)
     record = stream_at(c, argv[1])
     if record is None:
         return []
@@ -204,28 +197,10 @@ def cmd_xdelex(c: Client, argv: list[bytes]) -> Reply | Written:
 def cmd_xtrim(c: Client, argv: list[bytes]) -> Reply | Written:
     """XTRIM key <MAXLEN | MINID> [= | ~] threshold [LIMIT count]: exact, over the merged
     stream."""
-    from headwater.commands.streams import LIMIT_NO_STRATEGY, _parse_trim_token
-
     rk = region_of(c)
-    trim = TrimOpts()
-    ref_given = False
-    i = 2
-    while i < len(argv):
-        token = argv[i].upper()
-        end = _parse_trim_token(argv, i, token, trim)
-        if end is not None:
-            i = end + 1
-        elif token in (b"KEEPREF", b"DELREF", b"ACKED") and not ref_given:
-            trim.ref, ref_given = token, True
-            i += 1
-        else:
-            raise SYNTAX
-    if trim.limit and not trim.given:
-        raise LIMIT_NO_STRATEGY
-    if not trim.given:
-        raise XTRIM_NO_STRATEGY
+    trim = parse_xtrim(argv)
     if trim.limit_given and not trim.approx and not c.replaying:
-        raise err("syntax error, LIMIT cannot be used without the special ~ option")
+        raise LIMIT_NO_TILDE
     if stream_at(c, argv[1], read=False) is None:
         return 0
     removed = rk.region.xtrim(argv[1], trim.maxlen, trim.minid, trim.ref)
@@ -352,15 +327,8 @@ def cmd_xread(c: Client, argv: list[bytes]) -> Reply | Block:
         record = stream_at(c, key)
         if raw == b"$":
             after: StreamID | None = record.last_id() if record is not None else MIN_ID
-        elif raw == b"+":
-            after = None
-        elif raw == b">":
-            raise err(
-                "The > ID can be specified only when calling XREADGROUP using the GROUP "
-                "<group> <consumer> option."
-            )
         else:
-            after = parse_id(raw)
+            after = parse_read_id(raw)
         resolved.append((record, after))
     served: list[tuple[bytes, Reply]] = []
     caps = ReplyCaps(opts.maxcount, opts.maxsize, c.resp)
@@ -386,17 +354,7 @@ def cmd_xread(c: Client, argv: list[bytes]) -> Reply | Block:
             served.append((key, array_of(_charged(caps, [entry_reply(e) for e in rows]))))
         else:
             served.append((key, _encode(record, start, MAX_ID, opts.count)[0]))
-    if served:
-        if c.resp == 3:
-            return PairMap(served)
-        return [[key, entries] for key, entries in served]
-    if opts.block_ms is None:
-        return NULL_ARRAY
-    for n, raw in enumerate(argv[opts.id_index :]):
-        if raw == b"$":  # later retries must not chase entries added after we blocked
-            argv[opts.id_index + n] = format_id(resolved[n][1] or MIN_ID)
-    deadline = c.server.clock.monotonic_ms() + opts.block_ms if opts.block_ms else 0
-    return Block(list(opts.keys), deadline, NULL_ARRAY, wakes_on=RegionStream)
+    return xread_end(c, argv, opts, served, resolved, RegionStream)
 
 
 # ---------------------------------------------------------------------------------------------
