@@ -14,7 +14,7 @@ In MULTI/EXEC and in scripts they never wait (Redis 7.2 allows them in scripts: 
 
 from __future__ import annotations
 
-from headwater.commands.args import parse_int, strict_int
+from headwater.commands.args import index_range, parse_int, strict_int
 from headwater.commands.context import Block, Client, spec
 from headwater.commands.notify import notify, read_as, write_as
 from headwater.commands.pops import (
@@ -60,18 +60,6 @@ def _removed(c: Client, key: bytes, lst: ListValue, event: bytes) -> None:
     else:
         lst.shrunk(fill_of(c))
         c.db.signal_modified(key)
-
-
-def _bounds(start: int, stop: int, n: int) -> tuple[int, int]:
-    """LRANGE's index rules: (start, stop) inclusive within the list, start > stop if none."""
-    if start < 0:
-        start += n
-    if stop < 0:
-        stop += n
-    start = max(start, 0)
-    if start > stop or start >= n:
-        return 1, 0
-    return start, min(stop, n - 1)
 
 
 def _range_reply(lst: ListValue, start: int, stop: int, reverse: bool = False) -> Reply:
@@ -171,7 +159,7 @@ def cmd_lrange(c: Client, argv: list[bytes]) -> Reply:
     lst = read_as(c, argv[1], ListValue)
     if lst is None:
         return []
-    start, stop = _bounds(start, stop, lst.count)
+    start, stop = index_range(start, stop, lst.count)
     return _range_reply(lst, start, stop)
 
 
@@ -260,7 +248,7 @@ def cmd_ltrim(c: Client, argv: list[bytes]) -> Reply | Written:
     if lst is None:
         return OK
     n = lst.count
-    start, stop = _bounds(start, stop, n)
+    start, stop = index_range(start, stop, n)
     if start > stop:
         left_cut, right_cut = n, 0
     else:

@@ -23,7 +23,6 @@ from bisect import bisect_left
 
 from headwater.activeactive.rstream import RegionGroup, RegionStream, Tag
 from headwater.commands import groups as plain_groups
-from headwater.commands.args import parse_int
 from headwater.commands.context import Block, Client
 from headwater.commands.entries import array_of, encode_range, entry_reply
 from headwater.commands.groups import (
@@ -36,8 +35,15 @@ from headwater.commands.groups import (
     parse_xclaim,
     parse_xnack,
     parse_xpending,
+    refuse_symbolic_id,
 )
-from headwater.commands.idmp import parse_idmp_settings
+from headwater.commands.idmp import (
+    NO_SUCH_MESSAGE,
+    parse_cfgget,
+    parse_idmp_settings,
+    parse_xidmprecord,
+    recorded,
+)
 from headwater.commands.notify import lookup_read, notify
 from headwater.commands.region_keyspace import (
     RegionKeyspace,
@@ -60,7 +66,8 @@ from headwater.commands.streams import (
     parse_xtrim,
     xread_end,
 )
-from headwater.errors import NO_SUCH_KEY, SYNTAX, err, subcommand_syntax
+from headwater.commands.xinfo import parse_xinfo_stream
+from headwater.errors import NO_SUCH_KEY, subcommand_syntax
 from headwater.keyevents import STREAM
 from headwater.ops.change import Change, Written
 from headwater.resp.types import NULL_ARRAY, OK, PairMap, Raw, Reply
@@ -265,12 +272,7 @@ def cmd_xidmp_cfgget(c: Client, argv: list[bytes]) -> Reply:
     record = stream_at(c, argv[2], read=False)
     if record is None:
         raise NO_SUCH_KEY
-    wanted: list[bytes] = []
-    for raw in argv[3:]:
-        name = raw.upper()
-        if name not in (b"DURATION", b"MAXSIZE") or name.lower() in wanted:
-            raise SYNTAX
-        wanted.append(name.lower())
+    wanted = parse_cfgget(argv)
     duration, maxsize = _idmp_settings(c, record)
     values = {b"duration": duration, b"maxsize": maxsize}
     return {name: values[name] for name in (wanted or list(values))}
@@ -280,21 +282,14 @@ def cmd_xidmprecord(c: Client, argv: list[bytes]) -> Reply | Written:
     """XIDMPRECORD key pid iid stream-id: record an iid in this region's map (local, as
     every IDMP map; logged as AAIDMP)."""
     rk = region_of(c)
-    sid = parse_id(argv[4])
-    if not argv[2]:
-        raise err("producer ID must be non-empty")
-    if not argv[3]:
-        raise err("idempotent ID must be non-empty")
+    sid = parse_xidmprecord(argv)
     record = stream_at(c, argv[1], read=False)
     if record is None:
         raise NO_SUCH_KEY
     if all(record.entry(r, sid) is None for r in record.subs):
-        raise err("No such message in stream")
-    known = record.idmp.lookup(argv[2], argv[3]) if record.idmp is not None else None
-    if known == sid:
+        raise NO_SUCH_MESSAGE
+    if recorded(record.idmp, argv, sid):
         return OK
-    if known is not None:
-        raise err("IID already exists for this producer with a different stream ID")
     rk.record_idmp(argv[1], (argv[2], argv[3]), sid, c.server.config["stream-idmp-maxsize"])
     c.server.stats.stream_idmp_iids_added += 1
     c.db.signal_modified(argv[1])
@@ -482,13 +477,7 @@ def _read_targets(
         if found is None:
             raise nogroup(key, group, " in XREADGROUP with GROUP option")
         raw = argv[id_index + n]
-        if raw in (b"$", b"+"):
-            sym = raw.decode()
-            raise err(
-                f"The {sym} ID is meaningless in the context of XREADGROUP: you want to read the "
-                "history of this consumer by specifying a proper ID, or use the > ID to get new "
-                f"messages. The {sym} ID would just return an empty result set."
-            )
+        refuse_symbolic_id(raw)
         if raw != b">":
             parse_id(raw)
         targets.append((*found, raw))
@@ -867,17 +856,7 @@ def cmd_xinfo_stream(c: Client, argv: list[bytes]) -> Reply:
     """XINFO STREAM key [FULL [COUNT count]] (groups' consumers and PELs: this region's)"""
     region_of(c)
     record = _existing(c, argv[2])
-    full, count = False, 10
-    if len(argv) > 3:
-        if argv[3].upper() != b"FULL" or len(argv) not in (4, 6):
-            raise subcommand_syntax(argv[1], "XINFO")
-        if len(argv) == 6:
-            if argv[4].upper() != b"COUNT":
-                raise subcommand_syntax(argv[1], "XINFO")
-            count = parse_int(argv[5])
-            if count < 0:
-                count = 10
-        full = True
+    full, count = parse_xinfo_stream(argv)
     info = _stream_head(c, record)
     if full:
         info[b"entries"] = _encode(record, MIN_ID, MAX_ID, count)[0]

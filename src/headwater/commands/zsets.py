@@ -12,7 +12,7 @@ import math
 import random
 from typing import Final
 
-from headwater.commands.args import INT64_MAX, parse_double, parse_int
+from headwater.commands.args import INT64_MAX, index_range, parse_double, parse_int
 from headwater.commands.context import Block, Client, spec
 from headwater.commands.keys import matching, parse_cursor, parse_scan_options
 from headwater.commands.notify import emptied, lookup_read, notify, read_as, write_as
@@ -422,15 +422,9 @@ def _span(z: ZSetValue, q: _RangeQuery) -> tuple[int, int]:
     """[first, end) positions of what a parsed query selects (LIMIT applied)."""
     n = len(z)
     if q.by == RANK:
-        start, stop = q.start, q.stop
-        if start < 0:
-            start += n
-        if stop < 0:
-            stop += n
-        start = max(start, 0)
-        if start > stop or start >= n:
+        start, stop = index_range(q.start, q.stop, n)
+        if start > stop:
             return 0, 0
-        stop = min(stop, n - 1)
         if q.reverse:
             return n - 1 - stop, n - start
         return start, stop + 1
