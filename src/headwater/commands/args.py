@@ -88,3 +88,16 @@ def parse_double(raw: bytes, error: ReplyError = NOT_FLOAT) -> float:
 
 def upper(raw: bytes) -> bytes:
     return raw.upper()
+
+
+def index_range(start: int, stop: int, n: int) -> tuple[int, int]:
+    """The index rules of LRANGE, LTRIM and ZRANGE by rank (negatives count from the end,
+    then clamped): (start, stop) inclusive within the n members, start > stop if none."""
+    if start < 0:
+        start += n
+    if stop < 0:
+        stop += n
+    start = max(start, 0)
+    if start > stop or start >= n:
+        return 1, 0
+    return start, min(stop, n - 1)

@@ -20,9 +20,9 @@ from collections.abc import Callable
 
 from headwater.commands.args import parse_double, parse_int
 from headwater.commands.context import Client, spec
-from headwater.commands.notify import lookup_read
+from headwater.commands.notify import read_as
 from headwater.commands.zsets import AddFlags, add_scores, store_result
-from headwater.errors import SYNTAX, WRONGTYPE, err
+from headwater.errors import SYNTAX, err
 from headwater.ops.change import Change, Written, as_given
 from headwater.resp.types import NULL_ARRAY, Raw, Reply
 from headwater.structures import geohash
@@ -41,12 +41,6 @@ NEED_HEIGHT = err("need numeric height")
 
 #: metres in one unit (extractUnitOrReply; the unit's case does not matter since 7.0)
 _UNITS = {b"m": 1.0, b"km": 1000.0, b"ft": 0.3048, b"mi": 1609.34}
-
-
-def _as_zset(value: object) -> ZSetValue | None:
-    if value is None or type(value) is ZSetValue:
-        return value
-    raise WRONGTYPE
 
 
 def _unit(raw: bytes) -> float:
@@ -143,7 +137,7 @@ def cmd_geoadd(c: Client, argv: list[bytes]) -> Reply | Written:
 
 def cmd_geopos(c: Client, argv: list[bytes]) -> Reply:
     """GEOPOS key [member ...]"""
-    z = _as_zset(lookup_read(c, argv[1]))
+    z = read_as(c, argv[1], ZSetValue)
     out: list[Reply] = []
     for member in argv[2:]:
         position = None if z is None else _member_position(z, member)
@@ -156,7 +150,7 @@ def cmd_geopos(c: Client, argv: list[bytes]) -> Reply:
 
 def cmd_geohash(c: Client, argv: list[bytes]) -> Reply:
     """GEOHASH key [member ...]"""
-    z = _as_zset(lookup_read(c, argv[1]))
+    z = read_as(c, argv[1], ZSetValue)
     out: list[Reply] = []
     for member in argv[2:]:
         score = None if z is None else z.scores.get(member)
@@ -171,7 +165,7 @@ def cmd_geodist(c: Client, argv: list[bytes]) -> Reply:
         to_meters = _unit(argv[4])
     elif len(argv) > 5:
         raise SYNTAX
-    z = _as_zset(lookup_read(c, argv[1]))
+    z = read_as(c, argv[1], ZSetValue)
     if z is None:
         return None
     first, second = _member_position(z, argv[2]), _member_position(z, argv[3])
@@ -386,7 +380,7 @@ def _georadius(
     c: Client, argv: list[bytes], kind: int, nostore: bool = False, searchstore: bool = False
 ) -> Reply | Written:
     source = argv[2] if searchstore else argv[1]
-    z = _as_zset(lookup_read(c, source))
+    z = read_as(c, source, ZSetValue)
     q = _parse_search(argv, z, kind, nostore, searchstore)
     if z is None:
         if q.store is not None:

@@ -343,6 +343,18 @@ XGROUP_HELP = [
 NEW_ONLY = MAX_ID  # ``>``: Redis represents it as the maximum ID, and so do we
 
 
+def refuse_symbolic_id(raw: bytes) -> None:
+    """XREADGROUP takes ``>`` or an ID: ``$`` and ``+`` are errors (a region's XREADGROUP
+    too)."""
+    if raw in (b"$", b"+"):
+        sym = raw.decode()
+        raise err(
+            f"The {sym} ID is meaningless in the context of XREADGROUP: you want to read the "
+            "history of this consumer by specifying a proper ID, or use the > ID to get new "
+            f"messages. The {sym} ID would just return an empty result set."
+        )
+
+
 def _read_ids(
     c: Client, argv: list[bytes], opts: XReadOpts
 ) -> list[tuple[Stream, Group, StreamID]]:
@@ -353,13 +365,7 @@ def _read_ids(
         if found is None:
             raise nogroup(key, opts.group, " in XREADGROUP with GROUP option")
         raw = argv[opts.id_index + n]
-        if raw in (b"$", b"+"):
-            sym = raw.decode()
-            raise err(
-                f"The {sym} ID is meaningless in the context of XREADGROUP: you want to read the "
-                "history of this consumer by specifying a proper ID, or use the > ID to get new "
-                f"messages. The {sym} ID would just return an empty result set."
-            )
+        refuse_symbolic_id(raw)
         sid = NEW_ONLY if raw == b">" else parse_id(raw)
         targets.append((*found, sid))
     return targets

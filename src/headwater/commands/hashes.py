@@ -23,14 +23,13 @@ from headwater.commands import ldouble
 from headwater.commands.args import INT64_MAX, INT64_MIN, parse_int, strict_int
 from headwater.commands.context import Client, spec
 from headwater.commands.keys import matching, parse_cursor, parse_scan_options
-from headwater.commands.notify import lookup_read, notify
+from headwater.commands.notify import notify, read_as, write_as
 from headwater.commands.sets import scan_step
 from headwater.commands.strings import incr_float
 from headwater.errors import (
     NOT_FLOAT,
     OVERFLOW,
     SYNTAX,
-    WRONGTYPE,
     ReplyError,
     err,
     wrong_arity,
@@ -52,12 +51,6 @@ rng = random.Random()
 
 # ---------------------------------------------------------------------------------------------
 # Lookups (with the lazy expiry of fields)
-
-
-def _as_hash(value: object) -> Hash | None:
-    if value is None or type(value) is Hash:
-        return value
-    raise WRONGTYPE
 
 
 def _live(c: Client, key: bytes, h: Hash | None, read: bool) -> Hash | None:
@@ -98,12 +91,12 @@ def _visible(h: Hash, now: int) -> Hash | None:
 
 def _lookup(c: Client, key: bytes) -> Hash | None:
     """A read's lookup of a hash (counted in INFO stats)."""
-    return _live(c, key, _as_hash(lookup_read(c, key)), True)
+    return _live(c, key, read_as(c, key, Hash), True)
 
 
 def _hash_to_write(c: Client, key: bytes) -> Hash | None:
     """A write's lookup of a hash (not counted)."""
-    return _live(c, key, _as_hash(c.db.get(key)), False)
+    return _live(c, key, write_as(c, key, Hash), False)
 
 
 def _lookup_or_create(c: Client, key: bytes) -> Hash:

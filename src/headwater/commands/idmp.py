@@ -14,9 +14,11 @@ from headwater.keyspace import Database
 from headwater.ops.change import ONE, Written
 from headwater.ops.streams import record_idmp
 from headwater.resp.types import OK, Reply
-from headwater.stream.idmp import DURATION_RANGE, MAXSIZE_RANGE
-from headwater.stream.ids import parse_id
+from headwater.stream.idmp import DURATION_RANGE, MAXSIZE_RANGE, IdmpState
+from headwater.stream.ids import StreamID, parse_id
 from headwater.stream.stream import Stream
+
+NO_SUCH_MESSAGE = err("No such message in stream")
 
 
 def _existing_stream(c: Client, key: bytes) -> Stream:
@@ -86,21 +88,34 @@ def cmd_xcfgset(c: Client, argv: list[bytes]) -> Reply | Written:
     return Written(OK, ONE) if changed else OK
 
 
-def cmd_xidmprecord(c: Client, argv: list[bytes]) -> Reply | Written:
-    """XIDMPRECORD key pid iid stream-id: what an AOF rewrite emits for each tracked iid."""
+def parse_xidmprecord(argv: list[bytes]) -> StreamID:
+    """XIDMPRECORD key pid iid stream-id: the stream ID, pid and iid checked (a region's
+    XIDMPRECORD parses the same)."""
     sid = parse_id(argv[4])
     if not argv[2]:
         raise err("producer ID must be non-empty")
     if not argv[3]:
         raise err("idempotent ID must be non-empty")
+    return sid
+
+
+def recorded(idmp: IdmpState | None, argv: list[bytes], sid: StreamID) -> bool:
+    """XIDMPRECORD's pid/iid (argv[2], argv[3]) already recorded for sid (nothing to do); an
+    error if recorded for another ID."""
+    known = idmp.lookup(argv[2], argv[3]) if idmp is not None else None
+    if known is not None and known != sid:
+        raise err("IID already exists for this producer with a different stream ID")
+    return known is not None
+
+
+def cmd_xidmprecord(c: Client, argv: list[bytes]) -> Reply | Written:
+    """XIDMPRECORD key pid iid stream-id: what an AOF rewrite emits for each tracked iid."""
+    sid = parse_xidmprecord(argv)
     stream = _existing_stream(c, argv[1])
     if stream.get(sid) is None:
-        raise err("No such message in stream")
-    known = stream.idmp.lookup(argv[2], argv[3]) if stream.idmp is not None else None
-    if known == sid:
+        raise NO_SUCH_MESSAGE
+    if recorded(stream.idmp, argv, sid):
         return OK
-    if known is not None:
-        raise err("IID already exists for this producer with a different stream ID")
     record_idmp(c.db, argv[1], stream, (argv[2], argv[3]), sid, c.server.stats)
     c.db.signal_modified(argv[1])
     return Written(OK, ONE)
@@ -110,15 +125,22 @@ def cmd_xidmprecord(c: Client, argv: list[bytes]) -> Reply | Written:
 # XIDMP CFGGET / CFGSET: the seed's syntax
 
 
-def cmd_xidmp_cfgget(c: Client, argv: list[bytes]) -> Reply:
-    """XIDMP CFGGET key [DURATION] [MAXSIZE] → a map of the asked (default: both) settings."""
-    stream = _existing_stream(c, argv[2])
+def parse_cfgget(argv: list[bytes]) -> list[bytes]:
+    """XIDMP CFGGET key [DURATION] [MAXSIZE]: the settings asked for, lower case, each once
+    (none: both; a region's CFGGET parses the same)."""
     wanted: list[bytes] = []
     for raw in argv[3:]:
         name = raw.upper()
         if name not in (b"DURATION", b"MAXSIZE") or name.lower() in wanted:
             raise SYNTAX
         wanted.append(name.lower())
+    return wanted
+
+
+def cmd_xidmp_cfgget(c: Client, argv: list[bytes]) -> Reply:
+    """XIDMP CFGGET key [DURATION] [MAXSIZE] → a map of the asked (default: both) settings."""
+    stream = _existing_stream(c, argv[2])
+    wanted = parse_cfgget(argv)
     values = {b"duration": stream.idmp_duration, b"maxsize": stream.idmp_maxsize}
     return {name: values[name] for name in (wanted or list(values))}
 

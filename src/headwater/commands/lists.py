@@ -14,11 +14,17 @@ In MULTI/EXEC and in scripts they never wait (Redis 7.2 allows them in scripts: 
 
 from __future__ import annotations
 
-from headwater.commands.args import parse_int, strict_int
+from headwater.commands.args import index_range, parse_int, strict_int
 from headwater.commands.context import Block, Client, spec
-from headwater.commands.notify import lookup_read, notify
-from headwater.commands.pops import block_on, parse_mpop, parse_seconds_timeout
-from headwater.errors import SYNTAX, WRONGTYPE, ReplyError, err, wrong_arity
+from headwater.commands.notify import notify, read_as, write_as
+from headwater.commands.pops import (
+    block_on,
+    blocking_mpop,
+    blocking_pop,
+    mpop,
+    parse_seconds_timeout,
+)
+from headwater.errors import SYNTAX, ReplyError, err, wrong_arity
 from headwater.keyevents import GENERIC, LIST
 from headwater.ops.change import ONE, Change, Written, as_given
 from headwater.resp.types import NULL_ARRAY, OK, Raw, Reply
@@ -44,23 +50,9 @@ def fill_of(c: Client) -> int:
     return c.server.config.values["list-max-listpack-size"]  # type: ignore[no-any-return]
 
 
-def _as_list(value: object) -> ListValue | None:
-    if value is None or type(value) is ListValue:
-        return value
-    raise WRONGTYPE
-
-
-def _read(c: Client, key: bytes) -> ListValue | None:
-    return _as_list(lookup_read(c, key))
-
-
-def _to_write(c: Client, key: bytes) -> ListValue | None:
-    return _as_list(c.db.get(key))
-
-
 def _removed(c: Client, key: bytes, lst: ListValue, event: bytes) -> None:
-    """listElementsRemoved: the pop event, then the key deleted (``del``) or the encoding
-    checked for shrinking."""
+    """listElementsRemoved: the event (a pop's, ``ltrim``), then the key deleted (``del``) or
+    the encoding checked for shrinking."""
     notify(c, LIST, event, key)
     if not lst.count:
         c.db.delete(key)
@@ -68,18 +60,6 @@ def _removed(c: Client, key: bytes, lst: ListValue, event: bytes) -> None:
     else:
         lst.shrunk(fill_of(c))
         c.db.signal_modified(key)
-
-
-def _bounds(start: int, stop: int, n: int) -> tuple[int, int]:
-    """LRANGE's index rules: (start, stop) inclusive within the list, start > stop if none."""
-    if start < 0:
-        start += n
-    if stop < 0:
-        stop += n
-    start = max(start, 0)
-    if start > stop or start >= n:
-        return 1, 0
-    return start, min(stop, n - 1)
 
 
 def _range_reply(lst: ListValue, start: int, stop: int, reverse: bool = False) -> Reply:
@@ -107,7 +87,7 @@ def _range_reply(lst: ListValue, start: int, stop: int, reverse: bool = False) -
 
 def _push(c: Client, argv: list[bytes], head: bool, only_existing: bool) -> Reply | Written:
     key = argv[1]
-    lst = _to_write(c, key)
+    lst = write_as(c, key, ListValue)
     if lst is None:
         if only_existing:
             return 0
@@ -145,7 +125,7 @@ def cmd_linsert(c: Client, argv: list[bytes]) -> Reply | Written:
     if where not in (b"BEFORE", b"AFTER"):
         raise SYNTAX
     key, pivot, member = argv[1], argv[3], argv[4]
-    lst = _to_write(c, key)
+    lst = write_as(c, key, ListValue)
     if lst is None:
         return 0
     # (before looking for the pivot, as Redis: a miss may still have converted the list)
@@ -163,12 +143,12 @@ def cmd_linsert(c: Client, argv: list[bytes]) -> Reply | Written:
 
 
 def cmd_llen(c: Client, argv: list[bytes]) -> Reply:
-    lst = _read(c, argv[1])
+    lst = read_as(c, argv[1], ListValue)
     return 0 if lst is None else lst.count
 
 
 def cmd_lindex(c: Client, argv: list[bytes]) -> Reply:
-    lst = _read(c, argv[1])
+    lst = read_as(c, argv[1], ListValue)
     if lst is None:
         return None
     return lst.get(parse_int(argv[2]))
@@ -176,10 +156,10 @@ def cmd_lindex(c: Client, argv: list[bytes]) -> Reply:
 
 def cmd_lrange(c: Client, argv: list[bytes]) -> Reply:
     start, stop = parse_int(argv[2]), parse_int(argv[3])
-    lst = _read(c, argv[1])
+    lst = read_as(c, argv[1], ListValue)
     if lst is None:
         return []
-    start, stop = _bounds(start, stop, lst.count)
+    start, stop = index_range(start, stop, lst.count)
     return _range_reply(lst, start, stop)
 
 
@@ -212,7 +192,7 @@ def cmd_lpos(c: Client, argv: list[bytes]) -> Reply:
         else:
             raise SYNTAX
         j += 2
-    lst = _read(c, argv[1])
+    lst = read_as(c, argv[1], ListValue)
     if lst is None:
         return [] if count != -1 else None
     found = lst.positions(argv[2], rank, 1 if count == -1 else count, maxlen)
@@ -226,7 +206,7 @@ def cmd_lpos(c: Client, argv: list[bytes]) -> Reply:
 
 def cmd_lset(c: Client, argv: list[bytes]) -> Reply | Written:
     key = argv[1]
-    lst = _to_write(c, key)
+    lst = write_as(c, key, ListValue)
     if lst is None:
         raise NO_SUCH_KEY
     index = parse_int(argv[2])
@@ -246,7 +226,7 @@ def cmd_lrem(c: Client, argv: list[bytes]) -> Reply | Written:
     """LREM key count element"""
     key = argv[1]
     limit = parse_int(argv[2])
-    lst = _to_write(c, key)
+    lst = write_as(c, key, ListValue)
     if lst is None:
         return 0
     removed = lst.remove(argv[3], abs(limit), limit < 0)
@@ -264,11 +244,11 @@ def cmd_lrem(c: Client, argv: list[bytes]) -> Reply | Written:
 def cmd_ltrim(c: Client, argv: list[bytes]) -> Reply | Written:
     key = argv[1]
     start, stop = parse_int(argv[2]), parse_int(argv[3])
-    lst = _to_write(c, key)
+    lst = write_as(c, key, ListValue)
     if lst is None:
         return OK
     n = lst.count
-    start, stop = _bounds(start, stop, n)
+    start, stop = index_range(start, stop, n)
     if start > stop:
         left_cut, right_cut = n, 0
     else:
@@ -276,13 +256,7 @@ def cmd_ltrim(c: Client, argv: list[bytes]) -> Reply | Written:
     lst.delete_range(0, left_cut)
     if right_cut:
         lst.delete_range(lst.count - right_cut, right_cut)
-    notify(c, LIST, b"ltrim", key)
-    if not lst.count:
-        c.db.delete(key)
-        notify(c, GENERIC, b"del", key)
-    else:
-        lst.shrunk(fill_of(c))
-        c.db.signal_modified(key)
+    _removed(c, key, lst, b"ltrim")
     removed = left_cut + right_cut
     return Written(OK, as_given(removed)) if removed else OK
 
@@ -311,7 +285,7 @@ def _pop(c: Client, argv: list[bytes], head: bool) -> Reply | Written:
     with_count = len(argv) == 3
     count = _long_option(argv[2], MUST_BE_POSITIVE) if with_count else 0
     key = argv[1]
-    lst = _to_write(c, key)
+    lst = write_as(c, key, ListValue)
     if lst is None:
         return NULL_ARRAY if with_count else None
     if with_count and not count:
@@ -332,24 +306,25 @@ def cmd_rpop(c: Client, argv: list[bytes]) -> Reply | Written:
     return _pop(c, argv, False)
 
 
-def _mpop(c: Client, keys: list[bytes], head: bool, count: int) -> Written | None:
-    """Pop from the first non-empty key (None: all empty); propagated as LPOP/RPOP of that
-    key and the number popped, as Redis rewrites LMPOP."""
-    for key in keys:
-        lst = _to_write(c, key)
-        if lst is None or not lst.count:
-            continue
-        items = _pop_range(c, key, lst, head, count)
-        line = [b"LPOP" if head else b"RPOP", key, b"%d" % len(items)]
-        return Written([key, items], Change(len(items), [line]))
-    return None
+def _pop_from(c: Client, key: bytes, head: bool, count: int) -> Written | None:
+    """The pop of LMPOP and the blocking pops from one key (``pops.PopFrom``), None when it
+    holds no list: propagated as the LPOP/RPOP Redis rewrites them to (with the number
+    popped for the M forms)."""
+    lst = write_as(c, key, ListValue)
+    if lst is None or not lst.count:
+        return None
+    if not count:  # (BLPOP/BRPOP)
+        member = lst.pop(head)
+        _removed(c, key, lst, b"lpop" if head else b"rpop")
+        return Written([key, member], Change(1, [[b"LPOP" if head else b"RPOP", key]]))
+    items = _pop_range(c, key, lst, head, count)
+    line = [b"LPOP" if head else b"RPOP", key, b"%d" % len(items)]
+    return Written([key, items], Change(len(items), [line]))
 
 
 def cmd_lmpop(c: Client, argv: list[bytes]) -> Reply | Written:
     """LMPOP numkeys key [key ...] LEFT|RIGHT [COUNT count]"""
-    keys, head, count = parse_mpop(argv, 1, b"LEFT", b"RIGHT")
-    popped = _mpop(c, keys, head, count)
-    return popped if popped is not None else NULL_ARRAY
+    return mpop(c, argv, b"LEFT", b"RIGHT", _pop_from)
 
 
 # -- moves ---------------------------------------------------------------------------------
@@ -367,10 +342,10 @@ def _side(raw: bytes) -> bool:
 
 def _move(c: Client, src: bytes, dst: bytes, from_head: bool, to_head: bool) -> bytes | None:
     """lmoveGenericCommand: the member moved, or None when src is missing."""
-    source = _to_write(c, src)
+    source = write_as(c, src, ListValue)
     if source is None or not source.count:
         return None
-    target = _to_write(c, dst)
+    target = write_as(c, dst, ListValue)
     member = source.pop(from_head)
     if target is None:
         target = ListValue()
@@ -399,36 +374,17 @@ def cmd_rpoplpush(c: Client, argv: list[bytes]) -> Reply | Written:
 # -- blocking ------------------------------------------------------------------------------
 
 
-def _bpop(c: Client, argv: list[bytes], head: bool) -> Reply | Written | Block:
-    """BLPOP/BRPOP key [key ...] timeout: the first non-empty key in order, else wait
-    (propagated as the LPOP/RPOP of that key)."""
-    timeout_ms = parse_seconds_timeout(c, argv[-1])
-    keys = argv[1:-1]
-    for key in keys:
-        lst = _to_write(c, key)
-        if lst is None or not lst.count:
-            continue
-        member = lst.pop(head)
-        _removed(c, key, lst, b"lpop" if head else b"rpop")
-        line = [b"LPOP" if head else b"RPOP", key]
-        return Written([key, member], Change(1, [line]))
-    return block_on(c, keys, timeout_ms, ListValue)
-
-
 def cmd_blpop(c: Client, argv: list[bytes]) -> Reply | Written | Block:
-    return _bpop(c, argv, True)
+    return blocking_pop(c, argv, True, _pop_from, ListValue)
 
 
 def cmd_brpop(c: Client, argv: list[bytes]) -> Reply | Written | Block:
-    return _bpop(c, argv, False)
+    return blocking_pop(c, argv, False, _pop_from, ListValue)
 
 
 def cmd_blmpop(c: Client, argv: list[bytes]) -> Reply | Written | Block:
     """BLMPOP timeout numkeys key [key ...] LEFT|RIGHT [COUNT count]"""
-    keys, head, count = parse_mpop(argv, 2, b"LEFT", b"RIGHT")
-    timeout_ms = parse_seconds_timeout(c, argv[1])  # (after the rest, as in Redis)
-    popped = _mpop(c, keys, head, count)
-    return popped if popped is not None else block_on(c, keys, timeout_ms, ListValue)
+    return blocking_mpop(c, argv, b"LEFT", b"RIGHT", _pop_from, ListValue)
 
 
 def _bmove(

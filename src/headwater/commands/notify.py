@@ -12,11 +12,14 @@ propagates. With nothing configured an event costs the handler one flag test
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 from headwater.commands.context import Client
 from headwater.commands.pubsub import PubSub
+from headwater.errors import WRONGTYPE
 from headwater.keyevents import GENERIC, KEY_MISS, KEYEVENT, KEYSPACE
+
+T = TypeVar("T")
 
 
 def notify(c: Client, event_class: int, event: bytes, key: bytes) -> None:
@@ -57,6 +60,26 @@ def lookup_read(c: Client, key: bytes, notify_miss: bool = True) -> Any:
     value = c.db.get(key)
     count_read(c, key, value, notify_miss)
     return value
+
+
+def read_as(c: Client, key: bytes, kind: type[T]) -> T | None:
+    """``lookup_read`` of a value of type ``kind`` (exactly): None for a missing key,
+    WRONGTYPE for another type."""
+    value = c.db.get(key)
+    count_read(c, key, value)
+    if value is None or type(value) is kind:
+        return value
+    raise WRONGTYPE
+
+
+def write_as(c: Client, key: bytes, kind: type[T]) -> T | None:
+    """A write's lookup (``c.db.get``, counted nowhere) of a value of type ``kind``: None for
+    a missing key, WRONGTYPE for another type. (The body is ``read_as``'s, not a call of a
+    shared check: it is on SADD's, ZADD's and LPUSH's path.)"""
+    value = c.db.get(key)
+    if value is None or type(value) is kind:
+        return value
+    raise WRONGTYPE
 
 
 def peek_read(c: Client, key: bytes, notify_miss: bool = True) -> Any:

@@ -1,16 +1,28 @@
 """What the pops of lists and sorted sets share (Redis's ``t_list.c`` and ``t_zset.c`` use
-the same helpers): a blocking command's timeout, the wait on its keys, and the grammar of
-``numkeys key [key ...] <side> [COUNT count]`` of LMPOP/ZMPOP and their blocking forms.
+the same helpers): a blocking command's timeout, the wait on its keys, the grammar of
+``numkeys key [key ...] <side> [COUNT count]`` of LMPOP/ZMPOP and their blocking forms, and
+the commands' flow: the first key that holds something is popped, else the command waits.
+
+What a pop of one key does (its reply, its events, the effect line Redis rewrites it to) is
+the family's ``PopFrom``: LPOP/RPOP and ZPOPMIN/ZPOPMAX of the key.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from headwater.commands.args import INT64_MAX, parse_double, parse_int
 from headwater.commands.context import Block, Client
 from headwater.errors import SYNTAX, err
-from headwater.resp.types import NULL_ARRAY
+from headwater.ops.change import Written
+from headwater.resp.types import NULL_ARRAY, Reply
+
+#: A family's pop from one key: ``(c, key, side, count)``, None when the key holds nothing
+#: (missing or empty; a key of another type is WRONGTYPE). ``side`` is LEFT/MIN (True) or
+#: RIGHT/MAX; count 0 is the one-member form of BLPOP/BZPOPMIN (reply ``key member [score]``),
+#: a count the M form's (reply ``key [members]``).
+PopFrom = Callable[[Client, bytes, bool, int], "Written | None"]
 
 NUMKEYS_NOT_POSITIVE = err("numkeys should be greater than 0")
 COUNT_NOT_POSITIVE = err("count should be greater than 0")
@@ -66,3 +78,45 @@ def parse_mpop(
         else:
             raise SYNTAX
     return argv[at + 1 : where], side == first, max(count, 1)
+
+
+def first_popped(
+    c: Client, keys: list[bytes], side: bool, count: int, pop_from: PopFrom
+) -> Written | None:
+    """The pop from the first key in order that holds something (None: none does)."""
+    for key in keys:
+        popped = pop_from(c, key, side, count)
+        if popped is not None:
+            return popped
+    return None
+
+
+def mpop(
+    c: Client, argv: list[bytes], first: bytes, second: bytes, pop_from: PopFrom
+) -> Reply | Written:
+    """LMPOP/ZMPOP numkeys key [key ...] <first>|<second> [COUNT count]: a null array when
+    every key is empty."""
+    keys, side, count = parse_mpop(argv, 1, first, second)
+    popped = first_popped(c, keys, side, count, pop_from)
+    return popped if popped is not None else NULL_ARRAY
+
+
+def blocking_mpop(
+    c: Client, argv: list[bytes], first: bytes, second: bytes, pop_from: PopFrom, wakes_on: type
+) -> Reply | Written | Block:
+    """BLMPOP/BZMPOP timeout numkeys key [key ...] <first>|<second> [COUNT count]."""
+    keys, side, count = parse_mpop(argv, 2, first, second)
+    timeout_ms = parse_seconds_timeout(c, argv[1])  # (after the rest, as in Redis)
+    popped = first_popped(c, keys, side, count, pop_from)
+    return popped if popped is not None else block_on(c, keys, timeout_ms, wakes_on)
+
+
+def blocking_pop(
+    c: Client, argv: list[bytes], side: bool, pop_from: PopFrom, wakes_on: type
+) -> Reply | Written | Block:
+    """BLPOP/BRPOP/BZPOPMIN/BZPOPMAX key [key ...] timeout: one member of the first key that
+    holds any, else wait."""
+    timeout_ms = parse_seconds_timeout(c, argv[-1])
+    keys = argv[1:-1]
+    popped = first_popped(c, keys, side, 0, pop_from)
+    return popped if popped is not None else block_on(c, keys, timeout_ms, wakes_on)

@@ -23,7 +23,6 @@ from bisect import bisect_left
 
 from headwater.activeactive.rstream import RegionGroup, RegionStream, Tag
 from headwater.commands import groups as plain_groups
-from headwater.commands.args import parse_int
 from headwater.commands.context import Block, Client
 from headwater.commands.entries import array_of, encode_range, entry_reply
 from headwater.commands.groups import (
@@ -36,8 +35,15 @@ from headwater.commands.groups import (
     parse_xclaim,
     parse_xnack,
     parse_xpending,
+    refuse_symbolic_id,
 )
-from headwater.commands.idmp import parse_idmp_settings
+from headwater.commands.idmp import (
+    NO_SUCH_MESSAGE,
+    parse_cfgget,
+    parse_idmp_settings,
+    parse_xidmprecord,
+    recorded,
+)
 from headwater.commands.notify import lookup_read, notify
 from headwater.commands.region_keyspace import (
     RegionKeyspace,
@@ -46,25 +52,28 @@ from headwater.commands.region_keyspace import (
     stream_at,
 )
 from headwater.commands.streams import (
+    LIMIT_NO_TILDE,
     LISTPACK_MAX,
     TOO_LARGE,
-    XTRIM_NO_STRATEGY,
     ReplyCaps,
-    TrimOpts,
     XAddOpts,
+    parse_read_id,
     parse_ref_and_ids,
     parse_xadd,
+    parse_xrange,
     parse_xread,
     parse_xsetid,
+    parse_xtrim,
+    xread_end,
 )
-from headwater.errors import NO_SUCH_KEY, SYNTAX, err, subcommand_syntax
+from headwater.commands.xinfo import parse_xinfo_stream
+from headwater.errors import NO_SUCH_KEY, subcommand_syntax
 from headwater.keyevents import STREAM
 from headwater.ops.change import Change, Written
 from headwater.resp.types import NULL_ARRAY, OK, PairMap, Raw, Reply
 from headwater.stream.groups import UNKNOWN, Group, advance, bumped, lag
 from headwater.stream.idmp import auto_iid
 from headwater.stream.ids import MAX_ID, MIN_ID, StreamID, format_id, incr_id, parse_id
-from headwater.stream.ids import parse_range_bound as bound
 from headwater.stream.node import total_size
 
 _PLAIN_XADD = XAddOpts()  # (never mutated)
@@ -142,16 +151,7 @@ def _added_id(lines: list[list[bytes]], key: bytes, pairs: list[bytes], sid: Str
 def _range(c: Client, argv: list[bytes], reverse: bool) -> Reply:
     """XRANGE key start end [COUNT count] / XREVRANGE key end start [COUNT count]"""
     region_of(c)
-    lo_raw, hi_raw = (argv[3], argv[2]) if reverse else (argv[2], argv[3])
-    start, end = bound(lo_raw, is_start=True), bound(hi_raw, is_start=False)
-    count: int | None = None
-    i = 4
-    while i < len(argv):
-        if argv[i].upper() == b"COUNT" and i + 1 < len(argv):
-            count = max(parse_int(argv[i + 1]), 0)
-            i += 2
-        else:
-            raise SYNTAX
+    start, end, count = parse_xrange(argv, reverse)
     record = stream_at(c, argv[1])
     if record is None:
         return []
@@ -204,28 +204,10 @@ def cmd_xdelex(c: Client, argv: list[bytes]) -> Reply | Written:
 def cmd_xtrim(c: Client, argv: list[bytes]) -> Reply | Written:
     """XTRIM key <MAXLEN | MINID> [= | ~] threshold [LIMIT count]: exact, over the merged
     stream."""
-    from headwater.commands.streams import LIMIT_NO_STRATEGY, _parse_trim_token
-
     rk = region_of(c)
-    trim = TrimOpts()
-    ref_given = False
-    i = 2
-    while i < len(argv):
-        token = argv[i].upper()
-        end = _parse_trim_token(argv, i, token, trim)
-        if end is not None:
-            i = end + 1
-        elif token in (b"KEEPREF", b"DELREF", b"ACKED") and not ref_given:
-            trim.ref, ref_given = token, True
-            i += 1
-        else:
-            raise SYNTAX
-    if trim.limit and not trim.given:
-        raise LIMIT_NO_STRATEGY
-    if not trim.given:
-        raise XTRIM_NO_STRATEGY
+    trim = parse_xtrim(argv)
     if trim.limit_given and not trim.approx and not c.replaying:
-        raise err("syntax error, LIMIT cannot be used without the special ~ option")
+        raise LIMIT_NO_TILDE
     if stream_at(c, argv[1], read=False) is None:
         return 0
     removed = rk.region.xtrim(argv[1], trim.maxlen, trim.minid, trim.ref)
@@ -290,12 +272,7 @@ def cmd_xidmp_cfgget(c: Client, argv: list[bytes]) -> Reply:
     record = stream_at(c, argv[2], read=False)
     if record is None:
         raise NO_SUCH_KEY
-    wanted: list[bytes] = []
-    for raw in argv[3:]:
-        name = raw.upper()
-        if name not in (b"DURATION", b"MAXSIZE") or name.lower() in wanted:
-            raise SYNTAX
-        wanted.append(name.lower())
+    wanted = parse_cfgget(argv)
     duration, maxsize = _idmp_settings(c, record)
     values = {b"duration": duration, b"maxsize": maxsize}
     return {name: values[name] for name in (wanted or list(values))}
@@ -305,21 +282,14 @@ def cmd_xidmprecord(c: Client, argv: list[bytes]) -> Reply | Written:
     """XIDMPRECORD key pid iid stream-id: record an iid in this region's map (local, as
     every IDMP map; logged as AAIDMP)."""
     rk = region_of(c)
-    sid = parse_id(argv[4])
-    if not argv[2]:
-        raise err("producer ID must be non-empty")
-    if not argv[3]:
-        raise err("idempotent ID must be non-empty")
+    sid = parse_xidmprecord(argv)
     record = stream_at(c, argv[1], read=False)
     if record is None:
         raise NO_SUCH_KEY
     if all(record.entry(r, sid) is None for r in record.subs):
-        raise err("No such message in stream")
-    known = record.idmp.lookup(argv[2], argv[3]) if record.idmp is not None else None
-    if known == sid:
+        raise NO_SUCH_MESSAGE
+    if recorded(record.idmp, argv, sid):
         return OK
-    if known is not None:
-        raise err("IID already exists for this producer with a different stream ID")
     rk.record_idmp(argv[1], (argv[2], argv[3]), sid, c.server.config["stream-idmp-maxsize"])
     c.server.stats.stream_idmp_iids_added += 1
     c.db.signal_modified(argv[1])
@@ -352,15 +322,8 @@ def cmd_xread(c: Client, argv: list[bytes]) -> Reply | Block:
         record = stream_at(c, key)
         if raw == b"$":
             after: StreamID | None = record.last_id() if record is not None else MIN_ID
-        elif raw == b"+":
-            after = None
-        elif raw == b">":
-            raise err(
-                "The > ID can be specified only when calling XREADGROUP using the GROUP "
-                "<group> <consumer> option."
-            )
         else:
-            after = parse_id(raw)
+            after = parse_read_id(raw)
         resolved.append((record, after))
     served: list[tuple[bytes, Reply]] = []
     caps = ReplyCaps(opts.maxcount, opts.maxsize, c.resp)
@@ -386,17 +349,7 @@ def cmd_xread(c: Client, argv: list[bytes]) -> Reply | Block:
             served.append((key, array_of(_charged(caps, [entry_reply(e) for e in rows]))))
         else:
             served.append((key, _encode(record, start, MAX_ID, opts.count)[0]))
-    if served:
-        if c.resp == 3:
-            return PairMap(served)
-        return [[key, entries] for key, entries in served]
-    if opts.block_ms is None:
-        return NULL_ARRAY
-    for n, raw in enumerate(argv[opts.id_index :]):
-        if raw == b"$":  # later retries must not chase entries added after we blocked
-            argv[opts.id_index + n] = format_id(resolved[n][1] or MIN_ID)
-    deadline = c.server.clock.monotonic_ms() + opts.block_ms if opts.block_ms else 0
-    return Block(list(opts.keys), deadline, NULL_ARRAY, wakes_on=RegionStream)
+    return xread_end(c, argv, opts, served, resolved, RegionStream)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -524,13 +477,7 @@ def _read_targets(
         if found is None:
             raise nogroup(key, group, " in XREADGROUP with GROUP option")
         raw = argv[id_index + n]
-        if raw in (b"$", b"+"):
-            sym = raw.decode()
-            raise err(
-                f"The {sym} ID is meaningless in the context of XREADGROUP: you want to read the "
-                "history of this consumer by specifying a proper ID, or use the > ID to get new "
-                f"messages. The {sym} ID would just return an empty result set."
-            )
+        refuse_symbolic_id(raw)
         if raw != b">":
             parse_id(raw)
         targets.append((*found, raw))
@@ -909,17 +856,7 @@ def cmd_xinfo_stream(c: Client, argv: list[bytes]) -> Reply:
     """XINFO STREAM key [FULL [COUNT count]] (groups' consumers and PELs: this region's)"""
     region_of(c)
     record = _existing(c, argv[2])
-    full, count = False, 10
-    if len(argv) > 3:
-        if argv[3].upper() != b"FULL" or len(argv) not in (4, 6):
-            raise subcommand_syntax(argv[1], "XINFO")
-        if len(argv) == 6:
-            if argv[4].upper() != b"COUNT":
-                raise subcommand_syntax(argv[1], "XINFO")
-            count = parse_int(argv[5])
-            if count < 0:
-                count = 10
-        full = True
+    full, count = parse_xinfo_stream(argv)
     info = _stream_head(c, record)
     if full:
         info[b"entries"] = _encode(record, MIN_ID, MAX_ID, count)[0]

@@ -15,8 +15,8 @@ from collections.abc import Iterable
 from headwater.commands.args import parse_int
 from headwater.commands.context import Client, spec
 from headwater.commands.keys import matching, parse_cursor, parse_scan_options
-from headwater.commands.notify import emptied, lookup_read, notify
-from headwater.errors import SYNTAX, WRONGTYPE, err
+from headwater.commands.notify import emptied, notify, read_as, write_as
+from headwater.errors import SYNTAX, err
 from headwater.keyevents import GENERIC, SET
 from headwater.ops.change import ONE, Change, Written, as_given
 from headwater.resp.types import Reply, RSet
@@ -40,26 +40,10 @@ def limits_of(c: Client) -> SetLimits:
     )
 
 
-def _as_set(value: object) -> SetValue | None:
-    if value is None or type(value) is SetValue:
-        return value
-    raise WRONGTYPE
-
-
-def _read(c: Client, key: bytes) -> SetValue | None:
-    """A read's lookup (counted in INFO stats)."""
-    return _as_set(lookup_read(c, key))
-
-
-def _to_write(c: Client, key: bytes) -> SetValue | None:
-    """A write's lookup (not counted)."""
-    return _as_set(c.db.get(key))
-
-
 def cmd_sadd(c: Client, argv: list[bytes]) -> Reply | Written:
     key, members = argv[1], argv[2:]
     limits = limits_of(c)
-    s = _to_write(c, key)
+    s = write_as(c, key, SetValue)
     if s is None:
         s = SetValue.for_first(members[0], len(members), limits)
         c.db.set(key, s)
@@ -75,7 +59,7 @@ def cmd_sadd(c: Client, argv: list[bytes]) -> Reply | Written:
 
 def cmd_srem(c: Client, argv: list[bytes]) -> Reply | Written:
     key = argv[1]
-    s = _to_write(c, key)
+    s = write_as(c, key, SetValue)
     if s is None:
         return 0
     removed = 0
@@ -93,10 +77,10 @@ def cmd_srem(c: Client, argv: list[bytes]) -> Reply | Written:
 
 def cmd_smove(c: Client, argv: list[bytes]) -> Reply | Written:
     source, destination, member = argv[1], argv[2], argv[3]
-    src = _to_write(c, source)
+    src = write_as(c, source, SetValue)
     if src is None:  # (before the destination's type is checked, as in Redis)
         return 0
-    dst = _to_write(c, destination)
+    dst = write_as(c, destination, SetValue)
     if src is dst:
         return int(member in src)
     if not src.remove(member):
@@ -119,24 +103,24 @@ def cmd_smove(c: Client, argv: list[bytes]) -> Reply | Written:
 
 
 def cmd_sismember(c: Client, argv: list[bytes]) -> Reply:
-    s = _read(c, argv[1])
+    s = read_as(c, argv[1], SetValue)
     return int(s is not None and argv[2] in s)
 
 
 def cmd_smismember(c: Client, argv: list[bytes]) -> Reply:
-    s = _read(c, argv[1])
+    s = read_as(c, argv[1], SetValue)
     if s is None:
         return [0] * (len(argv) - 2)
     return [int(member in s) for member in argv[2:]]
 
 
 def cmd_scard(c: Client, argv: list[bytes]) -> Reply:
-    s = _read(c, argv[1])
+    s = read_as(c, argv[1], SetValue)
     return 0 if s is None else len(s)
 
 
 def cmd_smembers(c: Client, argv: list[bytes]) -> Reply:
-    s = _read(c, argv[1])
+    s = read_as(c, argv[1], SetValue)
     return RSet() if s is None else RSet(s.ordered())
 
 
@@ -149,7 +133,7 @@ def cmd_spop(c: Client, argv: list[bytes]) -> Reply | Written:
     if len(argv) == 3:
         return _spop_count(c, argv[1], argv[2])
     key = argv[1]
-    s = _to_write(c, key)
+    s = write_as(c, key, SetValue)
     if s is None:
         return None
     member = rng.choice(list(s.members))
@@ -163,7 +147,7 @@ def _spop_count(c: Client, key: bytes, raw: bytes) -> Reply | Written:
     count = parse_int(raw, OUT_OF_RANGE_POSITIVE)  # (Redis: getPositiveLongFromObject)
     if count < 0:
         raise OUT_OF_RANGE_POSITIVE
-    s = _to_write(c, key)
+    s = write_as(c, key, SetValue)
     if s is None or count == 0:
         return RSet()
     notify(c, SET, b"spop", key)
@@ -185,14 +169,14 @@ def cmd_srandmember(c: Client, argv: list[bytes]) -> Reply:
     if len(argv) > 3:
         raise SYNTAX
     if len(argv) == 2:
-        s = _read(c, argv[1])
+        s = read_as(c, argv[1], SetValue)
         return None if s is None else rng.choice(list(s.members))
     count = parse_int(argv[2])
     if count == -(2**63):  # (LONG_MIN has no positive twin)
         raise err(
             "value is out of range, value must between -9223372036854775807 and 9223372036854775807"
         )
-    s = _read(c, argv[1])
+    s = read_as(c, argv[1], SetValue)
     if s is None or count == 0:
         return []
     members = list(s.members)
@@ -208,8 +192,8 @@ def cmd_srandmember(c: Client, argv: list[bytes]) -> Reply:
 
 def _operands(c: Client, keys: Iterable[bytes], write: bool) -> list[SetValue | None]:
     """Every key's set (None when missing); a key of another type is an error."""
-    look = _to_write if write else _read
-    return [look(c, key) for key in keys]
+    look = write_as if write else read_as
+    return [look(c, key, SetValue) for key in keys]
 
 
 def _intersection(sets: list[SetValue | None], limit: int = 0) -> list[bytes]:
@@ -321,7 +305,9 @@ def cmd_sintercard(c: Client, argv: list[bytes]) -> Reply:
 def cmd_sscan(c: Client, argv: list[bytes]) -> Reply:
     """SSCAN key cursor [MATCH pattern] [COUNT count]"""
     cursor = parse_cursor(argv[2])
-    s = _read(c, argv[1])  # (before the options, as in Redis: a missing key answers at once)
+    s = read_as(
+        c, argv[1], SetValue
+    )  # (before the options, as in Redis: a missing key answers at once)
     if s is None:
         return [b"0", []]
     count, pattern, _ = parse_scan_options(argv, 3)

@@ -8,6 +8,7 @@ trims (``=`` with the resulting length or first remaining ID).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from headwater.commands.args import INT64_MAX, parse_int, strict_int
@@ -369,8 +370,9 @@ def _rewrite_trim(effect: list[bytes], stream: Stream, trim: TrimOpts) -> None:
 # XRANGE / XREVRANGE / XLEN
 
 
-def _range(c: Client, argv: list[bytes], reverse: bool) -> Reply:
-    """XRANGE key start end [COUNT count] / XREVRANGE key end start [COUNT count]"""
+def parse_xrange(argv: list[bytes], reverse: bool) -> tuple[StreamID, StreamID, int | None]:
+    """XRANGE key start end [COUNT count] / XREVRANGE key end start [COUNT count]: (start,
+    end, count: None when not given), for a region's XRANGE too."""
     lo_raw, hi_raw = (argv[3], argv[2]) if reverse else (argv[2], argv[3])
     start = parse_range_bound(lo_raw, is_start=True)
     end = parse_range_bound(hi_raw, is_start=False)
@@ -382,6 +384,12 @@ def _range(c: Client, argv: list[bytes], reverse: bool) -> Reply:
             i += 2
         else:
             raise SYNTAX
+    return start, end, count
+
+
+def _range(c: Client, argv: list[bytes], reverse: bool) -> Reply:
+    """XRANGE key start end [COUNT count] / XREVRANGE key end start [COUNT count]"""
+    start, end, count = parse_xrange(argv, reverse)
     stream = read_stream(c, argv[1])
     if stream is None:
         return []
@@ -477,8 +485,9 @@ def _delete_with_ref(stream: Stream, sid: StreamID, ref: bytes) -> int:
     return 1
 
 
-def cmd_xtrim(c: Client, argv: list[bytes]) -> Reply | Written:
-    """XTRIM key <MAXLEN | MINID> [= | ~] threshold [LIMIT count] [KEEPREF | DELREF | ACKED]"""
+def parse_xtrim(argv: list[bytes]) -> TrimOpts:
+    """XTRIM key <MAXLEN | MINID> [= | ~] threshold [LIMIT count] [KEEPREF | DELREF | ACKED]
+    (a region's XTRIM parses the same)."""
     trim = TrimOpts()
     ref_given = False
     i = 2
@@ -496,6 +505,12 @@ def cmd_xtrim(c: Client, argv: list[bytes]) -> Reply | Written:
         raise LIMIT_NO_STRATEGY
     if not trim.given:
         raise XTRIM_NO_STRATEGY
+    return trim
+
+
+def cmd_xtrim(c: Client, argv: list[bytes]) -> Reply | Written:
+    """XTRIM key <MAXLEN | MINID> [= | ~] threshold [LIMIT count] [KEEPREF | DELREF | ACKED]"""
+    trim = parse_xtrim(argv)
     _finish_trim(c, trim)
     stream = lookup_stream(c, argv[1])
     if stream is None:
@@ -695,17 +710,47 @@ def _resolve_read_ids(
         stream = read_stream(c, key)
         if raw == b"$":
             after: StreamID | None = stream.last_id if stream is not None else MIN_ID
-        elif raw == b"+":
-            after = None
-        elif raw == b">":
-            raise err(
-                "The > ID can be specified only when calling XREADGROUP using the GROUP "
-                "<group> <consumer> option."
-            )
         else:
-            after = parse_id(raw)
+            after = parse_read_id(raw)
         resolved.append((stream, after))
     return resolved
+
+
+def parse_read_id(raw: bytes) -> StreamID | None:
+    """An XREAD ID other than ``$`` (which the caller resolves against its stream): ``+`` is
+    None (the last entry), ``>`` is refused, else the ID."""
+    if raw == b"+":
+        return None
+    if raw == b">":
+        raise err(
+            "The > ID can be specified only when calling XREADGROUP using the GROUP "
+            "<group> <consumer> option."
+        )
+    return parse_id(raw)
+
+
+def xread_end(
+    c: Client,
+    argv: list[bytes],
+    opts: XReadOpts,
+    served: list[tuple[bytes, Reply]],
+    afters: Sequence[tuple[object, StreamID | None]],
+    wakes_on: type,
+) -> Reply | Block:
+    """XREAD's reply once its streams are read (a region's XREAD ends the same): the streams
+    served (a map in RESP3), else a null array, or with BLOCK a wait on the keys, its ``$``
+    IDs fixed to the last IDs they stood for (``afters``: each key's (stream, ID))."""
+    if served:
+        if c.resp == 3:
+            return PairMap(served)  # a key named twice is served twice, as in Redis
+        return [[key, entries] for key, entries in served]
+    if opts.block_ms is None:
+        return NULL_ARRAY
+    for n, raw in enumerate(argv[opts.id_index :]):
+        if raw == b"$":  # later retries must not chase entries added after we blocked
+            argv[opts.id_index + n] = format_id(afters[n][1] or MIN_ID)
+    deadline = c.server.clock.monotonic_ms() + opts.block_ms if opts.block_ms else 0
+    return Block(list(opts.keys), deadline, NULL_ARRAY, wakes_on=wakes_on)
 
 
 class ReplyCaps:
@@ -834,17 +879,7 @@ def cmd_xread(c: Client, argv: list[bytes]) -> Reply | Block:
             served.append((key, array_of(read_entries(stream, start, opts.count, caps))))
         else:
             served.append((key, encode_range(stream, start, MAX_ID, opts.count)[0]))
-    if served:
-        if c.resp == 3:
-            return PairMap(served)  # a key named twice is served twice, as in Redis
-        return [[key, entries] for key, entries in served]
-    if opts.block_ms is None:
-        return NULL_ARRAY
-    for n, raw in enumerate(argv[opts.id_index :]):
-        if raw == b"$":  # later retries must not chase entries added after we blocked
-            argv[opts.id_index + n] = format_id(resolved[n][1] or MIN_ID)
-    deadline = c.server.clock.monotonic_ms() + opts.block_ms if opts.block_ms else 0
-    return Block(list(opts.keys), deadline, NULL_ARRAY, wakes_on=Stream)
+    return xread_end(c, argv, opts, served, resolved, Stream)
 
 
 SPECS = (

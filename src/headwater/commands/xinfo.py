@@ -56,11 +56,10 @@ def _stream_head(stream: Stream) -> dict[bytes, Reply]:
     }
 
 
-def cmd_xinfo_stream(c: Client, argv: list[bytes]) -> Reply:
-    """XINFO STREAM key [FULL [COUNT count]]"""
-    stream = _existing_stream(c, argv[2])
-    full = False
-    count = 10
+def parse_xinfo_stream(argv: list[bytes]) -> tuple[bool, int]:
+    """XINFO STREAM key [FULL [COUNT count]]: (FULL given, count; 10 by default or when
+    negative, 0 for all), for a region's XINFO STREAM too."""
+    full, count = False, 10
     if len(argv) > 3:
         if argv[3].upper() != b"FULL" or len(argv) not in (4, 6):
             raise subcommand_syntax(argv[1], "XINFO")
@@ -71,6 +70,13 @@ def cmd_xinfo_stream(c: Client, argv: list[bytes]) -> Reply:
             if count < 0:
                 count = 10
         full = True
+    return full, count
+
+
+def cmd_xinfo_stream(c: Client, argv: list[bytes]) -> Reply:
+    """XINFO STREAM key [FULL [COUNT count]]"""
+    stream = _existing_stream(c, argv[2])
+    full, count = parse_xinfo_stream(argv)
     info = _stream_head(stream)
     if full:
         info[b"entries"] = encode_range(stream, MIN_ID, MAX_ID, count)[0]

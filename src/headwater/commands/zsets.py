@@ -12,11 +12,11 @@ import math
 import random
 from typing import Final
 
-from headwater.commands.args import INT64_MAX, parse_double, parse_int
+from headwater.commands.args import INT64_MAX, index_range, parse_double, parse_int
 from headwater.commands.context import Block, Client, spec
 from headwater.commands.keys import matching, parse_cursor, parse_scan_options
-from headwater.commands.notify import emptied, lookup_read, notify
-from headwater.commands.pops import block_on, parse_mpop, parse_seconds_timeout
+from headwater.commands.notify import emptied, lookup_read, notify, read_as, write_as
+from headwater.commands.pops import blocking_mpop, blocking_pop, mpop
 from headwater.commands.sets import scan_step
 from headwater.errors import NOT_FLOAT, SYNTAX, WRONGTYPE, err
 from headwater.keyevents import GENERIC, ZSET
@@ -38,20 +38,6 @@ rng = random.Random()
 def limits_of(c: Client) -> ZSetLimits:
     settings = c.server.config.values  # (the dict itself: no method call per lookup)
     return ZSetLimits(settings["zset-max-listpack-entries"], settings["zset-max-listpack-value"])
-
-
-def _as_zset(value: object) -> ZSetValue | None:
-    if value is None or type(value) is ZSetValue:
-        return value
-    raise WRONGTYPE
-
-
-def _read(c: Client, key: bytes) -> ZSetValue | None:
-    return _as_zset(lookup_read(c, key))
-
-
-def _to_write(c: Client, key: bytes) -> ZSetValue | None:
-    return _as_zset(c.db.get(key))
 
 
 def _with_scores(pairs: list[Pair], resp: int, flat: bool = False) -> list[Reply]:
@@ -144,7 +130,7 @@ _UNREAD_LIMITS: Final = ZSetLimits()
 
 def _zadd_pair(c: Client, key: bytes, score: float, member: bytes) -> Reply | Written:
     """``_zadd`` of one pair without flags, with no list, flags or limits made for it."""
-    z = _to_write(c, key)
+    z = write_as(c, key, ZSetValue)
     if z is None:
         limits = limits_of(c)
         z = ZSetValue.for_size(1, len(member), limits)
@@ -168,7 +154,7 @@ def _zadd_pair(c: Client, key: bytes, score: float, member: bytes) -> Reply | Wr
 def _zadd(
     c: Client, key: bytes, flags: _AddFlags, scores: list[float], members: list[bytes]
 ) -> Reply | Written:
-    z = _to_write(c, key)
+    z = write_as(c, key, ZSetValue)
     limits = limits_of(c)
     longest = 0
     for member in members:
@@ -219,7 +205,7 @@ def cmd_zincrby(c: Client, argv: list[bytes]) -> Reply | Written:
 
 def cmd_zrem(c: Client, argv: list[bytes]) -> Reply | Written:
     key = argv[1]
-    z = _to_write(c, key)
+    z = write_as(c, key, ZSetValue)
     if z is None:
         return 0
     removed = 0
@@ -239,17 +225,17 @@ def cmd_zrem(c: Client, argv: list[bytes]) -> Reply | Written:
 
 
 def cmd_zcard(c: Client, argv: list[bytes]) -> Reply:
-    z = _read(c, argv[1])
+    z = read_as(c, argv[1], ZSetValue)
     return 0 if z is None else len(z)
 
 
 def cmd_zscore(c: Client, argv: list[bytes]) -> Reply:
-    z = _read(c, argv[1])
+    z = read_as(c, argv[1], ZSetValue)
     return None if z is None else z.scores.get(argv[2])
 
 
 def cmd_zmscore(c: Client, argv: list[bytes]) -> Reply:
-    z = _read(c, argv[1])
+    z = read_as(c, argv[1], ZSetValue)
     if z is None:
         return [None] * (len(argv) - 2)
     return [z.scores.get(member) for member in argv[2:]]
@@ -259,7 +245,7 @@ def _rank(c: Client, argv: list[bytes], reverse: bool) -> Reply:
     if len(argv) > 4 or (len(argv) == 4 and argv[3].upper() != b"WITHSCORE"):
         raise SYNTAX
     with_score = len(argv) == 4
-    z = _read(c, argv[1])
+    z = read_as(c, argv[1], ZSetValue)
     rank = None if z is None else z.rank(argv[2])
     if z is None or rank is None:
         return NULL_ARRAY if with_score else None
@@ -326,7 +312,7 @@ def parse_lex_range(low: bytes, high: bytes) -> LexRange | None:
 
 def cmd_zcount(c: Client, argv: list[bytes]) -> Reply:
     r = parse_score_range(argv[2], argv[3])
-    z = _read(c, argv[1])
+    z = read_as(c, argv[1], ZSetValue)
     if z is None or r.empty():
         return 0
     first, end = z.score_span(r)
@@ -335,7 +321,7 @@ def cmd_zcount(c: Client, argv: list[bytes]) -> Reply:
 
 def cmd_zlexcount(c: Client, argv: list[bytes]) -> Reply:
     r = parse_lex_range(argv[2], argv[3])
-    z = _read(c, argv[1])
+    z = read_as(c, argv[1], ZSetValue)
     if z is None or r is None:
         return 0
     first, end = z.lex_span(r)
@@ -436,15 +422,9 @@ def _span(z: ZSetValue, q: _RangeQuery) -> tuple[int, int]:
     """[first, end) positions of what a parsed query selects (LIMIT applied)."""
     n = len(z)
     if q.by == RANK:
-        start, stop = q.start, q.stop
-        if start < 0:
-            start += n
-        if stop < 0:
-            stop += n
-        start = max(start, 0)
-        if start > stop or start >= n:
+        start, stop = index_range(q.start, q.stop, n)
+        if start > stop:
             return 0, 0
-        stop = min(stop, n - 1)
         if q.reverse:
             return n - 1 - stop, n - start
         return start, stop + 1
@@ -487,7 +467,7 @@ def _check_range_args(q: _RangeQuery) -> None:
 def _range_reply(c: Client, argv: list[bytes], by: int | None, reverse: bool | None) -> Reply:
     q = _parse_range(argv, 2, by, reverse, store=False)
     _check_range_args(q)
-    z = _read(c, argv[1])
+    z = read_as(c, argv[1], ZSetValue)
     if z is None:
         return []
     if q.with_scores:
@@ -525,7 +505,7 @@ def cmd_zrangestore(c: Client, argv: list[bytes]) -> Reply | Written:
     """ZRANGESTORE dst src min max [BYSCORE|BYLEX] [REV] [LIMIT offset count]"""
     q = _parse_range(argv, 3, None, None, store=True)
     _check_range_args(q)
-    z = _read(c, argv[2])
+    z = read_as(c, argv[2], ZSetValue)
     pairs = [] if z is None else _select(z, q)
     return store_result(c, argv[1], pairs, b"zrangestore")
 
@@ -565,7 +545,7 @@ def _remove_pairs(
 
 def cmd_zremrangebyrank(c: Client, argv: list[bytes]) -> Reply | Written:
     start, stop = parse_int(argv[2]), parse_int(argv[3])
-    z = _to_write(c, argv[1])
+    z = write_as(c, argv[1], ZSetValue)
     if z is None:
         return 0
     q = _RangeQuery(RANK, False)
@@ -575,7 +555,7 @@ def cmd_zremrangebyrank(c: Client, argv: list[bytes]) -> Reply | Written:
 
 def cmd_zremrangebyscore(c: Client, argv: list[bytes]) -> Reply | Written:
     r = parse_score_range(argv[2], argv[3])
-    z = _to_write(c, argv[1])
+    z = write_as(c, argv[1], ZSetValue)
     if z is None or r.empty():
         return 0
     first, end = z.score_span(r)
@@ -585,7 +565,7 @@ def cmd_zremrangebyscore(c: Client, argv: list[bytes]) -> Reply | Written:
 
 def cmd_zremrangebylex(c: Client, argv: list[bytes]) -> Reply | Written:
     r = parse_lex_range(argv[2], argv[3])
-    z = _to_write(c, argv[1])
+    z = write_as(c, argv[1], ZSetValue)
     if z is None or r is None:
         return 0
     first, end = z.lex_span(r)
@@ -596,7 +576,9 @@ def cmd_zremrangebylex(c: Client, argv: list[bytes]) -> Reply | Written:
 # -- pops ----------------------------------------------------------------------------------
 
 
-def _pop(z: ZSetValue, count: int, highest: bool) -> list[Pair]:
+def _pop(c: Client, key: bytes, z: ZSetValue, count: int, highest: bool) -> list[Pair]:
+    """Pop up to count members from the low or high end (in pop order): ``zpopmin`` or
+    ``zpopmax`` fired, the key deleted if it is left empty."""
     n = len(z)
     take = min(count, n)
     pairs = z.by_rank(n - take, n - 1) if highest else z.by_rank(0, take - 1)
@@ -604,6 +586,8 @@ def _pop(z: ZSetValue, count: int, highest: bool) -> list[Pair]:
         pairs.reverse()
     for _, member in pairs:
         z.remove(member)
+    notify(c, ZSET, b"zpopmax" if highest else b"zpopmin", key)
+    emptied(c, key, not z.scores)
     return pairs
 
 
@@ -616,12 +600,10 @@ def _zpop(c: Client, argv: list[bytes], highest: bool) -> Reply | Written:
         if count < 0:
             raise OUT_OF_RANGE_POSITIVE
     key = argv[1]
-    z = _to_write(c, key)
+    z = write_as(c, key, ZSetValue)
     if z is None or count == 0:
         return []
-    pairs = _pop(z, count, highest)
-    notify(c, ZSET, b"zpopmax" if highest else b"zpopmin", key)
-    emptied(c, key, not z.scores)
+    pairs = _pop(c, key, z, count, highest)
     reply = _with_scores(pairs, c.resp, flat=len(argv) == 2)
     return Written(reply, as_given(len(pairs)))
 
@@ -634,65 +616,44 @@ def cmd_zpopmax(c: Client, argv: list[bytes]) -> Reply | Written:
     return _zpop(c, argv, True)
 
 
-def _mpop(c: Client, keys: list[bytes], highest: bool, count: int) -> Written | None:
-    """Pop from the first non-empty key (None: all empty); propagated as ZPOPMIN/ZPOPMAX of
-    that key and the number popped, as Redis rewrites ZMPOP."""
-    for key in keys:
-        z = _to_write(c, key)
-        if z is None:
-            continue
-        pairs = _pop(z, count, highest)
-        notify(c, ZSET, b"zpopmax" if highest else b"zpopmin", key)
-        emptied(c, key, not z.scores)
-        line = [b"ZPOPMAX" if highest else b"ZPOPMIN", key, b"%d" % len(pairs)]
-        reply = [key, _with_scores(pairs, c.resp, flat=False) if c.resp == 3
-                 else [[m, format_double(s)] for s, m in pairs]]  # fmt: skip
-        return Written(reply, Change(len(pairs), [line]))
-    return None
+def _pop_from(c: Client, key: bytes, highest: bool, count: int) -> Written | None:
+    """The pop of ZMPOP and the blocking pops from one key (``pops.PopFrom``), None when it
+    is missing: propagated as the ZPOPMIN/ZPOPMAX Redis rewrites them to (with the number
+    popped for the M forms)."""
+    z = write_as(c, key, ZSetValue)
+    if z is None:
+        return None
+    pairs = _pop(c, key, z, count or 1, highest)
+    line = [b"ZPOPMAX" if highest else b"ZPOPMIN", key]
+    if not count:  # (BZPOPMIN/BZPOPMAX)
+        score, member = pairs[0]
+        one: Reply = [key, member, format_double(score) if c.resp == 2 else score]
+        return Written(one, Change(1, [line]))
+    line.append(b"%d" % len(pairs))
+    reply = [key, _with_scores(pairs, c.resp, flat=False) if c.resp == 3
+             else [[m, format_double(s)] for s, m in pairs]]  # fmt: skip
+    return Written(reply, Change(len(pairs), [line]))
 
 
 def cmd_zmpop(c: Client, argv: list[bytes]) -> Reply | Written:
     """ZMPOP numkeys key [key ...] MIN|MAX [COUNT count]"""
-    keys, highest, count = parse_mpop(argv, 1, b"MAX", b"MIN")
-    popped = _mpop(c, keys, highest, count)
-    return popped if popped is not None else NULL_ARRAY
+    return mpop(c, argv, b"MAX", b"MIN", _pop_from)
 
 
 # -- blocking pops -------------------------------------------------------------------------
 
 
-def _bzpop(c: Client, argv: list[bytes], highest: bool) -> Reply | Written | Block:
-    """BZPOPMIN/BZPOPMAX key [key ...] timeout: the first non-empty key in order, else wait
-    (propagated as the ZPOPMIN/ZPOPMAX of that key, as Redis rewrites it)."""
-    timeout_ms = parse_seconds_timeout(c, argv[-1])
-    keys = argv[1:-1]
-    for key in keys:
-        z = _to_write(c, key)
-        if z is None:
-            continue
-        score, member = _pop(z, 1, highest)[0]
-        notify(c, ZSET, b"zpopmax" if highest else b"zpopmin", key)
-        emptied(c, key, not z.scores)
-        line = [b"ZPOPMAX" if highest else b"ZPOPMIN", key]
-        reply = [key, member, format_double(score) if c.resp == 2 else score]
-        return Written(reply, Change(1, [line]))
-    return block_on(c, keys, timeout_ms, ZSetValue)
-
-
 def cmd_bzpopmin(c: Client, argv: list[bytes]) -> Reply | Written | Block:
-    return _bzpop(c, argv, False)
+    return blocking_pop(c, argv, False, _pop_from, ZSetValue)
 
 
 def cmd_bzpopmax(c: Client, argv: list[bytes]) -> Reply | Written | Block:
-    return _bzpop(c, argv, True)
+    return blocking_pop(c, argv, True, _pop_from, ZSetValue)
 
 
 def cmd_bzmpop(c: Client, argv: list[bytes]) -> Reply | Written | Block:
     """BZMPOP timeout numkeys key [key ...] MIN|MAX [COUNT count]"""
-    keys, highest, count = parse_mpop(argv, 2, b"MAX", b"MIN")
-    timeout_ms = parse_seconds_timeout(c, argv[1])  # (after the rest, as in Redis)
-    popped = _mpop(c, keys, highest, count)
-    return popped if popped is not None else block_on(c, keys, timeout_ms, ZSetValue)
+    return blocking_mpop(c, argv, b"MAX", b"MIN", _pop_from, ZSetValue)
 
 
 # -- ZUNION, ZINTER, ZDIFF and their STORE forms, ZINTERCARD -------------------------------
@@ -859,7 +820,7 @@ def cmd_zrandmember(c: Client, argv: list[bytes]) -> Reply:
     if len(argv) > 4 or (len(argv) == 4 and argv[3].upper() != b"WITHSCORES"):
         raise SYNTAX
     if len(argv) == 2:
-        z = _read(c, argv[1])
+        z = read_as(c, argv[1], ZSetValue)
         return None if z is None else rng.choice(list(z.scores))
     count = parse_int(argv[2])
     with_scores = len(argv) == 4
@@ -869,7 +830,7 @@ def cmd_zrandmember(c: Client, argv: list[bytes]) -> Reply:
         )
     if with_scores and count < -(INT64_MAX // 2):  # (count * 2 would overflow)
         raise err("value is out of range")
-    z = _read(c, argv[1])
+    z = read_as(c, argv[1], ZSetValue)
     if z is None or count == 0:
         return []
     members = list(z.scores)
@@ -887,7 +848,7 @@ def cmd_zrandmember(c: Client, argv: list[bytes]) -> Reply:
 def cmd_zscan(c: Client, argv: list[bytes]) -> Reply:
     """ZSCAN key cursor [MATCH pattern] [COUNT count]"""
     cursor = parse_cursor(argv[2])
-    z = _read(c, argv[1])  # (before the options, as in Redis)
+    z = read_as(c, argv[1], ZSetValue)  # (before the options, as in Redis)
     if z is None:
         return [b"0", []]
     count, pattern, _ = parse_scan_options(argv, 3)
