@@ -65,10 +65,12 @@ from harness import (
     ServerProcess,
     ServerStartError,
     compile_headwater,
+    cpu_times,
     drive,
     expect_len,
     fill_numbered,
     measured,
+    own_ticks,
     pack_all,
     pipe_chunks,
     pipe_load,
@@ -1133,7 +1135,7 @@ def gc_worker(kind: str, elements: int) -> int:
 
     for argv in gc_fill(kind, elements) if kind != "none" else ():
         call(argv)
-    encoding = call([b"OBJECT", b"ENCODING", b"k"]).split(b"\r\n")[1 if kind != "none" else 0]
+    encoding = call([b"OBJECT", b"ENCODING", b"k"]).split(b"\r\n")[1] if kind != "none" else b""
     gc.collect()
     tracked = len(gc.get_objects())
     cpu, wall = [], []
@@ -1157,27 +1159,37 @@ def table_gc_pause(h: Harness) -> list[str]:
     print(f"gc-pause: full gc.collect() holding {elements:,} elements of each type", flush=True)
     lines = [
         f"| type ({elements:,} elements) | build | OBJECT ENCODING | objects the GC tracks "
-        f"| full gc.collect() ms, median of {GC_RUNS} | min - max | target | met |",
-        "|---|---|---|---:|---:|---:|---:|---|",
+        f"| gc.collect() CPU ms, median of {GC_RUNS} (min - max) | wall ms, median (min - max) "
+        "| target | met | others' CPU |",
+        "|---|---|---|---:|---:|---:|---:|---|---:|",
     ]
     for kind in ("none", *GC_TYPES):
         argv = [h.args.python, __file__, "--gc-worker", kind, "--gc-elements", str(elements)]
+        busy0, total0 = cpu_times()
+        ours0 = own_ticks()
         done = subprocess.run(argv, capture_output=True, text=True, check=False)
+        busy1, total1 = cpu_times()
+        others = max(busy1 - busy0 - (own_ticks() - ours0), 0) / max(total1 - total0, 1)
         if done.returncode != 0:
             raise LoadError(f"the gc worker ({kind}) failed:\n{done.stderr}")
-        build, encoding, tracked, *times = done.stdout.strip().splitlines()[-1].split("\t")
-        ms = [float(t) for t in times]
-        median = statistics.median(ms)
+        build, encoding, tracked, cpu_text, wall_text = done.stdout.strip().split("\t")
+        cpu = [float(t) for t in cpu_text.split()]
+        wall = [float(t) for t in wall_text.split()]
+        median = statistics.median(cpu)
         met = "yes" if median < GC_TARGET_MS else "**no**"
         label = "(empty keyspace)" if kind == "none" else kind
         lines.append(
             f"| {label} | {build} | {encoding or '-'} | {int(tracked):,} | {median:.1f} "
-            f"| {min(ms):.1f} - {max(ms):.1f} | < {GC_TARGET_MS:.0f} | {met} |"
+            f"({min(cpu):.1f} - {max(cpu):.1f}) | {statistics.median(wall):.1f} "
+            f"({min(wall):.1f} - {max(wall):.1f}) | < {GC_TARGET_MS:.0f} | {met} "
+            f"| {others:.0%}{' (noisy)' if others > NOISY else ''} |"
         )
-        h.note(f"gc-pause {label}: {median:.1f} ms ({build}, {int(tracked):,} tracked)")
+        h.note(f"gc-pause {label}: {median:.1f} ms CPU ({build}, {int(tracked):,} tracked)")
     return [
-        "Full `gc.collect()` in a process holding one key of each type (built through an "
-        "Engine driven in process), target < 50 ms:",
+        "Full `gc.collect()` in a process holding one key of each type, built through an "
+        "Engine driven in process (what the server had frozen at its start frozen here too), "
+        "target < 50 ms; met by the CPU time of the collection (the wall time beside it: a "
+        "busy machine preempts the process, which is not the collector's pause):",
         "",
         *lines,
     ]
@@ -1189,6 +1201,8 @@ def table_gc_pause(h: Harness) -> list[str]:
 IMPORT_TYPES = ("stream", "hash", "list", "set", "zset")
 IMPORT_BIG_KEYS = 4
 IMPORT_SMALL = 10
+IMPORT_PLURAL = {"stream": "streams", "hash": "hashes", "list": "lists", "set": "sets"}
+IMPORT_PLURAL["zset"] = "sorted sets"
 
 
 def import_rdb_mix(elements: int) -> tuple[Iterator[bytes], dict[str, tuple[int, int]]]:
@@ -1324,7 +1338,7 @@ def table_import_rdb(h: Harness) -> list[str]:
     floor = empty_start(h, "import-rdb", (redis_, headwater))
     background = max(s.background for v in (redis_start, imports, starts) for s in v)
     mix = ", ".join(
-        f"{kind}s: {IMPORT_BIG_KEYS} of {big:,} and {small:,} of {IMPORT_SMALL}"
+        f"{IMPORT_PLURAL[kind]}: {IMPORT_BIG_KEYS} of {big:,} and {small:,} of {IMPORT_SMALL}"
         for kind, (big, small) in layout.items()
     )
     return [
