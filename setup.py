@@ -34,7 +34,9 @@ def ext_modules() -> list[object]:
         "headwater.structures._zsearch",
         [os.path.join("src", "headwater", "structures", "_zsearch.c")],
     )
-    return [*mypycify(hot_sources(), group_name="headwater_hot"), bridge, zsearch]
+    # Redis's CRC-64 over whole RDB files (``rdb/crc64.py`` runs without it)
+    crc = Extension("headwater.rdb._crc64", [os.path.join("src", "headwater", "rdb", "_crc64.c")])
+    return [*mypycify(hot_sources(), group_name="headwater_hot"), bridge, zsearch, crc]
 
 
 setup(ext_modules=ext_modules())

@@ -65,10 +65,12 @@ from harness import (
     ServerProcess,
     ServerStartError,
     compile_headwater,
+    cpu_times,
     drive,
     expect_len,
     fill_numbered,
     measured,
+    own_ticks,
     pack_all,
     pipe_chunks,
     pipe_load,
@@ -1082,6 +1084,275 @@ def table_spark(h: Harness) -> list[str]:
     return ["Spark connector (`benchmarks/bench_spark.py`):", "", "```", done.stdout.strip(), "```"]
 
 
+#: the types of the gc-pause row, each built in a process of its own
+GC_TYPES = ("stream", "list", "set", "zset", "hash")
+GC_TARGET_MS = 50.0
+GC_RUNS = 7
+
+
+def gc_fill(kind: str, elements: int) -> Iterator[list[bytes]]:
+    """The commands that build one key ``k`` of ``kind`` with ``elements`` 16-byte members
+    (1000 a command; a stream takes one XADD an entry), as the memory rows fill theirs."""
+    if kind == "stream":
+        for _ in range(elements):
+            yield [b"XADD", b"k", b"*", b"f", VALUE16.encode()]
+        return
+    for start in range(0, elements, 1000):
+        numbers = range(start, min(start + 1000, elements))
+        if kind in ("list", "set"):
+            command = b"RPUSH" if kind == "list" else b"SADD"
+            yield [command, b"k", *(b"member:%09d" % i for i in numbers)]
+        elif kind == "zset":
+            yield [b"ZADD", b"k", *(w for i in numbers for w in (b"%d" % i, b"member:%09d" % i))]
+        else:
+            pairs = (w for i in numbers for w in (b"field:%010d" % i, VALUE16.encode()))
+            yield [b"HSET", b"k", *pairs]
+
+
+def gc_worker(kind: str, elements: int) -> int:
+    """Builds one ``kind`` key of ``elements`` members through an Engine driven in process
+    (the real write path: parsing aside, what a client's commands run) after freezing what
+    the process holds before (as the server freezes its start-up state), then times full
+    ``gc.collect()`` runs after one warm-up collection: CPU time of the thread (a busy box
+    preempts the process, which is not the collector's pause) and wall time. Prints
+    tab-separated fields."""
+    import gc
+
+    from headwater._build import build_kind
+    from headwater.engine import Engine
+
+    engine = Engine()
+    client = engine.new_client("127.0.0.1:50000", "127.0.0.1:6379")
+    execute, pending, out = engine.execute, engine.pending, client.out
+    gc.freeze()  # as the server does once started: its modules are never walked again
+
+    def call(argv: list[bytes]) -> bytes:
+        execute(client, argv)
+        reply = b"".join(out)
+        out.clear()
+        pending.take()
+        return reply
+
+    for argv in gc_fill(kind, elements) if kind != "none" else ():
+        call(argv)
+    encoding = call([b"OBJECT", b"ENCODING", b"k"]).split(b"\r\n")[1] if kind != "none" else b""
+    gc.collect()
+    tracked = len(gc.get_objects())
+    cpu, wall = [], []
+    for _ in range(GC_RUNS):
+        started, cpu_started = time.perf_counter(), time.thread_time()
+        gc.collect()
+        cpu.append((time.thread_time() - cpu_started) * 1e3)
+        wall.append((time.perf_counter() - started) * 1e3)
+    fields = [build_kind(), encoding.decode(), str(tracked)]
+    print("\t".join(fields + [" ".join(f"{t:.2f}" for t in ts) for ts in (cpu, wall)]))
+    return 0
+
+
+def table_gc_pause(h: Harness) -> list[str]:
+    """A full ``gc.collect()`` in a process holding one key of each type with 1M 16-byte
+    members (issue 19: no full-GC pause over 50 ms at 1M elements), each type in a child
+    process of its own running Headwater's interpreter (``--gc-worker``), built through an
+    Engine driven in process; plus the same process with an empty keyspace (the floor: the
+    interpreter and Headwater's modules)."""
+    elements = h.n(1_000_000)
+    print(f"gc-pause: full gc.collect() holding {elements:,} elements of each type", flush=True)
+    lines = [
+        f"| type ({elements:,} elements) | build | OBJECT ENCODING | objects the GC tracks "
+        f"| gc.collect() CPU ms, median of {GC_RUNS} (min - max) | wall ms, median (min - max) "
+        "| target | met | others' CPU |",
+        "|---|---|---|---:|---:|---:|---:|---|---:|",
+    ]
+    for kind in ("none", *GC_TYPES):
+        argv = [h.args.python, __file__, "--gc-worker", kind, "--gc-elements", str(elements)]
+        busy0, total0 = cpu_times()
+        ours0 = own_ticks()
+        done = subprocess.run(argv, capture_output=True, text=True, check=False)
+        busy1, total1 = cpu_times()
+        others = max(busy1 - busy0 - (own_ticks() - ours0), 0) / max(total1 - total0, 1)
+        if done.returncode != 0:
+            raise LoadError(f"the gc worker ({kind}) failed:\n{done.stderr}")
+        build, encoding, tracked, cpu_text, wall_text = done.stdout.strip().split("\t")
+        cpu = [float(t) for t in cpu_text.split()]
+        wall = [float(t) for t in wall_text.split()]
+        median = statistics.median(cpu)
+        met = "yes" if median < GC_TARGET_MS else "**no**"
+        label = "(empty keyspace)" if kind == "none" else kind
+        lines.append(
+            f"| {label} | {build} | {encoding or '-'} | {int(tracked):,} | {median:.1f} "
+            f"({min(cpu):.1f} - {max(cpu):.1f}) | {statistics.median(wall):.1f} "
+            f"({min(wall):.1f} - {max(wall):.1f}) | < {GC_TARGET_MS:.0f} | {met} "
+            f"| {others:.0%}{' (noisy)' if others > NOISY else ''} |"
+        )
+        h.note(f"gc-pause {label}: {median:.1f} ms CPU ({build}, {int(tracked):,} tracked)")
+    return [
+        "Full `gc.collect()` in a process holding one key of each type, built through an "
+        "Engine driven in process (what the server had frozen at its start frozen here too), "
+        "target < 50 ms; met by the CPU time of the collection (the wall time beside it: a "
+        "busy machine preempts the process, which is not the collector's pause):",
+        "",
+        *lines,
+    ]
+
+
+#: import-rdb's mix: of each type a fifth of the elements, half of that in BIG_KEYS big keys
+#: (Redis encodes them as hashtable, quicklist, skiplist, stream), half in keys of SMALL
+#: elements each (listpack, and intset for the sets)
+IMPORT_TYPES = ("stream", "hash", "list", "set", "zset")
+IMPORT_BIG_KEYS = 4
+IMPORT_SMALL = 10
+IMPORT_PLURAL = {"stream": "streams", "hash": "hashes", "list": "lists", "set": "sets"}
+IMPORT_PLURAL["zset"] = "sorted sets"
+
+
+def import_rdb_mix(elements: int) -> tuple[Iterator[bytes], dict[str, tuple[int, int]]]:
+    """The commands (RESP chunks for ``redis-cli --pipe``) that fill the import-rdb row's
+    keyspace, and per type (big keys, elements of each; small keys, elements of each)."""
+    share = elements // len(IMPORT_TYPES)
+    big = share // 2 // IMPORT_BIG_KEYS
+    small_keys = (share - big * IMPORT_BIG_KEYS) // IMPORT_SMALL
+    layout = {kind: (big, small_keys) for kind in IMPORT_TYPES}
+    value = VALUE16.encode()
+
+    def words(kind: str, key: bytes, numbers: range, small: bool) -> list[bytes]:
+        if kind == "hash":
+            return [b"HSET", key, *(w for i in numbers for w in (b"field:%010d" % i, value))]
+        if kind == "list":
+            return [b"RPUSH", key, *(b"member:%09d" % i for i in numbers)]
+        if kind == "set":  # small sets of integers: intsets
+            return [b"SADD", key, *((b"%d" if small else b"member:%09d") % i for i in numbers)]
+        return [b"ZADD", key, *(w for i in numbers for w in (b"%d" % i, b"member:%09d" % i))]
+
+    def chunks() -> Iterator[bytes]:
+        for kind in IMPORT_TYPES:
+            batch: list[bytes] = []
+            for k in range(IMPORT_BIG_KEYS):
+                key = b"big:%s:%d" % (kind.encode(), k)
+                for start in range(0, big, 100):
+                    numbers = range(start, min(start + 100, big))
+                    if kind == "stream":
+                        batch += [
+                            hiredis.pack_command((b"XADD", key, b"%d-1" % (i + 1), b"f", value))
+                            for i in numbers
+                        ]
+                    else:
+                        batch.append(hiredis.pack_command(tuple(words(kind, key, numbers, False))))
+                    if len(batch) >= 1000:
+                        yield b"".join(batch)
+                        batch = []
+            for k in range(small_keys):
+                key = b"small:%s:%d" % (kind.encode(), k)
+                numbers = range(IMPORT_SMALL)
+                if kind == "stream":
+                    batch += [
+                        hiredis.pack_command((b"XADD", key, b"%d-1" % (i + 1), b"f", value))
+                        for i in numbers
+                    ]
+                else:
+                    batch.append(hiredis.pack_command(tuple(words(kind, key, numbers, True))))
+                if len(batch) >= 1000:
+                    yield b"".join(batch)
+                    batch = []
+            yield b"".join(batch)
+
+    return chunks(), layout
+
+
+def import_rdb_check(server: ServerProcess, layout: dict[str, tuple[int, int]]) -> None:
+    """The keys and their lengths are those the mix wrote (a few of them, and DBSIZE)."""
+    client = server.client()
+    keys = sum(IMPORT_BIG_KEYS + small for _, small in layout.values())
+    if client.dbsize() != keys:
+        raise CheckError(f"{server.name}: DBSIZE {client.dbsize()}, expected {keys}")
+    lengths = {"stream": "XLEN", "hash": "HLEN", "list": "LLEN", "set": "SCARD", "zset": "ZCARD"}
+    for kind, (big, small_keys) in layout.items():
+        last_small = f"small:{kind}:{small_keys - 1}"
+        for key, want in ((f"big:{kind}:{IMPORT_BIG_KEYS - 1}", big), (last_small, IMPORT_SMALL)):
+            got = client.execute_command(lengths[kind], key)
+            if got != want:
+                raise CheckError(f"{server.name}: {lengths[kind]} {key} = {got}, expected {want}")
+
+
+def redis_load_seconds(server: ServerProcess) -> float:
+    """The load time of Redis's last start, from its log ("DB loaded from disk: X seconds")."""
+    marker = "DB loaded from disk: "
+    lines = [ln for ln in server.log_path.read_text().splitlines() if marker in ln]
+    if not lines:
+        raise CheckError(f"redis: no '{marker}' line in its log\n{server.log_tail()}")
+    return float(lines[-1].split(marker)[1].split()[0])
+
+
+def table_import_rdb(h: Harness) -> list[str]:
+    """``headwater import-rdb`` of an RDB file that redis-server wrote (SAVE) holding 5M
+    elements (``import_rdb_mix``), against redis-server's own load of that file. Redis:
+    restarts on the file, spawn to the first PONG (and the load its log reports). Headwater:
+    ``headwater import-rdb FILE --dir D`` (a process of its own, as a user runs it) then a
+    start on D (``appendonly no``: the snapshot is loaded as is) until the first PONG. The
+    sides alternate; median of --repeat. Target: Headwater's sum <= 3x Redis's start."""
+    elements = h.n(5_000_000)
+    print(f"import-rdb: an RDB of {elements:,} elements written by redis-server", flush=True)
+    compile_headwater(h.args.python)
+    redis_, headwater = h.make_pair("import-rdb")
+    chunks, layout = import_rdb_mix(elements)
+    with running([redis_]):
+        seconds = pipe_chunks(redis_.port, chunks)
+        import_rdb_check(redis_, layout)
+        redis_.client(timeout=None).save()
+    rdb = Path(redis_.argv[redis_.argv.index("--dir") + 1]) / "dump.rdb"
+    data_dir = Path(headwater.argv[headwater.argv.index("--dir") + 1])
+    h.note(f"import-rdb: filled redis in {seconds:.1f} s; {rdb.stat().st_size:,} bytes of RDB")
+    import_argv = [h.args.python, "-m", "headwater.cli", "import-rdb", str(rdb), "--dir"]
+    import_argv.append(str(data_dir))
+    redis_start: list[Sample] = []
+    redis_log: list[float] = []
+    imports: list[Sample] = []
+    starts: list[Sample] = []
+    for _ in range(h.args.repeat):
+        try:
+            redis_start.append(measured(redis_, functools.partial(redis_.start, poll=0.005)))
+            redis_log.append(redis_load_seconds(redis_))
+            import_rdb_check(redis_, layout)
+        finally:
+            redis_.stop()
+        (data_dir / "dump.hwsnap").unlink(missing_ok=True)
+
+        def run_import() -> float:
+            started = time.perf_counter()
+            done = subprocess.run(import_argv, capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                raise LoadError(f"{shlex.join(import_argv)}: {done.stdout}{done.stderr}")
+            return time.perf_counter() - started
+
+        imports.append(measured(headwater, run_import))
+        try:
+            starts.append(measured(headwater, functools.partial(headwater.start, poll=0.005)))
+            import_rdb_check(headwater, layout)
+        finally:
+            headwater.stop()
+    med = {
+        name: statistics.median(s.value for s in samples)
+        for name, samples in (("redis", redis_start), ("import", imports), ("start", starts))
+    }
+    total = med["import"] + med["start"]
+    ratio = total / med["redis"]
+    floor = empty_start(h, "import-rdb", (redis_, headwater))
+    background = max(s.background for v in (redis_start, imports, starts) for s in v)
+    mix = ", ".join(
+        f"{IMPORT_PLURAL[kind]}: {IMPORT_BIG_KEYS} of {big:,} and {small:,} of {IMPORT_SMALL}"
+        for kind, (big, small) in layout.items()
+    )
+    return [
+        f"import-rdb of a {rdb.stat().st_size / 1e6:.0f} MB RDB that redis-server SAVEd, "
+        f"{elements:,} elements ({mix}; 16-byte members and values, small sets of integers; "
+        f"median of {h.args.repeat}): redis-server's start on it, spawn to first PONG, "
+        f"{med['redis']:.2f} s (its log: DB loaded in {statistics.median(redis_log):.2f} s); "
+        f"Headwater: `headwater import-rdb` {med['import']:.2f} s + start on the imported "
+        f"directory to first PONG {med['start']:.2f} s = {total:.2f} s, ratio {ratio:.2f}x "
+        f"(target <= 3x). Empty starts: redis {floor['redis']:.2f} s, headwater "
+        f"{floor['headwater']:.2f} s. Others used at most {background:.0%} of the CPUs."
+    ]
+
+
 TABLES: dict[str, Callable[[Harness], list[str]]] = {
     "memory": table_memory,
     "list-memory": table_list_memory,
@@ -1090,6 +1361,8 @@ TABLES: dict[str, Callable[[Harness], list[str]]] = {
     "snapshot": table_snapshot,
     "aof-replay": table_aof_replay,
     "spark": table_spark,
+    "gc-pause": table_gc_pause,
+    "import-rdb": table_import_rdb,
     "hash-memory": table_hash_memory,
     "set-memory": table_set_memory,
     "zset-memory": table_zset_memory,
@@ -1105,6 +1378,7 @@ DEFAULT_ROWS = (
     "hash-memory",
     "set-memory",
     "zset-memory",
+    "gc-pause",
     "idmp",
     "inproc",
     "repl-cost",
@@ -1137,17 +1411,19 @@ ROW_INFO = {
     "zadd-50": "ZADD z <rand> <rand>, 50 clients (redis-benchmark), >= 0.7x",
     "zrange-50": "ZRANGE z 0 9 over 100k members, 50 clients (redis-benchmark), >= 0.7x",
     "zrangebyscore-50": "ZRANGEBYSCORE z <rand> +inf LIMIT 0 10 over 100k, 50 clients, >= 0.7x",
+    "gc-pause": "full gc.collect() holding 1M elements of each type (in process), < 50 ms",
     "idmp": "IDMP/IDMPAUTO overhead table, 1 client, sizes 8/64/512 (Headwater only)",
     "inproc": "us per command with the engine driven in process (no sockets)",
     "snapshot": "slow: restart from a SAVEd snapshot at 5M entries, <= 1.0x",
     "aof-replay": "slow: restart replaying a 5M-entry AOF, <= 2.5x",
+    "import-rdb": "slow: import-rdb of a 5M-element RDB + start, vs redis's load (<= 3x)",
     "spark": "slow: runs bench_spark.py (pyspark, JVM) and records its output",
     "repl-cost": "XADD c=50 alone and with one replica attached, cost (Headwater <= 15%)",
     "repl-lag": "replication lag p99 under XADD at half the top rate (Headwater < 100 ms)",
     "repl-psync": "a 5 s cut of the link: a partial resync that moves only the backlog",
     "repl-fullsync": "slow: full sync of 5M entries against a snapshot load (<= 2x)",
 }
-SLOW_ROWS = ("snapshot", "aof-replay", "spark", "repl-fullsync")
+SLOW_ROWS = ("snapshot", "aof-replay", "import-rdb", "spark", "repl-fullsync")
 
 
 # -- the run -------------------------------------------------------------------------------
@@ -1216,6 +1492,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--python", default=sys.executable, help="the interpreter running Headwater")
     p.add_argument("--headwater-src", help="run Headwater from this src/ tree (A/B runs)")
     p.add_argument("--inproc-worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--gc-worker", choices=("none", *GC_TYPES), help=argparse.SUPPRESS)
+    p.add_argument("--gc-elements", type=int, default=1_000_000, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     args.keyspace = 1_000_000
     chosen = args.rows.split(",") if args.rows else list(DEFAULT_ROWS)
@@ -1232,6 +1510,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.inproc_worker:
         return inproc_worker(args.quick)
+    if args.gc_worker:
+        return gc_worker(args.gc_worker, args.gc_elements)
     if args.list:
         for name, info in ROW_INFO.items():
             print(f"{name:<12} {info}{'  [default]' if name in DEFAULT_ROWS else ''}")

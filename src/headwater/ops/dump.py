@@ -122,8 +122,7 @@ def keyspace_value(decoded: Value, limits: Limits) -> object:
         return decoded
     if isinstance(decoded, HashValue):
         h = Hash()
-        for field, value in decoded.pairs:
-            h[field] = value
+        h.update(decoded.pairs)
         if decoded.expires:
             ttls = h.field_ttls()
             for field, when in decoded.expires.items():
@@ -136,10 +135,11 @@ def keyspace_value(decoded: Value, limits: Limits) -> object:
     if isinstance(decoded, RdbSet):
         return _loaded_set(decoded, limits.sets)
     if isinstance(decoded, RdbZSet):
-        longest = max((len(m) for m, _ in decoded.items), default=0)
-        z = ZSetValue.for_size(len(decoded.items), longest, limits.zsets)
-        for member, score in decoded.items:
-            z.set(member, score, limits.zsets)
+        # (the reader refused duplicate members and NaN scores: the set is its items in
+        # order, with the encoding zsetTypeCreate gives it for their number and lengths)
+        members = [m for m, _ in decoded.items]
+        z = ZSetValue.for_size(len(members), max(map(len, members), default=0), limits.zsets)
+        z.load_ordered(sorted((score, member) for member, score in decoded.items))
         return z
     if isinstance(decoded, ListValue):
         return loaded_list(decoded, limits.list_fill)
@@ -152,8 +152,14 @@ def _loaded_set(decoded: RdbSet, limits: SetLimits) -> SetValue:
     ``set-max-intset-entries``) and converts as members are added."""
     if decoded.listpack:
         s = SetValue(LISTPACK)
+    elif len(decoded.members) > limits.intset_entries:
+        # (a hashtable from the start stays one: its members in one go; the reader refused
+        # duplicates)
+        s = SetValue(HASHTABLE)
+        s.members = dict.fromkeys(decoded.members)
+        return s
     else:
-        s = SetValue(INTSET if len(decoded.members) <= limits.intset_entries else HASHTABLE)
+        s = SetValue(INTSET)
     for member in decoded.members:
         s.add(member, limits)
     return s

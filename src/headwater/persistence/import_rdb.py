@@ -76,28 +76,31 @@ def _load_key(
     now_ms: int,
     report: Report,
 ) -> None:
-    name = f"{record.key.decode('utf-8', 'backslashreplace')!r} (db {record.db})"
     try:
         value = keyspace_value(record.value, limits)
     except ReplyError as exc:
-        raise RdbImportError(f"key {name}: {exc.msg}") from None
+        raise RdbImportError(f"key {_name(record)}: {exc.msg}") from None
     if record.db >= len(keyspace.dbs):
         raise RdbImportError(
-            f"key {name} is in database {record.db}; this server has {len(keyspace.dbs)} "
-            "(use --databases)"
+            f"key {_name(record)} is in database {record.db}; this server has "
+            f"{len(keyspace.dbs)} (use --databases)"
         )
     if 0 <= record.expire_ms <= now_ms:
         report.expired += 1
         return
     db = keyspace.dbs[record.db]
     if record.key in db.data:
-        raise RdbImportError(f"the file holds key {name} twice (offset {record.offset})")
+        raise RdbImportError(f"the file holds key {_name(record)} twice (offset {record.offset})")
     db.data[record.key] = value
     if record.expire_ms >= 0:
         db.set_expire(record.key, record.expire_ms)
     track_field_ttls(db, record.key, value)
     report.keys += 1
     report.per_db[record.db] += 1
+
+
+def _name(record: Key) -> str:
+    return f"{record.key.decode('utf-8', 'backslashreplace')!r} (db {record.db})"
 
 
 def import_rdb(

@@ -91,6 +91,7 @@ import time
 import zlib
 from array import array
 from collections.abc import Callable, Sequence
+from itertools import chain
 from pathlib import Path
 from typing import BinaryIO
 
@@ -282,26 +283,30 @@ def _write_value(out: _Out, key: bytes, value: object, expire: int) -> None:
         out.blob(key)
         out.put(_U8.pack(value.listpack))
         out.u64(len(value))
-        for field, item in value.items():
-            out.blob(field)
-            out.blob(item)
+        pairs = list(value.items())
+        for start in range(0, len(pairs), _BULK):
+            part = pairs[start : start + _BULK]
+            out.put(_blobs([word for pair in part for word in pair]))
         out.i64(expire)
     elif isinstance(value, SetValue):
         out.put(_U8.pack(SET))
         out.blob(key)
         out.put(_U8.pack(value.encoding))
         out.u64(len(value))
-        for member in value.ordered():
-            out.blob(member)
+        members = value.ordered()
+        for start in range(0, len(members), _BULK):
+            out.put(_blobs(members[start : start + _BULK]))
         out.i64(expire)
     elif isinstance(value, ZSetValue):
         out.put(_U8.pack(ZSET))
         out.blob(key)
         out.put(_U8.pack(value.listpack))
         out.u64(len(value))
-        for score, member in value:
-            out.blob(member)
-            out.put(_F64.pack(score))
+        for scores, members in zip(value.chunk_scores, value.chunk_members, strict=True):
+            words = zip(
+                map(_U64.pack, map(len, members)), members, map(_F64.pack, scores), strict=True
+            )
+            out.put(b"".join(chain.from_iterable(words)))
         out.i64(expire)
     elif isinstance(value, ListValue):
         out.put(_U8.pack(LIST))
@@ -326,6 +331,15 @@ def _write_value(out: _Out, key: bytes, value: object, expire: int) -> None:
         out.i64(expire)
     else:
         raise TypeError(f"cannot snapshot a {type(value).__name__}")
+
+
+#: members, fields or values written (or read) in one piece
+_BULK = 4096
+
+
+def _blobs(items: Sequence[bytes]) -> bytes:
+    """Each of ``items`` as a ``bytes`` field (u64 length, the bytes), back to back."""
+    return b"".join(chain.from_iterable(zip(map(_U64.pack, map(len, items)), items, strict=True)))
 
 
 def _write_stream(out: _Out, s: Stream) -> None:
@@ -508,6 +522,33 @@ class _In:
 
     def blob(self) -> bytes:
         return bytes(self.take(self.u64()))
+
+    def blobs(self, n: int, scored: bool = False) -> list[bytes]:
+        """``n`` blobs in a row (as many as ``blob()`` calls would read), each followed by a
+        f64 when ``scored`` (left in the list as its 8 bytes); one Python loop step each
+        while the bytes are there (``take`` when they are not yet, or never come)."""
+        out: list[bytes] = []
+        append = out.append
+        data, pos, ready = self.data, self.pos, self.ready
+        unpack = _U64.unpack_from
+        tail = 8 if scored else 0
+        for _ in range(n):
+            if pos + 8 <= ready:
+                (size,) = unpack(data, pos)
+                end = pos + 8 + size
+                if end + tail <= ready:
+                    append(bytes(data[pos + 8 : end]))
+                    if scored:
+                        append(bytes(data[end : end + 8]))
+                    pos = end + tail
+                    continue
+            self.pos = pos  # (the slow path: it waits for the bytes or raises)
+            append(self.blob())
+            if scored:
+                append(bytes(self.take(8)))
+            pos, ready = self.pos, self.ready
+        self.pos = pos
+        return out
 
 
 _HEADER = len(MAGIC) + 2
@@ -1008,12 +1049,11 @@ def _read_plain(inp: _In, kind: int) -> tuple[object, int]:
     if kind in (HASH, HASH2):
         listpack = bool(inp.u8()) if kind == HASH2 else None
         h = Hash()
-        longest = 0
-        for _ in range(inp.u64()):
-            field = inp.blob()
-            value = h[field] = inp.blob()
-            longest = max(longest, len(field), len(value))
-        h.listpack = listpack if listpack is not None else len(h) <= 512 and longest <= 64
+        words = inp.blobs(2 * inp.u64())
+        h.update(zip(words[0::2], words[1::2], strict=True))
+        if listpack is None:
+            listpack = len(h) <= 512 and max(map(len, words), default=0) <= 64
+        h.listpack = listpack
         return h, inp.i64()
     if kind == SET:
         return _read_set(inp), inp.i64()
@@ -1043,10 +1083,11 @@ def _read_hash_ttl(inp: _In) -> Hash:
 
 def _read_zset(inp: _In) -> ZSetValue:
     z = ZSetValue(bool(inp.u8()))
-    pairs = []
-    for _ in range(inp.u64()):
-        member = inp.blob()
-        pairs.append((float(_F64.unpack(inp.take(8))[0]), member))
+    words = inp.blobs(inp.u64(), scored=True)
+    scores = array("d", b"".join(words[1::2]))
+    if _SWAP:
+        scores.byteswap()
+    pairs = list(zip(scores, words[0::2], strict=True))
     try:
         z.load_ordered(pairs)
         z.check_invariants()
@@ -1086,9 +1127,7 @@ def _read_set(inp: _In) -> SetValue:
     if encoding not in (INTSET, LISTPACK, HASHTABLE):
         raise SnapshotError(f"{inp.origin}: unknown set encoding {encoding}")
     s = SetValue(encoding)
-    members = s.members
-    for _ in range(inp.u64()):
-        members[inp.blob()] = None
+    s.members = dict.fromkeys(inp.blobs(inp.u64()))
     try:
         s.check_invariants()
     except SetInvariantError as exc:

@@ -4,12 +4,18 @@ DUMP payloads and RDB files end with this checksum of everything before it, litt
 Check value: ``crc64(b"123456789") == 0xE9C6D914C4B8D9CA`` (Redis's own self-test).
 
 Computed a byte at a time from a 256-entry table; for long inputs eight tables let the loop
-take eight bytes per step (the "slicing-by-8" scheme; the result is the same).
+take eight bytes per step (the "slicing-by-8" scheme; the result is the same). The compiled
+build has the same loop in C (``_crc64.c``, ~100x faster: an RDB file's checksum covers the
+whole file, and here every 64-bit step is a Python integer); ``crc64`` is that one when it is
+built, else ``crc64_pure``.
 """
 
 from __future__ import annotations
 
+import importlib
 import sys
+from collections.abc import Callable
+from typing import Final, cast
 
 #: the Jones polynomial 0xAD93D23594C935A9, bit-reflected
 _POLY = 0x95AC9329AC4BC9B5
@@ -35,7 +41,10 @@ _T0 = _T[0]
 _LITTLE = sys.byteorder == "little"
 
 
-def crc64(data: bytes | bytearray | memoryview, crc: int = 0) -> int:
+Buffer = bytes | bytearray | memoryview
+
+
+def crc64_pure(data: Buffer, crc: int = 0) -> int:
     """The checksum of data, continuing from ``crc`` (0 to start)."""
     view = memoryview(data).cast("B")
     n = len(view)
@@ -61,3 +70,20 @@ def crc64(data: bytes | bytearray | memoryview, crc: int = 0) -> int:
     for k in range(i, n):
         crc = t0[(crc ^ view[k]) & 0xFF] ^ (crc >> 8)
     return crc & _MASK
+
+
+def native_crc64() -> Callable[[Buffer, int], int] | None:
+    """The C loop (``_crc64.c``), or None when it is not built (the pure build)."""
+    try:
+        module = importlib.import_module("headwater.rdb._crc64")
+    except ImportError:
+        return None
+    return cast("Callable[[Buffer, int], int]", module.crc64)
+
+
+_CRC64: Final = native_crc64() or crc64_pure
+
+
+def crc64(data: Buffer, crc: int = 0) -> int:
+    """The checksum of data, continuing from ``crc`` (0 to start)."""
+    return _CRC64(data, crc)

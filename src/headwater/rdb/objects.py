@@ -21,7 +21,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar
 
 from headwater.rdb import intset, listpack, ziplist
 from headwater.rdb.encoding import (
@@ -87,7 +86,6 @@ _QUICKLIST_PACKED = 2
 
 @dataclass
 class ListValue:
-    KIND: ClassVar[str] = "list"
     items: list[bytes]
     #: the members of each stored listpack (or ziplist) node, as stored; None for a linked
     #: list (type 1), whose members Redis pushes one by one
@@ -96,7 +94,6 @@ class ListValue:
 
 @dataclass
 class SetValue:
-    KIND: ClassVar[str] = "set"
     members: list[bytes]
     #: the payload's encoding was a listpack (its order is kept on load, as Redis 7.2 does)
     listpack: bool = False
@@ -104,13 +101,11 @@ class SetValue:
 
 @dataclass
 class ZSetValue:
-    KIND: ClassVar[str] = "zset"
     items: list[tuple[bytes, float]]  # (member, score) in the order stored
 
 
 @dataclass
 class HashValue:
-    KIND: ClassVar[str] = "hash"
     pairs: list[tuple[bytes, bytes]]
     #: field -> absolute expiry in ms (Redis 7.4 hash field TTLs), for the fields that have one
     expires: dict[bytes, int] = field(default_factory=dict)
