@@ -36,7 +36,12 @@ def ext_modules() -> list[object]:
     )
     # Redis's CRC-64 over whole RDB files (``rdb/crc64.py`` runs without it)
     crc = Extension("headwater.rdb._crc64", [os.path.join("src", "headwater", "rdb", "_crc64.c")])
-    return [*mypycify(hot_sources(), group_name="headwater_hot"), bridge, zsearch, crc]
+    # effects encoded into the AOF's and the stream's buffers (``resp/encoder.py`` runs
+    # without it)
+    encode = Extension(
+        "headwater.resp._encode", [os.path.join("src", "headwater", "resp", "_encode.c")]
+    )
+    return [*mypycify(hot_sources(), group_name="headwater_hot"), bridge, zsearch, crc, encode]
 
 
 setup(ext_modules=ext_modules())

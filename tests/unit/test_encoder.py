@@ -1,9 +1,13 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from headwater._build import build_kind
 from headwater.errors import ReplyError
-from headwater.resp.encoder import encode
+from headwater.resp import encoder
+from headwater.resp.encoder import encode, encode_command
 from headwater.resp.types import NULL_ARRAY, OK, RSet, Status, Verbatim
 
 
@@ -34,3 +38,31 @@ def test_encoding(value: object, resp2: bytes, resp3: bytes | None) -> None:
 def test_unknown_type_is_refused() -> None:
     with pytest.raises(TypeError):
         encode(object())  # type: ignore[arg-type]
+
+
+@given(st.lists(st.binary(max_size=300), max_size=12), st.binary(max_size=40))
+def test_commands_into_a_buffer_as_encode_command_writes_them(
+    argv: list[bytes], before: bytes
+) -> None:
+    """The C encoder (``_encode.c``, the compiled build's) appends what ``encode_command``
+    returns, after what the buffer held, for any words (lengths past the header table's 256,
+    and past one digit); the pure build's fallback too."""
+    argv = [*argv, b"x" * 1000] if len(argv) % 3 == 0 else argv
+    for into in (encoder.encode_command_into, encoder._command_into_pure):
+        buf = bytearray(before)
+        into(buf, argv)
+        assert buf == before + encode_command(argv)
+
+
+def test_the_compiled_build_encodes_effects_in_c() -> None:
+    native = encoder._native_command_into()
+    assert (native is not None) == (build_kind() == "compiled")
+    if native is not None:
+        assert encoder.encode_command_into is native
+        with pytest.raises(TypeError):
+            native(bytearray(), [b"SET", "k", b"v"])  # type: ignore[list-item]
+        with pytest.raises(TypeError):
+            native(b"", [b"PING"])  # type: ignore[arg-type]
+        buf = bytearray(b"kept")
+        native(buf, [b"X" * 123456])
+        assert buf == b"kept*1\r\n$123456\r\n" + b"X" * 123456 + b"\r\n"

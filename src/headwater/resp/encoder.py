@@ -6,6 +6,10 @@ once per event-loop iteration, so a pipeline of N replies costs one socket write
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable
+from typing import Final, cast
+
 from headwater.errors import ReplyError
 from headwater.resp.types import PairMap, Raw, Reply, RSet, Status, Verbatim, _NullArray
 
@@ -15,7 +19,6 @@ _NULL3 = b"_\r\n"
 #: bulk headers of the short lengths most arguments have: a list lookup costs less than a
 #: ``%d`` format, and a logged XREADGROUP encodes ~150 arguments (its XCLAIM effects)
 _BULK_HEADERS = [b"$%d\r\n" % i for i in range(256)]
-_ARRAY_HEADERS = [b"*%d\r\n" % i for i in range(64)]
 
 
 def encode_command(argv: list[bytes]) -> bytes:
@@ -30,17 +33,25 @@ def encode_command(argv: list[bytes]) -> bytes:
     return b"".join(parts)
 
 
-def encode_command_into(buf: bytearray, argv: list[bytes]) -> None:
-    """``buf += encode_command(argv)`` without the command's own bytes object (the AOF's and
-    the replication stream's buffer take each effect this way: a quarter less work)."""
-    n = len(argv)
-    buf += _ARRAY_HEADERS[n] if n < 64 else b"*%d\r\n" % n
-    headers = _BULK_HEADERS
-    for arg in argv:
-        size = len(arg)
-        buf += headers[size] if size < 256 else b"$%d\r\n" % size
-        buf += arg
-        buf += b"\r\n"
+def _command_into_pure(buf: bytearray, argv: list[bytes]) -> None:
+    buf += encode_command(argv)
+
+
+def _native_command_into() -> Callable[[bytearray, list[bytes]], None] | None:
+    """The C encoder (``_encode.c``), or None when it is not built (the pure build)."""
+    try:
+        module = importlib.import_module("headwater.resp._encode")
+    except ImportError:
+        return None
+    return cast(Callable[[bytearray, list[bytes]], None], module.command_into)
+
+
+#: ``buf += encode_command(argv)``, in C where built: the AOF's and the replication
+#: stream's buffers take every effect this way (the compiled Python ways made a bytes
+#: object, or a buffer-protocol concatenation, per word: ~4k instructions for an XADD)
+encode_command_into: Final[Callable[[bytearray, list[bytes]], None]] = (
+    _native_command_into() or _command_into_pure
+)
 
 
 def encode_into(out: list[bytes], reply: Reply, resp: int) -> None:
