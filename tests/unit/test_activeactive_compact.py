@@ -214,3 +214,15 @@ def test_aaxadd_is_internal() -> None:
     live = region_harness()
     reply = live.call(live.client(), "AAXADD", "3", "1", "s", "5-3", "f", "v")
     assert "internal" in str(reply)
+
+
+def test_xadds_reply_is_the_id_word_of_its_compact_line() -> None:
+    """The reply takes the ID its line holds (formatted once, when the line was made)."""
+    from headwater.commands.region_streams import _added_id
+
+    key, pairs = b"k", [b"f", b"v"]
+    line = [b"AAXADD", b"1", b"2", key, b"9-1".upper(), *pairs]
+    assert _added_id([line], key, pairs, (9, 1)) is line[4]
+    long = [b"AAEFFECT", b"1", b"2", b"1", b"1", b"2", b"1", b"ADD", key, b"9-1".upper()]
+    long += [b"2", *pairs]
+    assert _added_id([long], key, pairs, (9, 1)) is long[9]
