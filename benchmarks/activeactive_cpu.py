@@ -11,8 +11,10 @@ loads.
 from __future__ import annotations
 
 import os
+import resource
 import subprocess
 import sys
+import time
 
 from activeactive_links import Server
 
@@ -25,6 +27,19 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def busy_seconds() -> float:
+    """The whole machine's busy CPU time (every core), from ``/proc/stat``."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    idle = fields[3] + fields[4]  # idle, iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def children_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def xadd(port: int, requests: int) -> None:
     command = ["redis-benchmark", "-p", str(port), "-c", "50", "-n", str(requests), "-q"]
     subprocess.run([*command, "XADD", "s", "*", "f", "v"], capture_output=True, check=True)
@@ -33,18 +48,26 @@ def xadd(port: int, requests: int) -> None:
 def main() -> None:
     extra = tuple(sys.argv[1:])
     found: dict[str, list[float]] = {"plain": [], "region": []}
+    others: list[float] = []
     for _ in range(3):
         for name, args in (("plain", extra), ("region", ("--region-id", "1", *extra))):
             server = Server(*args)
             try:
                 xadd(server.port, 20_000)
                 before = cpu_seconds(server.proc.pid)
+                busy, bench, wall = busy_seconds(), children_seconds(), time.monotonic()
                 xadd(server.port, REQUESTS)
-                found[name].append((cpu_seconds(server.proc.pid) - before) / REQUESTS * 1e6)
+                used = cpu_seconds(server.proc.pid) - before
+                found[name].append(used / REQUESTS * 1e6)
+                # (what the rest of the machine used meanwhile: neither this server nor
+                # redis-benchmark; in cores, of the machine's os.cpu_count())
+                rest = busy_seconds() - busy - used - (children_seconds() - bench)
+                others.append(rest / (time.monotonic() - wall))
             finally:
                 server.stop()
     for name, values in found.items():
         print(f"{name}: " + ", ".join(f"{v:.1f}" for v in values) + " µs CPU per XADD")
+    print("others' CPU during the runs: " + ", ".join(f"{v:.2f}" for v in others) + " cores")
 
 
 if __name__ == "__main__":

@@ -501,8 +501,10 @@ def test_effects_reach_the_choke_point_as_aaeffect_lines() -> None:
     h.call(c, "XADD", "s", "MAXLEN", "1", "100", "a", "1")
     h.call(c, "XADD", "s", "MAXLEN", "1", "101", "a", "1")
     lines = h.effect_lines()
-    # the first XADD cuts nothing (one effect), the second adds and cuts (two)
-    assert [line[0] for line in lines] == [b"AAEFFECT"] * 3
+    # the first XADD cuts nothing (one effect), the second adds and cuts (two); its add
+    # follows the first effect with nothing else applied between: the compact line
+    assert [line[0] for line in lines] == [b"AAEFFECT", b"AAXADD", b"AAEFFECT"]
+    assert lines[1] == [b"AAXADD", b"1", b"2", b"s", b"101-1", b"a", b"1"]
     assert [b"MULTI"] in [argv for _, argv in h.effects]  # one command's effects: atomic
 
 

@@ -23,6 +23,23 @@ the AOF::
     AAEFFECT <origin> <seq> <n> <region> <seq> … <op count> <op> <args…> …
 
 with each op as its name, then its arguments (counts before lists).
+
+The compact line
+----------------
+Most effects are one XADD of database 0 made when nothing but the origin's own effects was
+applied since its previous one: the vector is the previous effect's with the own sequence
+moved on. Such an effect ("it *follows*", ``Effect.follows``) is written without its vector
+or counts::
+
+    AAXADD <origin> <seq> <key> <id> <field> <value> …       (6+ words instead of 13+)
+
+Every reader applies an origin's effects in sequence order, so when it reaches this one it
+holds the vector of the one before (``Inbox.vectors``): ``from_line`` gives the effect with an
+empty vector (``RELATIVE``), the inbox fills it in when it applies it (``Inbox.resolved``),
+and the same ``apply_effect`` applies it. Snapshots and state transfers save each origin's
+last vector for the lines after them. A reader without it (a snapshot of the layout before:
+``HWAA3``) takes its applied vector instead: an ``Add``'s apply never reads the vector, it
+only dates the effect.
 """
 
 from __future__ import annotations
@@ -285,21 +302,34 @@ Op = (
 )
 
 
+#: (region, applied seq) pairs, sorted by region
+Vector = tuple[tuple[int, int], ...]
+#: the vector of an effect read from a compact line, until the inbox fills it in
+RELATIVE: Vector = ()
+
+
 @final
 class Effect(_Value):
-    __slots__ = ("ops", "origin", "seq", "vector")
+    """``follows``: the vector is the origin's previous effect's with ``seq`` in the origin's
+    place, and the ops one ``Add`` of database 0: written as the compact line (an effect
+    read from one has the ``RELATIVE`` vector until the inbox fills it in). Not one of the
+    fields: an effect equals itself whichever line carried it."""
+
+    __slots__ = ("follows", "ops", "origin", "seq", "vector")
 
     def __init__(
         self,
         origin: int,
         seq: int,
-        vector: tuple[tuple[int, int], ...],  # (region, applied seq), sorted by region
+        vector: Vector,
         ops: tuple[Op, ...],
+        follows: bool = False,
     ) -> None:
         self.origin = origin
         self.seq = seq
         self.vector = vector
         self.ops = ops
+        self.follows = follows
 
     def astuple(self) -> tuple[object, ...]:
         return (self.origin, self.seq, self.vector, self.ops)
@@ -320,6 +350,12 @@ class Effect(_Value):
     def to_line(self) -> list[bytes]:
         # (one list, appended to: no list per vector entry nor per Add, made on every XADD)
         seq = b"%d" % self.seq
+        if self.follows:
+            op = self.ops[0]
+            if len(self.ops) == 1 and isinstance(op, Add):
+                line = [b"AAXADD", _num(self.origin), seq, op.key, format_id(op.sid)]
+                line.extend(op.pairs)
+                return line
         line = [b"AAEFFECT", _num(self.origin), seq, _num(len(self.vector))]
         for region, applied in self.vector:
             # (an own effect's vector holds its own sequence: formatted once)
@@ -342,7 +378,29 @@ def _num(n: int) -> bytes:
     return _SMALL[n] if 0 <= n < 256 else b"%d" % n
 
 
-def make_vector(applied: dict[int, int]) -> tuple[tuple[int, int], ...]:
+def follows(vector: Vector, prev: Vector, origin: int) -> bool:
+    """Whether ``vector`` differs from ``prev`` (the origin's previous effect's) only in the
+    origin's own sequence."""
+    if len(vector) != len(prev):
+        return False
+    for i in range(len(vector)):
+        region, seq = vector[i]
+        prev_region, prev_seq = prev[i]
+        if region != prev_region or (seq != prev_seq and region != origin):
+            return False
+    return True
+
+
+def moved_on(prev: Vector, origin: int, seq: int) -> Vector:
+    """``prev`` with ``seq`` in the origin's place (added, in order, if it had none)."""
+    if len(prev) == 1 and prev[0][0] == origin:  # (a region without peers)
+        return ((origin, seq),)
+    applied = dict(prev)
+    applied[origin] = seq
+    return tuple(sorted(applied.items()))
+
+
+def make_vector(applied: dict[int, int]) -> Vector:
     if len(applied) == 1:  # (a region without peers: no list to sort)
         for item in applied.items():
             return (item,)
@@ -458,7 +516,10 @@ def _signed(words: _Words) -> int:
 def from_line(line: list[bytes]) -> Effect:
     """The effect a ``to_line`` made; raises BAD_EFFECT on anything else."""
     words = _Words(line)
-    if words.word().upper() != b"AAEFFECT":
+    name = words.word().upper()
+    if name == b"AAXADD":
+        return _compact(words, len(line))
+    if name != b"AAEFFECT":
         raise BAD_EFFECT
     origin, seq = words.int(), words.int()
     vector = tuple((words.int(), words.int()) for _ in range(words.int()))
@@ -466,6 +527,16 @@ def from_line(line: list[bytes]) -> Effect:
     if not words.done():
         raise BAD_EFFECT
     return Effect(origin, seq, vector, ops)
+
+
+def _compact(words: _Words, size: int) -> Effect:
+    """``AAXADD <origin> <seq> <key> <id> <field> <value> …``: the effect, its vector
+    ``RELATIVE`` (the inbox fills it in)."""
+    if size < 7 or size % 2 == 0:
+        raise BAD_EFFECT
+    origin, seq, key, sid = words.int(), words.int(), words.word(), words.sid()
+    pairs = tuple(words.word() for _ in range(size - 5))
+    return Effect(origin, seq, RELATIVE, (Add(key, sid, pairs),), True)
 
 
 def _read_op(words: _Words) -> Op:

@@ -19,24 +19,32 @@ Causal order is what lets an observed-remove DEL name "what I had seen" by per-s
 horizons (see envelope.py). Its cost: a region cut from region 2 but not from region 1 waits
 for 2's effects before it applies those of 1's that followed them (region 1 relays them when
 asked: server/aa_links.py). ``adopt`` takes a state transfer's vector (transfer.py).
+
+``vectors[o]`` is the vector of o's last applied effect: an effect read from a compact line
+(envelope.py) has none until it is applied, and its vector is that one with its own
+sequence (``resolved``). Such an effect is causally ready as soon as it is the next of its
+origin: its other components are its predecessor's, which was ready.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from headwater.activeactive.envelope import Effect
+from headwater.activeactive.envelope import Effect, Vector, follows, make_vector, moved_on
 from headwater.errors import require
 
 
 class Inbox:
-    __slots__ = ("applied", "me", "waiting")
+    __slots__ = ("applied", "me", "vectors", "waiting")
 
     def __init__(self, me: int, regions: Iterable[int]) -> None:
         self.me = me
         self.applied: dict[int, int] = {r: 0 for r in regions}
         self.applied.setdefault(me, 0)
         self.waiting: dict[int, dict[int, Effect]] = {r: {} for r in self.applied}
+        #: the vector of each origin's last applied effect (its own included): what a
+        #: compact line's effect is read against (snapshots save it)
+        self.vectors: dict[int, Vector] = {}
 
     def resume_point(self, origin: int) -> int:
         """The first sequence of origin this region still needs."""
@@ -50,9 +58,33 @@ class Inbox:
         self.applied[self.me] += 1
         return self.applied[self.me]
 
-    def mark_applied(self, effect: Effect) -> None:
-        """Count an effect replayed from the log (own or remote) as applied; raises
-        ``InvariantViolation`` when it is not the next of its origin (a damaged log)."""
+    def stamp_own(self, vector: Vector) -> bool:
+        """The vector of the own effect just numbered (``next_own``): kept; whether it
+        follows the previous own effect's (only the own sequence moved: a compact line)."""
+        prev = self.vectors.get(self.me)
+        self.vectors[self.me] = vector
+        return prev is not None and follows(vector, prev, self.me)
+
+    def resolved(self, effect: Effect) -> Effect:
+        """The effect, with its vector filled in if a compact line left it out; called as
+        it is counted applied (the one before it of its origin is). Keeps the vector."""
+        origin = effect.origin
+        if effect.vector:
+            self.vectors[origin] = effect.vector
+            return effect
+        prev = self.vectors.get(origin)
+        if prev is None:
+            # (a snapshot of the layout before saved no vectors: the applied one stands in;
+            # an Add's apply never reads it)
+            prev = make_vector(self.applied)
+        vector = moved_on(prev, origin, effect.seq)
+        self.vectors[origin] = vector
+        return Effect(origin, effect.seq, vector, effect.ops, True)
+
+    def mark_applied(self, effect: Effect) -> Effect:
+        """Count an effect replayed from the log (own or remote) as applied, and return it
+        (``resolved``); raises ``InvariantViolation`` when it is not the next of its origin
+        (a damaged log)."""
         origin = effect.origin
         applied = self.applied.setdefault(origin, 0)
         self.waiting.setdefault(origin, {})
@@ -61,6 +93,7 @@ class Inbox:
             f"log replays effect {origin}:{effect.seq} after {origin}:{applied}",
         )
         self.applied[origin] = effect.seq
+        return self.resolved(effect)
 
     def offer(self, effect: Effect) -> list[Effect]:
         """File a remote effect; the effects now ready, in the order to apply them."""
@@ -76,9 +109,11 @@ class Inbox:
         waiting[effect.seq] = effect
         return self._drain()
 
-    def adopt(self, vector: dict[int, int]) -> list[Effect]:
-        """A state transfer made ``vector`` what is applied (it covers ``applied``): the
-        waiting effects it already holds are dropped; those now ready, in order."""
+    def adopt(self, vector: dict[int, int], vectors: dict[int, Vector]) -> list[Effect]:
+        """A state transfer made ``vector`` what is applied (it covers ``applied``), and
+        ``vectors`` its origins' last vectors: the waiting effects it already holds are
+        dropped; those now ready, in order."""
+        self.vectors = dict(vectors)
         self.applied.clear()
         self.applied.update(vector)
         self.applied.setdefault(self.me, 0)
@@ -102,7 +137,7 @@ class Inbox:
                 if nxt is not None and self._causally_ready(nxt):
                     del pending[nxt.seq]
                     self.applied[region] = nxt.seq
-                    ready.append(nxt)
+                    ready.append(self.resolved(nxt))
                     progress = True
         return ready
 
@@ -124,3 +159,8 @@ class Inbox:
                 require(seq > self.applied[region], "an applied effect still waits")
             nxt = pending.get(self.applied[region] + 1)
             require(nxt is None or not self._causally_ready(nxt), "a ready effect still waits")
+        for origin, vector in self.vectors.items():
+            require(
+                (origin, self.applied.get(origin, 0)) in vector,
+                f"the last vector of region {origin} is not its last effect's",
+            )

@@ -7,7 +7,8 @@ sequences. ``dump_state`` writes all of it; ``load_state`` rebuilds a region tha
 continues exactly as the saved one (its own sequence and each peer's resume point come from
 the vector; effects waiting in the inbox are not saved: peers send them again).
 
-Layout: ``HWAA3`` (``HWAA2``: without the parts marked v3; ``HWAA1``: nor those marked v2)
+Layout: ``HWAA4`` (``HWAA3``: without the part marked v4; ``HWAA2``: nor those marked v3;
+``HWAA1``: nor those marked v2)
 then a sequence of
 words, each a u32 length and its bytes; integers are decimal words (sub-log numbers of
 RENAME's moved sub-logs pass 2**64), IDs ``ms-seq``::
@@ -30,6 +31,8 @@ RENAME's moved sub-logs pass 2**64), IDs ``ms-seq``::
                n (setting n (sum origin seq value)*n)*n   XCFGSET's registers (v2)
     n (db n records)*n                              the other databases (v2)
     n own effects: n words*n                        what peers may still need (AAEFFECT lines)
+    n (origin n (region seq)*n)*n                   each origin's last vector (v4: what the
+                                                    compact lines after it are read against)
 """
 
 from __future__ import annotations
@@ -49,7 +52,10 @@ from headwater.errors import err
 from headwater.stream.idmp import IdmpState, Producer
 from headwater.stream.ids import MAX_ID, MIN_ID, StreamID, format_id, parse_id
 
-MAGIC = b"HWAA3"
+MAGIC = b"HWAA4"
+#: the layout without the origins' last vectors: still read (compact lines after it are read
+#: against the applied vector: envelope.py)
+MAGIC_V3 = b"HWAA3"
 #: the layout without the groups' start cursors: still read (they start at their cursors)
 MAGIC_V2 = b"HWAA2"
 #: the first layout (no NACK zone, no XSETID counters, no IDMP settings): still read
@@ -97,6 +103,13 @@ def dump_state(region: Region, own: Sequence[Effect] = ()) -> bytes:
         out.int(len(line))
         for word in line:
             out.word(word)
+    out.int(len(region.inbox.vectors))  # (v4)
+    for origin, vector in sorted(region.inbox.vectors.items()):
+        out.int(origin)
+        out.int(len(vector))
+        for r, seq in vector:
+            out.int(r)
+            out.int(seq)
     return b"".join(out.parts)
 
 
@@ -197,7 +210,7 @@ def _dump_group(out: _Words, name: bytes, g: RegionGroup) -> None:
 
 class _Reader:
     def __init__(self, data: bytes) -> None:
-        versions = {MAGIC: 3, MAGIC_V2: 2, MAGIC_V1: 1}
+        versions = {MAGIC: 4, MAGIC_V3: 3, MAGIC_V2: 2, MAGIC_V1: 1}
         self.version = versions.get(data[: len(MAGIC)], 0)
         if not self.version:
             raise BAD_STATE
@@ -265,6 +278,12 @@ def load_state(region: Region, data: bytes) -> list[Effect]:
         if effect.origin != saved or effect.seq > applied.get(saved, 0):
             raise BAD_STATE
         own.append(effect)
+    vectors = {}
+    for _ in inp.times() if inp.version >= 4 else ():
+        origin = inp.int()
+        vectors[origin] = tuple((inp.int(), inp.int()) for _ in inp.times())
+        if (origin, applied.get(origin, 0)) not in vectors[origin]:
+            raise BAD_STATE
     if not inp.done():
         raise BAD_STATE
     region.streams.clear()
@@ -278,6 +297,7 @@ def load_state(region: Region, data: bytes) -> list[Effect]:
     region.inbox.applied.setdefault(region.id, 0)
     region.inbox.waiting.clear()
     region.inbox.waiting.update({r: {} for r in region.inbox.applied})
+    region.inbox.vectors = vectors
     region.outbox.clear()
     return own
 

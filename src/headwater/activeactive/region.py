@@ -150,7 +150,10 @@ class Region:
         if self.selected and not (ops and isinstance(ops[0], Select)):
             ops = [Select(self.selected), *ops]
         seq = self.inbox.next_own()
-        effect = Effect(self.id, seq, make_vector(self.inbox.applied), tuple(ops))
+        vector = make_vector(self.inbox.applied)
+        # (the common effect, one XADD after nothing but own effects: the compact line)
+        compact = self.inbox.stamp_own(vector) and len(ops) == 1 and isinstance(ops[0], Add)
+        effect = Effect(self.id, seq, vector, tuple(ops), compact)
         self._apply(effect)
         self.outbox.append(effect)
         return effect
@@ -181,8 +184,7 @@ class Region:
         effects in the order they were applied, each the next of its origin. Afterwards the
         region makes its own sequence on from there and asks its peers to resume at
         ``inbox.resume_point``: nothing is lost, nothing applied twice."""
-        self.inbox.mark_applied(effect)
-        self._apply(effect)
+        self._apply(self.inbox.mark_applied(effect))
 
     # -- keys ------------------------------------------------------------------------------
 

@@ -82,7 +82,7 @@ def adopt_state(region: Region, data: bytes) -> list[Effect]:
         if db:
             region.dbs[db] = streams
     region.selected, region.current = 0, region.streams
-    return region.inbox.adopt(dict(vector))
+    return region.inbox.adopt(dict(vector), donor.inbox.vectors)
 
 
 def _keep_local(record: RegionStream, old: RegionStream | None) -> None:

@@ -36,8 +36,8 @@ from headwater.stream.ids import parse_id
 __all__ = ["HANDLERS", "RegionKeyspace", "attach_region", "info_lines", "overlay"]
 
 AAEFFECT_INTERNAL = err(
-    "AAEFFECT, AALOCAL, AAIDMP and AARESTORE are internal: they are only replayed from this "
-    "region's AOF"
+    "AAEFFECT, AAXADD, AALOCAL, AAIDMP and AARESTORE are internal: they are only replayed "
+    "from this region's AOF"
 )
 
 
@@ -339,8 +339,9 @@ def cmd_aalocal(c: Client, argv: list[bytes]) -> Reply | Written:
 
 
 def cmd_aaeffect(c: Client, argv: list[bytes]) -> Reply | Written:
-    """AAEFFECT origin seq … (internal): an effect of this region's AOF, replayed through the
-    same apply as when it was made (``Region.replay``)."""
+    """AAEFFECT origin seq … and AAXADD origin seq key id field value … (internal, the
+    compact line: activeactive/envelope.py): an effect of this region's AOF, replayed through
+    the same apply as when it was made (``Region.replay``)."""
     rk = c.server.region
     if rk is None or not c.replaying:
         raise AAEFFECT_INTERNAL
@@ -414,6 +415,7 @@ for _name, _step in (("set", 0), ("setex", 0), ("psetex", 0), ("getset", 0), ("m
 NEW_ROWS = (
     spec("aadump", 1, "readonly", (0, 0, 0), cmd_aadump),
     spec("aaeffect", -5, "write", (0, 0, 0), cmd_aaeffect),
+    spec("aaxadd", -7, "write", (0, 0, 0), cmd_aaeffect),
     spec("aalocal", -7, "write", (0, 0, 0), cmd_aalocal),
     spec("aapsync", -3, "admin noscript", (0, 0, 0), cmd_aapsync),
     spec("aalink", 3, "admin noscript", (0, 0, 0), cmd_aalink),
