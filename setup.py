@@ -36,7 +36,13 @@ def ext_modules() -> list[object]:
     )
     # Redis's CRC-64 over whole RDB files (``rdb/crc64.py`` runs without it)
     crc = Extension("headwater.rdb._crc64", [os.path.join("src", "headwater", "rdb", "_crc64.c")])
-    return [*mypycify(hot_sources(), group_name="headwater_hot"), bridge, zsearch, crc]
+    # a snapshot's length-prefixed fields split in one call (``persistence/snapshot.py`` runs
+    # without it)
+    blobs = Extension(
+        "headwater.persistence._blobs",
+        [os.path.join("src", "headwater", "persistence", "_blobs.c")],
+    )
+    return [*mypycify(hot_sources(), group_name="headwater_hot"), bridge, zsearch, crc, blobs]
 
 
 setup(ext_modules=ext_modules())

@@ -15,6 +15,8 @@ import weakref
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import headwater.persistence.snapshot as snapshot
 from headwater.keyspace import Database
@@ -445,3 +447,59 @@ def test_an_old_hash_record_gets_its_encoding_from_its_sizes() -> None:
         )
         assert expire == -1 and len(value) == len(pairs)  # type: ignore[arg-type]
         assert value.listpack is listpack  # type: ignore[attr-defined]
+
+
+def _pure_blobs(data: bytes, n: int, scored: bool, ready: int) -> tuple[list[bytes], int]:
+    """``_In.blobs`` by the Python loop: what it returns and where it stops, or the error."""
+    saved = snapshot._SPLIT
+    snapshot._SPLIT = None
+    try:
+        inp = snapshot._In(data[:ready], "f")
+        try:
+            return inp.blobs(n, scored), inp.pos
+        except SnapshotError as exc:
+            return [str(exc).encode()], -1
+    finally:
+        snapshot._SPLIT = saved
+
+
+@given(
+    st.lists(st.binary(max_size=40), max_size=30),
+    st.booleans(),
+    st.integers(0, 40),
+    st.integers(0, 2000),
+)
+def test_the_c_splitter_agrees_with_the_python_loop(
+    words: list[bytes], scored: bool, extra: int, cut: int
+) -> None:
+    """The compiled build's splitter (``_blobs.c``) reads the same fields as the Python loop,
+    for any count, with or without scores, also when the bytes end early (the same error at
+    the same offset) or when the count asks for more fields than there are bytes."""
+    if snapshot._SPLIT is None:
+        pytest.skip("the pure build (no _blobs module)")
+    tail = b"\x01" * 8 if scored else b""
+    data = b"".join(struct.pack("<Q", len(w)) + w + tail for w in words)
+    ready = min(cut, len(data))
+    for n in (len(words), len(words) + extra, max(0, len(words) - extra)):
+        inp = snapshot._In(data[:ready], "f")
+        try:
+            got: tuple[list[bytes], int] = (inp.blobs(n, scored), inp.pos)
+        except SnapshotError as exc:
+            got = ([str(exc).encode()], -1)
+        assert got == _pure_blobs(data, n, scored, ready)
+    # a count far beyond the bytes (a corrupt file) is refused, not allocated
+    with pytest.raises(SnapshotError):
+        snapshot._In(data, "f").blobs(2**62)
+
+
+def test_the_c_splitter_continues_where_the_bytes_have_not_arrived() -> None:
+    """With the file still arriving (``wait_for``), the fields past the bytes that are there
+    are read once they come."""
+    if snapshot._SPLIT is None:
+        pytest.skip("the pure build (no _blobs module)")
+    words = [b"a" * i for i in range(50)]
+    data = b"".join(struct.pack("<Q", len(w)) + w for w in words)
+    inp = snapshot._In(data, "f", 0, lambda end: end)
+    inp.ready = 300  # (the first fields are there, the rest come through wait_for)
+    assert inp.blobs(len(words)) == words
+    assert inp.pos == len(data)

@@ -82,6 +82,7 @@ nothing faster. Loading speed matters more than size here; a version 3 could add
 from __future__ import annotations
 
 import gc
+import importlib
 import mmap
 import os
 import struct
@@ -93,7 +94,7 @@ from array import array
 from collections.abc import Callable, Sequence
 from itertools import chain
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 from headwater.activeactive.persist import check_state
 from headwater.activeactive.rstream import RegionStream
@@ -148,6 +149,8 @@ _I64 = struct.Struct("<q")
 _ID = struct.Struct("<QQ")
 _CHUNK = struct.Struct("<4Q")
 _NODE_ROW = struct.Struct("<9Q")
+#: a stream's three IDs and four counters
+_COUNTERS = struct.Struct("<10Q")
 #: nodes per chunk: small column buffers (~1 MB) are reused by malloc instead of faulted in anew
 CHUNK_NODES = 256
 #: files at least this big are read and checksummed by threads while they load
@@ -170,6 +173,19 @@ EOF_MARK_SIZE = 40
 HOLD_BACK = 4 + EOF_MARK_SIZE
 #: arrays are kept in native byte order; the file is little-endian
 _SWAP = sys.byteorder == "big"
+
+
+def native_split() -> Callable[[memoryview, int, int, int, int], tuple[list[bytes], int]] | None:
+    """The C splitter of ``bytes`` fields (``_blobs.c``), or None when it is not built (the
+    pure build)."""
+    try:
+        module = importlib.import_module("headwater.persistence._blobs")
+    except ImportError:
+        return None
+    return cast("Callable[[memoryview, int, int, int, int], tuple[list[bytes], int]]", module.split)
+
+
+_SPLIT = native_split()
 
 
 class SnapshotError(Exception):
@@ -507,31 +523,69 @@ class _In:
         self.pos = end
         return chunk
 
+    # The readers below take the bytes in place while they are there (most of a load of
+    # small keys is these calls: no memoryview slice each), else through ``take``.
+
     def u8(self) -> int:
+        pos = self.pos
+        if pos < self.ready:
+            self.pos = pos + 1
+            return int(self.data[pos])
         return int(self.take(1)[0])
 
     def u64(self) -> int:
+        pos = self.pos
+        if pos + 8 <= self.ready:
+            self.pos = pos + 8
+            return int(_U64.unpack_from(self.data, pos)[0])
         return int(_U64.unpack(self.take(8))[0])
 
     def i64(self) -> int:
+        pos = self.pos
+        if pos + 8 <= self.ready:
+            self.pos = pos + 8
+            return int(_I64.unpack_from(self.data, pos)[0])
         return int(_I64.unpack(self.take(8))[0])
 
     def sid(self) -> tuple[int, int]:
         ms, seq = _ID.unpack(self.take(16))
         return (ms, seq)
 
+    def unpack(self, layout: struct.Struct) -> tuple[int, ...]:
+        """Fixed-size fields in one call."""
+        pos = self.pos
+        if pos + layout.size <= self.ready:
+            self.pos = pos + layout.size
+            return layout.unpack_from(self.data, pos)
+        return layout.unpack(self.take(layout.size))
+
     def blob(self) -> bytes:
+        pos = self.pos
+        if pos + 8 <= self.ready:
+            (size,) = _U64.unpack_from(self.data, pos)
+            end = pos + 8 + size
+            if end <= self.ready:
+                self.pos = end
+                return bytes(self.data[pos + 8 : end])
         return bytes(self.take(self.u64()))
 
     def blobs(self, n: int, scored: bool = False) -> list[bytes]:
         """``n`` blobs in a row (as many as ``blob()`` calls would read), each followed by a
-        f64 when ``scored`` (left in the list as its 8 bytes); one Python loop step each
-        while the bytes are there (``take`` when they are not yet, or never come)."""
-        out: list[bytes] = []
+        f64 when ``scored`` (left in the list as its 8 bytes); in one C call while the bytes
+        are there (``_blobs.c``, the compiled build), else one Python loop step each, and
+        ``take`` when they are not yet, or never come."""
+        tail = 8 if scored else 0
+        if _SPLIT is not None:
+            out, self.pos = _SPLIT(self.data, self.pos, n, self.ready, tail)
+            got = len(out) >> 1 if scored else len(out)
+            if got == n:
+                return out
+            n -= got
+        else:
+            out = []
         append = out.append
         data, pos, ready = self.data, self.pos, self.ready
         unpack = _U64.unpack_from
-        tail = 8 if scored else 0
         for _ in range(n):
             if pos + 8 <= ready:
                 (size,) = unpack(data, pos)
@@ -1137,13 +1191,13 @@ def _read_set(inp: _In) -> SetValue:
 
 def _read_counters(inp: _In) -> Stream:
     s = Stream()
-    s.last_id, s.first_id, s.max_deleted_id = inp.sid(), inp.sid(), inp.sid()
-    s.entries_added, s.length, s.idmp_duration, s.idmp_maxsize = (
-        inp.u64(),
-        inp.u64(),
-        inp.u64(),
-        inp.u64(),
+    last_ms, last_seq, first_ms, first_seq, max_ms, max_seq, *counters = inp.unpack(_COUNTERS)
+    s.last_id, s.first_id, s.max_deleted_id = (
+        (last_ms, last_seq),
+        (first_ms, first_seq),
+        (max_ms, max_seq),
     )
+    s.entries_added, s.length, s.idmp_duration, s.idmp_maxsize = counters
     return s
 
 
@@ -1157,7 +1211,7 @@ def _read_stream(inp: _In, lazy: list[Node] | None) -> Stream:
         fieldsets.append((fields, list(fields)))
     total = inp.u64()
     while len(s.nodes) < total:
-        k, entries, blob_len, tomb_len = _CHUNK.unpack(inp.take(_CHUNK.size))
+        k, entries, blob_len, tomb_len = inp.unpack(_CHUNK)
         if not 0 < k <= total - len(s.nodes):
             raise SnapshotError(f"{inp.origin}: bad node chunk at offset {inp.pos}")
         rows = _NODE_ROW.iter_unpack(inp.take(k * _NODE_ROW.size))
