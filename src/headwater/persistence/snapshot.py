@@ -43,11 +43,13 @@ in its order as two arrays (ms u64, seq u64).
 Theory of operation: the nodes are written *as they are in memory*, so loading costs a few
 C-level operations per node and nothing per entry. A chunk's node table is read with one
 ``struct.iter_unpack`` and each node takes its share of the chunk's columns with one copy per
-column (``Node.restore_many``). The file is read into anonymous memory of the process (never
-mapped: ``_PrivateCopy``), by two threads in chunks of 8 MB, while a third computes its CRC-32
-(zlib, C speed) and the nodes are built from what has arrived: the read and ``zlib.crc32``
-release the GIL, so they run on other cores; the server even starts them before its imports
-(``prefetch``).
+column (``Node.restore_many``). The other records are read by ``snapshot_records`` (compiled:
+a load of many small keys is mostly per-record calls), and a run of fields (a set's members, a
+hash's fields and values) is split into bytes objects by one C call (``_blobs.c``). The file
+is read into anonymous memory of the process (never mapped: ``_PrivateCopy``), by two threads
+in chunks of 8 MB, while a third computes its CRC-32 (zlib, C speed) and the nodes are built
+from what has arrived: the read and ``zlib.crc32`` release the GIL, so they run on other cores;
+the server even starts them before its imports (``prefetch``).
 
 Lazy loading (what the server does): copying ~200 MB of columns into one buffer per node is
 most of a 5M-entry load (page faults), so with a ``lazy`` list the nodes are built without their
