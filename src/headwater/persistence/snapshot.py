@@ -127,9 +127,11 @@ from headwater.persistence.snapshot_records import (
     STRING,
     VERSION,
     ZSET,
-    SnapshotError,
     _In,
     _load_records,
+)
+from headwater.persistence.snapshot_records import (
+    SnapshotError as SnapshotError,
 )
 from headwater.stream.groups import Group, key_id
 from headwater.stream.idmp import IdmpState
