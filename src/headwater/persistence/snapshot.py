@@ -254,9 +254,7 @@ def write_snapshot_to(f: BinaryIO, dbs: list[Database], libraries: Sequence[byte
 
 def _write_value(out: _Out, key: bytes, value: object, expire: int) -> None:
     if isinstance(value, Stream):
-        out.put(_U8.pack(STREAM))
-        out.blob(key)
-        out.i64(expire)
+        out.put(_KEY_HEAD.pack(STREAM, len(key)) + key + _I64.pack(expire))
         _write_stream(out, value)
     elif isinstance(value, Hash) and value.ttls is not None:
         ttls = value.ttls
@@ -271,29 +269,20 @@ def _write_value(out: _Out, key: bytes, value: object, expire: int) -> None:
             out.i64(-1 if when is None else when)
         out.i64(expire)
     elif isinstance(value, Hash):
-        out.put(_U8.pack(HASH2))
-        out.blob(key)
-        out.put(_U8.pack(value.listpack))
-        out.u64(len(value))
+        out.put(_KEY_HEAD.pack(HASH2, len(key)) + key + _SIZE_HEAD.pack(value.listpack, len(value)))
         pairs = list(value.items())
         for start in range(0, len(pairs), _BULK):
             part = pairs[start : start + _BULK]
             out.put(_blobs([word for pair in part for word in pair]))
         out.i64(expire)
     elif isinstance(value, SetValue):
-        out.put(_U8.pack(SET))
-        out.blob(key)
-        out.put(_U8.pack(value.encoding))
-        out.u64(len(value))
+        out.put(_KEY_HEAD.pack(SET, len(key)) + key + _SIZE_HEAD.pack(value.encoding, len(value)))
         members = value.ordered()
         for start in range(0, len(members), _BULK):
             out.put(_blobs(members[start : start + _BULK]))
         out.i64(expire)
     elif isinstance(value, ZSetValue):
-        out.put(_U8.pack(ZSET))
-        out.blob(key)
-        out.put(_U8.pack(value.listpack))
-        out.u64(len(value))
+        out.put(_KEY_HEAD.pack(ZSET, len(key)) + key + _SIZE_HEAD.pack(value.listpack, len(value)))
         for scores, members in zip(value.chunk_scores, value.chunk_members, strict=True):
             words = zip(
                 map(_U64.pack, map(len, members)), members, map(_F64.pack, scores), strict=True
@@ -301,29 +290,36 @@ def _write_value(out: _Out, key: bytes, value: object, expire: int) -> None:
             out.put(b"".join(chain.from_iterable(words)))
         out.i64(expire)
     elif isinstance(value, ListValue):
-        out.put(_U8.pack(LIST))
-        out.blob(key)
-        out.put(_U8.pack(value.listpack))
-        out.i64(value.fill)
-        out.u64(len(value.nodes))
+        out.put(
+            _KEY_HEAD.pack(LIST, len(key))
+            + key
+            + _LIST_HEAD.pack(value.listpack, value.fill, len(value.nodes))
+        )
         for node in value.nodes:
-            out.u64(node.size)
-            out.blob(node.buf)
             starts = node.normalized_starts()
             if _SWAP:
                 starts = array("i", starts)
                 starts.byteswap()
-            out.blob(starts.tobytes())
+            starts_bytes = starts.tobytes()
+            buf = node.buf
+            out.put(_NODE_HEAD.pack(node.size, len(buf)))
+            out.put(buf)
+            out.put(_U64.pack(len(starts_bytes)) + starts_bytes)
         out.i64(expire)
     elif isinstance(value, bytes):
-        out.put(_U8.pack(STRING))
-        out.blob(key)
-        out.put(_U8.pack(isinstance(value, RawString)))
-        out.blob(value)
-        out.i64(expire)
+        raw = _STRING_HEAD.pack(isinstance(value, RawString), len(value))
+        out.put(_KEY_HEAD.pack(STRING, len(key)) + key + raw + value + _I64.pack(expire))
     else:
         raise TypeError(f"cannot snapshot a {type(value).__name__}")
 
+
+#: a record's type byte and its key's length; u8 and u64 (encoding, then a size); a list's
+#: u8 listpack, i64 fill and u64 nodes; a list node's u64 size and u64 bytes; a string's u8 raw
+#: and u64 length: the fixed fields of a record in one piece (most records are small)
+_KEY_HEAD = struct.Struct("<BQ")
+_SIZE_HEAD = _STRING_HEAD = struct.Struct("<BQ")
+_LIST_HEAD = struct.Struct("<BqQ")
+_NODE_HEAD = struct.Struct("<QQ")
 
 #: members, fields or values written (or read) in one piece
 _BULK = 4096
