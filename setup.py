@@ -41,7 +41,14 @@ def ext_modules() -> list[object]:
     encode = Extension(
         "headwater.resp._encode", [os.path.join("src", "headwater", "resp", "_encode.c")]
     )
-    return [*mypycify(hot_sources(), group_name="headwater_hot"), bridge, zsearch, crc, encode]
+    # a snapshot's length-prefixed fields split in one call (``persistence/snapshot.py`` runs
+    # without it)
+    blobs = Extension(
+        "headwater.persistence._blobs",
+        [os.path.join("src", "headwater", "persistence", "_blobs.c")],
+    )
+    hot = mypycify(hot_sources(), group_name="headwater_hot")
+    return [*hot, bridge, zsearch, crc, encode, blobs]
 
 
 setup(ext_modules=ext_modules())

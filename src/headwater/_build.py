@@ -81,6 +81,9 @@ HOT_MODULES = (
     "headwater.rdb.streams",
     "headwater.rdb.intset",
     "headwater.rdb.ziplist",
+    # a snapshot's record readers: the load of the import-rdb row's snapshot (250,000 small
+    # keys beside big ones) was mostly these per-record calls in the interpreter
+    "headwater.persistence.snapshot_records",
     "headwater.activeactive.envelope",
     "headwater.activeactive.apply",
     "headwater.activeactive.inbox",

@@ -15,8 +15,11 @@ import weakref
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import headwater.persistence.snapshot as snapshot
+import headwater.persistence.snapshot_records as snapshot_records
 from headwater.keyspace import Database
 from headwater.persistence.snapshot import SnapshotError, load_snapshot, write_snapshot
 from headwater.stream.node import Node
@@ -434,14 +437,111 @@ def _old_hash_record(pairs: list[tuple[bytes, bytes]]) -> bytes:
     return body + struct.pack("<q", -1)
 
 
+def _read_zset_record(pairs: list[tuple[bytes, float]]) -> tuple[object, int]:
+    inp = snapshot_records._In(_zset_record(pairs), "test")
+    return snapshot_records._read_plain(inp, snapshot_records.ZSET)
+
+
 def test_an_old_hash_record_gets_its_encoding_from_its_sizes() -> None:
     for pairs, listpack in (
         ([(b"f%d" % i, b"v") for i in range(512)], True),
         ([(b"f%d" % i, b"v") for i in range(513)], False),
         ([(b"f", b"v" * 65)], False),
     ):
-        value, expire = snapshot._read_plain(
-            snapshot._In(_old_hash_record(pairs), "test"), snapshot.HASH
+        value, expire = snapshot_records._read_plain(
+            snapshot_records._In(_old_hash_record(pairs), "test"), snapshot_records.HASH
         )
         assert expire == -1 and len(value) == len(pairs)  # type: ignore[arg-type]
         assert value.listpack is listpack  # type: ignore[attr-defined]
+
+
+def _pure_blobs(data: bytes, n: int, scored: bool, ready: int) -> tuple[list[bytes], int]:
+    """``_In.blobs`` by the Python loop: what it returns and where it stops, or the error."""
+    saved = snapshot_records._SPLIT
+    snapshot_records._SPLIT = None
+    try:
+        inp = snapshot_records._In(data[:ready], "f")
+        try:
+            return inp.blobs(n, scored), inp.pos
+        except SnapshotError as exc:
+            return [str(exc).encode()], -1
+    finally:
+        snapshot_records._SPLIT = saved
+
+
+@given(
+    st.lists(st.binary(max_size=40), max_size=30),
+    st.booleans(),
+    st.integers(0, 40),
+    st.integers(0, 2000),
+)
+def test_the_c_splitter_agrees_with_the_python_loop(
+    words: list[bytes], scored: bool, extra: int, cut: int
+) -> None:
+    """The compiled build's splitter (``_blobs.c``) reads the same fields as the Python loop,
+    for any count, with or without scores, also when the bytes end early (the same error at
+    the same offset) or when the count asks for more fields than there are bytes."""
+    if snapshot_records._SPLIT is None:
+        pytest.skip("the pure build (no _blobs module)")
+    tail = b"\x01" * 8 if scored else b""
+    data = b"".join(struct.pack("<Q", len(w)) + w + tail for w in words)
+    ready = min(cut, len(data))
+    for n in (len(words), len(words) + extra, max(0, len(words) - extra)):
+        inp = snapshot_records._In(data[:ready], "f")
+        try:
+            got: tuple[list[bytes], int] = (inp.blobs(n, scored), inp.pos)
+        except SnapshotError as exc:
+            got = ([str(exc).encode()], -1)
+        assert got == _pure_blobs(data, n, scored, ready)
+    # a count far beyond the bytes (a corrupt file) is refused, not allocated
+    with pytest.raises(SnapshotError):
+        snapshot_records._In(data, "f").blobs(2**62)
+
+
+def test_the_c_splitter_continues_where_the_bytes_have_not_arrived() -> None:
+    """With the file still arriving (``wait_for``), the fields past the bytes that are there
+    are read once they come."""
+    if snapshot_records._SPLIT is None:
+        pytest.skip("the pure build (no _blobs module)")
+    words = [b"a" * i for i in range(50)]
+    data = b"".join(struct.pack("<Q", len(w)) + w for w in words)
+    inp = snapshot_records._In(data, "f", 0, lambda end: end)
+    inp.ready = 300  # (the first fields are there, the rest come through wait_for)
+    assert inp.blobs(len(words)) == words
+    assert inp.pos == len(data)
+
+
+def _zset_record(pairs: list[tuple[bytes, float]]) -> bytes:
+    body = b"\x01" + struct.pack("<Q", len(pairs))
+    for member, score in pairs:
+        body += struct.pack("<Q", len(member)) + member + struct.pack("<d", score)
+    return body + struct.pack("<q", -1)
+
+
+def _read_zset_record(pairs: list[tuple[bytes, float]]) -> tuple[object, int]:
+    inp = snapshot_records._In(_zset_record(pairs), "test")
+    return snapshot_records._read_plain(inp, snapshot_records.ZSET)
+
+
+@pytest.mark.parametrize(
+    ("pairs", "error"),
+    [
+        ([(b"a", 2.0), (b"b", 1.0)], "out of order"),
+        ([(b"b", 1.0), (b"a", 1.0)], "out of order"),
+        ([(b"a", 1.0), (b"a", 2.0)], "a member twice"),
+        ([(b"a", 1.0), (b"b", float("nan"))], "not a number"),
+    ],
+)
+def test_a_bad_sorted_set_record_is_refused(pairs: list[tuple[bytes, float]], error: str) -> None:
+    """The load checks a sorted set's pairs (order, no member twice, no NaN) instead of
+    walking the chunks it builds from them: a bad record is still refused."""
+    with pytest.raises(SnapshotError, match=error):
+        _read_zset_record(pairs)
+
+
+def test_a_good_sorted_set_record_loads_checked() -> None:
+    pairs = [(b"m%05d" % i, float(i // 3)) for i in range(1000)]
+    value, expire = _read_zset_record(pairs)
+    assert expire == -1
+    value.check_invariants()  # type: ignore[attr-defined]
+    assert list(value) == [(score, member) for member, score in pairs]  # type: ignore[call-overload]
