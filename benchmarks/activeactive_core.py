@@ -10,7 +10,7 @@ wired server.
 
 from __future__ import annotations
 
-import sys
+import argparse
 import time
 
 from headwater.activeactive.region import Region
@@ -53,4 +53,8 @@ def main(n: int) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 100_000)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("n", nargs="?", type=int, default=100_000, help="entries (100,000)")
+    main(parser.parse_args().n)

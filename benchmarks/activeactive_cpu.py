@@ -10,10 +10,10 @@ loads.
 
 from __future__ import annotations
 
+import argparse
 import os
 import resource
 import subprocess
-import sys
 import time
 
 from activeactive_links import Server
@@ -46,7 +46,12 @@ def xadd(port: int, requests: int) -> None:
 
 
 def main() -> None:
-    extra = tuple(sys.argv[1:])
+    parser = argparse.ArgumentParser(
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Any other argument is a server option, given to both servers.",
+    )
+    extra = tuple(parser.parse_known_args()[1])
     found: dict[str, list[float]] = {"plain": [], "region": []}
     others: list[float] = []
     for _ in range(3):

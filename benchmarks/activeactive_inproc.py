@@ -10,9 +10,9 @@ XADD: the ID, the effect and its line, the sinks; ``activeactive_links.py`` meas
 
 from __future__ import annotations
 
+import argparse
 import cProfile
 import pstats
-import sys
 import time
 
 from headwater.config import Config
@@ -47,7 +47,11 @@ def run(engine: Engine, n: int = 30_000) -> float:
 def main() -> None:
     from headwater._build import build_kind
 
-    if "--prof" in sys.argv:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--prof", action="store_true", help="cProfile of the region instead")
+    if parser.parse_args().prof:
         engine = make(True)
         run(engine, 2_000)
         profile = cProfile.Profile()

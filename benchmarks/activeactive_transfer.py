@@ -10,7 +10,7 @@ one ``AARESTORE`` line, about one more dump).
 
 from __future__ import annotations
 
-import sys
+import argparse
 import time
 
 from headwater.activeactive.persist import dump_state
@@ -19,7 +19,11 @@ from headwater.activeactive.transfer import adopt_state
 
 
 def main() -> None:
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("n", nargs="?", type=int, default=100_000, help="entries (100,000)")
+    n = parser.parse_args().n
     donor = Region(1, [1, 2])
     for i in range(n):
         donor.xadd(b"x", b"*", [b"field", b"value-%d" % i], 1_700_000_000_000 + i // 10)
