@@ -1223,33 +1223,27 @@ def import_rdb_mix(elements: int) -> tuple[Iterator[bytes], dict[str, tuple[int,
             return [b"SADD", key, *((b"%d" if small else b"member:%09d") % i for i in numbers)]
         return [b"ZADD", key, *(w for i in numbers for w in (b"%d" % i, b"member:%09d" % i))]
 
+    def commands(kind: str, key: bytes, numbers: range, small: bool) -> list[bytes]:
+        if kind == "stream":  # (an XADD per entry, with explicit IDs)
+            return [
+                hiredis.pack_command((b"XADD", key, b"%d-1" % (i + 1), b"f", value))
+                for i in numbers
+            ]
+        return [hiredis.pack_command(tuple(words(kind, key, numbers, small)))]
+
+    def keys(kind: str) -> Iterator[tuple[bytes, range, bool]]:
+        for k in range(IMPORT_BIG_KEYS):
+            key = b"big:%s:%d" % (kind.encode(), k)
+            for start in range(0, big, 100):
+                yield key, range(start, min(start + 100, big)), False
+        for k in range(small_keys):
+            yield b"small:%s:%d" % (kind.encode(), k), range(IMPORT_SMALL), True
+
     def chunks() -> Iterator[bytes]:
         for kind in IMPORT_TYPES:
             batch: list[bytes] = []
-            for k in range(IMPORT_BIG_KEYS):
-                key = b"big:%s:%d" % (kind.encode(), k)
-                for start in range(0, big, 100):
-                    numbers = range(start, min(start + 100, big))
-                    if kind == "stream":
-                        batch += [
-                            hiredis.pack_command((b"XADD", key, b"%d-1" % (i + 1), b"f", value))
-                            for i in numbers
-                        ]
-                    else:
-                        batch.append(hiredis.pack_command(tuple(words(kind, key, numbers, False))))
-                    if len(batch) >= 1000:
-                        yield b"".join(batch)
-                        batch = []
-            for k in range(small_keys):
-                key = b"small:%s:%d" % (kind.encode(), k)
-                numbers = range(IMPORT_SMALL)
-                if kind == "stream":
-                    batch += [
-                        hiredis.pack_command((b"XADD", key, b"%d-1" % (i + 1), b"f", value))
-                        for i in numbers
-                    ]
-                else:
-                    batch.append(hiredis.pack_command(tuple(words(kind, key, numbers, True))))
+            for key, numbers, small in keys(kind):
+                batch += commands(kind, key, numbers, small)
                 if len(batch) >= 1000:
                     yield b"".join(batch)
                     batch = []
