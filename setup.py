@@ -47,8 +47,12 @@ def ext_modules() -> list[object]:
         "headwater.persistence._blobs",
         [os.path.join("src", "headwater", "persistence", "_blobs.c")],
     )
+    # a stream node's runs of entries packed in one call (``stream/node.py`` runs without it)
+    pack = Extension(
+        "headwater.stream._pack", [os.path.join("src", "headwater", "stream", "_pack.c")]
+    )
     hot = mypycify(hot_sources(), group_name="headwater_hot")
-    return [*hot, bridge, zsearch, crc, encode, blobs]
+    return [*hot, bridge, zsearch, crc, encode, blobs, pack]
 
 
 setup(ext_modules=ext_modules())

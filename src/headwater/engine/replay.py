@@ -62,6 +62,7 @@ import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Final
 
 import hiredis
 
@@ -93,8 +94,27 @@ log = logging.getLogger("headwater")
 #: bytes fed to hiredis at a time (see the module docstring)
 READ_CHUNK = 64 * 1024
 #: queued XADDs are appended at least every this many (the argv lists stay small in memory)
-RUN_MAX = 1024
+RUN_MAX: Final = 1024
+#: (Final: compiled, a constant rather than a module dictionary lookup per XADD)
+_LISTPACK_MAX: Final = LISTPACK_MAX
 _XADD = frozenset((b"XADD", b"xadd", b"Xadd"))
+
+
+def _is_xadd(name: bytes) -> bool:
+    """The command name XADD, in any case (what a primary sends first, by two comparisons:
+    a set lookup hashes the fresh bytes object hiredis made)."""
+    return len(name) == 4 and (name == b"XADD" or name in _XADD or name.upper() == b"XADD")
+
+
+def _words_size(words: list[bytes]) -> int:
+    """The total length of words, or -1 if one is not bytes (a file's nested array or
+    integer where a bulk goes: left to the handler, which answers it)."""
+    size = 0
+    for word in words:
+        if type(word) is not bytes:
+            return -1
+        size += len(word)
+    return size
 
 
 class FailedCommand(Exception):
@@ -179,7 +199,7 @@ class Replayer:
                         if type(argv) is not list or not argv or type(argv[0]) is not bytes:
                             batch.flush()
                             raise self._corrupt(path, batch, result, _NOT_A_COMMAND)
-                        if fast and argv[0] in _XADD and take(argv):
+                        if fast and _is_xadd(argv[0]) and take(argv):
                             continue  # (take checks the types of what it uses)
                         batch.flush()
                         if not all(type(arg) is bytes for arg in argv):  # as Redis: only bulks
@@ -240,7 +260,8 @@ class Replayer:
             batch is not None
             and type(argv) is list
             and argv
-            and argv[0] in _XADD
+            and type(argv[0]) is bytes
+            and _is_xadd(argv[0])
             and not self.client.in_multi
             and batch.take(argv)
         ):
@@ -454,7 +475,7 @@ class _XaddBatch:
             if n & 1:
                 at = 2
                 raw = argv[2]
-                if not raw[:1].isdigit():
+                if not raw or not 48 <= raw[0] <= 57:  # (not a digit: IDMPAUTO, or the handler's)
                     if self.emit or n < 7 or not argv[3] or raw.upper() != b"IDMPAUTO":
                         return False
                     at = 4
@@ -470,13 +491,15 @@ class _XaddBatch:
                 return False
             sid = parse_id(raw)  # (an invalid one is left to the handler, which answers it)
             pairs = argv[at + 1 :]
-            size = len(b"".join(pairs))  # (raises TypeError unless they are all bytes)
+            size = _words_size(pairs)
             key = argv[1]  # (compiled: raises TypeError unless bytes)
         except (TypeError, AttributeError, ReplyError):  # a nested array, an integer… where
             return False  # bytes go, or not an ID
-        if key != self.key and not self._open(key):
+        if size < 0 or size > _LISTPACK_MAX or (key != self.key and not self._open(key)):
             return False
-        if sid <= self.last or size > LISTPACK_MAX:
+        ms, seq = sid
+        last_ms, last_seq = self.last
+        if ms < last_ms or (ms == last_ms and seq <= last_seq):
             return False
         if at != 2:
             iid = argv[4] if at == 5 else auto_iid(pairs)

@@ -44,12 +44,13 @@ would have, computed with listpack's encoding rules (STREAMS-REFERENCE §1.4).
 
 from __future__ import annotations
 
+import importlib
 import struct
 import sys
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator, Sequence
-from typing import TypeAlias
+from typing import Final, Protocol, TypeAlias, cast
 
 from headwater.errors import require
 from headwater.stream.ids import StreamID
@@ -179,6 +180,51 @@ def _pack_values(blob: bytearray, pairs: Sequence[bytes]) -> int:
         blob += _U32.pack(len(value)) + value
         lp += _value_lp(value)
     return lp
+
+
+class _ExtendSame(Protocol):
+    """``_pack.extend_same`` (its module docstring)."""
+
+    def __call__(
+        self, blob: bytearray, entries: list[tuple[StreamID, Sequence[bytes], int]], start: int,
+        limit: int, max_entries: int, master_ms: int, master_seq: int, field_list: list[bytes],
+        count: int, lp_bytes: int, held: int, /,
+    ) -> tuple[int, int, int, bool, bytes, bytes, bytes]: ...  # fmt: skip
+
+
+class _AppendOne(Protocol):
+    """``_pack.append_one`` (its module docstring)."""
+
+    def __call__(
+        self, blob: bytearray, ms: array[int], seq: array[int], offsets: array[int],
+        sid: StreamID, pairs: Sequence[bytes], field_list: list[bytes], master_ms: int,
+        master_seq: int, count: int, /,
+    ) -> int: ...  # fmt: skip
+
+
+def _native_pack() -> tuple[_ExtendSame, _AppendOne] | None:
+    """The C packer of same-field entries (``_pack.c``), or None when it is not built (the
+    pure build)."""
+    try:
+        module = importlib.import_module("headwater.stream._pack")
+    except ImportError:
+        return None
+    return cast(_ExtendSame, module.extend_same), cast(_AppendOne, module.append_one)
+
+
+def _native_extend_same() -> _ExtendSame | None:
+    pack = _native_pack()
+    return pack[0] if pack is not None else None
+
+
+def _native_append_one() -> _AppendOne | None:
+    pack = _native_pack()
+    return pack[1] if pack is not None else None
+
+
+# (two functions, not one Final tuple: mypyc miscompiles a narrowed ``Final`` optional tuple)
+_EXTEND_SAME: Final = _native_extend_same()
+_APPEND_ONE: Final = _native_append_one()
 
 
 #: what a lazy node's buffers are until it is materialized (never written: every writer
@@ -317,9 +363,24 @@ class Node:
     # -- writing ---------------------------------------------------------------------------
 
     def append(self, sid: StreamID, pairs: Sequence[bytes]) -> None:
-        """Append an entry; pairs is the flat field/value list."""
+        """Append an entry; pairs is the flat field/value list. One with the node's field names
+        in C where built (``_pack.c``: XADD's usual entry)."""
         if self._lazy is not None:
             self._materialize(self._lazy)
+        if _APPEND_ONE is not None:
+            master_ms, master_seq = self.master
+            lp = _APPEND_ONE(
+                self.blob, self.ms, self.seq, self.offsets, sid, pairs, self.field_list,
+                master_ms, master_seq, self.count,
+            )  # fmt: skip
+            if lp >= 0:
+                self.count += 1
+                self.lp_bytes += lp
+                return
+        self._append_packed(sid, pairs)
+
+    def _append_packed(self, sid: StreamID, pairs: Sequence[bytes]) -> None:
+        """``append`` in Python (the pure build; entries with field names of their own)."""
         ms, seq = sid
         self.ms.append(ms)
         self.seq.append(seq)
@@ -365,10 +426,38 @@ class Node:
         increasing) while they fit by ``Stream.append``'s rule (``lp_bytes + size < limit``
         and fewer than ``max_entries`` entries; an empty node takes one entry whatever its
         size). Returns the index of the first entry not taken. The same bytes and listpack
-        accounting as ``append``, with the loop's lookups hoisted (AOF replay appends
-        millions of entries)."""
+        accounting as ``append``: runs of entries with the node's field names in one C call
+        where it is built (``_pack.c``; a replica's link, AOF replay and a restart append
+        millions), the others one by one."""
         if self._lazy is not None:
             self._materialize(self._lazy)
+        if _EXTEND_SAME is None or type(entries) is not list:
+            return self._extend_loop(entries, start, limit, max_entries)
+        i, end = start, len(entries)
+        master_ms, master_seq = self.master
+        while i < end:
+            i, self.count, self.lp_bytes, full, ms, seq, offsets = _EXTEND_SAME(
+                self.blob, entries, i, limit, max_entries, master_ms, master_seq,
+                self.field_list, self.count, self.lp_bytes, len(self.ms),
+            )  # fmt: skip
+            self.ms.frombytes(ms)
+            self.seq.frombytes(seq)
+            self.offsets.frombytes(offsets)
+            if full or i >= end:
+                break
+            sid, pairs, size = entries[i]  # other field names: appended here
+            held = len(self.ms)
+            if held and (self.lp_bytes + size >= limit or (max_entries and held >= max_entries)):
+                break
+            self.append(sid, pairs)
+            i += 1
+        return i
+
+    def _extend_loop(
+        self, entries: Sequence[tuple[StreamID, Sequence[bytes], int]], start: int, limit: int,
+        max_entries: int,
+    ) -> int:  # fmt: skip
+        """``extend`` in Python, the loop's lookups hoisted (the pure build)."""
         ms_append, seq_append, offsets_append = self.ms.append, self.seq.append, self.offsets.append
         blob = self.blob
         master_ms, master_seq = self.master
