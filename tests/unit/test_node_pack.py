@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from headwater._build import build_kind
+from headwater.stream import ids
 from headwater.stream import node as node_module
 from headwater.stream.node import Node
 
@@ -169,3 +170,16 @@ def test_the_compiled_build_packs_in_c() -> None:
     with pytest.raises(AttributeError):  # (a column that cannot take it: none taken)
         append_one(blob, columns[0], columns[1], None, (9, 0), [b"f", b"v"], [b"f"], 7, 0, 1)  # type: ignore[arg-type]
     assert [len(column) for column in columns] == [1, 1, 1] and len(blob) == 22
+
+
+@given(
+    st.one_of(st.integers(0, 2**64 - 1), st.integers(-(2**70), 2**70)),
+    st.one_of(st.integers(0, 2**64 - 1), st.sampled_from([0, 9, 10, -1, 2**64])),
+)
+def test_ids_format_as_bytes_formatting_does(ms: int, seq: int) -> None:
+    """``format_id_parts`` (``_pack.format_id`` where built) writes every reply's IDs; any int
+    (an entry's are uint64) as ``b"%d-%d"`` does."""
+    assert ids.format_id_parts(ms, seq) == b"%d-%d" % (ms, seq)
+    assert ids._format_parts_pure(ms, seq) == b"%d-%d" % (ms, seq)
+    assert ids.format_id((ms, seq)) == b"%d-%d" % (ms, seq)
+    assert (ids._native_format_parts() is not None) == (build_kind() == "compiled")

@@ -327,12 +327,14 @@ class RegionStream:
         return False
 
     def last_id(self) -> StreamID:
-        """The merged last ID: the greatest ever made in any sub-log, or XSETID's."""
-        last = self.floor
+        """The merged last ID: the greatest ever made in any sub-log, or XSETID's. (By parts:
+        compiled, a tuple comparison boxes both IDs, ~1k instructions on every XADD.)"""
+        last_ms, last_seq = self.floor
         for s in self.subs.values():
-            if s.last_id > last:
-                last = s.last_id
-        return last
+            ms, seq = s.last_id
+            if ms > last_ms or (ms == last_ms and seq > last_seq):
+                last_ms, last_seq = ms, seq
+        return last_ms, last_seq
 
     def own_last(self, region: int) -> StreamID:
         stream = self.subs.get(region)

@@ -14,7 +14,7 @@ import struct
 from functools import lru_cache
 
 from headwater.resp.types import Raw
-from headwater.stream.ids import StreamID
+from headwater.stream.ids import StreamID, format_id, format_id_parts
 from headwater.stream.node import Node
 from headwater.stream.stream import Entry, Stream
 
@@ -24,7 +24,7 @@ _SAME_FIELDS = 0
 
 def entry_reply(entry: Entry) -> Raw:
     """One entry given as ``(id, pairs)``."""
-    sid = b"%d-%d" % entry[0]
+    sid = format_id(entry[0])
     return Raw(b"*2\r\n$%d\r\n%s\r\n%s" % (len(sid), sid, _pairs_array(entry[1])))
 
 
@@ -88,7 +88,7 @@ def _encode_span(
             continue
         if ids is not None:
             ids.append((ms[i], seq[i]))
-        sid = b"%d-%d" % (ms[i], seq[i])
+        sid = format_id_parts(ms[i], seq[i])
         pos = offsets[i]
         if blob[pos] == _SAME_FIELDS and len(fields) == 1:
             (n,) = unpack(blob, pos + 1)
@@ -117,7 +117,7 @@ def _encode_plain_span(
     ms, seq = node.ms[lo:hi], node.seq[lo:hi]
     i = lo
     for m, s, pos in zip(ms, seq, node.offsets[lo:hi], strict=True):
-        sid = b"%d-%d" % (m, s)
+        sid = format_id_parts(m, s)
         if blob[pos] == _SAME_FIELDS:
             (n,) = unpack(blob, pos + 1)
             out.append(_entry_head(sid, head, n) + blob[pos + 5 : pos + 5 + n] + b"\r\n")

@@ -22,7 +22,11 @@
  * -> lp``: one entry (``Node.append``: XADD's), its ID and offset appended to the columns (the
  * arrays themselves: three method calls cost less than three bytes objects and a result tuple
  * for one entry) and its values to ``blob``; returns the listpack bytes it adds to the node,
- * or -1, changing nothing, when it has other field names or other types. */
+ * or -1, changing nothing, when it has other field names or other types.
+ *
+ * ``format_id(ms, seq) -> bytes``: ``b"%d-%d" % (ms, seq)``, the form of every ID in a reply
+ * (compiled, the bytes formatting costs ~1.5k instructions: a tuple, then the format string
+ * parsed; this ~0.2k). */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -464,11 +468,58 @@ static PyObject *append_one(PyObject *self, PyObject *const *args, Py_ssize_t na
     return PyLong_FromLongLong(lp);
 }
 
+/* decimal digits of v at the end of buf (which ends at end); returns where they start */
+static char *put_u64(char *end, uint64_t v)
+{
+    do {
+        *--end = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    return end;
+}
+
+/* ``b"%d-%d" % (ms, seq)`` for anything else than two uint64 (never an entry's ID) */
+static PyObject *format_any(PyObject *ms, PyObject *seq)
+{
+    PyObject *text = PyUnicode_FromFormat("%S-%S", ms, seq);
+    if (text == NULL) {
+        return NULL;
+    }
+    PyObject *out = PyUnicode_AsASCIIString(text);
+    Py_DECREF(text);
+    return out;
+}
+
+static PyObject *format_id(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "format_id(ms, seq) takes two arguments");
+        return NULL;
+    }
+    uint64_t ms, seq;
+    if (!PyLong_Check(args[0]) || !PyLong_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "format_id: ms and seq are ints");
+        return NULL;
+    }
+    if (!as_u64(args[0], &ms) || !as_u64(args[1], &seq)) {
+        return format_any(args[0], args[1]);
+    }
+    char buf[48];
+    char *end = buf + sizeof buf;
+    char *start = put_u64(end, seq);
+    *--start = '-';
+    start = put_u64(start, ms);
+    return PyBytes_FromStringAndSize(start, end - start);
+}
+
 static PyMethodDef methods[] = {
     {"extend_same", (PyCFunction)(void (*)(void))extend_same, METH_FASTCALL,
      "Pack a run of same-field stream entries into a node's buffers (see the module)."},
     {"append_one", (PyCFunction)(void (*)(void))append_one, METH_FASTCALL,
      "Pack one same-field stream entry into a node's buffers (see the module)."},
+    {"format_id", (PyCFunction)(void (*)(void))format_id, METH_FASTCALL,
+     "An entry ID's reply form, b'<ms>-<seq>' (see the module)."},
     {NULL, NULL, 0, NULL},
 };
 
