@@ -180,7 +180,7 @@ def _read_list(r: Reader, t: int) -> Value:
             elif container != _QUICKLIST_PACKED:
                 raise RdbError(f"unknown quicklist container {container}")
             else:
-                node = _as_bytes_list(listpack.decode(r.string()))
+                node = listpack.decode_text(r.string())
         if node:  # (Redis skips empty nodes)
             nodes.append(node)
             items += node
@@ -198,7 +198,7 @@ def _read_set(r: Reader, t: int) -> Value:
     elif t == TYPE_SET_INTSET:
         members = [b"%d" % v for v in intset.decode(r.string())]
     else:
-        members = _as_bytes_list(listpack.decode(r.string()))
+        members = listpack.decode_text(r.string())
     _unique(members, "set members")
     return SetValue(members, t == TYPE_SET_LISTPACK)
 
@@ -240,8 +240,10 @@ def _read_hash(r: Reader, t: int) -> Value:
     elif t == TYPE_HASH_ZIPMAP:
         pairs = ziplist.decode_zipmap(r.string())
     elif t in (TYPE_HASH_ZIPLIST, TYPE_HASH_LISTPACK):
-        decode = ziplist.decode if t == TYPE_HASH_ZIPLIST else listpack.decode
-        els = _as_bytes_list(decode(r.string()))
+        if t == TYPE_HASH_ZIPLIST:
+            els = _as_bytes_list(ziplist.decode(r.string()))
+        else:
+            els = listpack.decode_text(r.string())
         if len(els) % 2:
             raise RdbError("hash listpack with an odd number of elements")
         pairs = list(zip(els[0::2], els[1::2], strict=True))
