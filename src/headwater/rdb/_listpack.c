@@ -457,6 +457,37 @@ done:
 /* ---------------------------------------------------------------------------------------- */
 /* LZF */
 
+/* LZF's decompression of n bytes into exactly ``length`` bytes at o; 0, or -1 for anything
+ * ``lzf.decompress`` refuses. */
+static int lzf_into(const unsigned char *d, Py_ssize_t n, unsigned char *o, Py_ssize_t length)
+{
+    Py_ssize_t i = 0, w = 0;
+    while (i < n) {
+        unsigned ctrl = d[i++];
+        if (ctrl < 32) {
+            Py_ssize_t run = (Py_ssize_t)ctrl + 1;
+            if (run > n - i || run > length - w) return -1;
+            memcpy(o + w, d + i, (size_t)run);
+            w += run;
+            i += run;
+            continue;
+        }
+        Py_ssize_t size = ctrl >> 5;
+        if (size == 7) {
+            if (i >= n) return -1;
+            size += d[i++];
+        }
+        if (i >= n) return -1;
+        Py_ssize_t ref = w - ((Py_ssize_t)(ctrl & 0x1F) << 8) - d[i] - 1;
+        i++;
+        size += 2;
+        if (ref < 0 || size > length - w) return -1;
+        for (Py_ssize_t k = 0; k < size; k++) o[w + k] = o[ref + k]; /* (may overlap) */
+        w += size;
+    }
+    return w == length ? 0 : -1;
+}
+
 /* ``lzf_decompress(data, length) -> bytes | None``: ``lzf.decompress`` (exactly ``length``
  * bytes out), None for anything ``lzf.decompress`` refuses (it then says what). */
 static PyObject *lzf_decompress(PyObject *self, PyObject *args)
@@ -474,42 +505,156 @@ static PyObject *lzf_decompress(PyObject *self, PyObject *args)
         PyBuffer_Release(&view);
         return NULL;
     }
-    unsigned char *o = (unsigned char *)PyBytes_AS_STRING(out);
-    const unsigned char *d = view.buf;
-    Py_ssize_t i = 0, n = view.len, w = 0;
-    while (i < n) {
-        unsigned ctrl = d[i++];
-        if (ctrl < 32) {
-            Py_ssize_t run = (Py_ssize_t)ctrl + 1;
-            if (run > n - i || run > length - w) goto bad;
-            memcpy(o + w, d + i, (size_t)run);
-            w += run;
-            i += run;
-            continue;
-        }
-        Py_ssize_t size = ctrl >> 5;
-        if (size == 7) {
-            if (i >= n) goto bad;
-            size += d[i++];
-        }
-        if (i >= n) goto bad;
-        Py_ssize_t ref = w - ((Py_ssize_t)(ctrl & 0x1F) << 8) - d[i] - 1;
-        i++;
-        size += 2;
-        if (ref < 0 || size > length - w) goto bad;
-        for (Py_ssize_t k = 0; k < size; k++) o[w + k] = o[ref + k]; /* (may overlap) */
-        w += size;
+    int rc = lzf_into(view.buf, view.len, (unsigned char *)PyBytes_AS_STRING(out), length);
+    PyBuffer_Release(&view);
+    if (rc != 0) {
+        Py_DECREF(out);
+        Py_RETURN_NONE;
     }
-    if (w != length) goto bad;
-    PyBuffer_Release(&view);
     return out;
-bad:
-    Py_DECREF(out);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Runs of RDB strings */
+
+/* An RDB length at p[*pos] (``Reader.len_or_special``): 0 and the length, 1 and the special
+ * encoding, or -1 for anything else (truncated, unknown). */
+static int rdb_len(const unsigned char *p, Py_ssize_t *pos, Py_ssize_t end, uint64_t *out)
+{
+    Py_ssize_t at = *pos;
+    if (at >= end) return -1;
+    unsigned first = p[at];
+    unsigned kind = first >> 6;
+    if (kind == 0) {
+        *out = first & 0x3F;
+        *pos = at + 1;
+        return 0;
+    }
+    if (kind == 1) {
+        if (at + 2 > end) return -1;
+        *out = ((uint64_t)(first & 0x3F) << 8) | p[at + 1];
+        *pos = at + 2;
+        return 0;
+    }
+    if (kind == 3) {
+        *out = first & 0x3F;
+        *pos = at + 1;
+        return 1;
+    }
+    int width = first == 0x80 ? 4 : first == 0x81 ? 8 : 0;
+    if (width == 0 || at + 1 + width > end) return -1;
+    uint64_t v = 0;
+    for (int i = 0; i < width; i++) v = (v << 8) | p[at + 1 + i];
+    *out = v;
+    *pos = at + 1 + width;
+    return 0;
+}
+
+/* One RDB string at p[*pos] (``Reader.string``) as a new bytes object; NULL without an
+ * exception for anything ``Reader.string`` would refuse, NULL with one for a memory error. */
+static PyObject *rdb_string(const unsigned char *p, Py_ssize_t *pos, Py_ssize_t end)
+{
+    Py_ssize_t at = *pos;
+    uint64_t n;
+    int special = rdb_len(p, &at, end, &n);
+    if (special < 0) return NULL;
+    if (!special) {
+        if (n > (uint64_t)(end - at)) return NULL;
+        *pos = at + (Py_ssize_t)n;
+        return PyBytes_FromStringAndSize((const char *)p + at, (Py_ssize_t)n);
+    }
+    if (n <= 2) { /* int8, int16, int32, little-endian, as decimal text */
+        int width = 1 << n;
+        if (at + width > end) return NULL;
+        uint64_t u = 0;
+        for (int i = width - 1; i >= 0; i--) u = (u << 8) | p[at + i];
+        if ((u >> (8 * width - 1)) & 1) u |= ~(uint64_t)0 << (8 * width);
+        *pos = at + width;
+        return int_text((int64_t)u);
+    }
+    if (n != 3) return NULL;
+    uint64_t clen, length;
+    if (rdb_len(p, &at, end, &clen) != 0 || rdb_len(p, &at, end, &length) != 0) return NULL;
+    if (clen > (uint64_t)(end - at) || length == 0 || length > (uint64_t)PY_SSIZE_T_MAX / 2)
+        return NULL;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)length);
+    if (out == NULL) return NULL;
+    if (lzf_into(p + at, (Py_ssize_t)clen, (unsigned char *)PyBytes_AS_STRING(out),
+                 (Py_ssize_t)length) != 0) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    *pos = at + (Py_ssize_t)clen;
+    return out;
+}
+
+/* ``strings(data, pos, n, end, scored) -> (list, pos)``: up to ``n`` RDB strings from
+ * ``data[pos:end]`` (``Reader.string`` each), with ``scored`` each followed by a binary
+ * double (``Reader.binary_double``, put in the list as a float after its string). It stops
+ * before the first one it does not take (truncated, malformed, a NaN score) and returns the
+ * position
+ * there, so that the caller's ``Reader`` reads the rest and words the error. */
+static PyObject *strings(PyObject *self, PyObject *args)
+{
+    (void)self;
+    Py_buffer view;
+    Py_ssize_t pos, n, end;
+    int scored;
+    if (!PyArg_ParseTuple(args, "y*nnnp:strings", &view, &pos, &n, &end, &scored)) return NULL;
+    if (end > view.len) end = view.len;
+    if (pos < 0 || n < 0 || pos > end) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "strings: bad position or count");
+        return NULL;
+    }
+    const unsigned char *p = view.buf;
+    PyObject *out = PyList_New(0);
+    if (out == NULL) goto fail;
+    for (Py_ssize_t got = 0; got < n; got++) {
+        Py_ssize_t at = pos;
+        PyObject *item = rdb_string(p, &at, end);
+        if (item == NULL) {
+            if (PyErr_Occurred()) goto fail;
+            break;
+        }
+        if (scored) {
+            if (at + 8 > end) {
+                Py_DECREF(item);
+                break;
+            }
+            uint64_t bits = 0;
+            for (int i = 7; i >= 0; i--) bits = (bits << 8) | p[at + i];
+            double score;
+            memcpy(&score, &bits, 8);
+            if (score != score) { /* (NaN: the caller refuses it, in the file's order) */
+                Py_DECREF(item);
+                break;
+            }
+            PyObject *number = PyFloat_FromDouble(score);
+            if (number == NULL || PyList_Append(out, item) < 0 || PyList_Append(out, number) < 0) {
+                Py_XDECREF(number);
+                Py_DECREF(item);
+                goto fail;
+            }
+            Py_DECREF(number);
+            at += 8;
+        } else if (PyList_Append(out, item) < 0) {
+            Py_DECREF(item);
+            goto fail;
+        }
+        Py_DECREF(item);
+        pos = at;
+    }
     PyBuffer_Release(&view);
-    Py_RETURN_NONE;
+    return Py_BuildValue("(Nn)", out, pos);
+fail:
+    Py_XDECREF(out);
+    PyBuffer_Release(&view);
+    return NULL;
 }
 
 static PyMethodDef methods[] = {
+    {"strings", strings, METH_VARARGS, "A run of RDB strings (up to the first it refuses)."},
     {"lzf_decompress", lzf_decompress, METH_VARARGS, "LZF's decompression (None: refused)."},
     {"decode", decode, METH_VARARGS, "A listpack's elements (None: malformed)."},
     {"stream_node", stream_node, METH_VARARGS,

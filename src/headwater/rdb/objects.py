@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 from headwater.rdb import intset, listpack, ziplist
 from headwater.rdb.encoding import (
@@ -155,7 +156,7 @@ def _read_string(r: Reader, _t: int) -> Value:
 
 
 def _strings(r: Reader) -> list[bytes]:
-    return [r.string() for _ in range(r.count())]
+    return r.strings(r.count())
 
 
 def _as_bytes_list(elements: Sequence[bytes | int]) -> list[bytes]:
@@ -217,10 +218,14 @@ def _score(element: bytes | int) -> float:
 
 def _read_zset(r: Reader, t: int) -> Value:
     items: list[tuple[bytes, float]] = []
-    if t in (TYPE_ZSET, TYPE_ZSET_2):
+    if t == TYPE_ZSET_2:
+        flat = r.scored_strings(r.count())
+        members = cast("list[bytes]", flat[0::2])
+        items = list(zip(members, cast("list[float]", flat[1::2]), strict=True))
+    elif t == TYPE_ZSET:
         for _ in range(r.count()):
             member = r.string()
-            score = r.binary_double() if t == TYPE_ZSET_2 else r.text_double()
+            score = r.text_double()
             if math.isnan(score):
                 raise RdbError("NaN sorted set score")
             items.append((member, score))
@@ -236,7 +241,8 @@ def _read_zset(r: Reader, t: int) -> Value:
 def _read_hash(r: Reader, t: int) -> Value:
     expires: dict[bytes, int] = {}
     if t == TYPE_HASH:
-        pairs = [(r.string(), r.string()) for _ in range(r.count(2))]
+        words = r.strings(2 * r.count(2))
+        pairs = list(zip(words[0::2], words[1::2], strict=True))
     elif t == TYPE_HASH_ZIPMAP:
         pairs = ziplist.decode_zipmap(r.string())
     elif t in (TYPE_HASH_ZIPLIST, TYPE_HASH_LISTPACK):
