@@ -89,6 +89,8 @@ HOT_MODULES = (
     # a snapshot's record readers: the load of the import-rdb row's snapshot (250,000 small
     # keys beside big ones) was mostly these per-record calls in the interpreter
     "headwater.persistence.snapshot_records",
+    # and its writer (the same keys' records: import-rdb's snapshot, BGSAVE, a full sync)
+    "headwater.persistence.snapshot_write",
     "headwater.activeactive.envelope",
     "headwater.activeactive.apply",
     "headwater.activeactive.inbox",
