@@ -98,6 +98,8 @@ class SetValue:
     members: list[bytes]
     #: the payload's encoding was a listpack (its order is kept on load, as Redis 7.2 does)
     listpack: bool = False
+    #: the payload's encoding was an intset: every member is int64 decimal text, ascending
+    intset: bool = field(default=False, compare=False)
 
 
 @dataclass
@@ -201,7 +203,7 @@ def _read_set(r: Reader, t: int) -> Value:
     else:
         members = listpack.decode_text(r.string())
     _unique(members, "set members")
-    return SetValue(members, t == TYPE_SET_LISTPACK)
+    return SetValue(members, t == TYPE_SET_LISTPACK, t == TYPE_SET_INTSET)
 
 
 def _score(element: bytes | int) -> float:
