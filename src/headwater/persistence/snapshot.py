@@ -45,7 +45,8 @@ C-level operations per node and nothing per entry. A chunk's node table is read 
 ``struct.iter_unpack`` and each node takes its share of the chunk's columns with one copy per
 column (``Node.restore_many``). The other records are read by ``snapshot_records`` (compiled:
 a load of many small keys is mostly per-record calls), and a run of fields (a set's members, a
-hash's fields and values) is split into bytes objects by one C call (``_blobs.c``). The file
+hash's fields and values) is split into bytes objects by one C call (``_blobs.c``); they are
+written by ``snapshot_write`` (compiled for the same reason). The file
 is read into anonymous memory of the process (never mapped: ``_PrivateCopy``), by two threads
 in chunks of 8 MB, while a third computes its CRC-32 (zlib, C speed) and the nodes are built
 from what has arrived: the read and ``zlib.crc32`` release the GIL, so they run on other cores;
