@@ -51,8 +51,13 @@ def ext_modules() -> list[object]:
     pack = Extension(
         "headwater.stream._pack", [os.path.join("src", "headwater", "stream", "_pack.c")]
     )
+    # listpacks, stream listpacks and LZF decoded in one call each (import-rdb, RESTORE;
+    # ``rdb/listpack.py``, ``rdb/streams.py`` and ``rdb/lzf.py`` run without it)
+    listpacks = Extension(
+        "headwater.rdb._listpack", [os.path.join("src", "headwater", "rdb", "_listpack.c")]
+    )
     hot = mypycify(hot_sources(), group_name="headwater_hot")
-    return [*hot, bridge, zsearch, crc, encode, blobs, pack]
+    return [*hot, bridge, zsearch, crc, encode, blobs, pack, listpacks]
 
 
 setup(ext_modules=ext_modules())

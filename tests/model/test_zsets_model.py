@@ -3,6 +3,8 @@ adds, score changes and removals, with chunks small enough to split and empty of
 
 from __future__ import annotations
 
+from array import array
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -103,6 +105,28 @@ def test_load_ordered_matches_one_by_one() -> None:
     for score, member in pairs:
         built.set(member, score, LIMITS)
     assert list(loaded) == list(built) and loaded.rank(b"m010") == built.rank(b"m010")
+
+
+@given(
+    st.lists(st.tuples(st.sampled_from([-1.5, -0.0, 0.0, 2.0, 1e300]), st.binary(max_size=3))),
+    st.integers(0, 1200),
+)
+def test_load_columns_matches_load_ordered(raw: list[tuple[float, bytes]], extra: int) -> None:
+    """The snapshot's column load lays out what ``load_ordered`` lays out from pairs (one
+    chunk and several: ``extra`` members more)."""
+    pairs = sorted(dict((m, s) for s, m in raw + [(1.0, b"x%05d" % i) for i in range(extra)])
+                   .items(), key=lambda p: (p[1], p[0]))  # fmt: skip
+    ordered = [(score, member) for member, score in pairs]
+    by_pairs, by_columns = ZSetValue(False), ZSetValue(False)
+    by_pairs.load_ordered(ordered)
+    by_columns.load_columns(array("d", [s for s, _ in ordered]), [m for _, m in ordered])
+    by_columns.check_invariants()
+    assert list(by_columns) == list(by_pairs)
+    assert by_columns.scores == by_pairs.scores
+    assert by_columns.chunk_members == by_pairs.chunk_members
+    assert [list(c) for c in by_columns.chunk_scores] == [list(c) for c in by_pairs.chunk_scores]
+    assert list(by_columns.last_scores) == list(by_pairs.last_scores)
+    assert by_columns.last_members == by_pairs.last_members
 
 
 def test_invariant_violations_raise() -> None:

@@ -12,6 +12,7 @@ import functools
 import os
 import struct
 import weakref
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ import headwater.persistence.snapshot as snapshot
 import headwater.persistence.snapshot_records as snapshot_records
 from headwater.keyspace import Database
 from headwater.persistence.snapshot import SnapshotError, load_snapshot, write_snapshot
+from headwater.stream.groups import key_id
 from headwater.stream.node import Node
 from headwater.stream.stream import Stream
 from tests.unit.conftest import Harness
@@ -55,14 +57,14 @@ def _fresh() -> list[Database]:
     return Harness().engine.keyspace.dbs
 
 
-def _write_old_version(path: Path, dbs: list[Database], version: int) -> None:
+def _write_old_version(
+    path: Path,
+    dbs: list[Database],
+    version: int,
+    stream_writer: Callable[[snapshot._Out, Stream], None] | None = None,
+) -> None:
     """Relabel a snapshot written with groups as that version laid them out."""
-    original = snapshot._write_group
-    snapshot._write_group = lambda out, g, *_: original(out, g, version)  # type: ignore[assignment]
-    try:
-        write_snapshot(path, dbs)
-    finally:
-        snapshot._write_group = original
+    write_snapshot(path, dbs, (), stream_writer, version)
     data = bytearray(path.read_bytes())
     data[6:8] = struct.pack("<H", version)
     data[-4:] = struct.pack("<I", snapshot.zlib.crc32(data[:-4]))
@@ -90,15 +92,10 @@ def _write_v1(path: Path, dbs: list[Database]) -> None:
             out.blob(node.tomb if node.tomb is not None else b"")
         out.u64(len(s.groups))
         for group in s.groups.values():
-            snapshot._write_group(out, group)
+            snapshot._write_group(out, group, 1)
         snapshot._write_idmp(out, s.idmp)
 
-    original = snapshot._write_stream
-    snapshot._write_stream = stream_v1  # type: ignore[assignment]
-    try:
-        _write_old_version(path, dbs, 1)
-    finally:
-        snapshot._write_stream = original
+    _write_old_version(path, dbs, 1, stream_v1)
 
 
 def test_version_3_round_trip_across_chunks(tmp_path: Path) -> None:
@@ -121,7 +118,7 @@ def test_version_3_keeps_the_nack_zone_in_its_order(tmp_path: Path) -> None:
     dbs = _fresh()
     load_snapshot(path, dbs)
     group = dbs[0].data[b"s"].groups[b"g"]
-    assert [snapshot.key_id(k) for k in group.nacked] == [(8, 2), (3, 0), (6, 0)]
+    assert [key_id(k) for k in group.nacked] == [(8, 2), (3, 0), (6, 0)]
     group.check_invariants()
     assert snapshot.check_snapshot(path)[0]
 

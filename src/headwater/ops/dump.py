@@ -158,6 +158,12 @@ def _loaded_set(decoded: RdbSet, limits: SetLimits) -> SetValue:
         s = SetValue(HASHTABLE)
         s.members = dict.fromkeys(decoded.members)
         return s
+    elif decoded.intset:
+        # (an intset within the limit stays one, its members as they come: what adding them
+        # one by one gives, without testing each for an integer)
+        s = SetValue(INTSET)
+        s.members = dict.fromkeys(decoded.members)
+        return s
     else:
         s = SetValue(INTSET)
     for member in decoded.members:

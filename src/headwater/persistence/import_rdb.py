@@ -17,6 +17,7 @@ has no AOF yet (which is why an existing AOF or snapshot makes the import refuse
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 import time
 from collections import defaultdict
@@ -159,11 +160,19 @@ def main(args: list[str]) -> int:
         defaults["list-max-listpack-size"],
     )
     started = time.monotonic()
+    # No garbage collection in this process: what the import builds (millions of objects, and
+    # the keyspace's cycle through its databases) all lives until the snapshot is written, so
+    # a collection would only walk it (~10% of an import of 250,000 keys). Frozen afterwards,
+    # it is not walked and freed one object at a time at the exit either (~2 s for 5M
+    # elements): the process ends and the system takes the memory back.
+    gc.disable()
     try:
         report = import_rdb(opts.rdb, opts.dir, opts.dbfilename, opts.databases, opts.force, limits)
     except RdbImportError as exc:
         print(f"headwater import-rdb: {opts.rdb}: {exc}", file=sys.stderr)
         return 1
+    finally:
+        gc.freeze()
     version = report.aux.get(b"redis-ver", b"?").decode("ascii", "replace")
     dbs = ", ".join(f"db{db}: {n}" for db, n in sorted(report.per_db.items())) or "none"
     print(

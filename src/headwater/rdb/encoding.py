@@ -21,7 +21,11 @@ answer (RESTORE's ``Bad data format``, import-rdb's refusal with the offset).
 
 from __future__ import annotations
 
+import importlib
+import math
 import struct
+from collections.abc import Callable
+from typing import Final, cast
 
 from headwater.rdb import lzf
 
@@ -121,6 +125,23 @@ def write_double(out: bytearray, value: float) -> None:
 # ---------------------------------------------------------------------------------------------
 # Reading
 
+#: ``strings(data, pos, n, end, scored) -> (list, pos)``
+_Strings = Callable[[bytes | memoryview, int, int, int, bool], tuple[list[bytes | float], int]]
+
+
+def native_strings() -> _Strings | None:
+    """The C reader of a run of strings (``_listpack.c``: ``strings``; it stops before the
+    first string it does not take, which ``Reader.string`` then reads or refuses with the
+    reason), or None when it is not built (the pure build)."""
+    try:
+        module = importlib.import_module("headwater.rdb._listpack")
+    except ImportError:
+        return None
+    return cast("_Strings", module.strings)
+
+
+_NATIVE_STRINGS: Final = native_strings()
+
 
 class Reader:
     """A cursor over RDB bytes."""
@@ -201,6 +222,32 @@ class Reader:
             except lzf.LzfError as exc:
                 raise RdbError(f"bad LZF string: {exc}") from None
         raise RdbError(f"unknown string encoding {n}")
+
+    def strings(self, n: int) -> list[bytes]:
+        """``n`` strings in a row (``string`` each), in one C call when that is built."""
+        out: list[bytes] = []
+        if _NATIVE_STRINGS is not None:
+            got, self.pos = _NATIVE_STRINGS(self.data, self.pos, n, self.end, False)
+            out = cast("list[bytes]", got)
+            n -= len(out)
+        for _ in range(n):
+            out.append(self.string())
+        return out
+
+    def scored_strings(self, n: int) -> list[bytes | float]:
+        """``n`` strings each followed by a binary double (a ZSET_2's members and scores), as
+        one list: member, score, member, score...; a NaN score is refused."""
+        out: list[bytes | float] = []
+        if _NATIVE_STRINGS is not None:
+            out, self.pos = _NATIVE_STRINGS(self.data, self.pos, n, self.end, True)
+            n -= len(out) >> 1
+        for _ in range(n):
+            out.append(self.string())
+            score = self.binary_double()
+            if math.isnan(score):
+                raise RdbError("NaN sorted set score")
+            out.append(score)
+        return out
 
     def ms(self) -> int:
         return int(_I64.unpack(self.take(8))[0])

@@ -26,8 +26,10 @@ A string that is strict decimal int64 text is stored as an integer (``lpAppend``
 
 from __future__ import annotations
 
+import importlib
 import struct
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Final, cast
 
 from headwater.rdb.encoding import RdbError, is_int_text
 
@@ -128,7 +130,39 @@ def encode(elements: Iterable[Element]) -> bytes:
     return bytes(out)
 
 
+def native_decoder() -> Callable[[bytes, bool], list[Element] | None] | None:
+    """The C decoder (``_listpack.c``: ``decode(blob, text)``, None for a listpack it does not
+    take, which ``decode_pure`` then refuses with the reason), or None when it is not built (the
+    pure build)."""
+    try:
+        module = importlib.import_module("headwater.rdb._listpack")
+    except ImportError:
+        return None
+    return cast("Callable[[bytes, bool], list[Element] | None]", module.decode)
+
+
+_NATIVE: Final = native_decoder()
+
+
 def decode(blob: bytes) -> list[Element]:
+    """The elements of a listpack (``decode_pure``, in one C call when it is built)."""
+    if _NATIVE is not None:
+        out = _NATIVE(blob, False)
+        if out is not None:
+            return out
+    return decode_pure(blob)
+
+
+def decode_text(blob: bytes) -> list[bytes]:
+    """The elements as Redis hands them out (``as_bytes``: integers as decimal text)."""
+    if _NATIVE is not None:
+        out = _NATIVE(blob, True)
+        if out is not None:
+            return cast("list[bytes]", out)
+    return [as_bytes(e) for e in decode_pure(blob)]
+
+
+def decode_pure(blob: bytes) -> list[Element]:
     """The elements of a listpack, checked as Redis's deep validation checks it: the header's
     size, every element within bounds with a backlen that matches, the count, the end byte."""
     n = len(blob)

@@ -17,6 +17,10 @@ equally valid, back-reference. Any such output decompresses the same.)
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable
+from typing import Final, cast
+
 HLOG = 16
 _HSIZE = 1 << HLOG
 _MAX_LIT = 1 << 5
@@ -135,8 +139,31 @@ def compress(data: bytes, out_limit: int) -> bytes | None:
     return bytes(out)
 
 
+def native_decompressor() -> Callable[[bytes | memoryview, int], bytes | None] | None:
+    """The C loop (``_listpack.c``'s ``lzf_decompress``: None for data it refuses, which
+    ``decompress_pure`` then refuses with the reason), or None when it is not built."""
+    try:
+        module = importlib.import_module("headwater.rdb._listpack")
+    except ImportError:
+        return None
+    return cast("Callable[[bytes | memoryview, int], bytes | None]", module.lzf_decompress)
+
+
+_NATIVE: Final = native_decompressor()
+
+
 def decompress(data: bytes | memoryview, length: int) -> bytes:
-    """Decode data, which must produce exactly ``length`` bytes (RDB stores it)."""
+    """Decode data, which must produce exactly ``length`` bytes (RDB stores it); in one C
+    call when that is built."""
+    if _NATIVE is not None:
+        out = _NATIVE(data, length)
+        if out is not None:
+            return out
+    return decompress_pure(data, length)
+
+
+def decompress_pure(data: bytes | memoryview, length: int) -> bytes:
+    """``decompress`` in Python."""
     out = bytearray()
     i = 0
     n = len(data)

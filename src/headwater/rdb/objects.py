@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 from headwater.rdb import intset, listpack, ziplist
 from headwater.rdb.encoding import (
@@ -97,6 +98,8 @@ class SetValue:
     members: list[bytes]
     #: the payload's encoding was a listpack (its order is kept on load, as Redis 7.2 does)
     listpack: bool = False
+    #: the payload's encoding was an intset: every member is int64 decimal text, ascending
+    intset: bool = field(default=False, compare=False)
 
 
 @dataclass
@@ -155,7 +158,7 @@ def _read_string(r: Reader, _t: int) -> Value:
 
 
 def _strings(r: Reader) -> list[bytes]:
-    return [r.string() for _ in range(r.count())]
+    return r.strings(r.count())
 
 
 def _as_bytes_list(elements: Sequence[bytes | int]) -> list[bytes]:
@@ -180,7 +183,7 @@ def _read_list(r: Reader, t: int) -> Value:
             elif container != _QUICKLIST_PACKED:
                 raise RdbError(f"unknown quicklist container {container}")
             else:
-                node = _as_bytes_list(listpack.decode(r.string()))
+                node = listpack.decode_text(r.string())
         if node:  # (Redis skips empty nodes)
             nodes.append(node)
             items += node
@@ -198,9 +201,9 @@ def _read_set(r: Reader, t: int) -> Value:
     elif t == TYPE_SET_INTSET:
         members = [b"%d" % v for v in intset.decode(r.string())]
     else:
-        members = _as_bytes_list(listpack.decode(r.string()))
+        members = listpack.decode_text(r.string())
     _unique(members, "set members")
-    return SetValue(members, t == TYPE_SET_LISTPACK)
+    return SetValue(members, t == TYPE_SET_LISTPACK, t == TYPE_SET_INTSET)
 
 
 def _score(element: bytes | int) -> float:
@@ -217,10 +220,14 @@ def _score(element: bytes | int) -> float:
 
 def _read_zset(r: Reader, t: int) -> Value:
     items: list[tuple[bytes, float]] = []
-    if t in (TYPE_ZSET, TYPE_ZSET_2):
+    if t == TYPE_ZSET_2:
+        flat = r.scored_strings(r.count())
+        members = cast("list[bytes]", flat[0::2])
+        items = list(zip(members, cast("list[float]", flat[1::2]), strict=True))
+    elif t == TYPE_ZSET:
         for _ in range(r.count()):
             member = r.string()
-            score = r.binary_double() if t == TYPE_ZSET_2 else r.text_double()
+            score = r.text_double()
             if math.isnan(score):
                 raise RdbError("NaN sorted set score")
             items.append((member, score))
@@ -236,12 +243,15 @@ def _read_zset(r: Reader, t: int) -> Value:
 def _read_hash(r: Reader, t: int) -> Value:
     expires: dict[bytes, int] = {}
     if t == TYPE_HASH:
-        pairs = [(r.string(), r.string()) for _ in range(r.count(2))]
+        words = r.strings(2 * r.count(2))
+        pairs = list(zip(words[0::2], words[1::2], strict=True))
     elif t == TYPE_HASH_ZIPMAP:
         pairs = ziplist.decode_zipmap(r.string())
     elif t in (TYPE_HASH_ZIPLIST, TYPE_HASH_LISTPACK):
-        decode = ziplist.decode if t == TYPE_HASH_ZIPLIST else listpack.decode
-        els = _as_bytes_list(decode(r.string()))
+        if t == TYPE_HASH_ZIPLIST:
+            els = _as_bytes_list(ziplist.decode(r.string()))
+        else:
+            els = listpack.decode_text(r.string())
         if len(els) % 2:
             raise RdbError("hash listpack with an odd number of elements")
         pairs = list(zip(els[0::2], els[1::2], strict=True))

@@ -29,7 +29,10 @@ Groups and consumers go in name order, pending entries in ID order (the radix tr
 
 from __future__ import annotations
 
+import importlib
 import struct
+from collections.abc import Callable
+from typing import Any, Final, cast
 
 from headwater.rdb import listpack
 from headwater.rdb.encoding import RdbError, Reader, write_len, write_ms, write_string
@@ -161,9 +164,42 @@ def _int(element: bytes | int, what: str) -> int:
     return element
 
 
+def native_node_reader() -> Callable[[bytes, int, int], tuple[Any, ...] | None] | None:
+    """The C reader of a stream listpack into a node's columns (``_listpack.c``:
+    ``stream_node``), or None when it is not built (the pure build)."""
+    try:
+        module = importlib.import_module("headwater.rdb._listpack")
+    except ImportError:
+        return None
+    return cast("Callable[[bytes, int, int], tuple[Any, ...] | None]", module.stream_node)
+
+
+_NATIVE_NODE: Final = native_node_reader()
+
+
 def _read_node(master: StreamID, blob: bytes, previous: StreamID | None) -> Node:
-    """A Headwater node holding exactly the entries of one Redis stream listpack."""
-    els = listpack.decode(blob)
+    """A Headwater node holding exactly the entries of one Redis stream listpack: its
+    columns in one C call when that is built and takes the listpack (``_read_node_pure``
+    then refuses it with the reason, or takes a shape Redis does not write)."""
+    if _NATIVE_NODE is not None and (previous is None or master > previous):
+        columns = _NATIVE_NODE(blob, master[0], master[1])
+        if columns is not None:
+            fields, ms, seq, offsets, data, tomb, count, deleted, lp_bytes, _, _ = columns
+            node = Node(master, fields, None, lp_bytes)
+            node.ms.frombytes(ms)
+            node.seq.frombytes(seq)
+            node.offsets.frombytes(offsets)
+            node.blob = data
+            node.tomb = tomb
+            node.count = count
+            node.deleted = deleted
+            return node
+    return _read_node_pure(master, blob, previous)
+
+
+def _read_node_pure(master: StreamID, blob: bytes, previous: StreamID | None) -> Node:
+    """``_read_node`` in Python, entry by entry (``Node.append``)."""
+    els = listpack.decode_pure(blob)
     if len(els) < 4:
         raise RdbError("stream listpack without a master entry")
     count = _int(els[0], "count")

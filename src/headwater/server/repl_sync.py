@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from headwater.commands.context import Client
-from headwater.persistence.snapshot import write_snapshot_to
+from headwater.persistence.snapshot_write import write_snapshot_to
 from headwater.server.children import kill_child
 
 if TYPE_CHECKING:

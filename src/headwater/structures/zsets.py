@@ -297,6 +297,27 @@ class ZSetValue:
         self.last_scores = _scores([scores[-1] for scores in self.chunk_scores])
         self.last_members = [members[-1] for members in self.chunk_members]
 
+    def load_columns(self, scores: array[float], members: list[bytes]) -> None:
+        """``load_ordered`` from the two columns (a snapshot's): ``scores`` and ``members``
+        in order, taken as they are (a set of one chunk keeps both objects), with no pair
+        made per element."""
+        if self.scores:
+            raise ZSetInvariantError("load_columns into a set that is not empty")
+        if len(scores) != len(members):
+            raise ZSetInvariantError("load_columns of columns that differ in length")
+        self.scores = dict(zip(members, scores, strict=True))
+        self._before = None
+        step = CHUNK // 2
+        if len(members) <= step:
+            self.chunk_scores = [scores] if members else []
+            self.chunk_members = [members] if members else []
+        else:
+            starts = range(0, len(members), step)
+            self.chunk_scores = [scores[i : i + step] for i in starts]
+            self.chunk_members = [members[i : i + step] for i in starts]
+        self.last_scores = _scores([column[-1] for column in self.chunk_scores])
+        self.last_members = [column[-1] for column in self.chunk_members]
+
     # -- positions -------------------------------------------------------------------------
 
     def rank(self, member: bytes) -> int | None:
