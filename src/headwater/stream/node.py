@@ -182,6 +182,12 @@ def _pack_values(blob: bytearray, pairs: Sequence[bytes]) -> int:
     return lp
 
 
+def _full(held: int, lp_bytes: int, size: int, limit: int, max_entries: int) -> bool:
+    """A node of ``held`` entries cannot take one of ``size`` more (``Stream.append``'s rule:
+    an empty node takes any one)."""
+    return bool(held) and (lp_bytes + size >= limit or (max_entries != 0 and held >= max_entries))
+
+
 class _ExtendSame(Protocol):
     """``_pack.extend_same`` (its module docstring)."""
 
@@ -446,10 +452,9 @@ class Node:
             if full or i >= end:
                 break
             sid, pairs, size = entries[i]  # other field names: appended here
-            held = len(self.ms)
-            if held and (self.lp_bytes + size >= limit or (max_entries and held >= max_entries)):
+            if _full(len(self.ms), self.lp_bytes, size, limit, max_entries):
                 break
-            self.append(sid, pairs)
+            self._append_packed(sid, pairs)
             i += 1
         return i
 
@@ -470,7 +475,7 @@ class Node:
         i, end = start, len(entries)
         while i < end:
             sid, pairs, size = entries[i]
-            if held and (lp_bytes + size >= limit or (max_entries and held >= max_entries)):
+            if _full(held, lp_bytes, size, limit, max_entries):
                 break
             i += 1
             held += 1
