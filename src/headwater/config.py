@@ -368,6 +368,9 @@ PARAMS: tuple[Param, ...] = (
     Param("repl-backlog-size", _int_parser(1, INT64_MAX, memory=True), "1048576"),
     Param("repl-ping-replica-period", _int_parser(1, 2**31 - 1), "10"),
     Param("repl-timeout", _int_parser(1, 2**31 - 1), "60"),
+    # Headwater's: the stream waits up to this long to go out with the next turns' effects
+    # (replication/hold.py; 0: every loop turn, as Redis)
+    Param("repl-stream-hold-us", _int_parser(0, 5_000_000), "1000"),
     # the snapshot goes to a replica while the child writes it (server/repl_sync.py), and a
     # replica loads it from the link as it arrives, beside its data until the load succeeds
     # (swapdb: the default here, where Redis's is disabled; server/replica_link.py)

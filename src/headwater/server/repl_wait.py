@@ -49,12 +49,12 @@ class Waits:
 
     def wait(self, c: Client, replicas: int, timeout_ms: int) -> Reply | Block:
         """WAIT: how many replicas acknowledged the client's writes."""
-        self.repl.flush()
+        self.repl.flush(force=True)
         return self._start(WaitRequest(c, replicas, self._write_offset(c)), timeout_ms)
 
     def waitaof(self, c: Client, local: int, replicas: int, timeout_ms: int) -> Reply | Block:
         """WAITAOF: the client's writes fsynced by this server's AOF and by replicas'."""
-        self.repl.flush()
+        self.repl.flush(force=True)
         request = WaitRequest(c, replicas, self._write_offset(c), aof=True, local=local)
         return self._start(request, timeout_ms)
 

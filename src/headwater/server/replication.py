@@ -28,6 +28,7 @@ decide WAIT and ``min-replicas-to-write``.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -39,6 +40,7 @@ from typing import TYPE_CHECKING
 from headwater.commands.context import Block, Client
 from headwater.errors import NOT_INTEGER, ReplyError, err
 from headwater.persistence.effect_log import EffectLog
+from headwater.replication.hold import StreamHold
 from headwater.replication.state import ReplicationState, new_replid, valid_replid
 from headwater.resp.encoder import encode_command
 from headwater.resp.types import Raw, Reply, Status
@@ -78,6 +80,9 @@ class Replication:
         #: the effects of this turn, encoded for the stream (while ``feeding``)
         self.feed = EffectLog()
         self.feeding = False
+        #: whether this turn's stream goes out now or with the next turns' (hold.py)
+        self.hold = StreamHold(self.config["repl-stream-hold-us"])
+        self._hold_timer: asyncio.TimerHandle | None = None
         #: the backlog exists (Redis creates it with the first replica)
         self.backlog_active = False
         self.peers: list[Peer] = []
@@ -126,7 +131,7 @@ class Replication:
         if self.link is not None:
             self.link.stop()
         self.full_sync.kill()
-        self.flush()
+        self.flush(force=True)
 
     def save_state(self) -> None:
         """At a clean shutdown whose data is on disk (the AOF, closed): our replication ID,
@@ -185,7 +190,7 @@ class Replication:
 
     def _stop_feeding(self) -> None:
         if self.feeding:
-            self.flush()
+            self.flush(force=True)
             self.engine.effect_sinks.remove(self.feed.append)
             self.feeding = False
 
@@ -195,12 +200,15 @@ class Replication:
             if self.master is None:
                 self._start_feeding()
 
-    def flush(self) -> None:
-        """Once per loop turn: the effects gathered go to the backlog and the replicas."""
+    def flush(self, force: bool = False) -> None:
+        """Once per loop turn: the effects gathered go to the backlog and the replicas, or
+        wait up to ``repl-stream-hold-us`` to go with the next turns' (hold.py). ``force``:
+        now, before what must follow them (a PING, a new replica's sync, a change of role)."""
         buf = self.feed.buf
-        if buf:
+        if buf and (force or self.waits.waiting or self._getack_due or not self._held()):
             data = bytes(buf)
             buf.clear()
+            self.hold.sent(self.server.loop.time())
             self.broadcast(data)
             self.waits.turn_fed(self.engine.effect_seq, self.state.offset)
         if self._getack_due:
@@ -209,6 +217,20 @@ class Replication:
                 self.broadcast(GETACK)
         if self.waits.waiting:  # (WAITAOF: the local fsync may have moved)
             self.waits.check()
+
+    def _held(self) -> bool:
+        """Whether the stream waits for the next turns (the timer that ends the wait is set)."""
+        loop = self.server.loop
+        wait = self.hold.wait_for(loop.time(), len(self.feed.buf))
+        if wait <= 0.0:
+            return False
+        if self._hold_timer is None:
+            self._hold_timer = loop.call_later(wait, self._hold_ended)
+        return True
+
+    def _hold_ended(self) -> None:
+        self._hold_timer = None
+        self.flush(force=True)
 
     def broadcast(self, data: bytes) -> None:
         """Bytes of the stream: into the backlog, to the replicas online, into the buffers
@@ -337,7 +359,7 @@ class Replication:
         if conn is None or conn.transport is None:
             raise err("PSYNC needs a network client")
         self._activate_backlog()
-        self.flush()
+        self.flush(force=True)
         conn.send()  # replies queued before this one leave first
         stats = self.engine.stats
         if offset is not None and self.state.can_continue(replid, offset):
@@ -583,6 +605,8 @@ class Replication:
     def _config_changed(self, name: str, value: object) -> None:
         if name == "repl-backlog-size":
             self.state.backlog.resize(int(value))  # type: ignore[call-overload]
+        elif name == "repl-stream-hold-us":
+            self.hold.hold_s = int(value) / 1e6  # type: ignore[call-overload]
         elif name in ("replica-read-only", "min-replicas-to-write", "min-replicas-max-lag"):
             self.update_refusal()
 
@@ -596,7 +620,7 @@ class Replication:
         if self.master is None and self.peers:
             if now - self._last_ping >= self.config["repl-ping-replica-period"]:
                 self._last_ping = now
-                self.flush()
+                self.flush(force=True)
                 self.broadcast(PING)
             timeout = self.config["repl-timeout"]
             self.full_sync.check_timeouts(self.peers, timeout)
