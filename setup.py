@@ -56,8 +56,13 @@ def ext_modules() -> list[object]:
     listpacks = Extension(
         "headwater.rdb._listpack", [os.path.join("src", "headwater", "rdb", "_listpack.c")]
     )
+    # a replica's stream split into commands, sized as they go (``resp/split.py`` uses
+    # hiredis without it)
+    split = Extension(
+        "headwater.resp._split", [os.path.join("src", "headwater", "resp", "_split.c")]
+    )
     hot = mypycify(hot_sources(), group_name="headwater_hot")
-    return [*hot, bridge, zsearch, crc, encode, blobs, pack, listpacks]
+    return [*hot, bridge, zsearch, crc, encode, blobs, pack, listpacks, split]
 
 
 setup(ext_modules=ext_modules())

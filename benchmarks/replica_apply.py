@@ -20,11 +20,10 @@ from __future__ import annotations
 import argparse
 import time
 
-import hiredis
-
 from headwater.engine.core import Engine
 from headwater.engine.replay import Replayer
 from headwater.errors import ReplyError
+from headwater.resp.split import new_splitter
 
 CHUNK = 300
 FIRST_MS = 1764200000000
@@ -51,7 +50,7 @@ def main() -> None:
     n = parser.parse_args().n
     replayer = Replayer(Engine())
     replayer.client.is_master = True
-    reader = hiredis.Reader()
+    reader = new_splitter()
     failures: list[tuple[list[bytes], ReplyError]] = []
     reader.feed(b"*5\r\n$4\r\nXADD\r\n$7\r\nbench:x\r\n$3\r\n1-0\r\n$1\r\nf\r\n$1\r\nv\r\n")
     replayer.apply_link_run(reader, failures)  # (creates the stream)

@@ -81,7 +81,7 @@ def test_wait_does_not_wait_for_the_hold(
     # WAITAOF: the replica's fsync of the held write is confirmed just as soon
     held_write(primary, replica, "3-0")
     started = time.monotonic()
-    local, replicas = primary.execute_command("WAITAOF", 0, 1, 10_000)
+    _local, replicas = primary.execute_command("WAITAOF", 0, 1, 10_000)
     assert replicas == 1  # (local: whether the primary's everysec fsync came meanwhile)
     assert time.monotonic() - started < 1.0
     assert length_on(replica, "s") == 3

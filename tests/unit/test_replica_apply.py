@@ -12,11 +12,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-import hiredis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from headwater.engine.replay import Replayer
+from headwater.resp.split import new_splitter
 from tests.unit.conftest import Harness
 from tests.unit.test_replay_roundtrip import (
     _check_invariants,
@@ -53,7 +53,7 @@ def test_replica_state_is_the_primary_state(
     keyspace.replica = True
     link = Replayer(replica.engine, fast=batched)
     apply = link.apply_streamed if batched else link.apply_command
-    reader = hiredis.Reader()
+    reader = new_splitter()
     pos, n = 0, 0
     while pos < len(data):
         size = cuts[n % len(cuts)]
@@ -97,7 +97,7 @@ def test_the_link_appends_runs_of_plain_xadd_at_once_and_logs_each_one(tmp_path:
     replica = Harness()
     replica.engine.keyspace.replica = True
     link = Replayer(replica.engine)
-    reader = hiredis.Reader()
+    reader = new_splitter()
     reader.feed(path.read_bytes())
     while (argv := reader.gets()) is not False:
         assert link.apply_streamed(argv) is None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -61,5 +63,5 @@ def test_against_a_model(hold_us: int, turns: list[tuple[float, int]]) -> None:
             hold.sent(now)
             sends.append((now, gathered))
             gathered = 0
-    for (t0, _), (t1, size) in zip(sends, sends[1:], strict=False):
+    for (t0, _), (t1, size) in itertools.pairwise(sends):
         assert size >= HOLD_MAX_BYTES or t1 - t0 >= hold_s - 1e-9

@@ -83,7 +83,8 @@ from headwater.ops.streams import (
     record_idmp,
 )
 from headwater.persistence.aof import CorruptAof, TornTail
-from headwater.resp.parser import bulks_size, wire_size
+from headwater.resp.parser import wire_size
+from headwater.resp.split import CommandSplitter
 from headwater.stream.groups import id_key
 from headwater.stream.idmp import auto_iid
 from headwater.stream.ids import StreamID, parse_id
@@ -137,10 +138,6 @@ class StreamGarbage(Exception):
     def __init__(self, message: str, applied: int) -> None:
         super().__init__(message)
         self.applied = applied
-
-
-def _shown(value: object) -> str:
-    return repr(value).encode()[:128].decode("utf-8", "backslashreplace")
 
 
 @dataclass
@@ -269,29 +266,24 @@ class Replayer:
         return self.apply_command(argv)
 
     def apply_link_run(
-        self, parser: hiredis.Reader, failures: list[tuple[list[bytes], ReplyError]]
+        self, parser: CommandSplitter, failures: list[tuple[list[bytes], ReplyError]]
     ) -> tuple[int, bool]:
         """Apply the whole commands a replica's link has read, up to a ``REPLCONF GETACK``
         (the link's own, not applied): the bytes of the stream they took, and whether a
         GETACK ended the run. PINGs are skipped; a command that fails is added to
         ``failures`` (the link logs it). Raises ``StreamGarbage`` on anything that is not
         a command. (Here, compiled, rather than in the link: one loop turn per command.)"""
-        applied = 0
+        start = parser.taken
         while True:
             try:
                 argv = parser.gets()
-            except hiredis.ProtocolError as exc:
+            except ValueError as exc:
                 raise StreamGarbage(
-                    f"Protocol error from master ({exc}): garbage on the replication link", applied
+                    f"Protocol error from master ({exc}): garbage on the replication link",
+                    parser.taken - start,
                 ) from None
             if argv is False:
-                return applied, False
-            size = bulks_size(argv) if type(argv) is list and argv else -1
-            if size < 0:
-                raise StreamGarbage(
-                    f"Protocol error from master: {_shown(argv)} is not a command", applied
-                )
-            applied += size
+                return parser.taken - start, False
             words: list[bytes] = argv
             head = words[0]
             if len(head) in (4, 8):  # (PING, REPLCONF: no upper() for the others)
@@ -299,7 +291,7 @@ class Replayer:
                 if name == b"PING":
                     continue
                 if name == b"REPLCONF" and len(words) > 1 and words[1].upper() == b"GETACK":
-                    return applied, True
+                    return parser.taken - start, True
             error = self.apply_streamed(words)
             if error is not None:
                 failures.append((words, error))

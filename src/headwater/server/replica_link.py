@@ -46,8 +46,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Protocol, runtime_checkable
 
-import hiredis
-
 from headwater.engine.replay import Replayer, StreamGarbage
 from headwater.errors import ReplyError
 from headwater.keyspace import Keyspace
@@ -60,6 +58,7 @@ from headwater.persistence.snapshot import (
 )
 from headwater.replication.state import new_replid, valid_replid
 from headwater.resp.encoder import encode_command
+from headwater.resp.split import CommandSplitter, new_splitter
 from headwater.stream.node import Node
 
 if TYPE_CHECKING:
@@ -488,7 +487,7 @@ class ReplicaLink:
         self.connected = True
         self.repl.update_refusal()
         log.warning("MASTER <-> REPLICA link is up")
-        parser = hiredis.Reader()
+        parser = new_splitter()
         received = bytearray()  # what the parser was fed and the backlog did not get yet
         pending = _buffered(reader)  # (what the reader holds goes first, then the socket's)
         if pending is None:
@@ -520,7 +519,7 @@ class ReplicaLink:
             if not applier.done.done():  # (stopped: the connection's end is nobody's news)
                 applier.done.cancel()
 
-    def _apply(self, parser: hiredis.Reader, received: bytearray) -> None:
+    def _apply(self, parser: CommandSplitter, received: bytearray) -> None:
         """Apply every whole command read; the bytes applied go on to the backlog. They are
         cut from ``received`` by each command's size as canonical RESP, which is what a
         primary sends (no second encoding; ``_flush_applied`` checks the cut)."""
@@ -758,7 +757,7 @@ class _StreamApplier(asyncio.Protocol):
     def __init__(
         self,
         link: ReplicaLink,
-        parser: hiredis.Reader,
+        parser: CommandSplitter,
         received: bytearray,
         transport: _Switchable,
         loop: asyncio.AbstractEventLoop,
