@@ -24,6 +24,8 @@
 /* more than this many words or bulk bytes is not a command a server sends */
 #define MAX_WORDS (1LL << 31)
 #define MAX_BULK (1LL << 40)
+/* where the words of a command this short are is kept by the scan for the build */
+#define NOTED_WORDS 16
 
 typedef struct {
     PyObject_HEAD
@@ -36,6 +38,9 @@ typedef struct {
     long long words;      /* its word count (-1: header not read yet) */
     long long scanned;    /* words found whole so far */
     Py_ssize_t cursor;    /* the byte after them */
+    /* the first NOTED_WORDS words' data: offset from pos, and size */
+    Py_ssize_t noted_at[NOTED_WORDS];
+    Py_ssize_t noted_size[NOTED_WORDS];
 } Splitter;
 
 enum { SCAN_WHOLE = 1, SCAN_SHORT = 0, SCAN_BAD = -1 };
@@ -114,6 +119,10 @@ static int scan(Splitter *self)
             PyErr_SetString(PyExc_ValueError, "a bulk string not followed by CRLF");
             return SCAN_BAD;
         }
+        if (self->scanned < NOTED_WORDS) {
+            self->noted_at[self->scanned] = at - self->pos;
+            self->noted_size[self->scanned] = (Py_ssize_t)size;
+        }
         self->cursor = at + (Py_ssize_t)size + 2;
         self->scanned++;
     }
@@ -128,6 +137,19 @@ static PyObject *build(Splitter *self)
         return NULL;
     }
     const char *buf = self->buf;
+    if (self->words <= NOTED_WORDS) {
+        const char *start = buf + self->pos;
+        for (Py_ssize_t i = 0; i < (Py_ssize_t)self->words; i++) {
+            PyObject *word = PyBytes_FromStringAndSize(start + self->noted_at[i],
+                                                       self->noted_size[i]);
+            if (word == NULL) {
+                Py_DECREF(argv);
+                return NULL;
+            }
+            PyList_SET_ITEM(argv, i, word);
+        }
+        return argv;
+    }
     Py_ssize_t p = self->pos + 1;
     while (buf[p] != '\r') {
         p++;
