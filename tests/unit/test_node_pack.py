@@ -183,3 +183,33 @@ def test_ids_format_as_bytes_formatting_does(ms: int, seq: int) -> None:
     assert ids._format_parts_pure(ms, seq) == b"%d-%d" % (ms, seq)
     assert ids.format_id((ms, seq)) == b"%d-%d" % (ms, seq)
     assert (ids._native_format_parts() is not None) == (build_kind() == "compiled")
+
+
+_ID_TEXT = st.one_of(
+    st.binary(max_size=40),
+    st.tuples(st.integers(0, 10**19), st.integers(0, 10**19)).map(lambda p: b"%d-%d" % p),
+    st.text("0123456789-+ *", max_size=40).map(str.encode),
+    st.sampled_from([b"-", b"1-", b"-1", b"007-08", b"1-2-3", b"9" * 18 + b"-" + b"9" * 18]),
+)
+
+
+@given(_ID_TEXT)
+def test_plain_ids_parse_as_the_python_reader_does(raw: bytes) -> None:
+    """``plain_id`` (``_pack.plain_id`` where built) reads a replica's every XADD ID and any
+    explicit one a client sends: the same (ms, seq) or None as ``_plain_id``, and what it
+    reads is what ``parse_id``'s general rules would read."""
+    got = ids.plain_id(raw)
+    assert got == ids._plain_id(raw)
+    if got is not None:
+        ms, _, seq = raw.partition(b"-")
+        assert got == (int(ms), int(seq))
+        assert ids.parse_id(raw) == got
+    assert (ids._native_plain_id() is not None) == (build_kind() == "compiled")
+
+
+def test_plain_id_refuses_what_is_not_bytes() -> None:
+    native = ids._native_plain_id()
+    if native is None:
+        pytest.skip("the pure build (no _pack module)")
+    with pytest.raises(TypeError):
+        native("1-1")  # type: ignore[arg-type]

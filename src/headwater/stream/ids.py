@@ -52,6 +52,15 @@ def format_id(sid: StreamID) -> bytes:
     return format_id_parts(ms, seq)
 
 
+def _native_plain_id() -> Callable[[bytes], StreamID | None] | None:
+    """The C parser of plain IDs (``_pack.c``), or None when it is not built."""
+    try:
+        module = importlib.import_module("headwater.stream._pack")
+    except ImportError:
+        return None
+    return cast(Callable[[bytes], "StreamID | None"], module.plain_id)
+
+
 def _plain_id(raw: bytes) -> StreamID | None:
     """``<ms>-<seq>`` with both parts plain decimal of at most 18 digits (what clients send,
     and what every ID reply looks like), parsed digit by digit on machine words (``i64``:
@@ -95,6 +104,10 @@ def _uint64(raw: bytes) -> int | None:
     return value if value <= UINT64_MAX else None
 
 
+#: ``_plain_id``, in C where built (a replica parses one per applied XADD)
+plain_id: Final[Callable[[bytes], StreamID | None]] = _native_plain_id() or _plain_id
+
+
 def parse_id(
     raw: bytes, *, strict: bool = True, missing_seq: int = 0, allow_auto_seq: bool = False
 ) -> StreamID:
@@ -103,7 +116,7 @@ def parse_id(
     ``strict`` refuses ``-`` and ``+``; ``missing_seq`` is used for ``<ms>`` without a sequence
     (0 for starts, UINT64_MAX for range ends); ``allow_auto_seq`` admits ``<ms>-*`` (XADD),
     returned with ``seq == AUTO_SEQ``."""
-    plain = _plain_id(raw)
+    plain = plain_id(raw)
     if plain is not None:
         return plain
     if len(raw) > 127:
