@@ -498,7 +498,10 @@ class RegionStream:
         stream = self.subs.get(region)
         if stream is None:
             stream = self.subs[region] = Stream()
-        if sid <= stream.last_id:  # (the message is built only when it is raised)
+        # (by parts: compiled, a comparison of the two IDs boxed both; the message is built
+        # only when it is raised)
+        last_ms, last_seq = stream.last_id
+        if sid[0] < last_ms or (sid[0] == last_ms and sid[1] <= last_seq):
             raise InvariantViolation(f"sub-log {region} got {sid} at or below its last ID")
         limits = self.limits
         stream.append(sid, pairs, limits.max_bytes, limits.max_entries)
