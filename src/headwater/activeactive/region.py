@@ -239,7 +239,10 @@ class Region:
 
     # -- entries ---------------------------------------------------------------------------
 
-    def xadd(self, key: bytes, id_arg: bytes, pairs: Sequence[bytes], now_ms: int) -> StreamID:
+    def xadd(
+        self, key: bytes, id_arg: bytes, pairs: Sequence[bytes], now_ms: int, size: int = -1
+    ) -> StreamID:
+        """``size``: the bytes of the pairs, when the caller measured them already."""
         if not pairs or len(pairs) % 2:
             raise WRONG_PAIRS
         request = IdRequest.parse(id_arg)
@@ -254,7 +257,7 @@ class Region:
             if floor[0] > own[0] or (floor[0] == own[0] and floor[1] > own[1]):
                 own = floor
         sid = next_id(self.mode, self.id, self.capacity, request, merged, own, now_ms)
-        self._commit([Add(key, sid, tuple(pairs))])
+        self._commit([Add(key, sid, tuple(pairs), size)])
         return sid
 
     def xdel(self, key: bytes, ids: Iterable[StreamID]) -> int:
