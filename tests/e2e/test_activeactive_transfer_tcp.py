@@ -7,10 +7,16 @@ with no duplicate and no gap."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
+from tests.helpers import RawClient
+from tests.support.region_mesh import Region
 from tests.support.region_mesh import TcpMesh as Mesh
 
 KEEP = 5
@@ -107,3 +113,53 @@ def test_a_cut_off_region_takes_a_state_and_keeps_its_consumers(mesh: Mesh) -> N
     # (region 1 delivered n=0..2 and acknowledged n=0; here `local` has n=0 pending)
     assert [f[b"n"] for _, f in rest] == [b"1", b"2", b"3"]
     assert [sid for sid, _ in rest][:2] == [sid for sid, _ in got[1:]]
+
+
+def _wait(check: Callable[[], bool], timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def _info(region: Region) -> str:
+    raw = RawClient(region.port)
+    try:
+        return raw.call("INFO", "active-active").decode()
+    finally:
+        raw.close()
+
+
+def test_a_region_without_peers_serves_one_that_lists_it() -> None:
+    """Region 1 has no peers of its own: it keeps none of its own effects (nobody would
+    acknowledge them) until region 2, which lists it, asks: region 2 takes its state, then
+    its effects from there on, acknowledges them, and region 1 drops them."""
+    root = Path(tempfile.mkdtemp(prefix="hw-aa-nopeers-"))
+    (root / "r1").mkdir()
+    (root / "r2").mkdir()
+    alone = Region(root / "r1", 1)
+    pulling: Region | None = None
+    try:
+        alone.start()
+        c1 = alone.client()
+        for n in range(5):
+            c1.xadd("x", {"n": n})
+        assert "own_effects_kept:0" in _info(alone)
+        pulling = Region(root / "r2", 2, "--peers", f"127.0.0.1:{alone.port}")
+        pulling.start()
+        c2 = pulling.client()
+        _wait(lambda: len(c2.xrange("x")) == 5)
+        assert "state_transfers=1" in _info(pulling)
+        for n in range(5, 8):
+            c1.xadd("x", {"n": n})
+        _wait(lambda: len(c2.xrange("x")) == 8)
+        assert c2.xrange("x") == c1.xrange("x")
+        assert "state_transfers=1" in _info(pulling)  # (the later ones came as effects)
+        # region 2 acknowledges them (each second): region 1 drops them again
+        _wait(lambda: "own_effects_kept:0" in _info(alone))
+        assert b"Traceback" not in (root / "r1" / "server.log").read_bytes()
+    finally:
+        alone.kill9()
+        if pulling is not None:
+            pulling.kill9()
+        shutil.rmtree(root, ignore_errors=True)

@@ -33,10 +33,14 @@ READS = [
 ]
 
 
-def region_harness(mode: str = "strict") -> Harness:
+def region_harness(mode: str = "strict", peers: bool = True) -> Harness:
+    """Region 3 (with a peer configured: it keeps its own effects for it; no server, so no
+    link is made)."""
     config = Config()
     config.load_value("region-id", ["3"])
     config.load_value("active-active-id-mode", [mode])
+    if peers:
+        config.load_value("peers", ["127.0.0.1:7999"])
     return Harness(config=config)
 
 

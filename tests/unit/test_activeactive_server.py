@@ -381,10 +381,12 @@ def test_blocked_xreadgroup_times_out_alike() -> None:
     assert replies[0] == replies[1] == b"*-1\r\n"
 
 
-def _region(mode: str = "strict", region_id: int = 2) -> Harness:
+def _region(mode: str = "strict", region_id: int = 2, peers: tuple[str, ...] = ()) -> Harness:
     config = Config()
     config.load_value("region-id", [str(region_id)])
     config.load_value("active-active-id-mode", [mode])
+    if peers:
+        config.load_value("peers", list(peers))
     return Harness(config=config)
 
 
@@ -541,7 +543,7 @@ def test_info_active_active() -> None:
 
 
 def test_the_server_keeps_one_copy_of_its_own_effects() -> None:
-    h = _region()
+    h = _region(peers=("127.0.0.1:7999",))  # (no server: no link is made)
     c = h.client()
     for _ in range(5):
         h.call(c, "XADD", "s", "*", "a", "1")
@@ -555,7 +557,7 @@ def test_own_effects_are_kept_as_the_words_of_their_lines() -> None:
     them; the links encode them when they ship them)"""
     import gc
 
-    h = _region()
+    h = _region(peers=("127.0.0.1:7999",))
     c = h.client()
     h.call(c, "XADD", "s", "*", "a", "1")
     rk = h.engine.region
@@ -563,6 +565,32 @@ def test_own_effects_are_kept_as_the_words_of_their_lines() -> None:
     gc.collect()
     assert [type(line) for line in rk.own] == [tuple] and not gc.is_tracked(rk.own[0])
     assert list(rk.own[0]) == rk.own_effects()[0].to_line()
+
+
+def test_a_region_without_peers_keeps_no_own_effects_until_one_is_asked_for() -> None:
+    """Nobody would acknowledge them (no peers of its own): none kept, ``own_first`` moves
+    on (a region that lists this one and asks for older ones gets a state transfer); once a
+    region asks (``AAPSYNC``: ``keep_own``), the next ones are kept."""
+    h = _region()
+    c = h.client()
+    for _ in range(3):
+        h.call(c, "XADD", "s", "*", "a", "1")
+    rk = h.engine.region
+    assert rk is not None and not rk.keep_own
+    assert rk.own == [] and rk.own_first == 4 and rk.region.inbox.applied == {2: 3}
+    assert "own_effects_kept:0" in str(h.call(c, "INFO", "active-active"))
+    rk.keep_own = True
+    h.call(c, "XADD", "s", "*", "a", "2")
+    assert rk.own_first == 4 and [e.seq for e in rk.own_effects()] == [4]
+    # (a snapshot loaded into a region that keeps none brings none back)
+    rk.keep_own_effects(False)
+    assert rk.own == [] and rk.own_first == 5
+    rk.keep_own = True
+    h.call(c, "XADD", "s", "*", "a", "3")
+    state = rk.dump_state()
+    rk.keep_own_effects(False)
+    rk.load_state(state)
+    assert rk.own == [] and rk.own_first == 6
 
 
 def test_a_received_effect_is_logged_with_the_line_read() -> None:

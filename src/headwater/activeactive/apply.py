@@ -66,7 +66,7 @@ def _record(streams: Streams, key: bytes) -> RegionStream:
 
 def apply_op(streams: Streams, effect: Effect, op: Op) -> None:
     if isinstance(op, Add):
-        _record(streams, op.key).append(effect.origin, op.sid, op.pairs)
+        _record(streams, op.key).append(effect.origin, op.sid, op.pairs, op.size)
     elif isinstance(op, Remove):
         record_or_none = streams.get(op.key)
         if record_or_none is not None:

@@ -49,6 +49,7 @@ from typing import final
 
 from headwater.errors import err
 from headwater.stream.ids import StreamID, format_id, parse_id
+from headwater.stream.node import total_size
 
 #: (region, ID) pairs, sorted by region: a horizon or a set of per-sub-log points
 Points = tuple[tuple[int, StreamID], ...]
@@ -88,14 +89,16 @@ class _Value:
 
 @final
 class Add(_Value):
-    """XADD: append (sid, pairs) to the origin's sub-log."""
+    """XADD: append (sid, pairs) to the origin's sub-log. ``size``: the bytes of the pairs
+    (not part of the op's value: given by XADD's handler, which measured them already)."""
 
-    __slots__ = ("key", "pairs", "sid")
+    __slots__ = ("key", "pairs", "sid", "size")
 
-    def __init__(self, key: bytes, sid: StreamID, pairs: tuple[bytes, ...]) -> None:
+    def __init__(self, key: bytes, sid: StreamID, pairs: tuple[bytes, ...], size: int = -1) -> None:
         self.key = key
         self.sid = sid
         self.pairs = pairs
+        self.size = size if size >= 0 else total_size(pairs)
 
     def astuple(self) -> tuple[object, ...]:
         return (self.key, self.sid, self.pairs)

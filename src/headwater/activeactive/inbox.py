@@ -35,16 +35,40 @@ from headwater.errors import require
 
 
 class Inbox:
-    __slots__ = ("applied", "me", "vectors", "waiting")
+    __slots__ = ("_vectors", "applied", "me", "own_vector", "waiting")
 
     def __init__(self, me: int, regions: Iterable[int]) -> None:
         self.me = me
         self.applied: dict[int, int] = {r: 0 for r in regions}
         self.applied.setdefault(me, 0)
         self.waiting: dict[int, dict[int, Effect]] = {r: {} for r in self.applied}
-        #: the vector of each origin's last applied effect (its own included): what a
-        #: compact line's effect is read against (snapshots save it)
-        self.vectors: dict[int, Vector] = {}
+        #: the vector of each other origin's last applied effect, and of this region's own
+        #: (an attribute of its own: set on every own effect, without a dictionary)
+        self._vectors: dict[int, Vector] = {}
+        self.own_vector: Vector | None = None
+
+    @property
+    def vectors(self) -> dict[int, Vector]:
+        """The vector of each origin's last applied effect (its own included): what a
+        compact line's effect is read against (snapshots save it). A copy: set it whole."""
+        vectors = dict(self._vectors)
+        if self.own_vector is not None:
+            vectors[self.me] = self.own_vector
+        return vectors
+
+    @vectors.setter
+    def vectors(self, vectors: dict[int, Vector]) -> None:
+        self._vectors = {o: v for o, v in vectors.items() if o != self.me}
+        self.own_vector = vectors.get(self.me)
+
+    def _last_vector(self, origin: int) -> Vector | None:
+        return self.own_vector if origin == self.me else self._vectors.get(origin)
+
+    def _keep_vector(self, origin: int, vector: Vector) -> None:
+        if origin == self.me:
+            self.own_vector = vector
+        else:
+            self._vectors[origin] = vector
 
     def resume_point(self, origin: int) -> int:
         """The first sequence of origin this region still needs."""
@@ -53,32 +77,34 @@ class Inbox:
     def waiting_count(self) -> int:
         return sum(len(w) for w in self.waiting.values())
 
-    def next_own(self) -> int:
-        """Count one more effect of this region's own; its sequence."""
-        self.applied[self.me] += 1
-        return self.applied[self.me]
-
-    def stamp_own(self, vector: Vector) -> bool:
-        """The vector of the own effect just numbered (``next_own``): kept; whether it
-        follows the previous own effect's (only the own sequence moved: a compact line)."""
-        prev = self.vectors.get(self.me)
-        self.vectors[self.me] = vector
-        return prev is not None and follows(vector, prev, self.me)
+    def next_own(self) -> tuple[int, Vector, bool]:
+        """Count one more effect of this region's own: its sequence; its vector (kept as the
+        own last one); whether that follows the previous own effect's (only the own sequence
+        moved: a compact line). One lookup of the own sequence, one tuple pair made for a
+        region without peers (a native tuple back, compiled: nothing boxed)."""
+        me = self.me
+        applied = self.applied
+        seq = applied[me] + 1
+        applied[me] = seq
+        vector: Vector = ((me, seq),) if len(applied) == 1 else make_vector(applied)
+        prev = self.own_vector
+        self.own_vector = vector
+        return seq, vector, prev is not None and follows(vector, prev, me)
 
     def resolved(self, effect: Effect) -> Effect:
         """The effect, with its vector filled in if a compact line left it out; called as
         it is counted applied (the one before it of its origin is). Keeps the vector."""
         origin = effect.origin
         if effect.vector:
-            self.vectors[origin] = effect.vector
+            self._keep_vector(origin, effect.vector)
             return effect
-        prev = self.vectors.get(origin)
+        prev = self._last_vector(origin)
         if prev is None:
             # (a snapshot of the layout before saved no vectors: the applied one stands in;
             # an Add's apply never reads it)
             prev = make_vector(self.applied)
         vector = moved_on(prev, origin, effect.seq)
-        self.vectors[origin] = vector
+        self._keep_vector(origin, vector)
         return Effect(origin, effect.seq, vector, effect.ops, True)
 
     def mark_applied(self, effect: Effect) -> Effect:
@@ -113,7 +139,7 @@ class Inbox:
         """A state transfer made ``vector`` what is applied (it covers ``applied``), and
         ``vectors`` its origins' last vectors: the waiting effects it already holds are
         dropped; those now ready, in order."""
-        self.vectors = dict(vectors)
+        self.vectors = vectors
         self.applied.clear()
         self.applied.update(vector)
         self.applied.setdefault(self.me, 0)

@@ -37,7 +37,6 @@ from headwater.activeactive.envelope import (
     Remove,
     Select,
     SetFloor,
-    make_vector,
 )
 from headwater.activeactive.idmode import (
     DEFAULT_CAPACITY,
@@ -149,10 +148,9 @@ class Region:
     def _commit(self, ops: list[Op]) -> Effect:
         if self.selected and not (ops and isinstance(ops[0], Select)):
             ops = [Select(self.selected), *ops]
-        seq = self.inbox.next_own()
-        vector = make_vector(self.inbox.applied)
+        seq, vector, follows = self.inbox.next_own()
         # (the common effect, one XADD after nothing but own effects: the compact line)
-        compact = self.inbox.stamp_own(vector) and len(ops) == 1 and isinstance(ops[0], Add)
+        compact = follows and len(ops) == 1 and isinstance(ops[0], Add)
         effect = Effect(self.id, seq, vector, tuple(ops), compact)
         self._apply(effect)
         self.outbox.append(effect)
@@ -241,16 +239,25 @@ class Region:
 
     # -- entries ---------------------------------------------------------------------------
 
-    def xadd(self, key: bytes, id_arg: bytes, pairs: Sequence[bytes], now_ms: int) -> StreamID:
+    def xadd(
+        self, key: bytes, id_arg: bytes, pairs: Sequence[bytes], now_ms: int, size: int = -1
+    ) -> StreamID:
+        """``size``: the bytes of the pairs, when the caller measured them already."""
         if not pairs or len(pairs) % 2:
             raise WRONG_PAIRS
         request = IdRequest.parse(id_arg)
         record = self.current.get(key)
         merged = record.last_id() if record is not None else MIN_ID
-        # (liberal mode checks against the region's own last ID, never below XSETID's)
-        own = max(record.own_last(self.id), record.floor) if record is not None else MIN_ID
+        own = MIN_ID
+        if record is not None and self.mode == b"liberal":
+            # (liberal mode checks against the region's own last ID, never below XSETID's;
+            # by parts: compiled, ``max`` of two IDs boxes both)
+            own = record.own_last(self.id)
+            floor = record.floor
+            if floor[0] > own[0] or (floor[0] == own[0] and floor[1] > own[1]):
+                own = floor
         sid = next_id(self.mode, self.id, self.capacity, request, merged, own, now_ms)
-        self._commit([Add(key, sid, tuple(pairs))])
+        self._commit([Add(key, sid, tuple(pairs), size)])
         return sid
 
     def xdel(self, key: bytes, ids: Iterable[StreamID]) -> int:

@@ -492,16 +492,19 @@ class RegionStream:
             if tag in group.pel:
                 group.forget(tag)
 
-    def append(self, region: int, sid: StreamID, pairs: Sequence[bytes]) -> None:
+    def append(self, region: int, sid: StreamID, pairs: Sequence[bytes], size: int = -1) -> None:
         """XADD's entry, in its origin's sub-log (``insert`` for one entry, without the
-        lists)."""
+        lists); ``size``: the bytes of the pairs, when known."""
         stream = self.subs.get(region)
         if stream is None:
             stream = self.subs[region] = Stream()
-        if sid <= stream.last_id:  # (the message is built only when it is raised)
+        # (by parts: compiled, a comparison of the two IDs boxed both; the message is built
+        # only when it is raised)
+        last_ms, last_seq = stream.last_id
+        if sid[0] < last_ms or (sid[0] == last_ms and sid[1] <= last_seq):
             raise InvariantViolation(f"sub-log {region} got {sid} at or below its last ID")
         limits = self.limits
-        stream.append(sid, pairs, limits.max_bytes, limits.max_entries)
+        stream.append(sid, pairs, limits.max_bytes, limits.max_entries, size if size >= 0 else None)
 
     def insert(self, region: int, entries: list[MergedEntry]) -> None:
         """Append entries, in ascending ID order above the sub-log's last ID: a region's own

@@ -65,6 +65,11 @@ class RegionKeyspace:
         #: when a link ships it
         self.own: list[tuple[bytes, ...]] = []
         self.own_first = 1
+        #: whether own effects are kept in ``own`` at all: a region with no peers of its own
+        #: (``peers`` empty: nobody would ever acknowledge them) keeps none until a region
+        #: that lists it asks for them (``AAPSYNC``, ``keep_own_effects``); one that asks for
+        #: older ones gets a state transfer, as after ``active-active-keep-effects``
+        self.keep_own = True
         #: the remote effects applied here, per origin, as their lines, from
         #: ``relay_first[origin]`` on: what this region relays to a peer cut off from their
         #: origin (``AARELAY``); trimmed once every peer holds them
@@ -104,7 +109,10 @@ class RegionKeyspace:
         self.applied.append(line)
         origin = effect.origin
         if origin == self.region.id:
-            self.own.append(tuple(line))
+            if self.keep_own:
+                self.own.append(tuple(line))
+            else:  # (``own`` is empty: it would start at the next one)
+                self.own_first = effect.seq + 1
             return
         kept = self.relayed.get(origin)
         if kept is None:
@@ -117,6 +125,15 @@ class RegionKeyspace:
         is applied, that line is logged, not a new one made from the effect."""
         if effect.seq > self.region.inbox.applied.get(effect.origin, 0):
             self.received_lines[(effect.origin, effect.seq)] = line
+
+    def keep_own_effects(self, keep: bool) -> None:
+        """Keep own effects from the next one on (a region asked for them), or none (a region
+        without peers, until one asks): ``own`` is emptied, peers asking for what it held get
+        a state transfer."""
+        self.keep_own = keep
+        if not keep:
+            self.own = []
+            self.own_first = self.region.inbox.applied[self.region.id] + 1
 
     def own_effects(self) -> list[Effect]:
         """The own effects kept (``own``), decoded."""
@@ -159,6 +176,8 @@ class RegionKeyspace:
     def load_state(self, data: bytes) -> None:
         """A snapshot's region: replaces this one; each database shows its visible streams."""
         own = load_state(self.region, data)  # (and the own effects peers may need)
+        if not self.keep_own:
+            own = []
         self.own = [tuple(effect.to_line()) for effect in own]
         own_seq = self.region.inbox.applied[self.region.id]
         self.own_first = own[0].seq if own else own_seq + 1
@@ -347,6 +366,8 @@ def attach_region(config: Config, keyspace: Keyspace) -> RegionKeyspace | None:
 
     config.listeners.append(node_limits_changed)
     rk = RegionKeyspace(region, keyspace.dbs)
+    # (no peers of its own: no region acknowledges own effects; kept once one asks)
+    rk.keep_own_effects(bool(config["peers"]))
     keyspace.persisted = rk
     return rk
 

@@ -120,10 +120,11 @@ def cmd_xadd(c: Client, argv: list[bytes]) -> Reply | Written:
             c.server.stats.stream_idmp_iids_duplicates += 1
             c.db.signal_modified(key)
             return rk.written(format_id(original), 1)
-    if total_size(pairs) > LISTPACK_MAX:
+    size = total_size(pairs)
+    if size > LISTPACK_MAX:
         raise TOO_LARGE
     region = rk.region
-    sid = region.xadd(key, argv[opts.id_index], pairs, c.server.keyspace.now_ms)
+    sid = region.xadd(key, argv[opts.id_index], pairs, c.server.keyspace.now_ms, size)
     if idmp_key is not None:
         rk.record_idmp(key, idmp_key, sid, c.server.config["stream-idmp-maxsize"])
         c.server.stats.stream_idmp_iids_added += 1

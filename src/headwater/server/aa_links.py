@@ -176,6 +176,8 @@ class RegionLinks:
         #: that effect, the vector is durable here and goes with the acknowledgements
         self._marks: list[tuple[int, dict[int, int]]] = []
         self._durable_vector: dict[int, int] = {}
+        #: the regions that asked for this region's effects (``AAPSYNC``)
+        self.askers: set[int] = set()
         self._last_ping = time.monotonic()
         rk.links = self
 
@@ -220,6 +222,9 @@ class RegionLinks:
             start = applied[self.region.id] + 1
         conn.send()  # replies queued before this one leave first
         c.reply_on = False
+        # (a region without peers of its own kept none: from now on, for this one)
+        self.rk.keep_own = True
+        self.askers.add(peer)
         feed = Feed(conn, c, peer, start)
         if state is None:
             conn.transport.write(b"+AASTREAM %d\r\n" % self.region.id)
@@ -354,8 +359,9 @@ class RegionLinks:
             self.peer_acks[peer] = seq
         if vector:
             self.peer_vectors[peer] = vector
-        regions = {link.region for link in self.links}
-        if 0 in regions or not regions <= set(self.peer_acks):
+        # (a region without peers of its own: the regions that asked for its effects)
+        regions = {link.region for link in self.links} if self.links else set(self.askers)
+        if not regions or 0 in regions or not regions <= set(self.peer_acks):
             return  # a peer never heard from: keep everything
         dropped = self.rk.trim_own(min(self.peer_acks[r] for r in regions))
         del self._bounds[:dropped]

@@ -70,8 +70,17 @@ def total_size(parts: Sequence[bytes]) -> int:
     """The bytes of an entry's fields and values together (a loop: compiled, ``sum(map(len,
     …))`` reads three builtins by name and calls through them on every XADD)."""
     size = 0
-    for part in parts:
-        size += len(part)
+    # (compiled, a list or a tuple is walked by index: the generic loop made an iterator
+    # object each time; an active-active region's entries come as tuples)
+    if isinstance(parts, list):
+        for part in parts:
+            size += len(part)
+    elif isinstance(parts, tuple):
+        for each in parts:
+            size += len(each)
+    else:
+        for item in parts:
+            size += len(item)
     return size
 
 
