@@ -84,6 +84,23 @@ def test_unknown_subcommand_and_usage() -> None:
     assert "usage: headwater server" in done.stdout
 
 
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["server", "--help"], "usage: headwater server"),
+        (["server", "-h"], "usage: headwater server"),
+        (["check-aof", "--help"], "usage: headwater check-aof"),
+        (["check-snapshot", "--help"], "usage: headwater check-snapshot"),
+        (["import-rdb", "--help"], "usage: headwater import-rdb"),
+    ],
+)
+def test_every_command_line_answers_help(args: list[str], needle: str) -> None:
+    done = run_headwater(*args)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert needle in done.stdout
+    assert not done.stderr
+
+
 def test_version() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "headwater.cli", "--version"],

@@ -55,6 +55,9 @@ def main(argv: list[str] | None = None) -> int:
     if args[0] != "server":
         print(f"headwater: unknown command '{args[0]}'\n\n{USAGE}", end="", file=sys.stderr)
         return 1
+    if args[1:2] and args[1] in ("-h", "--help"):  # (redis-server -h / --help)
+        print(USAGE, end="")
+        return 0
     from headwater.server.options import OptionsError, parse_args
 
     try:

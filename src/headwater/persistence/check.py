@@ -52,6 +52,9 @@ def check_aof(path: Path, fix: bool) -> tuple[bool, str]:
 
 
 def main(args: list[str]) -> int:
+    if args in (["-h"], ["--help"]):
+        print("usage: headwater check-aof [--fix] <file.aof>")
+        return 0
     fix = "--fix" in args
     files = [a for a in args if a != "--fix"]
     if len(files) != 1 or any(a.startswith("--") for a in files):

@@ -641,9 +641,20 @@ def check_snapshot(path: Path) -> tuple[bool, str]:
     return True, f"Snapshot {path} is valid: {keys} keys, {size} bytes, checksum ok"
 
 
+CHECK_USAGE = """usage: headwater check-snapshot <file>
+
+Loads a Headwater snapshot (dump.hwsnap) as the server would: its checksum, its structure
+and the invariants of its streams and groups; says how many keys it holds, and exits 1 if
+it is not valid.
+"""
+
+
 def main(args: list[str]) -> int:
+    if args in (["-h"], ["--help"]):
+        print(CHECK_USAGE, end="")
+        return 0
     if len(args) != 1:
-        print("usage: headwater check-snapshot <file>")
+        print(CHECK_USAGE, end="")
         return 1
     path = Path(args[0])
     if not path.is_file():
