@@ -51,12 +51,24 @@ def held_write(primary: redis.Redis, replica: redis.Redis, entry_id: str) -> Non
     assert info(replica)["slave_repl_offset"] < info(primary)["master_repl_offset"]
 
 
+def attached(primary_p: ServerProcess, replica_p: ServerProcess) -> tuple[redis.Redis, redis.Redis]:
+    """Clients of a primary and of a replica attached to it, in step."""
+    primary, replica = connect(primary_p), connect(replica_p)
+    replica.execute_command("REPLICAOF", "127.0.0.1", primary_p.port)
+    wait_until(lambda: in_step(primary, replica), what="sync")
+    return primary, replica
+
+
+def write_then_hold(primary: redis.Redis, replica: redis.Redis) -> None:
+    """Entry 1-0 (sent at once or held), then 2-0 within the hold that 1-0 started: held."""
+    primary.xadd("s", {"f": "1"}, id="1-0")
+    held_write(primary, replica, "2-0")
+
+
 def test_a_held_stream_goes_out_when_the_hold_ends(
     trio: tuple[ServerProcess, ServerProcess, ServerProcess],
 ) -> None:
-    primary, replica = connect(trio[0]), connect(trio[1])
-    replica.execute_command("REPLICAOF", "127.0.0.1", trio[0].port)
-    wait_until(lambda: in_step(primary, replica), what="sync")
+    primary, replica = attached(trio[0], trio[1])
     time.sleep(HOLD_US / 1e6)  # (the sync's last write is older than the hold)
     primary.xadd("s", {"f": "1"}, id="1-0")  # the first write after a quiet spell: at once
     wait_until(lambda: length_on(replica, "s") == 1, timeout=1.0, what="an unheld write")
@@ -69,11 +81,8 @@ def test_a_held_stream_goes_out_when_the_hold_ends(
 def test_wait_does_not_wait_for_the_hold(
     trio: tuple[ServerProcess, ServerProcess, ServerProcess],
 ) -> None:
-    primary, replica = connect(trio[0]), connect(trio[1])
-    replica.execute_command("REPLICAOF", "127.0.0.1", trio[0].port)
-    wait_until(lambda: in_step(primary, replica), what="sync")
-    primary.xadd("s", {"f": "1"}, id="1-0")
-    held_write(primary, replica, "2-0")
+    primary, replica = attached(trio[0], trio[1])
+    write_then_hold(primary, replica)
     started = time.monotonic()
     assert primary.execute_command("WAIT", 1, 10_000) == 1
     assert time.monotonic() - started < 1.0  # (the hold would end ~1.5 s from now)
@@ -90,11 +99,9 @@ def test_wait_does_not_wait_for_the_hold(
 def test_syncs_started_while_bytes_are_held(
     trio: tuple[ServerProcess, ServerProcess, ServerProcess],
 ) -> None:
-    primary, first, second = (connect(s) for s in trio)
-    first.execute_command("REPLICAOF", "127.0.0.1", trio[0].port)
-    wait_until(lambda: in_step(primary, first), what="sync")
-    primary.xadd("s", {"f": "1"}, id="1-0")
-    held_write(primary, first, "2-0")
+    primary, first = attached(trio[0], trio[1])
+    second = connect(trio[2])
+    write_then_hold(primary, first)
     # a full sync now: its snapshot and the stream after it hold each entry exactly once
     second.execute_command("REPLICAOF", "127.0.0.1", trio[0].port)
     wait_until(lambda: in_step(primary, second) and in_step(primary, first), what="syncs")
@@ -117,11 +124,8 @@ def test_syncs_started_while_bytes_are_held(
 def test_hold_zero_sends_every_turn_and_a_shutdown_sends_what_is_held(
     trio: tuple[ServerProcess, ServerProcess, ServerProcess],
 ) -> None:
-    primary, replica = connect(trio[0]), connect(trio[1])
-    replica.execute_command("REPLICAOF", "127.0.0.1", trio[0].port)
-    wait_until(lambda: in_step(primary, replica), what="sync")
-    primary.xadd("s", {"f": "1"}, id="1-0")
-    held_write(primary, replica, "2-0")
+    primary, replica = attached(trio[0], trio[1])
+    write_then_hold(primary, replica)
     primary.config_set("repl-stream-hold-us", 0)
     assert primary.config_get("repl-stream-hold-us") == {"repl-stream-hold-us": "0"}
     wait_until(lambda: in_step(primary, replica), timeout=3.0, what="the hold")
