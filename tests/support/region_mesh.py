@@ -95,7 +95,8 @@ class TcpMesh:
         deadline = time.monotonic() + timeout
         while not check():
             if time.monotonic() > deadline:
-                raise AssertionError("timed out")
+                states = "\n".join(f"--- region {r}\n{self.info(r)}" for r in self.regions)
+                raise AssertionError(f"timed out\n{states}")
             time.sleep(0.05)
 
     def cut(self, a: int, b: int) -> None:
@@ -107,9 +108,19 @@ class TcpMesh:
         for c in self.clients.values():
             c.execute_command("AALINK", "RESUME", "*")
 
+    def logs(self, lines: int = 40) -> str:
+        """The last lines of each region's log."""
+        parts = []
+        for r, region in self.regions.items():
+            path = region.workdir / "server.log"
+            text = path.read_text(errors="replace") if path.exists() else ""
+            parts.append(f"--- region {r}\n" + "\n".join(text.splitlines()[-lines:]))
+        return "\n".join(parts)
+
     def close(self) -> None:
         for region in self.regions.values():
             region.kill9()
+        print(self.logs())  # (pytest shows it when the test failed)
         shutil.rmtree(self.root, ignore_errors=True)
 
     def isolate(self) -> None:

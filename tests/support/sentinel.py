@@ -27,9 +27,11 @@ MASTER_NAME = "mymaster"
 
 
 def start_on(workdir: str, port: int, *args: str) -> ServerProcess:
-    """A Headwater server on ``workdir``'s data (kept across restarts)."""
+    """A Headwater server on ``workdir``'s data (kept across restarts), logging to
+    ``server.log`` there (appended to by each start: ``Cluster.logs`` shows it)."""
     cmd = [*HEADWATER, "server", "--port", str(port), "--dir", workdir, *args]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+    log = open(Path(workdir) / "server.log", "ab")  # noqa: SIM115 - the process keeps it
+    proc = subprocess.Popen(cmd, stdout=log, stderr=log, cwd=ROOT)
     wait_for_port(port, proc)
     return ServerProcess(proc, port, workdir)
 
@@ -70,6 +72,16 @@ class Cluster:
 
     def by_port(self, port: int) -> ServerProcess:
         return next(s for s in self.servers if s.port == port)
+
+    def logs(self, lines: int = 40) -> str:
+        """The last lines of each server's log: what a failed assertion shows."""
+        parts = []
+        for server in self.servers:
+            path = Path(server.workdir) / "server.log"
+            text = path.read_text(errors="replace") if path.exists() else ""
+            tail = "\n".join(text.splitlines()[-lines:])
+            parts.append(f"--- server on port {server.port}\n{tail}")
+        return "\n".join(parts)
 
 
 @contextmanager
