@@ -9,11 +9,15 @@
  * arriving in many reads is not rescanned from its start), then built as a list of bytes.
  * The buffer is compacted only when its read part is at least half of it.
  *
- * ``Splitter()``: ``feed(data)`` appends bytes; ``gets()`` returns the next command (a list
+ * ``Splitter()``: ``feed(data)`` appends bytes (and returns ``pending``); ``gets()`` returns the next command (a list
  * of bytes) or False when the rest is not a whole command yet; anything that is not a
  * canonical command at the current position raises ValueError and consumes nothing, so the
- * caller can stop there. ``taken``: bytes of the whole commands returned so far. Without this
- * module (the pure build) ``resp/split.py`` does the same with hiredis.
+ * caller can stop there. So does a header over the limits ``max_words`` and ``max_bulk``
+ * (settable: a client's connection sets Redis's, which depend on AUTH and CONFIG), as soon
+ * as the header is here, before its data. ``taken``: bytes of the whole commands returned
+ * so far; ``pending``: bytes held after them; ``take_rest()`` hands those over (a caller
+ * that parses the rest some other way). Without this module (the pure build)
+ * ``resp/split.py`` does the same in Python.
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -34,6 +38,8 @@ typedef struct {
     Py_ssize_t cap;
     Py_ssize_t pos; /* the next command's first byte */
     long long taken;
+    long long max_words; /* a longer '*' header is refused */
+    long long max_bulk;  /* and a longer '$' one */
     /* the scan of the command at pos, resumed by the next gets() */
     long long words;      /* its word count (-1: header not read yet) */
     long long scanned;    /* words found whole so far */
@@ -78,8 +84,12 @@ static int read_header(Splitter *self, Py_ssize_t *at, char mark, long long limi
     if (p + 1 >= end) {
         return SCAN_SHORT;
     }
-    if (buf[p + 1] != '\n' || n > limit) {
+    if (buf[p + 1] != '\n') {
         PyErr_Format(PyExc_ValueError, "a '%c' length that is not canonical", mark);
+        return SCAN_BAD;
+    }
+    if (n > limit) {
+        PyErr_Format(PyExc_ValueError, "a '%c' length over the limit", mark);
         return SCAN_BAD;
     }
     *value = n;
@@ -93,7 +103,7 @@ static int scan(Splitter *self)
     if (self->words < 0) {
         Py_ssize_t at = self->pos;
         long long words;
-        int got = read_header(self, &at, '*', MAX_WORDS, &words);
+        int got = read_header(self, &at, '*', self->max_words, &words);
         if (got != SCAN_WHOLE) {
             return got;
         }
@@ -108,7 +118,7 @@ static int scan(Splitter *self)
     while (self->scanned < self->words) {
         Py_ssize_t at = self->cursor;
         long long size;
-        int got = read_header(self, &at, '$', MAX_BULK, &size);
+        int got = read_header(self, &at, '$', self->max_bulk, &size);
         if (got != SCAN_WHOLE) {
             return got;
         }
@@ -241,7 +251,7 @@ static PyObject *Splitter_feed(Splitter *self, PyObject *data)
     memcpy(self->buf + self->len, view.buf, (size_t)view.len);
     self->len += view.len;
     PyBuffer_Release(&view);
-    Py_RETURN_NONE;
+    return PyLong_FromSsize_t(self->len - self->pos);
 }
 
 static int Splitter_init(Splitter *self, PyObject *args, PyObject *kwds)
@@ -253,7 +263,27 @@ static int Splitter_init(Splitter *self, PyObject *args, PyObject *kwds)
     self->len = self->pos = 0;
     self->taken = 0;
     self->words = -1;
+    self->max_words = MAX_WORDS;
+    self->max_bulk = MAX_BULK;
     return 0;
+}
+
+static PyObject *Splitter_take_rest(Splitter *self, PyObject *unused)
+{
+    (void)unused;
+    PyObject *rest = PyBytes_FromStringAndSize(self->buf + self->pos, self->len - self->pos);
+    if (rest == NULL) {
+        return NULL;
+    }
+    self->len = self->pos = 0;
+    self->words = -1;
+    return rest;
+}
+
+static PyObject *Splitter_pending(Splitter *self, void *unused)
+{
+    (void)unused;
+    return PyLong_FromSsize_t(self->len - self->pos);
 }
 
 static void Splitter_dealloc(Splitter *self)
@@ -263,17 +293,29 @@ static void Splitter_dealloc(Splitter *self)
 }
 
 static PyMethodDef Splitter_methods[] = {
-    {"feed", (PyCFunction)Splitter_feed, METH_O, "feed(data): bytes appended to the stream."},
+    {"feed", (PyCFunction)Splitter_feed, METH_O,
+     "feed(data): bytes appended to the stream; returns the bytes pending then."},
     {"gets", (PyCFunction)Splitter_gets, METH_NOARGS,
      "gets(): the next whole command (a list of bytes), or False; ValueError if the bytes "
      "there are not a canonical command (nothing consumed)."},
+    {"take_rest", (PyCFunction)Splitter_take_rest, METH_NOARGS,
+     "take_rest(): the bytes held after the whole commands returned, no longer held."},
     {NULL, NULL, 0, NULL},
 };
 
 static PyMemberDef Splitter_members[] = {
     {"taken", T_LONGLONG, offsetof(Splitter, taken), READONLY,
      "bytes of the whole commands gets() returned"},
+    {"max_words", T_LONGLONG, offsetof(Splitter, max_words), 0,
+     "a '*' header over this is refused (ValueError)"},
+    {"max_bulk", T_LONGLONG, offsetof(Splitter, max_bulk), 0,
+     "a '$' header over this is refused (ValueError)"},
     {NULL, 0, 0, 0, NULL},
+};
+
+static PyGetSetDef Splitter_getset[] = {
+    {"pending", (getter)Splitter_pending, NULL, "bytes held after the whole commands", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
 };
 
 static PyTypeObject SplitterType = {
@@ -286,6 +328,7 @@ static PyTypeObject SplitterType = {
     .tp_dealloc = (destructor)Splitter_dealloc,
     .tp_methods = Splitter_methods,
     .tp_members = Splitter_members,
+    .tp_getset = Splitter_getset,
 };
 
 static struct PyModuleDef module = {

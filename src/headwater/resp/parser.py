@@ -4,63 +4,46 @@ Theory of operation
 -------------------
 Two parsers share one byte stream:
 
-* the **fast path** is hiredis's C reader. It parses well-formed RESP arrays of bulk strings
-  at ~0.2 us per command, but it knows nothing of inline commands, Redis's limits or Redis's
-  error texts;
+* the **fast path** is a splitter of canonical commands (``split.py``: C in the compiled
+  build). Every client library sends arrays of bulk strings in canonical form (``*<n>\r\n``
+  then ``$<len>\r\n<data>\r\n``, no sign, no leading zeros); the splitter takes those at
+  ~0.4 us a command and stops, with nothing taken, at anything else;
 * the **slow path** (``_ExactParser``) is a pure-Python transcription of Redis's request
   grammar (``processInlineBuffer`` / ``processMultibulkBuffer``): inline commands with quoting,
-  ``proto-max-bulk-len``, the unauthenticated limits and the exact ``Protocol error: …`` texts.
+  ``*0`` and ``*-1``, ``proto-max-bulk-len``, the unauthenticated limits and the exact
+  ``Protocol error: …`` texts.
 
-The fast path runs while the stream is well-formed RESP. We hand over to the slow path, at the
-last command boundary, when (1) a command starts with a byte other than ``*`` (inline, or a
-RESP3 aggregate such as ``~1`` that Redis runs as an inline command), (2) hiredis raises or
-yields something that is not an array of bulk strings, (3) the bytes hiredis took for a command
-are not its canonical encoding (see below), (4) a single command grows past
-``FAST_PATH_MAX_PENDING`` bytes, (5) a client that must authenticate first sends a command
-over the unauthenticated limits (more than 10 arguments, or one over 16 KB: the exact grammar
-gives Redis's error, and before the command runs), (6) a batch ends inside a command whose
-headers so far Redis would not accept (``_plausible``, which knows those limits too), or (7) a
-chunk holds something hiredis must not see (``_suspicious``). The slow path hands back as soon
-as its buffer is empty.
+The fast path runs while the stream is canonical. Where the splitter stops (a command that
+starts with a byte other than ``*``, as inline commands and RESP3 values such as ``~1`` do,
+which Redis runs as inline commands; a header that is not canonical; a header over Redis's
+limits), the rest goes to the slow path at that command boundary, before anything of it
+runs. The slow path hands back as soon as its buffer is empty.
+
+The limits are the splitter's: a multibulk count over ``INT_MAX`` and a bulk length over
+``proto-max-bulk-len``; for a client that must authenticate first, more than 10 arguments or
+one over 16 KB. Redis refuses such a header as soon as it arrives; the splitter stops at it
+as soon as it is whole, so the exact grammar answers as Redis does, before the data. The
+splitter allocates nothing for a command until all of it is here: a header such as
+``*2147483647\r\n`` costs nothing while its words do not come (hiredis's reader would allocate
+the whole list at once).
 
 Unauthenticated clients stay on the fast path: a flood of ``-NOAUTH`` commands must cost as
-little to refuse as it can (the slow path takes ~10 us a command, hiredis well under 1).
-
-Counting bytes. hiredis only accepts canonical RESP (``*<n>\r\n`` then ``$<len>\r\n<data>\r\n``,
-no leading zeros), so a command's byte size follows from its argv (``wire_size``, ~0.3 us).
-The fast path keeps the unparsed bytes in ``_buf`` and the offset ``_pos`` of the next command
-in it; each command hiredis returns must start with ``*`` at ``_pos`` and fit in the bytes
-received, end with CRLF and be followed by the end of the data or another ``*`` (aligned),
-or hiredis was fed something non-canonical (``*1\r\n+PING\r\n``: a simple string where Redis
-requires ``$``) and the slow path takes over *before* the command runs. At the end of a batch,
-``_pos == len(_buf)`` means we stand at a command boundary.
-
-What hiredis must never see (``_suspicious``, one translate and a few substring searches per
-chunk):
-
-* a big aggregate header: hiredis allocates the whole list when it reads the header, so
-  ``*2147483647\r\n`` costs 16 GB of address space and, when the reader is freed, seconds of
-  a stalled event loop (``>``, ``~``, ``|`` and ``%`` likewise);
+little to refuse as it can (the slow path takes ~10 us a command).
 
 Redis finds line ends with ``strchr`` on a NUL-terminated buffer, so a NUL byte before the
 ``\n`` of an inline command (or the ``\r`` of a header) hides it: Redis keeps waiting, until the
-64 KB limit. The slow path does the same (``_find``).
+64 KB limit. The slow path does the same (``_find``); a NUL in a header is not canonical, so
+the splitter never decides it.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from typing import Any
+from collections.abc import Callable
+from typing import Literal
 
-import hiredis
+from headwater.resp.split import CommandSplitter, new_splitter
 
-#: Above this many buffered bytes of one unfinished command, parse it on the exact path.
-FAST_PATH_MAX_PENDING = 1 << 20
-#: An aggregate header with this many digits (1,000,000 elements) or more goes to the exact path.
-BIG_AGGREGATE = 7
-#: digits fold to ``0`` and the aggregate marks (``*>~|%``) to ``*``: "a mark then 7 digits" is
-#: then one substring search (one pass over a copy rather than five)
-_FOLD_MARKS = bytes.maketrans(b"123456789>~|%", b"000000000****")
 #: Redis's PROTO_INLINE_MAX_SIZE: the longest inline line or length header we wait for.
 INLINE_MAX_SIZE = 64 * 1024
 #: Limits for clients that have not authenticated yet (Redis: authRequired()).
@@ -93,25 +76,11 @@ def wire_size(argv: list[bytes]) -> int:
     return size + (4 if n < 10 else 3 + len(str(n)))
 
 
-def bulks_size(cmd: list[Any]) -> int:
-    """``wire_size`` of a command from hiredis; -1 if an argument is not bytes (a nested
-    array, an integer...). (``Any``: until checked here, the items may be anything, and
-    compiled code would check a declared ``bytes`` on reading.) A plain loop: compiled, a
-    type check and a length per argument, no intermediate objects."""
-    size = 0
-    for item in cmd:
-        if not isinstance(item, bytes):
-            return -1
-        n = len(item)
-        size += n + (6 if n < 10 else 7 if n < 100 else 8 if n < 1000 else 5 + len(str(n)))
-    n = len(cmd)
-    return size + (4 if n < 10 else 3 + len(str(n)))
-
-
 class RequestParser:
     """Incremental request parser for one connection: ``feed(bytes)``, then ``next()`` until
     it returns ``None`` (more data needed). Raises ``RequestError`` on a protocol violation,
-    after which the parser must not be used again."""
+    after which the parser must not be used again. ``auth_required`` and the two limits may
+    change between reads (AUTH, CONFIG SET); ``feed`` applies them."""
 
     def __init__(
         self,
@@ -122,56 +91,54 @@ class RequestParser:
         self.max_bulk_len = max_bulk_len
         self.max_query_buffer = max_query_buffer
         self.auth_required = auth_required
-        self._reader = hiredis.Reader()
+        split = self._split = new_splitter()
+        # (bound once: a call through the Protocol would look the method up each time)
+        self._feed: Callable[[bytes], int] = split.feed
+        self._gets: Callable[[], list[bytes] | Literal[False]] = split.gets
         self._exact: _ExactParser | None = None
-        self._buf = b""  # bytes fed to hiredis since the last boundary
-        self._pos = 0  # where in _buf the next command starts
-        self._held: list[bytes] = []  # chunks kept from hiredis (see _suspicious)
         self._ready: deque[list[bytes]] = deque()  # inline commands parsed in one go
+        #: the limits the splitter has (see ``_limit``)
+        self._limited_bulk = -1
+        self._limited_auth = False
+        self._limit()
 
     def buffered(self) -> int:
         """Bytes received but not yet returned as commands (for CLIENT LIST ``qbuf``)."""
         if self._exact is not None:
             return self._exact.buffered()
-        return (
-            sum(wire_size(c) for c in self._ready)
-            + len(self._buf)
-            - self._pos
-            + sum(len(chunk) for chunk in self._held)
-        )
+        return sum(wire_size(c) for c in self._ready) + self._split.pending
+
+    def _limit(self) -> None:
+        """Redis's header limits, as the splitter's."""
+        split: CommandSplitter = self._split
+        if self.auth_required:
+            split.max_words = UNAUTH_MAX_ARGS
+            split.max_bulk = min(UNAUTH_MAX_BULK, self.max_bulk_len)
+        else:
+            split.max_words = _INT_MAX
+            split.max_bulk = self.max_bulk_len
+        self._limited_bulk = self.max_bulk_len
+        self._limited_auth = self.auth_required
 
     def feed(self, data: bytes) -> None:
         if not data:
             return
         if self._exact is not None:
             self._exact.feed(data)
-        elif self._held or self._suspicious(data):
-            if self._buf:
-                self._held.append(data)  # moved to the exact path by _end_of_batch
-            else:
-                self._exact = self._new_exact()
-                self._exact.feed(data)
-        elif not self._buf and data[0] != 42:  # 42: "*"; anything else starts an inline command
+            return
+        if data[0] != 42 and not self._split.pending:  # 42: "*"; else an inline command
             commands = _whole_inline_lines(data)
             if commands is not None:
                 self._ready.extend(commands)
             else:
-                self._exact = self._new_exact()
-                self._exact.feed(data)
-        else:
-            self._reader.feed(data)
-            self._buf = self._buf + data if self._buf else data
-            if self.auth_required and len(self._buf) - self._pos > UNAUTH_MAX_QUERY_BUFFER:
-                raise RequestError("query buffer limit reached", reply=False)
-
-    def _suspicious(self, data: bytes) -> bool:
-        """Does the chunk hold something hiredis must not parse (see the module doc)?
-        Markers split between the previous chunk and this one count too (``_FOLD_MARKS``):
-        only the end of an unfinished command can hold the start of one, and ``_buf`` ends
-        with it then (an empty ``_buf`` means the last chunk ended a command, with CRLF)."""
-        buf = self._buf
-        text = buf[-BIG_AGGREGATE:] + data if buf else data
-        return b"*0000000" in text.translate(_FOLD_MARKS)
+                exact = self._exact = _ExactParser(self)
+                exact.feed(data)
+            return
+        if self.max_bulk_len != self._limited_bulk or self.auth_required != self._limited_auth:
+            self._limit()
+        held = self._feed(data)
+        if held > self.max_query_buffer or (held > UNAUTH_MAX_QUERY_BUFFER and self.auth_required):
+            raise RequestError("query buffer limit reached", reply=False)
 
     def next(self) -> list[bytes] | None:
         if self._ready:
@@ -179,100 +146,23 @@ class RequestParser:
         while True:
             exact = self._exact
             if exact is not None:
-                return self._next_exact(exact)
-            try:
-                cmd = self._reader.gets()
-            except Exception:  # ProtocolError, or MemoryError on "|2000000000": let Redis's
-                self._to_exact()  # grammar decide
-                continue
-            if cmd is False:
-                return self._end_of_batch()
-            buf, pos = self._buf, self._pos
-            if pos >= len(buf) or buf[pos] != 42:  # not "*": "~1", ">1"... (inline to Redis)
-                self._to_exact()
-                continue
-            if type(cmd) is list and cmd:
-                end = pos + bulks_size(cmd)
-                if end < pos:  # not all bulk strings
-                    self._to_exact()
-                    continue
-                # Aligned: a canonical command ends with CRLF, followed by the end of the data
-                # or another "*" (42). A simple or verbatim string sent where Redis wants a bulk
-                # string ("+hi" for "$2\r\nhi") changes the length, so the computed end lands
-                # elsewhere; an inline command after a RESP one also fails this, harmlessly: it
-                # costs a slow parse. (Inline: a call per command costs more than the test.)
-                size = len(buf)
-                if (
-                    end > size
-                    or buf[end - 1] != 10
-                    or buf[end - 2] != 13
-                    or (end < size and buf[end] != 42)
-                ):
-                    self._to_exact()  # the command was not sent canonically: let the exact
-                    continue  # grammar judge it before it runs
-                if self.auth_required and _over_unauthenticated_limits(cmd, end - pos):
-                    self._to_exact()  # the exact grammar replies as Redis does, at its header
-                    continue
-                self._pos = end
+                cmd = exact.next()
+                if exact.is_empty():
+                    self._exact = None  # back to the fast path at this boundary
                 return cmd
-            if cmd is None or cmd == []:
-                # Redis skips "*0" and "*-1" (multibulk length <= 0) silently.
-                self._pos = pos + (5 if cmd is None else 4)
+            try:
+                argv = self._gets()
+            except ValueError:  # not canonical, or over a limit: Redis's grammar decides
+                self._exact = _ExactParser(self)
+                self._exact.feed(self._split.take_rest())
                 continue
-            self._to_exact()  # a top-level value that is not an array
+            return argv if argv is not False else None
 
-    def _end_of_batch(self) -> list[bytes] | None:
-        """hiredis wants more data: are we at a command boundary, or inside a command?"""
-        if self._held:
-            return self._next_exact(self._to_exact())
-        buf, pos = self._buf, self._pos
-        if pos == len(buf):
-            if buf:
-                self._buf = b""
-                self._pos = 0
-            return None
-        if pos:
-            buf = self._buf = buf[pos:]
-            self._pos = 0
-        if len(buf) > FAST_PATH_MAX_PENDING or not self._plausible(buf):
-            return self._next_exact(self._to_exact())
-        return None
-
-    def _plausible(self, partial: bytes) -> bool:
-        """Run the exact grammar over an unfinished command: Redis rejects a bad header as
-        soon as it arrives, while hiredis would wait for more bytes. A command the exact
-        grammar completes (``>2\r\n`` after a command is an inline command) is not
-        plausible either."""
-        probe = _ExactParser(self)
-        try:
-            probe.feed(partial)
-            return probe.next() is None
-        except RequestError:
-            return False
-
-    def _to_exact(self) -> _ExactParser:
-        """Re-parse everything after the last returned command (and the held chunks) on
-        the exact path."""
-        rest = self._buf[self._pos :]
-        self._reader = hiredis.Reader()
-        self._buf = b""
-        self._pos = 0
-        exact = self._exact = self._new_exact()
-        exact.feed(rest)
-        held, self._held = self._held, []
-        for chunk in held:
-            exact.feed(chunk)
-        return exact
-
-    def _new_exact(self) -> _ExactParser:
-        return _ExactParser(self)
-
-    def _next_exact(self, exact: _ExactParser) -> list[bytes] | None:
-        """The next command of the exact path (``exact`` is ``self._exact``)."""
-        cmd = exact.next()
-        if exact.is_empty():
-            self._exact = None  # back to the fast path at this boundary
-        return cmd
+    def authenticated(self, done: bool) -> None:
+        """The client authenticated (or, RESET, no longer is): the limits of its next
+        commands change, those of the commands already here included."""
+        self.auth_required = not done
+        self._limit()
 
 
 class _ExactParser:
@@ -397,14 +287,6 @@ class _ExactParser:
             self.bulk_len = -1
             self.args_left -= 1
         return True
-
-
-def _over_unauthenticated_limits(cmd: list[bytes], size: int) -> bool:
-    """Would Redis refuse a header of this command (``size`` bytes on the wire) from a client
-    that must authenticate first?"""
-    if len(cmd) > UNAUTH_MAX_ARGS:
-        return True
-    return size > UNAUTH_MAX_BULK and max(map(len, cmd)) > UNAUTH_MAX_BULK
 
 
 def _whole_inline_lines(data: bytes) -> list[list[bytes]] | None:

@@ -195,7 +195,7 @@ class Connection(asyncio.Protocol):
                     break
                 execute(c, argv)
                 if parser.auth_required == c.authenticated:
-                    parser.auth_required = not c.authenticated
+                    parser.authenticated(c.authenticated)
                 n = len(out)
                 if n == seen + 1:  # the common case: a one-chunk reply
                     size += len(out[seen])
