@@ -43,8 +43,8 @@ def free_port() -> int:
 
 
 class Server:
-    def __init__(self, *args: str) -> None:
-        self.port = free_port()
+    def __init__(self, *args: str, port: int = 0) -> None:
+        self.port = port or free_port()
         self.dir = tempfile.mkdtemp(prefix="hw-aa-bench-")
         cmd = [*HEADWATER, "--port", str(self.port), "--dir", self.dir, *args]
         self.proc = subprocess.Popen(

@@ -86,8 +86,17 @@ class Inbox:
         applied = self.applied
         seq = applied[me] + 1
         applied[me] = seq
-        vector: Vector = ((me, seq),) if len(applied) == 1 else make_vector(applied)
         prev = self.own_vector
+        if len(applied) == 1:
+            vector: Vector = ((me, seq),)
+        elif prev is not None and _only_own_moved(prev, applied, me):
+            # (the usual case between remote effects: the previous vector with the own
+            # sequence moved, without sorting the applied map again)
+            vector = tuple([(r, seq) if r == me else (r, s) for r, s in prev])
+            self.own_vector = vector
+            return seq, vector, True
+        else:
+            vector = make_vector(applied)
         self.own_vector = vector
         return seq, vector, prev is not None and follows(vector, prev, me)
 
@@ -190,3 +199,11 @@ class Inbox:
                 (origin, self.applied.get(origin, 0)) in vector,
                 f"the last vector of region {origin} is not its last effect's",
             )
+
+
+def _only_own_moved(prev: Vector, applied: dict[int, int], me: int) -> bool:
+    """Whether ``applied`` holds the regions of ``prev`` and no other, at the same
+    sequences, but for ``me``'s."""
+    if len(prev) != len(applied):
+        return False
+    return all(region == me or applied.get(region, -1) == seq for region, seq in prev)

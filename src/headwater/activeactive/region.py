@@ -129,6 +129,9 @@ class Region:
         self.current = self.streams
         self.inbox = Inbox(region_id, regions)
         self.outbox: list[Effect] = []
+        #: whether own effects go to ``outbox`` (in-process meshes read it; a server's links
+        #: ship the lines its sink keeps instead, and turn it off)
+        self.keep_outbox = True
         #: called with every effect applied here, own and remote, in the order applied: the
         #: seam for the AOF (a log that ``replay`` reads back into the same state)
         self.sinks: list[Callable[[Effect], None]] = []
@@ -153,7 +156,8 @@ class Region:
         compact = follows and len(ops) == 1 and isinstance(ops[0], Add)
         effect = Effect(self.id, seq, vector, tuple(ops), compact)
         self._apply(effect)
-        self.outbox.append(effect)
+        if self.keep_outbox:
+            self.outbox.append(effect)
         return effect
 
     def _apply(self, effect: Effect) -> None:

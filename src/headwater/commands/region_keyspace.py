@@ -55,6 +55,7 @@ class RegionKeyspace:
 
     def __init__(self, region: Region, dbs: list[Database]) -> None:
         self.region = region
+        region.keep_outbox = False  # (the links ship ``own``, which this sink fills)
         #: the server's databases: the region's records of database n are kept in dbs[n]
         self.dbs = dbs
         self.db = dbs[0]
@@ -314,8 +315,6 @@ class RegionKeyspace:
         self.idmp_keys.clear()
 
     def take_lines(self) -> list[list[bytes]]:
-        # (the links ship ``own``, which the sink filled: the region's outbox is not used)
-        self.region.outbox.clear()
         lines, self.applied = self.applied, []
         if self.local_lines:
             lines += self.local_lines
