@@ -59,6 +59,9 @@ def test_a_region_killed_while_its_peers_trim_takes_a_state(mesh: Mesh) -> None:
     for n in range(3, 40):
         mesh[1].xadd("x", {"r": 1, "n": n})
         mesh[2].xadd("x", {"r": 2, "n": n})
+    # (group h starts after what region 2 holds: wait until that is all of region 1's so far,
+    # which links send within a millisecond or so, else the late ones are new to h)
+    mesh.wait(lambda: mesh[2].xlen("x") == 9 + 37 + 37)
     mesh[2].xgroup_create("x", "h", "$")
     mesh[1].xadd("x", {"r": 1, "n": 40})
     # the others trim what region 3 needs (it never acknowledged them)

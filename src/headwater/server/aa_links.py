@@ -57,6 +57,7 @@ from headwater.commands.context import Client
 from headwater.commands.region_keyspace import RegionKeyspace
 from headwater.errors import ReplyError, err
 from headwater.ops.change import Change
+from headwater.replication.hold import StreamHold
 from headwater.resp.encoder import encode_command, encode_command_into
 from headwater.resp.types import Raw, Reply
 
@@ -166,6 +167,10 @@ class RegionLinks:
         self.region = rk.region
         self.feeds: list[Feed] = []
         self.links = [PeerLink(host, port) for host, port in self.engine.config["peers"]]
+        #: whether own effects go to the feeds this turn or with the next turns'
+        #: (``repl-stream-hold-us``, as the replicas' stream: replication/hold.py)
+        self.hold = StreamHold(self.engine.config["repl-stream-hold-us"])
+        self._hold_timer: asyncio.TimerHandle | None = None
         #: per own effect (index in ``rk.own``), the engine effect sequence that logged it
         self._bounds: list[int] = []
         #: per peer region, the last of our sequences it said it holds durably (AAACK)
@@ -191,6 +196,9 @@ class RegionLinks:
             link.task = self.server.loop.create_task(self._run(link))
 
     def close(self) -> None:
+        if self._hold_timer is not None:  # (peers ask again for what was held: AAPSYNC)
+            self._hold_timer.cancel()
+            self._hold_timer = None
         for link in self.links:
             if link.task is not None:
                 link.task.cancel()
@@ -243,15 +251,35 @@ class RegionLinks:
         self._send(feed)
         return NO_REPLY
 
-    def flush(self) -> None:
+    def flush(self, force: bool = False) -> None:
         """Once per loop turn, after the AOF write: own effects now durable go to the
-        feeds."""
+        feeds, or wait up to ``repl-stream-hold-us`` to go with the next turns' (a write to
+        each peer a turn would wake each peer, and make a system call, that often)."""
         missing = len(self.rk.own) - len(self._bounds)
         if missing > 0:
             self._bounds += [self.engine.effect_seq] * missing
-        if self.feeds:
-            for feed in list(self.feeds):
-                self._send(feed)
+        if not self.feeds or (not force and self._held()):
+            return
+        wrote = False
+        for feed in list(self.feeds):
+            wrote = self._send(feed) or wrote
+        if wrote:
+            self.hold.sent(self.server.loop.time())
+
+    def _held(self) -> bool:
+        """Whether the feeds wait for the next turns (the timer that ends the wait is set)."""
+        hold, loop = self.hold, self.server.loop
+        hold.hold_s = self.engine.config["repl-stream-hold-us"] / 1e6  # (CONFIG SET applies)
+        wait = hold.wait_for(loop.time(), 0)
+        if wait <= 0.0:
+            return False
+        if self._hold_timer is None:
+            self._hold_timer = loop.call_later(wait, self._hold_ended)
+        return True
+
+    def _hold_ended(self) -> None:
+        self._hold_timer = None
+        self.flush(force=True)
 
     def _shippable(self) -> int:
         """How many of ``rk.own`` may leave: those logged at or before the durable effect."""
@@ -266,14 +294,15 @@ class RegionLinks:
                 hi = mid
         return lo
 
-    def _send(self, feed: Feed) -> None:
+    def _send(self, feed: Feed) -> bool:
+        """What the feed may have now; whether own effects went out."""
         transport = feed.conn.transport
         if transport is None or transport.is_closing() or feed.client.closed:
             self.feeds.remove(feed)
-            return
+            return False
         if feed.state is not None:
             if self._durable_seq() < feed.state_bound:
-                return  # (the state must not hold what a crash here could still lose)
+                return False  # (the state must not hold what a crash here could still lose)
             transport.write(b"+AASTATE %d\r\n$%d\r\n" % (self.region.id, len(feed.state)))
             transport.write(feed.state)
             transport.write(b"\r\n")
@@ -283,13 +312,14 @@ class RegionLinks:
         if first < 0:  # (trimmed under a lagging feed: the peer asks again, for a state)
             transport.close()
             self.feeds.remove(feed)
-            return
+            return False
         if feed.relay:
             self._send_relayed(feed, transport)
         if first >= upto:
-            return
+            return False
         transport.write(_encoded(self.rk.own[first:upto]))
         feed.next_seq = self.rk.own_first + upto
+        return True
 
     def _send_relayed(self, feed: Feed, transport: asyncio.WriteTransport) -> None:
         """Other origins' effects the peer asked for (it is cut off from them), as applied
