@@ -1,8 +1,9 @@
 """Canonical commands split out of a byte stream (``resp/split.py``): the C ``Splitter``
-(``_split.c``, the compiled build) and ``PySplitter`` (the pure build), against the
-commands that were encoded, however the bytes are cut into reads; garbage, non-canonical
-forms and headers over the limits refused with nothing of them taken, in the same words by
-both."""
+(``_split.c``, the compiled build), ``PySplitter`` (its scan in Python) and
+``HiredisSplitter`` (the pure build: hiredis, and the scan where hiredis is not trusted),
+against the commands that were encoded, however the bytes are cut into reads; garbage,
+non-canonical forms and headers over the limits refused with nothing of them taken, in the
+same words by all."""
 
 from __future__ import annotations
 
@@ -16,7 +17,14 @@ from hypothesis import strategies as st
 
 from headwater._build import build_kind
 from headwater.resp.encoder import encode_command
-from headwater.resp.split import MAX_BULK, MAX_WORDS, CommandSplitter, PySplitter, new_splitter
+from headwater.resp.split import (
+    MAX_BULK,
+    MAX_WORDS,
+    CommandSplitter,
+    HiredisSplitter,
+    PySplitter,
+    new_splitter,
+)
 
 
 def _c_splitter() -> CommandSplitter:
@@ -28,7 +36,7 @@ def _c_splitter() -> CommandSplitter:
     return splitter
 
 
-SPLITTERS: list[Callable[[], CommandSplitter]] = [_c_splitter, PySplitter]
+SPLITTERS: list[Callable[[], CommandSplitter]] = [_c_splitter, PySplitter, HiredisSplitter]
 
 _WORDS = st.one_of(
     st.binary(max_size=12),
@@ -38,7 +46,7 @@ _COMMANDS = st.lists(st.lists(_WORDS, min_size=1, max_size=12), min_size=1, max_
 
 
 def test_the_built_splitter_is_the_c_one_in_the_compiled_build() -> None:
-    native = type(new_splitter()) is not PySplitter
+    native = type(new_splitter()) is not HiredisSplitter
     assert native == (build_kind() == "compiled")
 
 

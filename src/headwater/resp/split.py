@@ -1,5 +1,6 @@
 """Canonical RESP commands split out of a byte stream: the C ``Splitter`` (``_split.c``), or
-in the pure build ``PySplitter``, the same scan in Python.
+in the pure build ``HiredisSplitter``: hiredis's reader, with ``PySplitter`` (the same scan as
+the C one, in Python) judging what hiredis cannot be trusted with.
 
 Canonical is what every client library and every primary sends: an array of bulk strings,
 ``*<n>\r\n`` then ``$<len>\r\n<data>\r\n`` for each word, lengths without sign or leading
@@ -13,7 +14,9 @@ those.
 from __future__ import annotations
 
 import importlib
-from typing import Literal, Protocol, cast
+from typing import Any, Literal, Protocol, cast
+
+import hiredis
 
 #: the splitter's limits when none are set: more is not a command a server sends
 MAX_WORDS = 1 << 31
@@ -126,10 +129,99 @@ def _header(buf: bytearray, at: int, mark: int, limit: int) -> tuple[int, int] |
     return n, p + 2
 
 
+class HiredisSplitter(PySplitter):
+    """The pure build's splitter: hiredis's C reader finds the commands, ``PySplitter``'s
+    scan judges whatever hiredis cannot be trusted with. A command hiredis returns is taken
+    when it is canonical where it lies: an array of bytes no longer than the limits, whose
+    canonical size (``bulks_size``) ends with CRLF at the end of the bytes or before the next
+    ``*``; else, and at a command cut short (its headers may already be over a limit), the
+    scan decides from the command's start, with the C splitter's words. hiredis allocates an
+    aggregate's whole list at its header, so a chunk with a big one (``_suspicious``) is not
+    given to it: the scan goes on until the bytes held are used up."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._reader: hiredis.Reader | None = hiredis.Reader()
+
+    def feed(self, data: bytes) -> int:
+        reader = self._reader
+        if reader is not None and _suspicious(self._buf[-BIG_AGGREGATE:] + data):
+            reader = self._reader = None
+        held = super().feed(data)
+        if reader is not None:
+            reader.feed(data)
+        return held
+
+    def take_rest(self) -> bytes:
+        self._reader = hiredis.Reader()
+        return super().take_rest()
+
+    def gets(self) -> list[bytes] | Literal[False]:
+        reader, buf, pos = self._reader, self._buf, self._pos
+        if pos == len(buf):
+            return False
+        if reader is None:
+            return self._scanned()
+        try:
+            cmd = reader.gets()
+        except Exception:  # (ProtocolError, or MemoryError on a big aggregate)
+            return self._scanned()
+        if cmd is False or type(cmd) is not list or not cmd:
+            return self._scanned()
+        size = bulks_size(cmd)
+        end = pos + size
+        if (
+            size < 0
+            or buf[pos] != 42
+            or end > len(buf)
+            or buf[end - 2] != 13
+            or buf[end - 1] != 10
+            or (end < len(buf) and buf[end] != 42)
+            or len(cmd) > self.max_words
+            or (size > self.max_bulk and max(map(len, cmd)) > self.max_bulk)
+        ):
+            return self._scanned()
+        self._taken += size
+        self._pos = end
+        return cast(list[bytes], cmd)
+
+    def _scanned(self) -> list[bytes] | Literal[False]:
+        """``PySplitter``'s answer at the command's start; hiredis, out of step with it
+        now, starts again at the next boundary (if it is not one already)."""
+        self._reader = None
+        argv = super().gets()
+        if self._pos == len(self._buf):
+            self._reader = hiredis.Reader()  # (nothing held: in step again)
+        return argv
+
+
+#: an aggregate header with this many digits (1,000,000 elements) or more is kept from hiredis
+BIG_AGGREGATE = 7
+#: digits fold to ``0`` and the aggregate marks (``*>~|%``) to ``*``: "a mark then 7 digits"
+#: is then one substring search
+_FOLD_MARKS = bytes.maketrans(b"123456789>~|%", b"000000000****")
+
+
+def _suspicious(data: bytes | bytearray) -> bool:
+    return b"*0000000" in data.translate(_FOLD_MARKS)
+
+
+def bulks_size(cmd: list[Any]) -> int:
+    """The canonical size of a command from hiredis; -1 if an argument is not bytes."""
+    size = 0
+    for item in cmd:
+        if not isinstance(item, bytes):
+            return -1
+        n = len(item)
+        size += n + (6 if n < 10 else 7 if n < 100 else 8 if n < 1000 else 5 + len(str(n)))
+    n = len(cmd)
+    return size + (4 if n < 10 else 3 + len(str(n)))
+
+
 def new_splitter() -> CommandSplitter:
-    """The C splitter when it is built, else ``PySplitter``."""
+    """The C splitter when it is built, else ``HiredisSplitter``."""
     try:
         module = importlib.import_module("headwater.resp._split")
     except ImportError:
-        return PySplitter()
+        return HiredisSplitter()
     return cast(CommandSplitter, module.Splitter())
