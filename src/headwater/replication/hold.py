@@ -15,6 +15,9 @@ Nor does it grow without bound: ``HOLD_MAX_BYTES`` gathered go out at once.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
+
 #: held bytes past this go out at once (a burst of big values is not worth holding back)
 HOLD_MAX_BYTES = 64 * 1024
 
@@ -35,3 +38,35 @@ class StreamHold:
 
     def sent(self, now: float) -> None:
         self.last_sent = now
+
+
+class TimedHold:
+    """``StreamHold`` on an event loop, for a sender that flushes once per loop turn: while
+    the gathered bytes wait, one timer runs ``flush`` (which must send them) as the wait
+    ends. The primary's stream to its replicas and a region's feeds to its peers."""
+
+    def __init__(self, hold_us: int, flush: Callable[[], None]) -> None:
+        self.policy = StreamHold(hold_us)
+        self._flush = flush
+        self._timer: asyncio.TimerHandle | None = None
+
+    def held(self, loop: asyncio.AbstractEventLoop, size: int) -> bool:
+        """Whether ``size`` gathered bytes wait for the next turns (the timer is set)."""
+        wait = self.policy.wait_for(loop.time(), size)
+        if wait <= 0.0:
+            return False
+        if self._timer is None:
+            self._timer = loop.call_later(wait, self._ended)
+        return True
+
+    def sent(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.policy.sent(loop.time())
+
+    def cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _ended(self) -> None:
+        self._timer = None
+        self._flush()

@@ -145,7 +145,9 @@ class HiredisSplitter(PySplitter):
 
     def feed(self, data: bytes) -> int:
         reader = self._reader
-        if reader is not None and _suspicious(self._buf[-BIG_AGGREGATE:] + data):
+        # (a header split between the bytes held and these counts too)
+        tail = self._buf[-BIG_AGGREGATE:]
+        if reader is not None and (_suspicious(data) or _suspicious(tail + data[:BIG_AGGREGATE])):
             reader = self._reader = None
         held = super().feed(data)
         if reader is not None:

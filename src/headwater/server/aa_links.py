@@ -57,7 +57,7 @@ from headwater.commands.context import Client
 from headwater.commands.region_keyspace import RegionKeyspace
 from headwater.errors import ReplyError, err
 from headwater.ops.change import Change
-from headwater.replication.hold import StreamHold
+from headwater.replication.hold import TimedHold
 from headwater.resp.encoder import encode_command, encode_command_into
 from headwater.resp.types import Raw, Reply
 
@@ -169,8 +169,7 @@ class RegionLinks:
         self.links = [PeerLink(host, port) for host, port in self.engine.config["peers"]]
         #: whether own effects go to the feeds this turn or with the next turns'
         #: (``repl-stream-hold-us``, as the replicas' stream: replication/hold.py)
-        self.hold = StreamHold(self.engine.config["repl-stream-hold-us"])
-        self._hold_timer: asyncio.TimerHandle | None = None
+        self.hold = TimedHold(self.engine.config["repl-stream-hold-us"], self._hold_ended)
         #: per own effect (index in ``rk.own``), the engine effect sequence that logged it
         self._bounds: list[int] = []
         #: per peer region, the last of our sequences it said it holds durably (AAACK)
@@ -196,9 +195,7 @@ class RegionLinks:
             link.task = self.server.loop.create_task(self._run(link))
 
     def close(self) -> None:
-        if self._hold_timer is not None:  # (peers ask again for what was held: AAPSYNC)
-            self._hold_timer.cancel()
-            self._hold_timer = None
+        self.hold.cancel()  # (peers ask again for what was held: AAPSYNC)
         for link in self.links:
             if link.task is not None:
                 link.task.cancel()
@@ -258,27 +255,20 @@ class RegionLinks:
         missing = len(self.rk.own) - len(self._bounds)
         if missing > 0:
             self._bounds += [self.engine.effect_seq] * missing
-        if not self.feeds or (not force and self._held()):
+        if not self.feeds:
             return
+        hold, loop = self.hold, self.server.loop
+        if not force:
+            hold.policy.hold_s = self.engine.config["repl-stream-hold-us"] / 1e6  # (CONFIG SET)
+            if hold.held(loop, 0):
+                return
         wrote = False
         for feed in list(self.feeds):
             wrote = self._send(feed) or wrote
         if wrote:
-            self.hold.sent(self.server.loop.time())
-
-    def _held(self) -> bool:
-        """Whether the feeds wait for the next turns (the timer that ends the wait is set)."""
-        hold, loop = self.hold, self.server.loop
-        hold.hold_s = self.engine.config["repl-stream-hold-us"] / 1e6  # (CONFIG SET applies)
-        wait = hold.wait_for(loop.time(), 0)
-        if wait <= 0.0:
-            return False
-        if self._hold_timer is None:
-            self._hold_timer = loop.call_later(wait, self._hold_ended)
-        return True
+            hold.sent(loop)
 
     def _hold_ended(self) -> None:
-        self._hold_timer = None
         self.flush(force=True)
 
     def _shippable(self) -> int:

@@ -28,7 +28,6 @@ decide WAIT and ``min-replicas-to-write``.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import os
@@ -40,7 +39,7 @@ from typing import TYPE_CHECKING
 from headwater.commands.context import Block, Client
 from headwater.errors import NOT_INTEGER, ReplyError, err
 from headwater.persistence.effect_log import EffectLog
-from headwater.replication.hold import StreamHold
+from headwater.replication.hold import TimedHold
 from headwater.replication.state import ReplicationState, new_replid, valid_replid
 from headwater.resp.encoder import encode_command
 from headwater.resp.types import Raw, Reply, Status
@@ -81,8 +80,7 @@ class Replication:
         self.feed = EffectLog()
         self.feeding = False
         #: whether this turn's stream goes out now or with the next turns' (hold.py)
-        self.hold = StreamHold(self.config["repl-stream-hold-us"])
-        self._hold_timer: asyncio.TimerHandle | None = None
+        self.hold = TimedHold(self.config["repl-stream-hold-us"], self._hold_ended)
         #: the backlog exists (Redis creates it with the first replica)
         self.backlog_active = False
         self.peers: list[Peer] = []
@@ -205,10 +203,15 @@ class Replication:
         wait up to ``repl-stream-hold-us`` to go with the next turns' (hold.py). ``force``:
         now, before what must follow them (a PING, a new replica's sync, a change of role)."""
         buf = self.feed.buf
-        if buf and (force or self.waits.waiting or self._getack_due or not self._held()):
+        if buf and (
+            force
+            or self.waits.waiting
+            or self._getack_due
+            or not self.hold.held(self.server.loop, len(buf))
+        ):
             data = bytes(buf)
             buf.clear()
-            self.hold.sent(self.server.loop.time())
+            self.hold.sent(self.server.loop)
             self.broadcast(data)
             self.waits.turn_fed(self.engine.effect_seq, self.state.offset)
         if self._getack_due:
@@ -218,18 +221,7 @@ class Replication:
         if self.waits.waiting:  # (WAITAOF: the local fsync may have moved)
             self.waits.check()
 
-    def _held(self) -> bool:
-        """Whether the stream waits for the next turns (the timer that ends the wait is set)."""
-        loop = self.server.loop
-        wait = self.hold.wait_for(loop.time(), len(self.feed.buf))
-        if wait <= 0.0:
-            return False
-        if self._hold_timer is None:
-            self._hold_timer = loop.call_later(wait, self._hold_ended)
-        return True
-
     def _hold_ended(self) -> None:
-        self._hold_timer = None
         self.flush(force=True)
 
     def broadcast(self, data: bytes) -> None:
@@ -606,7 +598,7 @@ class Replication:
         if name == "repl-backlog-size":
             self.state.backlog.resize(int(value))  # type: ignore[call-overload]
         elif name == "repl-stream-hold-us":
-            self.hold.hold_s = int(value) / 1e6  # type: ignore[call-overload]
+            self.hold.policy.hold_s = int(value) / 1e6  # type: ignore[call-overload]
         elif name in ("replica-read-only", "min-replicas-to-write", "min-replicas-max-lag"):
             self.update_refusal()
 
