@@ -52,7 +52,11 @@ class Harness:
         self.scheduler = FakeScheduler(self.clock)
         self.engine = Engine(config, self.clock, self.scheduler, extra)
         self.effects: list[tuple[int, list[bytes]]] = []
-        self.engine.effect_sinks.append(lambda db, argv: self.effects.append((db, argv)))
+        self.engine.effect_sinks.append(self._record_effect)
+
+    def _record_effect(self, db: int, line: list[bytes] | bytes) -> None:
+        """Each effect as its words (a region's own effects come encoded already)."""
+        self.effects.append((db, line if isinstance(line, list) else decode_all(line)))
 
     def client(self) -> Client:
         return self.engine.new_client("127.0.0.1:5000", "127.0.0.1:6379")

@@ -15,6 +15,7 @@ from headwater.activeactive.envelope import BAD_EFFECT, RELATIVE, Effect, from_l
 from headwater.activeactive.persist import MAGIC, MAGIC_V3, dump_state, load_state
 from headwater.activeactive.region import Region
 from headwater.engine.replay import Replayer
+from headwater.resp.encoder import encode_command
 from tests.unit.test_activeactive_durability import (
     local_state,
     region_harness,
@@ -25,9 +26,17 @@ from tests.unit.test_activeactive_durability import (
 
 
 def _recording(region: Region) -> list[Effect]:
-    """Every effect the region applies from now on, as applied (vectors filled in)."""
+    """Every effect the region applies from now on, as applied, with its vector (an own
+    effect that follows the previous one carries none: the region's last own vector)."""
     seen: list[Effect] = []
-    region.sinks.append(seen.append)
+
+    def record(effect: Effect) -> None:
+        if effect.vector == RELATIVE and effect.origin == region.id:
+            vector = region.inbox.last_own_vector()
+            effect = Effect(effect.origin, effect.seq, vector, effect.ops, effect.follows)
+        seen.append(effect)
+
+    region.sinks.append(record)
     return seen
 
 
@@ -91,12 +100,14 @@ def test_compact_effects_out_of_order_resolve_to_the_effects_made() -> None:
     r1, r2 = Region(1, [1, 2]), Region(2, [1, 2])
     r2.xadd(b"t", b"*", [b"a", b"1"], 900)
     r1.receive(r2.take_outbox()[0])
+    made = _recording(r1)
     for n in range(5):
         r1.xadd(b"s", b"*", [b"n", b"%d" % n], 1000 + n)
-    made = r1.take_outbox()
-    assert [e.follows for e in made] == [False, True, True, True, True]
+    sent = r1.take_outbox()
+    assert [e.follows for e in sent] == [False, True, True, True, True]
+    assert [bool(e.vector) for e in sent] == [True, False, False, False, False]
     got = _recording(r2)
-    wired = _wire(made)
+    wired = _wire(sent)
     # the first (full) effect last: the compact ones wait for it, then are read against it
     assert [r2.receive(e) for e in wired[1:]] == [0, 0, 0, 0]
     assert r2.inbox.waiting_count() == 4
@@ -122,7 +133,8 @@ def test_a_snapshot_keeps_the_vectors_the_next_compact_line_needs() -> None:
     (made,) = r1.take_outbox()
     got = _recording(restored)
     assert restored.receive(from_line(made.to_line())) == 1
-    assert got == [made] and got[0].vector == ((1, 3), (2, 1))
+    assert [(e.ops, e.vector) for e in got] == [(made.ops, ((1, 3), (2, 1)))]
+    assert r1.inbox.last_own_vector() == ((1, 3), (2, 1))
     assert restored.dump() == r1.dump()
     restored.check_invariants()
 
@@ -216,13 +228,30 @@ def test_aaxadd_is_internal() -> None:
     assert "internal" in str(reply)
 
 
-def test_xadds_reply_is_the_id_word_of_its_compact_line() -> None:
-    """The reply takes the ID its line holds (formatted once, when the line was made)."""
-    from headwater.commands.region_streams import _added_id
+def test_the_compact_line_is_encoded_as_its_words_would_be() -> None:
+    """An own XADD's line is made as a RESP command once (in C where built): the same bytes
+    as its words encoded, whatever the numbers' widths and the pairs."""
+    from headwater.commands.region_keyspace import _compact_add_pure, compact_add
 
-    key, pairs = b"k", [b"f", b"v"]
-    line = [b"AAXADD", b"1", b"2", key, b"9-1".upper(), *pairs]
-    assert _added_id([line], key, pairs, (9, 1)) is line[4]
-    long = [b"AAEFFECT", b"1", b"2", b"1", b"1", b"2", b"1", b"ADD", key, b"9-1".upper()]
-    long += [b"2", *pairs]
-    assert _added_id([long], key, pairs, (9, 1)) is long[9]
+    big = 2**64 - 1
+    cases = [
+        (1, 1, b"k", 0, 0, (b"f", b"v")),
+        (7, 123456789, b"", big, big, (b"", b"x" * 300)),
+        (65535, 10, b"key\r\n", 1700000000000, 9, tuple(b"w%d" % i for i in range(20))),
+    ]
+    for origin, seq, key, ms, id_seq, pairs in cases:
+        words = [b"AAXADD", b"%d" % origin, b"%d" % seq, key, b"%d-%d" % (ms, id_seq), *pairs]
+        assert compact_add(origin, seq, key, ms, id_seq, pairs) == encode_command(words)
+        assert _compact_add_pure(origin, seq, key, ms, id_seq, pairs) == encode_command(words)
+
+
+def test_the_c_compact_line_refuses_what_is_not_one() -> None:
+    from headwater.commands.region_keyspace import _native_compact_add
+
+    compact_add = _native_compact_add()
+    if compact_add is None:
+        pytest.skip("the pure build has no C encoder")
+    with pytest.raises(OverflowError):
+        compact_add(1, 1, b"k", 2**64, 0, (b"f", b"v"))
+    with pytest.raises(TypeError):
+        compact_add(1, 1, b"k", 1, 0, (b"f", "v"))

@@ -10,6 +10,7 @@ import pytest
 
 from headwater.activeactive.rstream import RegionStream
 from headwater.config import Config
+from headwater.resp.encoder import encode_command
 from headwater.stream.stream import Stream
 from tests.unit.conftest import Harness, decode_all
 
@@ -552,19 +553,21 @@ def test_the_server_keeps_one_copy_of_its_own_effects() -> None:
     assert rk.region.outbox == [] and [e.seq for e in rk.own_effects()] == [1, 2, 3, 4, 5]
 
 
-def test_own_effects_are_kept_as_the_words_of_their_lines() -> None:
-    """(untracked by the garbage collector once it has seen them: no full collection walks
-    them; the links encode them when they ship them)"""
+def test_own_effects_are_kept_as_their_encoded_commands() -> None:
+    """(made once for the AOF, the replicas and the links; a bytes object is untracked by
+    the garbage collector: no full collection walks them)"""
     import gc
 
     h = _region(peers=("127.0.0.1:7999",))
     c = h.client()
     h.call(c, "XADD", "s", "*", "a", "1")
+    h.call(c, "XADD", "s", "*", "a", "2")
     rk = h.engine.region
     assert rk is not None
-    gc.collect()
-    assert [type(line) for line in rk.own] == [tuple] and not gc.is_tracked(rk.own[0])
-    assert list(rk.own[0]) == rk.own_effects()[0].to_line()
+    assert [type(line) for line in rk.own] == [bytes, bytes] and not gc.is_tracked(rk.own[0])
+    assert rk.own == [encode_command(effect.to_line()) for effect in rk.own_effects()]
+    assert [effect.seq for effect in rk.own_effects()] == [1, 2]
+    assert h.effect_lines()[1][0] == b"AAXADD"  # (the compact line)
 
 
 def test_a_region_without_peers_keeps_no_own_effects_until_one_is_asked_for() -> None:

@@ -30,7 +30,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from headwater.activeactive.envelope import Effect, Vector, follows, make_vector, moved_on
+from headwater.activeactive.envelope import (
+    RELATIVE,
+    Effect,
+    Vector,
+    follows,
+    make_vector,
+    moved_on,
+)
 from headwater.errors import require
 
 
@@ -53,7 +60,7 @@ class Inbox:
         compact line's effect is read against (snapshots save it). A copy: set it whole."""
         vectors = dict(self._vectors)
         if self.own_vector is not None:
-            vectors[self.me] = self.own_vector
+            vectors[self.me] = self.last_own_vector()
         return vectors
 
     @vectors.setter
@@ -61,8 +68,23 @@ class Inbox:
         self._vectors = {o: v for o, v in vectors.items() if o != self.me}
         self.own_vector = vectors.get(self.me)
 
+    def last_own_vector(self) -> Vector:
+        """The vector of the last own effect: ``own_vector``, whose own sequence falls behind
+        while own effects follow each other (``next_own``), brought up to date."""
+        prev = self.own_vector
+        seq = self.applied[self.me]
+        if prev is None:
+            return make_vector(self.applied)
+        if len(prev) == 1 and prev[0] == (self.me, seq):
+            return prev
+        vector = moved_on(prev, self.me, seq)
+        self.own_vector = vector
+        return vector
+
     def _last_vector(self, origin: int) -> Vector | None:
-        return self.own_vector if origin == self.me else self._vectors.get(origin)
+        if origin != self.me:
+            return self._vectors.get(origin)
+        return None if self.own_vector is None else self.last_own_vector()
 
     def _keep_vector(self, origin: int, vector: Vector) -> None:
         if origin == self.me:
@@ -78,25 +100,19 @@ class Inbox:
         return sum(len(w) for w in self.waiting.values())
 
     def next_own(self) -> tuple[int, Vector, bool]:
-        """Count one more effect of this region's own: its sequence; its vector (kept as the
-        own last one); whether that follows the previous own effect's (only the own sequence
-        moved: a compact line). One lookup of the own sequence, one tuple pair made for a
-        region without peers (a native tuple back, compiled: nothing boxed)."""
+        """Count one more effect of this region's own: its sequence; its vector; whether
+        that follows the previous own effect's (only the own sequence moved: a compact
+        line). When it follows, the vector is ``RELATIVE`` (a compact line has none to
+        write, nor an ``Add`` to read: ``last_own_vector`` makes it when asked), so that the
+        usual XADD builds no vector at all."""
         me = self.me
         applied = self.applied
         seq = applied[me] + 1
         applied[me] = seq
         prev = self.own_vector
-        if len(applied) == 1:
-            vector: Vector = ((me, seq),)
-        elif prev is not None and _only_own_moved(prev, applied, me):
-            # (the usual case between remote effects: the previous vector with the own
-            # sequence moved, without sorting the applied map again)
-            vector = tuple([(r, seq) if r == me else (r, s) for r, s in prev])
-            self.own_vector = vector
-            return seq, vector, True
-        else:
-            vector = make_vector(applied)
+        if prev is not None and _only_own_moved(prev, applied, me):
+            return seq, RELATIVE, True
+        vector = make_vector(applied)
         self.own_vector = vector
         return seq, vector, prev is not None and follows(vector, prev, me)
 
@@ -206,4 +222,7 @@ def _only_own_moved(prev: Vector, applied: dict[int, int], me: int) -> bool:
     sequences, but for ``me``'s."""
     if len(prev) != len(applied):
         return False
-    return all(region == me or applied.get(region, -1) == seq for region, seq in prev)
+    for region, seq in prev:  # noqa: SIM110 (compiled, ``all`` of a generator makes one)
+        if region != me and applied.get(region, -1) != seq:
+            return False
+    return True

@@ -152,8 +152,11 @@ class Region:
         if self.selected and not (ops and isinstance(ops[0], Select)):
             ops = [Select(self.selected), *ops]
         seq, vector, follows = self.inbox.next_own()
-        # (the common effect, one XADD after nothing but own effects: the compact line)
+        # (the common effect, one XADD after nothing but own effects: the compact line,
+        # without a vector; any other effect carries its own)
         compact = follows and len(ops) == 1 and isinstance(ops[0], Add)
+        if follows and not compact:
+            vector = self.inbox.last_own_vector()
         effect = Effect(self.id, seq, vector, tuple(ops), compact)
         self._apply(effect)
         if self.keep_outbox:

@@ -692,7 +692,7 @@ def cmd_xnack(c: Client, argv: list[bytes]) -> Reply | Written:
         return 0
     c.db.signal_modified(argv[1])
     c.db.signal_ready(argv[1])  # nacked entries are claimable now: wake XREADGROUP CLAIM
-    return Written(len(nacked), Change(len(nacked), nack_commands(argv[1], group.name, nacked)))
+    return Written(len(nacked), Change(len(nacked), [*nack_commands(argv[1], group.name, nacked)]))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -35,7 +35,7 @@ from headwater.errors import (
     wrong_arity,
 )
 from headwater.keyevents import GENERIC, HASH
-from headwater.ops.change import ONE, Change, Written, as_given
+from headwater.ops.change import ONE, Change, Line, Written, as_given
 from headwater.ops.hashttl import expire_due, may_expire
 from headwater.resp.types import OK, Reply
 from headwater.values import Hash
@@ -376,7 +376,7 @@ def _hexpire(c: Client, argv: list[bytes], unit_ms: int, relative: bool) -> Repl
     earliest = None if ttls is None else ttls.next_deadline()
     results: list[Reply] = []
     updated: list[bytes] = []
-    lines: list[list[bytes]] = []
+    lines: list[Line] = []
     for field in fields:
         if field not in h:
             results.append(NO_FIELD)

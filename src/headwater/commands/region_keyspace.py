@@ -14,9 +14,11 @@ engine in the handler's ``Written`` (``written``, ``take_lines``), so the engine
 
 from __future__ import annotations
 
-from typing import Protocol
+import importlib
+from collections.abc import Callable
+from typing import Final, Protocol, cast
 
-from headwater.activeactive.envelope import Effect, Move, Select, from_line
+from headwater.activeactive.envelope import Add, Effect, Move, Select, from_line
 from headwater.activeactive.journal import local_line
 from headwater.activeactive.persist import dump_state, load_state
 from headwater.activeactive.region import Region
@@ -28,9 +30,57 @@ from headwater.config import Config
 from headwater.errors import WRONGTYPE, ReplyError, err
 from headwater.keyspace import Database, Keyspace
 from headwater.ops.change import Change, Written
+from headwater.resp.encoder import encode_command
+from headwater.resp.split import new_splitter
 from headwater.resp.types import Reply
 from headwater.stream.idmp import IdmpState
 from headwater.stream.ids import StreamID, format_id
+
+
+def _compact_add_pure(
+    origin: int, seq: int, key: bytes, ms: int, id_seq: int, pairs: tuple[bytes, ...]
+) -> bytes:
+    line = [b"AAXADD", b"%d" % origin, b"%d" % seq, key, b"%d-%d" % (ms, id_seq)]
+    line.extend(pairs)
+    return encode_command(line)
+
+
+CompactAdd = Callable[[int, int, bytes, int, int, tuple[bytes, ...]], bytes]
+
+
+def _native_compact_add() -> CompactAdd | None:
+    """The C encoder of the compact line (``resp/_encode.c``), or None (the pure build)."""
+    try:
+        module = importlib.import_module("headwater.resp._encode")
+    except ImportError:
+        return None
+    return cast(CompactAdd, module.compact_add)
+
+
+#: ``encode_command`` of a compact line (``AAXADD …``), from its parts
+compact_add: Final[CompactAdd] = _native_compact_add() or _compact_add_pure
+
+
+def effect_command(effect: Effect) -> bytes:
+    """The effect's line as a RESP command: what the AOF, the replicas and the peers get. An
+    own effect is encoded once for all of them; the compact line in C straight from its
+    parts, without the line's list nor a bytes object per number."""
+    if effect.follows:
+        op = effect.ops[0]
+        if len(effect.ops) == 1 and isinstance(op, Add):
+            ms, id_seq = op.sid
+            return compact_add(effect.origin, effect.seq, op.key, ms, id_seq, op.pairs)
+    return encode_command(effect.to_line())
+
+
+def decode_command(command: bytes) -> list[bytes]:
+    """The words of one RESP command (an own effect kept encoded)."""
+    splitter = new_splitter()
+    splitter.feed(command)
+    words = splitter.gets()
+    if words is False or splitter.pending:
+        raise ValueError("not one whole RESP command")
+    return words
 
 
 def unsupported(what: str) -> ReplyError:
@@ -60,11 +110,10 @@ class RegionKeyspace:
         self.dbs = dbs
         self.db = dbs[0]
         #: this region's own effects, in sequence order, from ``own_first`` on: what peers
-        #: resume from (rebuilt by the AOF replay; snapshots save them), each as its line in a
-        #: tuple: a tuple of bytes is untracked by the garbage collector's first pass, where
-        #: the effects' nested tuples would be walked by every full collection; encoded only
-        #: when a link ships it
-        self.own: list[tuple[bytes, ...]] = []
+        #: resume from (rebuilt by the AOF replay; snapshots save them), each as its RESP
+        #: command (``effect_command``): made once for the AOF, the replicas and every link,
+        #: and a bytes object is untracked by the garbage collector
+        self.own: list[bytes] = []
         self.own_first = 1
         #: whether own effects are kept in ``own`` at all: a region with no peers of its own
         #: (``peers`` empty: nobody would ever acknowledge them) keeps none until a region
@@ -82,8 +131,9 @@ class RegionKeyspace:
         self.local_lines: list[list[bytes]] = []
         #: (database, key) of the streams that may hold IDMP iids (the expiry cron's)
         self.idmp_keys: set[tuple[int, bytes]] = set()
-        #: the lines of the effects applied since the handler last took them (for the engine)
-        self.applied: list[list[bytes]] = []
+        #: the lines of the effects applied since the handler last took them (for the engine;
+        #: own effects' already encoded)
+        self.applied: list[list[bytes] | bytes] = []
         #: the lines received for remote effects not applied yet, by (origin, seq): a link
         #: gives them (``received``) so that the line read is logged as it came
         self.received_lines: dict[tuple[int, int], list[bytes]] = {}
@@ -102,19 +152,21 @@ class RegionKeyspace:
                 self.sync(op.dst, db)
             else:
                 self.sync(op.key, db)
-        line: list[bytes] | None = None
-        if self.received_lines:
-            line = self.received_lines.pop((effect.origin, effect.seq), None)
-        if line is None:
-            line = effect.to_line()
-        self.applied.append(line)
         origin = effect.origin
         if origin == self.region.id:
+            command = effect_command(effect)
+            self.applied.append(command)
             if self.keep_own:
-                self.own.append(tuple(line))
+                self.own.append(command)
             else:  # (``own`` is empty: it would start at the next one)
                 self.own_first = effect.seq + 1
             return
+        line: list[bytes] | None = None
+        if self.received_lines:
+            line = self.received_lines.pop((origin, effect.seq), None)
+        if line is None:
+            line = effect.to_line()
+        self.applied.append(line)
         kept = self.relayed.get(origin)
         if kept is None:
             kept = self.relayed[origin] = []
@@ -138,7 +190,7 @@ class RegionKeyspace:
 
     def own_effects(self) -> list[Effect]:
         """The own effects kept (``own``), decoded."""
-        return [from_line(list(line)) for line in self.own]
+        return [from_line(decode_command(command)) for command in self.own]
 
     def sync(self, key: bytes, index: int = 0) -> None:
         """Make ``db.data[key]`` (of database ``index``) the stream when it exists, nothing
@@ -179,7 +231,7 @@ class RegionKeyspace:
         own = load_state(self.region, data)  # (and the own effects peers may need)
         if not self.keep_own:
             own = []
-        self.own = [tuple(effect.to_line()) for effect in own]
+        self.own = [effect_command(effect) for effect in own]
         own_seq = self.region.inbox.applied[self.region.id]
         self.own_first = own[0].seq if own else own_seq + 1
         self.received_lines.clear()
@@ -314,7 +366,7 @@ class RegionKeyspace:
         self.local_lines.clear()
         self.idmp_keys.clear()
 
-    def take_lines(self) -> list[list[bytes]]:
+    def take_lines(self) -> list[list[bytes] | bytes]:
         lines, self.applied = self.applied, []
         if self.local_lines:
             lines += self.local_lines
@@ -335,7 +387,10 @@ class RegionKeyspace:
         return lines
 
     def written(
-        self, reply: Reply, dirty: int | None = None, lines: list[list[bytes]] | None = None
+        self,
+        reply: Reply,
+        dirty: int | None = None,
+        lines: list[list[bytes] | bytes] | None = None,
     ) -> Reply | Written:
         """The reply, with the lines of the effects applied (if any) for the engine
         (``lines``: the handler took them already)."""

@@ -135,24 +135,7 @@ def cmd_xadd(c: Client, argv: list[bytes]) -> Reply | Written:
         if trimmed:
             notify(c, STREAM, b"xtrim", key)
     lines = rk.take_lines()
-    return rk.written(_added_id(lines, key, pairs, sid), 1 + trimmed, lines)
-
-
-def _added_id(lines: list[list[bytes]], key: bytes, pairs: list[bytes], sid: StreamID) -> bytes:
-    """XADD's reply, the new ID: the word its effect's line holds (``AAXADD origin seq key
-    id pairs…`` or ``… ADD key id n pairs…``, formatted once, when the sink made the line;
-    the line is known by holding this command's own key and last value objects), else
-    formatted here."""
-    for line in lines:
-        if line[-1] is not pairs[-1]:
-            continue
-        at = len(line) - len(pairs) - 1  # (the compact line: no count before the pairs)
-        if at == 4 and line[3] is key and line[0] == b"AAXADD":
-            return line[4]
-        at -= 1
-        if at >= 2 and line[at - 1] is key:
-            return line[at]
-    return format_id(sid)
+    return rk.written(format_id(sid), 1 + trimmed, lines)
 
 
 def _range(c: Client, argv: list[bytes], reverse: bool) -> Reply:

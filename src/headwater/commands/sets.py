@@ -18,7 +18,7 @@ from headwater.commands.keys import matching, parse_cursor, parse_scan_options
 from headwater.commands.notify import emptied, notify, read_as, write_as
 from headwater.errors import SYNTAX, err
 from headwater.keyevents import GENERIC, SET
-from headwater.ops.change import ONE, Change, Written, as_given
+from headwater.ops.change import ONE, Change, Line, Written, as_given
 from headwater.resp.types import Reply, RSet
 from headwater.structures.sets import HASHTABLE, INTSET, SetLimits, SetValue
 
@@ -161,7 +161,9 @@ def _spop_count(c: Client, key: bytes, raw: bytes) -> Reply | Written:
     emptied(c, key, not s.members)
     # (Redis propagates a DEL when all were taken; SREMs leave the same state and count
     # on a replica what they counted here)
-    lines = [[b"SREM", key, *popped[i : i + SPOP_BATCH]] for i in range(0, len(popped), SPOP_BATCH)]
+    lines: list[Line] = [
+        [b"SREM", key, *popped[i : i + SPOP_BATCH]] for i in range(0, len(popped), SPOP_BATCH)
+    ]
     return Written(RSet(popped), Change(len(popped), lines))
 
 

@@ -60,7 +60,7 @@ from headwater.errors import (
 )
 from headwater.keyevents import EXPIRED, GENERIC, HASH
 from headwater.keyspace import Database, Keyspace
-from headwater.ops.change import Change, Written
+from headwater.ops.change import Change, Line, Written
 from headwater.ops.hashttl import active_expire_fields
 from headwater.resp.encoder import encode_into
 from headwater.resp.types import QUEUED, Raw, Reply
@@ -72,7 +72,7 @@ from headwater.scripting.runtime import ScriptHost, Scripting
 _perf_counter: Final = time.perf_counter
 log = logging.getLogger("headwater")
 
-EffectSink = Callable[[int, list[bytes]], None]
+EffectSink = Callable[[int, Line], None]
 _NOT_IN_MULTI = err("Command not allowed inside a transaction")
 _INTERNAL = err("internal error while executing the command; see the server log")
 
@@ -149,7 +149,7 @@ class Engine(ScriptHost):
         #: primary/replica replication (the server layer sets it)
         self.replication: Replication | None = None
         self._in_exec = False
-        self._tx_effects: list[tuple[int, list[bytes]]] | None = None
+        self._tx_effects: list[tuple[int, Line]] | None = None
         #: Lua scripts and functions (their commands run through ``call`` like any other)
         self.scripting = Scripting(self)
         #: set while a script runs past busy-reply-threshold: other commands get it
@@ -387,7 +387,7 @@ class Engine(ScriptHost):
         self._emit_transaction(effects)
         return replies
 
-    def _emit_transaction(self, effects: list[tuple[int, list[bytes]]]) -> None:
+    def _emit_transaction(self, effects: list[tuple[int, Line]]) -> None:
         if effects:
             self._emit(effects[0][0], [b"MULTI"])
             for db, argv in effects:
@@ -417,7 +417,7 @@ class Engine(ScriptHost):
         else:
             self._emit_transaction(effects)
 
-    def collected_effects(self) -> list[tuple[int, list[bytes]]] | None:
+    def collected_effects(self) -> list[tuple[int, Line]] | None:
         """The effects a transaction or script has made so far (a script may drop its last
         ones: ``redis.set_repl(redis.REPL_NONE)``)."""
         return self._tx_effects
@@ -438,7 +438,7 @@ class Engine(ScriptHost):
         elif lines:
             self._send_atomically(db, lines)
 
-    def _send_atomically(self, db: int, lines: list[list[bytes]]) -> None:
+    def _send_atomically(self, db: int, lines: list[Line]) -> None:
         """Several effects of one command, wrapped in MULTI … EXEC, so that a log cut by a
         crash (a torn tail is cut back to a whole transaction) or a replica never applies
         part of them (an XREADGROUP's XCLAIMs without the group's new entries-read, say),
@@ -460,7 +460,7 @@ class Engine(ScriptHost):
         handler may skip building an effect otherwise."""
         return bool(self.effect_sinks) or self._tx_effects is not None
 
-    def _emit(self, db: int, argv: list[bytes]) -> None:
+    def _emit(self, db: int, argv: Line) -> None:
         if not self.effect_sinks and self._tx_effects is None:
             return
         if self.keyspace.expired:  # keys a lookup expired come first (Redis: propagateDeletion)

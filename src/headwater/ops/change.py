@@ -13,13 +13,17 @@ returned by many handlers); only an ``Effects``, which one command builds step b
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any, Final, TypeAlias
+
+#: one effect line: its words, or the RESP command already encoded (an active-active
+#: region's own effects: made once for the AOF, the replicas and the peer links)
+Line: TypeAlias = "list[bytes] | bytes"
 
 
 class Change:
     __slots__ = ("dirty", "lines")
 
-    def __init__(self, dirty: int, lines: list[list[bytes]] | None = None) -> None:
+    def __init__(self, dirty: int, lines: list[Line] | None = None) -> None:
         self.dirty = dirty
         self.lines = lines
 

@@ -61,6 +61,7 @@ from pathlib import Path
 
 import hiredis
 
+from headwater.ops.change import Line
 from headwater.persistence.effect_log import EffectLog
 from headwater.resp.encoder import encode_command as encode_command
 from headwater.resp.parser import wire_size
@@ -181,7 +182,7 @@ class AofWriter:
 
     # -- the effect sink -------------------------------------------------------------------
 
-    def append(self, db: int, argv: list[bytes]) -> None:
+    def append(self, db: int, argv: Line) -> None:
         self.log.append(db, argv)
 
     @property

@@ -6,6 +6,7 @@ per effect, on every write command's path.
 
 from __future__ import annotations
 
+from headwater.ops.change import Line
 from headwater.resp.encoder import encode_command, encode_command_into
 
 
@@ -17,9 +18,12 @@ class EffectLog:
         #: the database the file's next command applies to (None: unknown)
         self.db: int | None = None
 
-    def append(self, db: int, argv: list[bytes]) -> None:
+    def append(self, db: int, argv: Line) -> None:
         buf = self.buf
         if db != self.db:
             buf += encode_command([b"SELECT", b"%d" % db])
             self.db = db
-        encode_command_into(buf, argv)
+        if isinstance(argv, bytes):  # (encoded already: a region's own effect)
+            buf += argv
+        else:
+            encode_command_into(buf, argv)

@@ -6,10 +6,18 @@
  * ``resp/encoder.py`` appends ``encode_command(argv)``; both write the same bytes
  * (tests/unit/test_encoder.py).
  *
- * ``command_into(buf, argv)``: ``buf`` a bytearray, ``argv`` a list of bytes. */
+ * ``command_into(buf, argv)``: ``buf`` a bytearray, ``argv`` a list of bytes.
+ *
+ * ``compact_add(origin, seq, key, ms, id_seq, pairs) -> bytes``: an active-active region's
+ * compact effect line ``AAXADD <origin> <seq> <key> <ms>-<id_seq> <pairs…>`` as a RESP
+ * command, made once per own XADD for the AOF, the replicas and every peer link
+ * (``activeactive/envelope.py``'s ``Effect.to_command``; its pure form encodes ``to_line()``,
+ * the same bytes: tests/unit/test_encoder.py). ``pairs`` a tuple of bytes; the numbers
+ * unsigned 64-bit. */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <limits.h>
 #include <string.h>
 
 static Py_ssize_t digits(Py_ssize_t n)
@@ -83,9 +91,139 @@ static PyObject *command_into(PyObject *self, PyObject *const *args, Py_ssize_t 
     Py_RETURN_NONE;
 }
 
+/* the decimal digits of n at p; returns the end */
+static char *put_u64(char *p, unsigned long long n, Py_ssize_t width)
+{
+    for (Py_ssize_t i = width - 1; i >= 0; i--) {
+        p[i] = (char)('0' + n % 10);
+        n /= 10;
+    }
+    return p + width;
+}
+
+static Py_ssize_t digits_u64(unsigned long long n)
+{
+    Py_ssize_t count = 1;
+    while (n >= 10) {
+        n /= 10;
+        count++;
+    }
+    return count;
+}
+
+/* ``$<width>\r\n<n>\r\n`` at p; returns the end */
+static char *number_bulk(char *p, unsigned long long n, Py_ssize_t width)
+{
+    p = header(p, '$', width);
+    p = put_u64(p, n, width);
+    *p++ = '\r';
+    *p++ = '\n';
+    return p;
+}
+
+static char *bytes_bulk(char *p, PyObject *word)
+{
+    Py_ssize_t size = PyBytes_GET_SIZE(word);
+    p = header(p, '$', size);
+    memcpy(p, PyBytes_AS_STRING(word), (size_t)size);
+    p += size;
+    *p++ = '\r';
+    *p++ = '\n';
+    return p;
+}
+
+#if ULONG_MAX < 0xFFFFFFFFFFFFFFFFUL
+#error "resp/_encode.c needs a 64-bit unsigned long (LP64)"
+#endif
+
+static int as_u64(PyObject *n, unsigned long long *out)
+{
+    if (!PyLong_Check(n)) {
+        PyErr_SetString(PyExc_TypeError, "compact_add: the numbers are ints");
+        return 0;
+    }
+    /* (``unsigned long``: 64 bits on the LP64 builds we make; its conversion has a fast
+     * path for one or two digits, where the ``long long`` one goes through a byte array) */
+    unsigned long got = PyLong_AsUnsignedLong(n);
+    *out = got;
+    return !(got == (unsigned long)-1 && PyErr_Occurred());
+}
+
+static PyObject *compact_add(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    static const char name[] = "AAXADD";
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError,
+                        "compact_add(origin, seq, key, ms, id_seq, pairs) takes six arguments");
+        return NULL;
+    }
+    unsigned long long origin, seq, ms, id_seq;
+    PyObject *key = args[2], *pairs = args[5];
+    if (!as_u64(args[0], &origin) || !as_u64(args[1], &seq) || !as_u64(args[3], &ms) ||
+        !as_u64(args[4], &id_seq)) {
+        return NULL;
+    }
+    if (!PyBytes_Check(key) || !PyTuple_CheckExact(pairs)) {
+        PyErr_SetString(PyExc_TypeError, "compact_add: key is bytes, pairs a tuple of bytes");
+        return NULL;
+    }
+    Py_ssize_t count = PyTuple_GET_SIZE(pairs);
+    Py_ssize_t origin_w = digits_u64(origin), seq_w = digits_u64(seq);
+    Py_ssize_t id_w = digits_u64(ms) + 1 + digits_u64(id_seq);
+    Py_ssize_t total = 3 + digits(count + 5) + 5 + 1 + (Py_ssize_t)(sizeof name - 1);
+    total += 5 + digits(origin_w) + origin_w + 5 + digits(seq_w) + seq_w;
+    total += 5 + digits(PyBytes_GET_SIZE(key)) + PyBytes_GET_SIZE(key);
+    total += 5 + digits(id_w) + id_w;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *word = PyTuple_GET_ITEM(pairs, i);
+        if (!PyBytes_Check(word)) {
+            PyErr_Format(PyExc_TypeError, "compact_add: pair word %zd is %.50s, not bytes", i,
+                         Py_TYPE(word)->tp_name);
+            return NULL;
+        }
+        Py_ssize_t size = PyBytes_GET_SIZE(word);
+        if (size > PY_SSIZE_T_MAX / 2 - total) {
+            return PyErr_NoMemory();
+        }
+        total += 5 + digits(size) + size;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, total);
+    if (out == NULL) {
+        return NULL;
+    }
+    char *p = PyBytes_AS_STRING(out);
+    p = header(p, '*', count + 5);
+    p = header(p, '$', (Py_ssize_t)(sizeof name - 1));
+    memcpy(p, name, sizeof name - 1);
+    p += sizeof name - 1;
+    *p++ = '\r';
+    *p++ = '\n';
+    p = number_bulk(p, origin, origin_w);
+    p = number_bulk(p, seq, seq_w);
+    p = bytes_bulk(p, key);
+    p = header(p, '$', id_w);
+    p = put_u64(p, ms, digits_u64(ms));
+    *p++ = '-';
+    p = put_u64(p, id_seq, digits_u64(id_seq));
+    *p++ = '\r';
+    *p++ = '\n';
+    for (Py_ssize_t i = 0; i < count; i++) {
+        p = bytes_bulk(p, PyTuple_GET_ITEM(pairs, i));
+    }
+    if (p != PyBytes_AS_STRING(out) + total) {
+        Py_DECREF(out);
+        PyErr_SetString(PyExc_SystemError, "compact_add: sized wrong");
+        return NULL;
+    }
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"command_into", (PyCFunction)(void (*)(void))command_into, METH_FASTCALL,
      "command_into(buf, argv): argv (a list of bytes) appended to buf as a RESP command."},
+    {"compact_add", (PyCFunction)(void (*)(void))compact_add, METH_FASTCALL,
+     "compact_add(origin, seq, key, ms, id_seq, pairs): a region's AAXADD line as RESP bytes."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -31,6 +31,7 @@ from headwater.commands.context import Block, Client, CommandSpec, ServerAPI
 from headwater.commands.monitor import feed_monitors
 from headwater.commands.server import _human
 from headwater.errors import ReplyError, err
+from headwater.ops.change import Line
 from headwater.resp.encoder import format_double
 from headwater.resp.types import Reply
 from headwater.scripting import libraries
@@ -120,7 +121,7 @@ class ScriptHost(ServerAPI):
     def finish_collecting(self) -> None:
         raise NotImplementedError
 
-    def collected_effects(self) -> list[tuple[int, list[bytes]]] | None:
+    def collected_effects(self) -> list[tuple[int, Line]] | None:
         raise NotImplementedError
 
     def poll_while_busy(self, running: Client) -> None:

@@ -307,7 +307,7 @@ class RegionLinks:
             self._send_relayed(feed, transport)
         if first >= upto:
             return False
-        transport.write(_encoded(self.rk.own[first:upto]))
+        transport.write(b"".join(self.rk.own[first:upto]))
         feed.next_seq = self.rk.own_first + upto
         return True
 
