@@ -81,10 +81,12 @@ HOT_MODULES = (
     "headwater.rdb.streams",
     "headwater.rdb.intset",
     "headwater.rdb.ziplist",
-    # import-rdb's per-key path (250,000 small keys in the import-rdb row): the file's record
-    # loop, the conversion to keyspace values, the insertion into the keyspace
+    # a Redis RDB file's per-key path (250,000 small keys in the import-rdb row, converted at
+    # the server's start): the file's record loop, the conversion to keyspace values, the
+    # insertion into the keyspace
     "headwater.rdb.rdbfile",
     "headwater.ops.dump",
+    "headwater.persistence.rdb_load",
     "headwater.persistence.import_rdb",
     # a snapshot's record readers: the load of the import-rdb row's snapshot (250,000 small
     # keys beside big ones) was mostly these per-record calls in the interpreter

@@ -1,5 +1,6 @@
 """``headwater import-rdb``: an RDB file saved by redis-server 7.0 becomes a data directory that
-Headwater starts from with the same data; bad files change nothing. Issue 19."""
+Headwater starts from with the same data (the server converts the RDB at its start, and its
+AOF or next save keeps it in Headwater's format); bad files change nothing. Issue 19."""
 
 from __future__ import annotations
 
@@ -14,7 +15,15 @@ from headwater.rdb import listpack
 from headwater.rdb.crc64 import crc64
 from headwater.rdb.encoding import write_string
 from headwater.rdb.objects import write_hash_object
-from tests.helpers import HEADWATER, ROOT, RawClient, ServerProcess, start_headwater, start_redis
+from tests.helpers import (
+    HEADWATER,
+    ROOT,
+    RawClient,
+    ServerProcess,
+    free_port,
+    start_headwater,
+    start_redis,
+)
 
 
 def _decode(reply: bytes) -> object:
@@ -122,22 +131,53 @@ def test_import_of_a_redis_dump(redis: ServerProcess, tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     done = _import(rdb, data_dir)
     assert done.returncode == 0, done.stderr
-    assert (
-        "Imported 14 keys (db0: 13, db5: 1)" in done.stdout
-        and "1 expired keys skipped" in done.stdout
-    )
-    assert "1 function libraries" in done.stdout
-    # a second import refuses to overwrite
+    assert "Redis 7.0" in done.stdout and "checksum good" in done.stdout
+    assert (data_dir / "dump.hwsnap").read_bytes() == rdb.read_bytes()  # (put in place)
+    # a second import refuses to overwrite; --verify converts every key first and counts
     again = _import(rdb, data_dir)
     assert again.returncode == 1 and "--force" in again.stderr
-    hw = start_headwater("--dir", str(data_dir))
+    verified = _import(rdb, data_dir, "--force", "--verify")
+    assert verified.returncode == 0, verified.stderr
+    assert "14 keys (db0: 13, db5: 1)" in verified.stdout
+    assert "1 expired keys skipped" in verified.stdout
+    assert "1 function libraries" in verified.stdout
+    # the start converts it (and, appendonly yes, makes it the new AOF's base); a restart
+    # then loads the AOF: the same data both times
+    for _ in range(2):
+        hw = start_headwater("--dir", str(data_dir))
+        try:
+            ours = RawClient(hw.port)
+            got = _state(ours)
+            ours.close()
+        finally:
+            hw.stop()
+        assert got == want
+    assert (data_dir / "appendonlydir").is_dir()
+
+
+def test_a_snapshot_only_server_saves_the_import_in_its_own_format(
+    redis: ServerProcess, tmp_path: Path
+) -> None:
+    c = RawClient(redis.port)
     try:
-        ours = RawClient(hw.port)
-        got = _state(ours)
-        ours.close()
+        _fill(c)
+        c.call("SAVE")
+        want = _state(c)
     finally:
-        hw.stop()
-    assert got == want
+        c.close()
+    data_dir = tmp_path / "data"
+    assert _import(Path(redis.workdir) / "dump.rdb", data_dir).returncode == 0
+    for _ in range(2):  # (converted, saved as Headwater's snapshot; then that one loaded)
+        hw = start_headwater("--dir", str(data_dir), "--appendonly", "no")
+        try:
+            ours = RawClient(hw.port)
+            got = _state(ours)
+            assert ours.call("SAVE") == b"+OK\r\n"
+            ours.close()
+        finally:
+            hw.stop()
+        assert got == want
+        assert not (data_dir / "dump.hwsnap").read_bytes().startswith(b"REDIS")
 
 
 def _with_field_ttls(rdb: bytes) -> bytes:
@@ -188,17 +228,110 @@ def test_field_ttls_of_7_4_come_along_and_bad_files_are_refused(
     fresh = tmp_path / "fresh"
     half = tmp_path / "half.rdb"
     half.write_bytes(data[: len(data) // 2])
-    done = _import(half, fresh)
-    assert done.returncode == 1 and "truncated or corrupt" in done.stderr
+    for extra in ((), ("--verify",)):
+        done = _import(half, fresh, *extra)
+        assert done.returncode == 1 and "truncated or corrupt" in done.stderr
     flipped = bytearray(data)
     flipped[len(data) // 2] ^= 0xFF
     bad = tmp_path / "bad.rdb"
     bad.write_bytes(bytes(flipped))
     done = _import(bad, fresh)
-    assert done.returncode == 1
+    assert done.returncode == 1 and "checksum mismatch" in done.stderr
+    # without a checksum (rdbchecksum no) the whole file is read before anything is written
+    unsummed = tmp_path / "unsummed.rdb"
+    unsummed.write_bytes(data[: len(data) // 2] + b"\xff" + bytes(8))
+    done = _import(unsummed, fresh)
+    assert done.returncode == 1 and "unsummed.rdb: the file" in done.stderr
     assert not fresh.exists()
     # the checksum is Redis's CRC-64 of the file
     assert int.from_bytes(data[-8:], "little") == crc64(data[:-8])
+
+
+def _with_module_value(rdb: bytes) -> bytes:
+    """Redis's file with one more key before its end: a module value (RDB_TYPE_MODULE_2),
+    which Headwater does not have; its checksum is good."""
+    body = bytearray(rdb[:-9])
+    body += b"\x07"
+    write_string(body, b"from-a-module")
+    body += bytes(16)
+    body += b"\xff"
+    return bytes(body) + crc64(bytes(body)).to_bytes(8, "little")
+
+
+def test_a_module_value_is_refused_by_verify_and_by_the_start(
+    redis: ServerProcess, tmp_path: Path
+) -> None:
+    c = RawClient(redis.port)
+    try:
+        c.call("SET", "ok", "1")
+        c.call("SAVE")
+    finally:
+        c.close()
+    rdb = tmp_path / "module.rdb"
+    rdb.write_bytes(_with_module_value((Path(redis.workdir) / "dump.rdb").read_bytes()))
+    data_dir = tmp_path / "data"
+    done = _import(rdb, data_dir, "--verify")
+    assert done.returncode == 1 and "module values are not supported" in done.stderr
+    assert not data_dir.exists()
+    # its checksum is good: the import puts it in place, and the start refuses it, naming
+    # what is wrong, loading nothing and leaving the directory as it was
+    assert _import(rdb, data_dir).returncode == 0
+    server = subprocess.run(
+        [*HEADWATER, "server", "--port", str(free_port()), "--dir", str(data_dir)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert server.returncode == 1
+    assert "a Redis RDB file" in server.stdout + server.stderr
+    assert "module values are not supported" in server.stdout + server.stderr
+    assert (data_dir / "dump.hwsnap").read_bytes() == rdb.read_bytes()
+    assert not any((data_dir / "appendonlydir").iterdir())  # (no AOF was started)
+    check = subprocess.run(
+        [*HEADWATER, "check-snapshot", str(data_dir / "dump.hwsnap")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert check.returncode == 1 and "module values are not supported" in check.stdout
+    (data_dir / "dump.hwsnap").write_bytes((Path(redis.workdir) / "dump.rdb").read_bytes())
+    check = subprocess.run(
+        [*HEADWATER, "check-snapshot", str(data_dir / "dump.hwsnap")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert check.returncode == 0 and "loads: 1 keys (db0: 1)" in check.stdout
+
+
+def test_a_region_refuses_a_redis_rdb(redis: ServerProcess, tmp_path: Path) -> None:
+    c = RawClient(redis.port)
+    try:
+        c.call("SET", "ok", "1")
+        c.call("SAVE")
+    finally:
+        c.close()
+    data_dir = tmp_path / "data"
+    assert _import(Path(redis.workdir) / "dump.rdb", data_dir).returncode == 0
+    server = subprocess.run(
+        [
+            *HEADWATER,
+            "server",
+            "--port",
+            str(free_port()),
+            "--dir",
+            str(data_dir),
+            "--region-id",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert server.returncode == 1
+    assert "active-active region" in server.stdout + server.stderr
 
 
 def test_help() -> None:

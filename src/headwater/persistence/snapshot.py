@@ -96,9 +96,17 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from headwater.activeactive.persist import check_state
+from headwater.config import Config
 from headwater.errors import InvariantViolation
 from headwater.keyspace import Database, Keyspace
 from headwater.persistence.manifest import fsync_dir
+from headwater.persistence.rdb_load import (
+    RdbImportError,
+    describe,
+    is_rdb,
+    limits_from,
+    load_rdb,
+)
 from headwater.persistence.snapshot_records import (
     _U16,
     _U32,
@@ -476,8 +484,8 @@ def prefetch(path: Path) -> None:
     except OSError:
         return  # (the load reports it)
     stat = os.fstat(fd)
-    if stat.st_size < THREADED_CRC_BYTES:
-        os.close(fd)
+    if stat.st_size < THREADED_CRC_BYTES or is_rdb(os.pread(fd, 5, 0)):
+        os.close(fd)  # (small, or a Redis RDB file, which the server reads otherwise)
         return
     try:
         copy = _PrivateCopy(fd, stat.st_size, str(path), pread_into, owns_fd=True)
@@ -624,7 +632,11 @@ class _RegionCheck:
 
 
 def check_snapshot(path: Path) -> tuple[bool, str]:
-    """``headwater check-snapshot FILE``: checksum, structure and stream invariants."""
+    """``headwater check-snapshot FILE``: checksum, structure and stream invariants (a Redis
+    RDB file in the snapshot's place: read in full, every key converted as the server will)."""
+    with open(path, "rb") as f:
+        if is_rdb(f.read(5)):
+            return check_rdb(path)
     keyspace = Keyspace(16)
     keyspace.persisted = _RegionCheck()
     try:
@@ -641,11 +653,25 @@ def check_snapshot(path: Path) -> tuple[bool, str]:
     return True, f"Snapshot {path} is valid: {keys} keys, {size} bytes, checksum ok"
 
 
+def check_rdb(path: Path) -> tuple[bool, str]:
+    """A Redis RDB file, loaded as the server would (with the default limits, 16 databases)."""
+    try:
+        data = path.read_bytes()
+        report, _ = load_rdb(data, Keyspace(16), limits_from(Config()), int(time.time() * 1000))
+    except (RdbImportError, OSError) as exc:
+        return False, f"Redis RDB file {path} cannot be loaded: {exc}"
+    return True, (
+        f"Redis RDB file {path} loads: {describe(report)}, {report.expired} expired keys "
+        f"skipped, {len(data)} bytes"
+    )
+
+
 CHECK_USAGE = """usage: headwater check-snapshot <file>
 
 Loads a Headwater snapshot (dump.hwsnap) as the server would: its checksum, its structure
 and the invariants of its streams and groups; says how many keys it holds, and exits 1 if
-it is not valid.
+it is not valid. A Redis RDB file (what import-rdb puts in place) is read in full, every key
+converted as the server's start will.
 """
 
 

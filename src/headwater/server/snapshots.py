@@ -3,6 +3,7 @@ DEBUG RELOAD, and the lazily loaded stream nodes the cron copies out of a loaded
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import time
@@ -11,7 +12,8 @@ from pathlib import Path
 
 from headwater.config import Config
 from headwater.engine import Engine
-from headwater.errors import err
+from headwater.errors import ReplyError, err
+from headwater.persistence.rdb_load import RdbImportError, describe, is_rdb, limits_from, load_rdb
 from headwater.persistence.snapshot import (
     SnapshotError,
     load_snapshot,
@@ -58,6 +60,8 @@ class Snapshots:
             log.warning("DB loaded from snapshot %s: %d keys", path, keys)
 
     def load(self, path: Path) -> int:
+        if _starts_as_rdb(path):
+            return self._load_rdb(path)
         try:
             libraries: list[bytes] = []
             keys = load_snapshot(
@@ -72,6 +76,45 @@ class Snapshots:
         self.engine.info.last_snapshot_keys = keys
         self.engine.info.snapshot_lazy_nodes = len(self.lazy_nodes)
         return keys
+
+    def _load_rdb(self, path: Path) -> int:
+        """A Redis RDB file in the snapshot's place (``import-rdb``, or ``dbfilename``
+        naming Redis's own): converted key by key; the next save writes Headwater's format."""
+        engine = self.engine
+        if engine.region is not None:
+            raise StartupError(
+                f"Cannot load {path}: a Redis RDB file, and this server is an active-active "
+                "region (region-id): load it into a server without region-id"
+            )
+        started = time.monotonic()
+        collecting = gc.isenabled()
+        gc.disable()  # (millions of long-lived objects: a collection would only walk them)
+        try:
+            data = path.read_bytes()
+            now_ms = int(time.time() * 1000)
+            report, libraries = load_rdb(data, engine.keyspace, limits_from(self.config), now_ms)
+            del data
+            engine.scripting.load_libraries(libraries)
+        except (RdbImportError, OSError, ReplyError) as exc:
+            self.flush_all()
+            raise StartupError(
+                f"Cannot load {path}, a Redis RDB file: {exc}. Nothing was loaded; check it "
+                f"with: headwater check-snapshot {path}"
+            ) from None
+            if collecting and not gc.get_freeze_count():
+                gc.freeze()  # (as after a snapshot's first load: see snapshot.py)
+        finally:
+            if collecting:
+                gc.enable()
+        log.warning(
+            "Converted the Redis RDB file %s: %s; %d expired keys skipped (%.2f s)",
+            path,
+            describe(report),
+            report.expired,
+            time.monotonic() - started,
+        )
+        engine.info.last_snapshot_keys = report.keys
+        return report.keys
 
     def flush_all(self) -> None:
         """Empty every database (before loading again)."""
@@ -169,3 +212,11 @@ class Snapshots:
             log.warning("DB saved on disk")
         except OSError as exc:
             log.warning("Error saving DB on disk: %s", exc)
+
+
+def _starts_as_rdb(path: Path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return is_rdb(f.read(5))
+    except OSError:
+        return False  # (the snapshot's load reports it)
