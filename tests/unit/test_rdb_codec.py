@@ -4,12 +4,16 @@ input. Issue 19 (DUMP/RESTORE in Redis's payload format)."""
 from __future__ import annotations
 
 import math
+import random
 import struct
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from headwater.config import Config
+from headwater.ops.dump import keyspace_value
+from headwater.persistence.rdb_load import limits_from
 from headwater.rdb import intset, listpack, lzf, payload, ziplist
 from headwater.rdb.crc64 import crc64, crc64_pure, native_crc64
 from headwater.rdb.encoding import RdbError, Reader, write_len, write_string
@@ -30,6 +34,9 @@ from headwater.rdb.objects import (
 from headwater.rdb.streams import TYPE_STREAM_LISTPACKS, TYPE_STREAM_LISTPACKS_3
 from headwater.stream.groups import Group, id_key
 from headwater.stream.stream import Stream
+from headwater.structures.zsets import ZSetValue as KeyspaceZSet
+
+LIMITS = limits_from(Config())
 
 # DUMP output of redis-server 7.0.15 (Debian 12)
 #: RPUSH l a 123 -7 <46 b's>: a quicklist 2 with one LZF-compressed listpack node
@@ -77,7 +84,7 @@ def test_redis_payloads_decode() -> None:
     assert payload.load(LIST_DUMP) == (18, ListValue([b"a", b"123", b"-7", b"b" * 46]))
     assert payload.load(INTSET_DUMP) == (11, SetValue([b"-5", b"1", b"2", b"70000"]))
     _, zset = payload.load(ZSET_DUMP)
-    assert zset == ZSetValue([(b"b", -2.0), (b"a", 1.5), (b"c", 3.0), (b"d", 1e100)])
+    assert zset == ZSetValue([b"b", b"a", b"c", b"d"], [-2.0, 1.5, 3.0, 1e100])
     assert payload.load(INT_DUMP) == (0, b"12345")
 
 
@@ -284,7 +291,7 @@ def test_ziplist_payloads_of_older_redis() -> None:
     )
     body = bytearray([TYPE_ZSET_ZIPLIST])
     write_string(body, _ziplist([b"m", b"1.5", b"n", 2]))
-    assert payload.load(payload.wrap(body, 9))[1] == ZSetValue([(b"m", 1.5), (b"n", 2.0)])
+    assert payload.load(payload.wrap(body, 9))[1] == ZSetValue([b"m", b"n"], [1.5, 2.0])
     body = bytearray([TYPE_HASH_ZIPLIST])
     write_string(body, _ziplist([b"f", b"v"]))
     assert payload.load(payload.wrap(body, 9))[1] == HashValue([(b"f", b"v")], listpack=True)
@@ -427,3 +434,30 @@ def test_nacked_entries_cannot_be_dumped() -> None:
 
 def test_scores_parse() -> None:
     assert math.isinf(payload.load(payload.wrap(bytes([3, 1, 1]) + b"a" + b"\xfe"))[1].items[0][1])  # type: ignore[union-attr]
+
+
+@given(
+    st.dictionaries(
+        st.binary(max_size=8),
+        st.floats(allow_nan=False, min_value=-1e6, max_value=1e6) | st.sampled_from([0.0, 1.0]),
+        min_size=1,
+        max_size=300,
+    ),
+    st.sampled_from(["ascending", "descending", "shuffled"]),
+    st.randoms(use_true_random=False),
+)
+def test_a_loaded_sorted_set_is_in_order_whatever_the_order_stored(
+    scores: dict[bytes, float], order: str, rng: random.Random
+) -> None:
+    """A listpack is stored ascending and a skiplist from its greatest member down: both
+    are taken as columns; anything else is sorted. The same set every way."""
+    pairs = sorted((score, member) for member, score in scores.items())
+    if order == "descending":
+        pairs.reverse()
+    elif order == "shuffled":
+        rng.shuffle(pairs)
+    decoded = ZSetValue([m for _, m in pairs], [s for s, _ in pairs])
+    z = keyspace_value(decoded, LIMITS)
+    assert isinstance(z, KeyspaceZSet)
+    z.check_invariants()
+    assert list(z) == sorted((score, member) for member, score in scores.items())

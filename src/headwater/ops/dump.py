@@ -10,6 +10,7 @@ ABSTTL``), as in Redis.
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass
 
 from headwater.errors import err
@@ -36,7 +37,7 @@ from headwater.stream.stream import Stream
 from headwater.structures.lists import ListValue as KeyspaceList
 from headwater.structures.lists import Node
 from headwater.structures.sets import HASHTABLE, INTSET, LISTPACK, SetLimits, SetValue
-from headwater.structures.zsets import ZSetLimits, ZSetValue
+from headwater.structures.zsets import ZSetLimits, ZSetValue, ascending
 from headwater.values import Hash
 
 BAD_PAYLOAD = err("DUMP payload version or checksum are wrong")
@@ -127,23 +128,44 @@ def keyspace_value(decoded: Value, limits: Limits) -> object:
             ttls = h.field_ttls()
             for field, when in decoded.expires.items():
                 ttls.set(field, when)
-        h.listpack = len(h) <= limits.hash_max_entries and all(
-            len(f) <= limits.hash_max_value and len(v) <= limits.hash_max_value
-            for f, v in decoded.pairs
-        )
+        h.listpack = len(h) <= limits.hash_max_entries and _within(h, limits.hash_max_value)
         return h
     if isinstance(decoded, RdbSet):
         return _loaded_set(decoded, limits.sets)
     if isinstance(decoded, RdbZSet):
-        # (the reader refused duplicate members and NaN scores: the set is its items in
-        # order, with the encoding zsetTypeCreate gives it for their number and lengths)
-        members = [m for m, _ in decoded.items]
-        z = ZSetValue.for_size(len(members), max(map(len, members), default=0), limits.zsets)
-        z.load_ordered(sorted((score, member) for member, score in decoded.items))
-        return z
+        return _loaded_zset(decoded, limits.zsets)
     if isinstance(decoded, ListValue):
         return loaded_list(decoded, limits.list_fill)
     raise BAD_DATA  # (the reader makes no other kind of value)
+
+
+def _within(h: Hash, longest: int) -> bool:
+    """No field nor value of the hash is longer than ``longest`` bytes."""
+    for f, v in h.items():  # noqa: SIM110 (compiled, a loop makes no generator)
+        if len(f) > longest or len(v) > longest:
+            return False
+    return True
+
+
+def _loaded_zset(decoded: RdbZSet, limits: ZSetLimits) -> ZSetValue:
+    """The set with the encoding zsetTypeCreate gives it for its number and lengths. (The
+    reader refused duplicate members and NaN scores.) A listpack is stored in order, and a
+    skiplist from its greatest member down: either is taken as its columns, without a pair
+    per element; anything else is sorted."""
+    members = decoded.members
+    longest = 0
+    for member in members:
+        if len(member) > longest:
+            longest = len(member)
+    z = ZSetValue.for_size(len(members), longest, limits)
+    scores = decoded.scores  # (checked as a list: an array's items are boxed one by one)
+    if not ascending(scores, members):
+        scores, members = scores[::-1], members[::-1]
+        if not ascending(scores, members):
+            z.load_ordered(sorted(zip(decoded.scores, decoded.members, strict=True)))
+            return z
+    z.load_columns(array("d", scores), members, scores)
+    return z
 
 
 def _loaded_set(decoded: RdbSet, limits: SetLimits) -> SetValue:

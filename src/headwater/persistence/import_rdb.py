@@ -1,10 +1,11 @@
 """``headwater import-rdb``: a Redis RDB file into a Headwater data directory (migration).
 
 The server reads Redis's RDB format as well as its own (``rdb_load.py``), so the import puts
-the file in place as the directory's snapshot, and the server converts it at its next start
-(its next save writes Headwater's format). What lands there is checked first: the header, the
-version, and the CRC-64 of the whole file (``check_intact``), so a truncated or corrupt file
-leaves the directory untouched. The copy is durable (a temporary file, fsync, rename). A file
+the file in place as the directory's snapshot (a hard link on the same file system, else a
+copy), and the server converts it at its next start (its next save writes Headwater's
+format). What lands there is checked first: the header, the version, and the CRC-64 of the
+whole file (``check_intact``), so a truncated or corrupt file leaves the directory untouched.
+It lands durably (a temporary name, fsync, rename). A file
 without a checksum (RDB versions before 5, or ``rdbchecksum no``) is read in full first, as
 is any file with ``--verify``: every key converted as the server will, which also finds what
 a checksum cannot (module values, which Headwater does not have; keys beyond ``--databases``)
@@ -54,7 +55,9 @@ def import_rdb(
     if target.exists() and not force:
         raise RdbImportError(f"{target} exists; use --force to replace it")
     try:
-        data = rdb_path.read_bytes()
+        with open(rdb_path, "rb") as f:
+            identity = _identity(os.fstat(f.fileno()))
+            data = f.read()
     except OSError as exc:
         raise RdbImportError(f"cannot read {rdb_path}: {exc}") from None
     _, intact = check_intact(data)
@@ -62,7 +65,7 @@ def import_rdb(
     if verify or not intact:
         report, _ = load_rdb(data, Keyspace(databases), limits_from(Config()), _now_ms())
     data_dir.mkdir(parents=True, exist_ok=True)
-    _write_durably(target, data)
+    _place(rdb_path, identity, target, data)
     return report, report.aux if report is not None else header_aux(data), len(data)
 
 
@@ -70,12 +73,30 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _write_durably(target: Path, data: bytes) -> None:
+def _identity(stat: os.stat_result) -> tuple[int, ...]:
+    return (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+
+
+def _place(source: Path, identity: tuple[int, ...], target: Path, data: bytes) -> None:
+    """The file checked (``data``, read from the file of that ``identity``) as ``target``,
+    durably: a hard link to it on the same file system (no copy: neither Redis nor Headwater
+    ever writes a snapshot in place, both write a new file and rename it), else a copy of the
+    bytes; either way through a temporary name, fsync'd, then renamed."""
     temp = target.with_name(f"temp-import-{os.getpid()}.rdb")
     try:
-        with open(temp, "wb") as f:
-            f.write(data)
-            f.flush()
+        mode = "wb"
+        try:
+            os.link(source, temp)
+            if _identity(os.stat(temp)) == identity:
+                mode = "rb"
+            else:  # (the path names another file since it was read: the bytes checked)
+                temp.unlink()
+        except OSError:  # (another file system, or links not allowed there)
+            pass
+        with open(temp, mode) as f:
+            if mode == "wb":
+                f.write(data)
+                f.flush()
             os.fsync(f.fileno())
         os.replace(temp, target)
     except OSError as exc:

@@ -25,6 +25,7 @@ from headwater.rdb.encoding import RdbError
 from headwater.rdb.rdbfile import Aux, Function, Key, read_header, read_rdb
 from headwater.structures.sets import SetLimits
 from headwater.structures.zsets import ZSetLimits
+from headwater.values import Hash
 
 #: what every RDB file starts with (a Headwater snapshot starts otherwise)
 RDB_MAGIC = b"REDIS"
@@ -105,9 +106,9 @@ def header_aux(data: bytes) -> dict[bytes, bytes]:
 def load_rdb(
     data: bytes, keyspace: Keyspace, limits: Limits, now_ms: int
 ) -> tuple[Report, list[bytes]]:
-    """Read a whole RDB file into an empty keyspace; returns the report and the libraries'
-    code. Raises ``RdbImportError`` naming what could not be loaded (the keyspace may then
-    hold part of the file: the caller empties it)."""
+    """Read a whole RDB file into a keyspace whose databases are empty; returns the report
+    and the libraries' code. Raises ``RdbImportError`` naming what could not be loaded (the
+    keyspace may then hold part of the file: the caller empties it)."""
     report = Report()
     libraries: list[bytes] = []
     try:
@@ -121,6 +122,10 @@ def load_rdb(
                 _load_key(record, keyspace, limits, now_ms, report)
     except RdbError as exc:
         raise RdbImportError(f"the file is truncated or corrupt: {exc}") from None
+    for index, db in enumerate(keyspace.dbs):  # (loaded into empty databases)
+        if db.data:
+            report.per_db[index] = len(db.data)
+            report.keys += len(db.data)
     return report, libraries
 
 
@@ -144,14 +149,12 @@ def _load_key(
         report.expired += 1
         return
     db = keyspace.dbs[record.db]
-    if record.key in db.data:
+    if db.data.setdefault(record.key, value) is not value:  # (one lookup)
         raise RdbImportError(f"the file holds key {_name(record)} twice (offset {record.offset})")
-    db.data[record.key] = value
     if record.expire_ms >= 0:
         db.set_expire(record.key, record.expire_ms)
-    track_field_ttls(db, record.key, value)
-    report.keys += 1
-    report.per_db[record.db] += 1
+    if isinstance(value, Hash):
+        track_field_ttls(db, record.key, value)
 
 
 def _name(record: Key) -> str:

@@ -31,7 +31,7 @@ from headwater.structures.sets import (
     SetInvariantError,
     SetValue,
 )
-from headwater.structures.zsets import ZSetInvariantError, ZSetValue
+from headwater.structures.zsets import ZSetInvariantError, ZSetValue, ascending
 from headwater.values import Hash, RawString
 
 MAGIC = b"HWSNAP"
@@ -311,7 +311,7 @@ def _read_zset(inp: _In) -> ZSetValue:
         # load of 50,000 small sorted sets), and pairs would be an object per element.
         if any(score != score for score in scores):
             raise ZSetInvariantError("a score that is not a number")
-        if not _ascending(scores, members):
+        if not ascending(scores, members):
             raise ZSetInvariantError("pairs out of order")
         z.load_columns(scores, members)
         if len(z.scores) != len(members):
@@ -319,15 +319,6 @@ def _read_zset(inp: _In) -> ZSetValue:
     except ZSetInvariantError as exc:
         raise SnapshotError(f"{inp.origin}: {exc}") from None
     return z
-
-
-def _ascending(scores: array[float], members: list[bytes]) -> bool:
-    """The (score, member) pairs of the columns strictly ascend (no NaN among the scores)."""
-    for i in range(1, len(members)):
-        a, b = scores[i - 1], scores[i]
-        if a > b or (a == b and members[i - 1] >= members[i]):
-            return False
-    return True
 
 
 def _read_list(inp: _In) -> ListValue:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable
-from itertools import pairwise
 
 from headwater.rdb.encoding import RdbError
 
@@ -53,6 +52,7 @@ def decode(blob: bytes) -> list[int]:
     if length == 0:
         raise RdbError("empty intset")
     values = list(struct.unpack_from(f"<{length}{_FORMATS[width]}", blob, 8))
-    if any(a >= b for a, b in pairwise(values)):
-        raise RdbError("intset members are not ascending and distinct")
+    for i in range(1, length):  # (a loop: compiled, ``pairwise`` makes a tuple per step)
+        if values[i - 1] >= values[i]:
+            raise RdbError("intset members are not ascending and distinct")
     return values

@@ -104,7 +104,16 @@ class SetValue:
 
 @dataclass
 class ZSetValue:
-    items: list[tuple[bytes, float]]  # (member, score) in the order stored
+    """The members and their scores, two columns in the order stored (a listpack's is
+    ascending; a skiplist is saved from its greatest member down)."""
+
+    members: list[bytes]
+    scores: list[float]
+
+    @property
+    def items(self) -> list[tuple[bytes, float]]:
+        """(member, score) pairs in the order stored."""
+        return list(zip(self.members, self.scores, strict=True))
 
 
 @dataclass
@@ -147,7 +156,7 @@ def _empty(value: Value) -> bool:
     if isinstance(value, SetValue):
         return not value.members
     if isinstance(value, ZSetValue):
-        return not value.items
+        return not value.members
     if isinstance(value, HashValue):
         return not value.pairs
     return False
@@ -199,7 +208,9 @@ def _read_set(r: Reader, t: int) -> Value:
     if t == TYPE_SET:
         members = _strings(r)
     elif t == TYPE_SET_INTSET:
+        # (``decode`` checked them strictly ascending: distinct)
         members = [b"%d" % v for v in intset.decode(r.string())]
+        return SetValue(members, False, True)
     else:
         members = listpack.decode_text(r.string())
     _unique(members, "set members")
@@ -219,25 +230,28 @@ def _score(element: bytes | int) -> float:
 
 
 def _read_zset(r: Reader, t: int) -> Value:
-    items: list[tuple[bytes, float]] = []
+    members: list[bytes] = []
+    scores: list[float] = []
     if t == TYPE_ZSET_2:
         flat = r.scored_strings(r.count())
         members = cast("list[bytes]", flat[0::2])
-        items = list(zip(members, cast("list[float]", flat[1::2]), strict=True))
+        scores = cast("list[float]", flat[1::2])
     elif t == TYPE_ZSET:
         for _ in range(r.count()):
-            member = r.string()
+            members.append(r.string())
             score = r.text_double()
             if math.isnan(score):
                 raise RdbError("NaN sorted set score")
-            items.append((member, score))
+            scores.append(score)
     else:
         els = ziplist.decode(r.string()) if t == TYPE_ZSET_ZIPLIST else listpack.decode(r.string())
         if len(els) % 2:
             raise RdbError("sorted set listpack with an odd number of elements")
-        items = [(listpack.as_bytes(els[i]), _score(els[i + 1])) for i in range(0, len(els), 2)]
-    _unique([m for m, _ in items], "sorted set members")
-    return ZSetValue(items)
+        members = [listpack.as_bytes(e) for e in els[0::2]]
+        scores = [_score(e) for e in els[1::2]]
+    if len(set(members)) != len(members):
+        raise RdbError("duplicate sorted set members")
+    return ZSetValue(members, scores)
 
 
 def _read_hash(r: Reader, t: int) -> Value:
@@ -284,7 +298,8 @@ def _read_hash(r: Reader, t: int) -> Value:
                     raise RdbError(f"hash field expiry {when} out of range")
                 expires[fname] = when
             pairs.append((fname, fvalue))
-    _unique([f for f, _ in pairs], "hash fields")
+    if len({f for f, _ in pairs}) != len(pairs):
+        raise RdbError("duplicate hash fields")
     listpack_types = (TYPE_HASH_LISTPACK, TYPE_HASH_ZIPLIST, TYPE_HASH_ZIPMAP)
     return HashValue(pairs, expires, t in listpack_types or t == TYPE_HASH_LISTPACK_EX)
 

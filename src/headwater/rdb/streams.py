@@ -279,12 +279,14 @@ def read_stream(r: Reader, rdb_type: int) -> Stream:
         stream.firsts.append(master)
     stream.length = r.length()
     stream.last_id = _read_id(r)
-    live = sum(node.count for node in stream.nodes)
+    live = 0
+    for node in stream.nodes:
+        live += node.count
     if live != stream.length:
         raise RdbError(f"stream length {stream.length} but {live} live entries")
     if previous is not None and previous > stream.last_id:
         raise RdbError("a stream entry past the stream's last ID")
-    first_live = next(stream.iter_ids(), MIN_ID)
+    first_live = _first_live(stream)
     if rdb_type >= TYPE_STREAM_LISTPACKS_2:
         stream.first_id = _read_id(r)
         stream.max_deleted_id = _read_id(r)
@@ -297,6 +299,15 @@ def read_stream(r: Reader, rdb_type: int) -> Stream:
     for _ in range(r.count()):
         _read_group(r, stream, rdb_type)
     return stream
+
+
+def _first_live(stream: Stream) -> StreamID:
+    """The first live entry's ID (MIN_ID for none), without an iterator."""
+    for node in stream.nodes:
+        for i in range(len(node)):
+            if node.is_live(i):
+                return node.id_at(i)
+    return MIN_ID
 
 
 def _read_group(r: Reader, stream: Stream, rdb_type: int) -> None:

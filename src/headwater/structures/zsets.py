@@ -47,6 +47,18 @@ def _scores(values: list[float] | None = None) -> array[float]:
     return array("d") if values is None else array("d", values)
 
 
+def ascending(scores: array[float] | list[float], members: list[bytes]) -> bool:
+    """The (score, member) pairs of the two columns strictly ascend, and no score is NaN
+    (what ``load_columns`` takes as it is)."""
+    if scores and scores[0] != scores[0]:
+        return False
+    for i in range(1, len(members)):
+        a, b = scores[i - 1], scores[i]
+        if not a <= b or (a == b and members[i - 1] >= members[i]):
+            return False
+    return True
+
+
 class ZSetLimits:
     """``zset-max-listpack-entries`` and ``zset-max-listpack-value``. (A plain class, not a
     NamedTuple: ZADD makes one per call, and compiled it is made without a Python frame.)"""
@@ -297,15 +309,18 @@ class ZSetValue:
         self.last_scores = _scores([scores[-1] for scores in self.chunk_scores])
         self.last_members = [members[-1] for members in self.chunk_members]
 
-    def load_columns(self, scores: array[float], members: list[bytes]) -> None:
+    def load_columns(
+        self, scores: array[float], members: list[bytes], floats: list[float] | None = None
+    ) -> None:
         """``load_ordered`` from the two columns (a snapshot's): ``scores`` and ``members``
         in order, taken as they are (a set of one chunk keeps both objects), with no pair
-        made per element."""
+        made per element. ``floats``: the same scores as objects, when the caller has them
+        (the member map takes those instead of a float made from each of the array's)."""
         if self.scores:
             raise ZSetInvariantError("load_columns into a set that is not empty")
-        if len(scores) != len(members):
+        if len(scores) != len(members) or (floats is not None and len(floats) != len(scores)):
             raise ZSetInvariantError("load_columns of columns that differ in length")
-        self.scores = dict(zip(members, scores, strict=True))
+        self.scores = dict(zip(members, scores if floats is None else floats, strict=True))
         self._before = None
         step = CHUNK // 2
         if len(members) <= step:
