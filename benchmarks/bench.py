@@ -1281,8 +1281,9 @@ def table_import_rdb(h: Harness) -> list[str]:
     elements (``import_rdb_mix``), against redis-server's own load of that file. Redis:
     restarts on the file, spawn to the first PONG (and the load its log reports). Headwater:
     ``headwater import-rdb FILE --dir D`` (a process of its own, as a user runs it) then a
-    start on D (``appendonly no``: the snapshot is loaded as is) until the first PONG. The
-    sides alternate; median of --repeat. Target: Headwater's sum <= 3x Redis's start."""
+    start on D (``appendonly no``: the server converts the RDB file that the import put in
+    place) until the first PONG. The sides alternate; median of --repeat. Target:
+    Headwater's sum <= 3x Redis's start."""
     elements = h.n(5_000_000)
     print(f"import-rdb: an RDB of {elements:,} elements written by redis-server", flush=True)
     compile_headwater(h.args.python)
