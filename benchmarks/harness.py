@@ -23,6 +23,8 @@ from typing import Any
 
 import hiredis
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "benchmarks" / "RESULTS.md"
@@ -59,9 +61,14 @@ def free_port() -> int:
 
 
 def answers_ping(port: int) -> bool:
-    """True once the server answers PING (False while it refuses or answers -LOADING)."""
+    """True once the server answers PING (False while it refuses or answers -LOADING). One
+    attempt: redis-py (6+) retries a refused connection by default, backing off up to a
+    second, which added up to a second to the start of a server that binds its port only
+    once its data is loaded (Headwater), against one that answers -LOADING (Redis)."""
     try:
-        with redis.Redis(host=HOST, port=port, socket_timeout=2.0) as r:
+        with redis.Redis(
+            host=HOST, port=port, socket_timeout=2.0, retry=Retry(NoBackoff(), 0)
+        ) as r:
             return bool(r.ping())
     except (redis.RedisError, OSError):
         return False
