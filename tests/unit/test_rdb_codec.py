@@ -294,7 +294,7 @@ def test_ziplist_payloads_of_older_redis() -> None:
     assert payload.load(payload.wrap(body, 9))[1] == ZSetValue([b"m", b"n"], [1.5, 2.0])
     body = bytearray([TYPE_HASH_ZIPLIST])
     write_string(body, _ziplist([b"f", b"v"]))
-    assert payload.load(payload.wrap(body, 9))[1] == HashValue([(b"f", b"v")], listpack=True)
+    assert payload.load(payload.wrap(body, 9))[1] == HashValue({b"f": b"v"}, listpack=True)
     with pytest.raises(RdbError):
         ziplist.decode(zl[:13] + b"\x07" + zl[14:])  # a prevlen that does not match
 

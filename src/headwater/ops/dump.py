@@ -123,7 +123,7 @@ def keyspace_value(decoded: Value, limits: Limits) -> object:
         return decoded
     if isinstance(decoded, HashValue):
         h = Hash()
-        h.update(decoded.pairs)
+        h.update(decoded.fields)
         if decoded.expires:
             ttls = h.field_ttls()
             for field, when in decoded.expires.items():

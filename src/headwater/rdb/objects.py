@@ -118,11 +118,17 @@ class ZSetValue:
 
 @dataclass
 class HashValue:
-    pairs: list[tuple[bytes, bytes]]
+    #: field -> value, in the order stored
+    fields: dict[bytes, bytes]
     #: field -> absolute expiry in ms (Redis 7.4 hash field TTLs), for the fields that have one
     expires: dict[bytes, int] = field(default_factory=dict)
     #: the payload's encoding was a listpack (Redis may still convert it on load)
     listpack: bool = False
+
+    @property
+    def pairs(self) -> list[tuple[bytes, bytes]]:
+        """(field, value) pairs in the order stored."""
+        return list(self.fields.items())
 
 
 Value = bytes | ListValue | SetValue | ZSetValue | HashValue | Stream
@@ -158,7 +164,7 @@ def _empty(value: Value) -> bool:
     if isinstance(value, ZSetValue):
         return not value.members
     if isinstance(value, HashValue):
-        return not value.pairs
+        return not value.fields
     return False
 
 
@@ -258,8 +264,8 @@ def _read_hash(r: Reader, t: int) -> Value:
     expires: dict[bytes, int] = {}
     if t == TYPE_HASH:
         words = r.strings(2 * r.count(2))
-        pairs = list(zip(words[0::2], words[1::2], strict=True))
-    elif t == TYPE_HASH_ZIPMAP:
+        return _hash(words, expires, False)
+    if t == TYPE_HASH_ZIPMAP:
         pairs = ziplist.decode_zipmap(r.string())
     elif t in (TYPE_HASH_ZIPLIST, TYPE_HASH_LISTPACK):
         if t == TYPE_HASH_ZIPLIST:
@@ -268,7 +274,7 @@ def _read_hash(r: Reader, t: int) -> Value:
             els = listpack.decode_text(r.string())
         if len(els) % 2:
             raise RdbError("hash listpack with an odd number of elements")
-        pairs = list(zip(els[0::2], els[1::2], strict=True))
+        return _hash(els, expires, True)
     elif t in (TYPE_HASH_LISTPACK_EX, TYPE_HASH_LISTPACK_EX_PRE_GA):
         if t == TYPE_HASH_LISTPACK_EX:
             r.ms()  # the smallest field expiry, a hint Redis recomputes
@@ -298,10 +304,19 @@ def _read_hash(r: Reader, t: int) -> Value:
                     raise RdbError(f"hash field expiry {when} out of range")
                 expires[fname] = when
             pairs.append((fname, fvalue))
-    if len({f for f, _ in pairs}) != len(pairs):
+    fields = dict(pairs)
+    if len(fields) != len(pairs):
         raise RdbError("duplicate hash fields")
-    listpack_types = (TYPE_HASH_LISTPACK, TYPE_HASH_ZIPLIST, TYPE_HASH_ZIPMAP)
-    return HashValue(pairs, expires, t in listpack_types or t == TYPE_HASH_LISTPACK_EX)
+    listpack_types = (TYPE_HASH_ZIPMAP, TYPE_HASH_LISTPACK_EX)
+    return HashValue(fields, expires, t in listpack_types)
+
+
+def _hash(words: list[bytes], expires: dict[bytes, int], packed: bool) -> HashValue:
+    """field, value, field, value… as a hash (no pair made per field)."""
+    fields = dict(zip(words[0::2], words[1::2], strict=True))
+    if 2 * len(fields) != len(words):
+        raise RdbError("duplicate hash fields")
+    return HashValue(fields, expires, packed)
 
 
 def _read_stream(r: Reader, t: int) -> Value:
