@@ -92,6 +92,12 @@ class ListValue:
     #: list (type 1), whose members Redis pushes one by one
     nodes: list[list[bytes]] | None = field(default=None, compare=False)
 
+    # (each value class spells out its ``__init__``: compiled, the one ``dataclass`` makes
+    # stays interpreted, ~2k instructions a value read)
+    def __init__(self, items: list[bytes], nodes: list[list[bytes]] | None = None) -> None:
+        self.items = items
+        self.nodes = nodes
+
 
 @dataclass
 class SetValue:
@@ -101,6 +107,11 @@ class SetValue:
     #: the payload's encoding was an intset: every member is int64 decimal text, ascending
     intset: bool = field(default=False, compare=False)
 
+    def __init__(self, members: list[bytes], listpack: bool = False, intset: bool = False) -> None:
+        self.members = members
+        self.listpack = listpack
+        self.intset = intset
+
 
 @dataclass
 class ZSetValue:
@@ -109,6 +120,10 @@ class ZSetValue:
 
     members: list[bytes]
     scores: list[float]
+
+    def __init__(self, members: list[bytes], scores: list[float]) -> None:
+        self.members = members
+        self.scores = scores
 
     @property
     def items(self) -> list[tuple[bytes, float]]:
@@ -124,6 +139,16 @@ class HashValue:
     expires: dict[bytes, int] = field(default_factory=dict)
     #: the payload's encoding was a listpack (Redis may still convert it on load)
     listpack: bool = False
+
+    def __init__(
+        self,
+        fields: dict[bytes, bytes],
+        expires: dict[bytes, int] | None = None,
+        listpack: bool = False,
+    ) -> None:
+        self.fields = fields
+        self.expires = {} if expires is None else expires
+        self.listpack = listpack
 
     @property
     def pairs(self) -> list[tuple[bytes, bytes]]:
