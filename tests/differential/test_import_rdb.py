@@ -258,17 +258,32 @@ def _with_module_value(rdb: bytes) -> bytes:
     return bytes(body) + crc64(bytes(body)).to_bytes(8, "little")
 
 
-def test_a_module_value_is_refused_by_verify_and_by_the_start(
-    redis: ServerProcess, tmp_path: Path
-) -> None:
+def _saved_one_key(redis: ServerProcess) -> Path:
+    """redis-server's dump.rdb holding one key."""
     c = RawClient(redis.port)
     try:
         c.call("SET", "ok", "1")
         c.call("SAVE")
     finally:
         c.close()
+    return Path(redis.workdir) / "dump.rdb"
+
+
+def _headwater(*args: str) -> subprocess.CompletedProcess[str]:
+    """A ``headwater`` command line run to its end (a server that refuses to start)."""
+    return subprocess.run([*HEADWATER, *args], capture_output=True, text=True, cwd=ROOT, timeout=60)
+
+
+def _server(data_dir: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return _headwater("server", "--port", str(free_port()), "--dir", str(data_dir), *extra)
+
+
+def test_a_module_value_is_refused_by_verify_and_by_the_start(
+    redis: ServerProcess, tmp_path: Path
+) -> None:
+    saved = _saved_one_key(redis)
     rdb = tmp_path / "module.rdb"
-    rdb.write_bytes(_with_module_value((Path(redis.workdir) / "dump.rdb").read_bytes()))
+    rdb.write_bytes(_with_module_value(saved.read_bytes()))
     data_dir = tmp_path / "data"
     done = _import(rdb, data_dir, "--verify")
     assert done.returncode == 1 and "module values are not supported" in done.stderr
@@ -276,60 +291,23 @@ def test_a_module_value_is_refused_by_verify_and_by_the_start(
     # its checksum is good: the import puts it in place, and the start refuses it, naming
     # what is wrong, loading nothing and leaving the directory as it was
     assert _import(rdb, data_dir).returncode == 0
-    server = subprocess.run(
-        [*HEADWATER, "server", "--port", str(free_port()), "--dir", str(data_dir)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=60,
-    )
+    server = _server(data_dir)
     assert server.returncode == 1
     assert "a Redis RDB file" in server.stdout + server.stderr
     assert "module values are not supported" in server.stdout + server.stderr
     assert (data_dir / "dump.hwsnap").read_bytes() == rdb.read_bytes()
     assert not any((data_dir / "appendonlydir").iterdir())  # (no AOF was started)
-    check = subprocess.run(
-        [*HEADWATER, "check-snapshot", str(data_dir / "dump.hwsnap")],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-    )
+    check = _headwater("check-snapshot", str(data_dir / "dump.hwsnap"))
     assert check.returncode == 1 and "module values are not supported" in check.stdout
-    (data_dir / "dump.hwsnap").write_bytes((Path(redis.workdir) / "dump.rdb").read_bytes())
-    check = subprocess.run(
-        [*HEADWATER, "check-snapshot", str(data_dir / "dump.hwsnap")],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-    )
+    (data_dir / "dump.hwsnap").write_bytes(saved.read_bytes())
+    check = _headwater("check-snapshot", str(data_dir / "dump.hwsnap"))
     assert check.returncode == 0 and "loads: 1 keys (db0: 1)" in check.stdout
 
 
 def test_a_region_refuses_a_redis_rdb(redis: ServerProcess, tmp_path: Path) -> None:
-    c = RawClient(redis.port)
-    try:
-        c.call("SET", "ok", "1")
-        c.call("SAVE")
-    finally:
-        c.close()
     data_dir = tmp_path / "data"
-    assert _import(Path(redis.workdir) / "dump.rdb", data_dir).returncode == 0
-    server = subprocess.run(
-        [
-            *HEADWATER,
-            "server",
-            "--port",
-            str(free_port()),
-            "--dir",
-            str(data_dir),
-            "--region-id",
-            "1",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=60,
-    )
+    assert _import(_saved_one_key(redis), data_dir).returncode == 0
+    server = _server(data_dir, "--region-id", "1")
     assert server.returncode == 1
     assert "active-active region" in server.stdout + server.stderr
 

@@ -12,8 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from headwater.config import Config
-from headwater.ops.dump import keyspace_value
-from headwater.persistence.rdb_load import limits_from
+from headwater.ops.dump import Limits, keyspace_value
 from headwater.rdb import intset, listpack, lzf, payload, ziplist
 from headwater.rdb.crc64 import crc64, crc64_pure, native_crc64
 from headwater.rdb.encoding import RdbError, Reader, write_len, write_string
@@ -36,7 +35,7 @@ from headwater.stream.groups import Group, id_key
 from headwater.stream.stream import Stream
 from headwater.structures.zsets import ZSetValue as KeyspaceZSet
 
-LIMITS = limits_from(Config())
+LIMITS = Limits.of(Config())
 
 # DUMP output of redis-server 7.0.15 (Debian 12)
 #: RPUSH l a 123 -7 <46 b's>: a quicklist 2 with one LZF-compressed listpack node

@@ -17,8 +17,6 @@ from headwater.keyevents import GENERIC
 from headwater.ops.change import ONE, Change, Written, one_line
 from headwater.ops.dump import Limits, decode_payload, dump_payload, restore
 from headwater.resp.types import OK, Reply
-from headwater.structures.sets import SetLimits
-from headwater.structures.zsets import ZSetLimits
 
 BUSYKEY = ReplyError("BUSYKEY", "Target key name already exists.")
 
@@ -74,21 +72,7 @@ def cmd_restore(c: Client, argv: list[bytes]) -> Reply | Written:
     ttl = parse_int(argv[2])
     if ttl < 0:
         raise err("Invalid TTL value, must be >= 0")
-    config = c.server.config
-    limits = Limits(
-        config["hash-max-listpack-entries"],
-        config["hash-max-listpack-value"],
-        config["stream-idmp-duration"],
-        config["stream-idmp-maxsize"],
-        SetLimits(
-            config["set-max-intset-entries"],
-            config["set-max-listpack-entries"],
-            config["set-max-listpack-value"],
-        ),
-        ZSetLimits(config["zset-max-listpack-entries"], config["zset-max-listpack-value"]),
-        config["list-max-listpack-size"],
-    )
-    value = decode_payload(argv[3], limits)
+    value = decode_payload(argv[3], Limits.of(c.server.config))
     keyspace = c.server.keyspace
     if ttl and not opts.absttl:
         if ttl > INT64_MAX - keyspace.now_ms:  # (Redis 7.0 overflows here, undefined in C)

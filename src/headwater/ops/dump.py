@@ -13,6 +13,7 @@ from __future__ import annotations
 from array import array
 from dataclasses import dataclass
 
+from headwater.config import Config
 from headwater.errors import err
 from headwater.keyspace import Database
 from headwater.ops.hashttl import track_field_ttls
@@ -96,6 +97,23 @@ class Limits:
     zsets: ZSetLimits = _DEFAULT_ZSETS
     #: ``list-max-listpack-size``
     list_fill: int = -2
+
+    @classmethod
+    def of(cls, config: Config) -> Limits:
+        """The limits of a server with this configuration (RESTORE's, an RDB file's load)."""
+        return cls(
+            config["hash-max-listpack-entries"],
+            config["hash-max-listpack-value"],
+            config["stream-idmp-duration"],
+            config["stream-idmp-maxsize"],
+            SetLimits(
+                config["set-max-intset-entries"],
+                config["set-max-listpack-entries"],
+                config["set-max-listpack-value"],
+            ),
+            ZSetLimits(config["zset-max-listpack-entries"], config["zset-max-listpack-value"]),
+            config["list-max-listpack-size"],
+        )
 
 
 def decode_payload(raw: bytes, limits: Limits) -> object:

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from headwater.config import Config
 from headwater.keyspace import Keyspace
+from headwater.ops.dump import Limits
 from headwater.persistence.manifest import fsync_dir
 from headwater.persistence.rdb_load import (
     RdbImportError,
@@ -35,7 +36,6 @@ from headwater.persistence.rdb_load import (
     check_intact,
     describe,
     header_aux,
-    limits_from,
     load_rdb,
 )
 
@@ -63,7 +63,7 @@ def import_rdb(
     _, intact = check_intact(data)
     report = None
     if verify or not intact:
-        report, _ = load_rdb(data, Keyspace(databases), limits_from(Config()), _now_ms())
+        report, _ = load_rdb(data, Keyspace(databases), Limits.of(Config()), _now_ms())
     data_dir.mkdir(parents=True, exist_ok=True)
     _place(rdb_path, identity, target, data)
     return report, report.aux if report is not None else header_aux(data), len(data)

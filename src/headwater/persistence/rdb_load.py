@@ -15,7 +15,6 @@ import struct
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from headwater.config import Config
 from headwater.errors import ReplyError
 from headwater.keyspace import Keyspace
 from headwater.ops.dump import Limits, keyspace_value
@@ -23,8 +22,6 @@ from headwater.ops.hashttl import track_field_ttls
 from headwater.rdb.crc64 import crc64
 from headwater.rdb.encoding import RdbError
 from headwater.rdb.rdbfile import Aux, Function, Key, read_header, read_rdb
-from headwater.structures.sets import SetLimits
-from headwater.structures.zsets import ZSetLimits
 from headwater.values import Hash
 
 #: what every RDB file starts with (a Headwater snapshot starts otherwise)
@@ -49,23 +46,6 @@ class Report:
 def is_rdb(head: bytes) -> bool:
     """Whether a file starting with these bytes is a Redis RDB file."""
     return head[:5] == RDB_MAGIC
-
-
-def limits_from(config: Config) -> Limits:
-    """The encoding limits of a server with this configuration (what a loaded value gets)."""
-    return Limits(
-        config["hash-max-listpack-entries"],
-        config["hash-max-listpack-value"],
-        config["stream-idmp-duration"],
-        config["stream-idmp-maxsize"],
-        SetLimits(
-            config["set-max-intset-entries"],
-            config["set-max-listpack-entries"],
-            config["set-max-listpack-value"],
-        ),
-        ZSetLimits(config["zset-max-listpack-entries"], config["zset-max-listpack-value"]),
-        config["list-max-listpack-size"],
-    )
 
 
 def check_intact(data: bytes) -> tuple[int, bool]:

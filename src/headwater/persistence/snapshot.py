@@ -99,12 +99,12 @@ from headwater.activeactive.persist import check_state
 from headwater.config import Config
 from headwater.errors import InvariantViolation
 from headwater.keyspace import Database, Keyspace
+from headwater.ops.dump import Limits
 from headwater.persistence.manifest import fsync_dir
 from headwater.persistence.rdb_load import (
     RdbImportError,
     describe,
     is_rdb,
-    limits_from,
     load_rdb,
 )
 from headwater.persistence.snapshot_records import (
@@ -657,7 +657,7 @@ def check_rdb(path: Path) -> tuple[bool, str]:
     """A Redis RDB file, loaded as the server would (with the default limits, 16 databases)."""
     try:
         data = path.read_bytes()
-        report, _ = load_rdb(data, Keyspace(16), limits_from(Config()), int(time.time() * 1000))
+        report, _ = load_rdb(data, Keyspace(16), Limits.of(Config()), int(time.time() * 1000))
     except (RdbImportError, OSError) as exc:
         return False, f"Redis RDB file {path} cannot be loaded: {exc}"
     return True, (

@@ -20,7 +20,7 @@
 #include <limits.h>
 #include <string.h>
 
-static Py_ssize_t digits(Py_ssize_t n)
+static Py_ssize_t digits(unsigned long long n)
 {
     Py_ssize_t count = 1;
     while (n >= 10) {
@@ -30,19 +30,43 @@ static Py_ssize_t digits(Py_ssize_t n)
     return count;
 }
 
-/* ``<mark><n>\r\n`` at p; returns the end */
-static char *header(char *p, char mark, Py_ssize_t n)
+/* the bytes of a bulk string of ``size`` bytes: ``$<size>\r\n<data>\r\n`` */
+static Py_ssize_t bulk_size(Py_ssize_t size)
 {
-    Py_ssize_t width = digits(n);
-    *p++ = mark;
+    return 5 + digits((unsigned long long)size) + size;
+}
+
+/* the ``width`` decimal digits of n at p; returns the end */
+static char *put_digits(char *p, unsigned long long n, Py_ssize_t width)
+{
     for (Py_ssize_t i = width - 1; i >= 0; i--) {
         p[i] = (char)('0' + n % 10);
         n /= 10;
     }
-    p += width;
+    return p + width;
+}
+
+static char *crlf(char *p)
+{
     *p++ = '\r';
     *p++ = '\n';
     return p;
+}
+
+/* ``<mark><n>\r\n`` at p; returns the end */
+static char *header(char *p, char mark, Py_ssize_t n)
+{
+    *p++ = mark;
+    return crlf(put_digits(p, (unsigned long long)n, digits((unsigned long long)n)));
+}
+
+/* a bytes object as a bulk string at p; returns the end */
+static char *bytes_bulk(char *p, PyObject *word)
+{
+    Py_ssize_t size = PyBytes_GET_SIZE(word);
+    p = header(p, '$', size);
+    memcpy(p, PyBytes_AS_STRING(word), (size_t)size);
+    return crlf(p + size);
 }
 
 static PyObject *command_into(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
@@ -58,7 +82,7 @@ static PyObject *command_into(PyObject *self, PyObject *const *args, Py_ssize_t 
         return NULL;
     }
     Py_ssize_t count = PyList_GET_SIZE(argv);
-    Py_ssize_t total = 3 + digits(count);
+    Py_ssize_t total = 3 + digits((unsigned long long)count);
     for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *word = PyList_GET_ITEM(argv, i);
         if (!PyBytes_Check(word)) {
@@ -67,7 +91,7 @@ static PyObject *command_into(PyObject *self, PyObject *const *args, Py_ssize_t 
             return NULL;
         }
         Py_ssize_t size = PyBytes_GET_SIZE(word);
-        total += 5 + digits(size) + size;
+        total += bulk_size(size);
     }
     Py_ssize_t start = PyByteArray_GET_SIZE(buf);
     if (total > PY_SSIZE_T_MAX - start) {
@@ -80,56 +104,15 @@ static PyObject *command_into(PyObject *self, PyObject *const *args, Py_ssize_t 
     char *p = PyByteArray_AS_STRING(buf) + start;
     p = header(p, '*', count);
     for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *word = PyList_GET_ITEM(argv, i);
-        Py_ssize_t size = PyBytes_GET_SIZE(word);
-        p = header(p, '$', size);
-        memcpy(p, PyBytes_AS_STRING(word), (size_t)size);
-        p += size;
-        *p++ = '\r';
-        *p++ = '\n';
+        p = bytes_bulk(p, PyList_GET_ITEM(argv, i));
     }
     Py_RETURN_NONE;
-}
-
-/* the decimal digits of n at p; returns the end */
-static char *put_u64(char *p, unsigned long long n, Py_ssize_t width)
-{
-    for (Py_ssize_t i = width - 1; i >= 0; i--) {
-        p[i] = (char)('0' + n % 10);
-        n /= 10;
-    }
-    return p + width;
-}
-
-static Py_ssize_t digits_u64(unsigned long long n)
-{
-    Py_ssize_t count = 1;
-    while (n >= 10) {
-        n /= 10;
-        count++;
-    }
-    return count;
 }
 
 /* ``$<width>\r\n<n>\r\n`` at p; returns the end */
 static char *number_bulk(char *p, unsigned long long n, Py_ssize_t width)
 {
-    p = header(p, '$', width);
-    p = put_u64(p, n, width);
-    *p++ = '\r';
-    *p++ = '\n';
-    return p;
-}
-
-static char *bytes_bulk(char *p, PyObject *word)
-{
-    Py_ssize_t size = PyBytes_GET_SIZE(word);
-    p = header(p, '$', size);
-    memcpy(p, PyBytes_AS_STRING(word), (size_t)size);
-    p += size;
-    *p++ = '\r';
-    *p++ = '\n';
-    return p;
+    return crlf(put_digits(header(p, '$', width), n, width));
 }
 
 #if ULONG_MAX < 0xFFFFFFFFFFFFFFFFUL
@@ -169,12 +152,11 @@ static PyObject *compact_add(PyObject *self, PyObject *const *args, Py_ssize_t n
         return NULL;
     }
     Py_ssize_t count = PyTuple_GET_SIZE(pairs);
-    Py_ssize_t origin_w = digits_u64(origin), seq_w = digits_u64(seq);
-    Py_ssize_t id_w = digits_u64(ms) + 1 + digits_u64(id_seq);
-    Py_ssize_t total = 3 + digits(count + 5) + 5 + 1 + (Py_ssize_t)(sizeof name - 1);
-    total += 5 + digits(origin_w) + origin_w + 5 + digits(seq_w) + seq_w;
-    total += 5 + digits(PyBytes_GET_SIZE(key)) + PyBytes_GET_SIZE(key);
-    total += 5 + digits(id_w) + id_w;
+    Py_ssize_t origin_w = digits(origin), seq_w = digits(seq);
+    Py_ssize_t ms_w = digits(ms), id_seq_w = digits(id_seq), id_w = ms_w + 1 + id_seq_w;
+    Py_ssize_t key_size = PyBytes_GET_SIZE(key);
+    Py_ssize_t total = 3 + digits((unsigned long long)count + 5) + bulk_size(sizeof name - 1);
+    total += bulk_size(origin_w) + bulk_size(seq_w) + bulk_size(key_size) + bulk_size(id_w);
     for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *word = PyTuple_GET_ITEM(pairs, i);
         if (!PyBytes_Check(word)) {
@@ -186,7 +168,7 @@ static PyObject *compact_add(PyObject *self, PyObject *const *args, Py_ssize_t n
         if (size > PY_SSIZE_T_MAX / 2 - total) {
             return PyErr_NoMemory();
         }
-        total += 5 + digits(size) + size;
+        total += bulk_size(size);
     }
     PyObject *out = PyBytes_FromStringAndSize(NULL, total);
     if (out == NULL) {
@@ -196,18 +178,14 @@ static PyObject *compact_add(PyObject *self, PyObject *const *args, Py_ssize_t n
     p = header(p, '*', count + 5);
     p = header(p, '$', (Py_ssize_t)(sizeof name - 1));
     memcpy(p, name, sizeof name - 1);
-    p += sizeof name - 1;
-    *p++ = '\r';
-    *p++ = '\n';
+    p = crlf(p + sizeof name - 1);
     p = number_bulk(p, origin, origin_w);
     p = number_bulk(p, seq, seq_w);
     p = bytes_bulk(p, key);
     p = header(p, '$', id_w);
-    p = put_u64(p, ms, digits_u64(ms));
+    p = put_digits(p, ms, ms_w);
     *p++ = '-';
-    p = put_u64(p, id_seq, digits_u64(id_seq));
-    *p++ = '\r';
-    *p++ = '\n';
+    p = crlf(put_digits(p, id_seq, id_seq_w));
     for (Py_ssize_t i = 0; i < count; i++) {
         p = bytes_bulk(p, PyTuple_GET_ITEM(pairs, i));
     }

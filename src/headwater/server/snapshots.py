@@ -13,7 +13,8 @@ from pathlib import Path
 from headwater.config import Config
 from headwater.engine import Engine
 from headwater.errors import ReplyError, err
-from headwater.persistence.rdb_load import RdbImportError, describe, is_rdb, limits_from, load_rdb
+from headwater.ops.dump import Limits
+from headwater.persistence.rdb_load import RdbImportError, describe, is_rdb, load_rdb
 from headwater.persistence.snapshot import (
     SnapshotError,
     load_snapshot,
@@ -92,7 +93,7 @@ class Snapshots:
         try:
             data = path.read_bytes()
             now_ms = int(time.time() * 1000)
-            report, libraries = load_rdb(data, engine.keyspace, limits_from(self.config), now_ms)
+            report, libraries = load_rdb(data, engine.keyspace, Limits.of(self.config), now_ms)
             del data
             engine.scripting.load_libraries(libraries)
         except (RdbImportError, OSError, ReplyError) as exc:
