@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 PORT ?= 6379
 DATA ?= ./data
 
-.PHONY: setup run test lint unit demo bench redis-server postgres clean
+.PHONY: setup run test lint unit demo bench redis-server redis-suite postgres clean
 
 # `make setup` also compiles the hot modules with mypyc (src/headwater/_build.py lists them;
 # the .so files land next to their .py in src/). HEADWATER_PURE=1 skips that, and a failed
@@ -62,15 +62,15 @@ run: setup
 	$(BIN)/headwater server --port $(PORT) --dir $(DATA)
 
 # Differential tests and benchmarks need Debian's redis-server and redis-tools; the failover
-# tests, its redis-sentinel.
+# tests, its redis-sentinel; Redis's own Tcl suite, tclsh.
 redis-server:
 	@command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null && \
-		command -v redis-sentinel >/dev/null || { \
-		echo "installing Debian's redis-server, redis-tools and redis-sentinel for the tests"; \
+		command -v redis-sentinel >/dev/null && command -v tclsh >/dev/null || { \
+		echo "installing Debian's redis-server, redis-tools, redis-sentinel and tcl for the tests"; \
 		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 		$$SUDO apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq \
-			redis-server redis-tools redis-sentinel >/dev/null; }
+			redis-server redis-tools redis-sentinel tcl >/dev/null; }
 	@# The packaged services would hold ports 6379 and 26379; tests start their own.
 	@-pgrep -x redis-server >/dev/null && { service redis-server stop >/dev/null 2>&1 || true; } ; true
 	@-pgrep -x redis-sentinel >/dev/null && { service redis-sentinel stop >/dev/null 2>&1 || true; } ; true
@@ -110,6 +110,13 @@ test: setup redis-server postgres lint
 	@cp -R src/headwater $(PURE_SRC)/ && find $(PURE_SRC) -name '*.so' -delete
 	PYTHONPATH=$(PURE_SRC) HEADWATER_EXPECT_BUILD=pure $(BIN)/pytest -q -p no:cacheprovider \
 		$(XDIST) tests/unit tests/model
+
+# Redis's own test suite (7.4.1, external mode) on every unit against this build; writes
+# tests/REDIS-SUITE.md. REDIS_TESTS names the suite's directory (Redis's tests/ and runtest
+# at 7.4.1 and run-external.sh); `make test` runs the units of tests/redis_suite/ci-units.txt.
+# Flags pass through: make redis-suite SUITE_ARGS="unit/multi --no-table".
+redis-suite: setup redis-server
+	$(BIN)/python tools/redis_suite.py $(SUITE_ARGS)
 
 # Flags pass through: make demo DEMO_ARGS="--rides 2000 --kill-server"
 demo: setup
