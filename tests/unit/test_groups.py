@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from headwater.stream.groups import Group, id_key, key_id
 from tests.unit.conftest import Harness
+from tests.unit.test_activeactive_durability import region_harness
 
 
 def _setup(h: Harness, c: Any, *ids: str) -> None:
@@ -181,10 +184,11 @@ def test_xdelex_strategies() -> None:
     assert h.call(c, "XDELEX", "s", "IDS", "1", "3-0") == [1]  # KEEPREF
 
 
-def test_history_read_redelivers_without_counting_a_change() -> None:
+@pytest.mark.parametrize("region", [False, True], ids=["plain", "region"])
+def test_history_read_redelivers_without_counting_a_change(region: bool) -> None:
     """XREADGROUP of a consumer's pending entries bumps their delivery count but leaves the
     dirty counter alone (Redis 7.2+; 7.0 counted one); new entries count one per read."""
-    h = Harness()
+    h = region_harness("liberal") if region else Harness()
     c = h.client()
     _setup(h, c, "1-0", "2-0", "3-0")
     h.call(c, "XGROUP", "CREATECONSUMER", "s", "g", "alice")
