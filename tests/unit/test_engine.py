@@ -6,7 +6,7 @@ from headwater.commands.context import Block, Client, spec
 from headwater.config import Config
 from headwater.ops.change import ONE, Written
 from headwater.resp.types import Reply
-from tests.unit.conftest import Harness
+from tests.unit.conftest import Harness, decode_all
 from tests.unit.conftest import error_text as _err
 
 
@@ -338,3 +338,27 @@ def test_help_subcommands_reply_simple_string_lines() -> None:
         h.engine.execute(c, [container.encode(), b"HELP"])
         raw = h.raw(c)
         assert raw.startswith(b"*") and b"\r\n+" + container.encode() in raw, container
+
+
+def _info_field(h: Harness, c: Client, name: str) -> str:
+    info = h.call(c, "INFO", "clients").decode()
+    return dict(line.split(":", 1) for line in info.split("\r\n") if ":" in line)[name]
+
+
+def test_info_counts_keys_whose_waiters_a_deletion_wakes() -> None:
+    """total_blocking_keys_on_nokey (Redis 7.2+): keys with an XREADGROUP waiter, which a
+    deletion wakes (NOGROUP); a BLPOP waiter on the same key does not count."""
+    h = Harness()
+    admin, lister, reader = h.client(), h.client(), h.client()
+    h.call(lister, "BLPOP", "s", "0")
+    assert _info_field(h, admin, "total_blocking_keys") == "1"
+    assert _info_field(h, admin, "total_blocking_keys_on_nokey") == "0"
+    h.call(admin, "XADD", "s", "666", "k", "v")
+    h.call(admin, "XGROUP", "CREATE", "s", "g", "$")
+    h.call(reader, "XREADGROUP", "GROUP", "g", "c", "BLOCK", "0", "STREAMS", "s", ">")
+    assert _info_field(h, admin, "total_blocking_keys") == "1"
+    assert _info_field(h, admin, "total_blocking_keys_on_nokey") == "1"
+    h.call(admin, "DEL", "s")
+    assert _err(decode_all(h.raw(reader))).startswith("NOGROUP")
+    assert _info_field(h, admin, "total_blocking_keys") == "1"
+    assert _info_field(h, admin, "total_blocking_keys_on_nokey") == "0"

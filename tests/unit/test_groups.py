@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from headwater.stream.groups import Group, id_key, key_id
 from tests.unit.conftest import Harness
+from tests.unit.test_activeactive_durability import region_harness
 
 
 def _setup(h: Harness, c: Any, *ids: str) -> None:
@@ -179,3 +182,20 @@ def test_xdelex_strategies() -> None:
     assert h.call(c, "XDELEX", "s", "DELREF", "IDS", "1", "2-0") == [1]
     assert _pending_ids(h, c) == []
     assert h.call(c, "XDELEX", "s", "IDS", "1", "3-0") == [1]  # KEEPREF
+
+
+@pytest.mark.parametrize("region", [False, True], ids=["plain", "region"])
+def test_history_read_redelivers_without_counting_a_change(region: bool) -> None:
+    """XREADGROUP of a consumer's pending entries bumps their delivery count but leaves the
+    dirty counter alone (Redis 7.2+; 7.0 counted one); new entries count one per read."""
+    h = region_harness("liberal") if region else Harness()
+    c = h.client()
+    _setup(h, c, "1-0", "2-0", "3-0")
+    h.call(c, "XGROUP", "CREATECONSUMER", "s", "g", "alice")
+    before = h.engine.dirty
+    h.call(c, "XREADGROUP", "GROUP", "g", "alice", "COUNT", "2", "STREAMS", "s", ">")
+    assert h.engine.dirty == before + 1
+    history = h.call(c, "XREADGROUP", "GROUP", "g", "alice", "COUNT", "2", "STREAMS", "s", "0")
+    assert [sid for sid, _ in history[0][1]] == [b"1-0", b"2-0"]
+    assert h.engine.dirty == before + 1
+    assert h.call(c, "XPENDING", "s", "g", "-", "+", "10")[0][3] == 2  # redelivered all the same

@@ -314,6 +314,10 @@ class ServerAPI:
     def blocking_keys_count(self) -> int:
         raise NotImplementedError
 
+    def blocking_keys_on_nokey_count(self) -> int:
+        """Keys a waiter is on that wakes it on deletion too (XREADGROUP)."""
+        raise NotImplementedError
+
     def used_memory(self) -> int:
         raise NotImplementedError
 

@@ -380,8 +380,9 @@ class _Delivery:
         self.stream = stream
         self.group = group
         self.effects: list[list[bytes]] = []
-        #: the read changed the group (a delivery, a claim, a redelivery): one change for
-        #: the dirty counter; a read that changed nothing counts none (Redis 7.2+)
+        #: the read changed the group (a delivery, a claim): one change for the dirty
+        #: counter; a read that changed nothing, or only redelivered pending entries (their
+        #: count and time), counts none (Redis 7.2+)
         self.changed = False
 
 
@@ -410,7 +411,6 @@ def _serve_history(
             caps.add(parts[-1])
             continue
         group.redeliver(key, now)
-        d.changed = True
         parts.append(entry_reply((sid, pairs)))
         caps.add(parts[-1])
         if d.c.server.propagating:

@@ -35,8 +35,10 @@ def parse_seconds_timeout(c: Client, raw: bytes) -> int:
     milliseconds, rounded up; 0 waits for ever."""
     seconds = parse_double(raw, TIMEOUT_NOT_FLOAT)
     ms = seconds * 1000.0
-    # (past 64 bits, Redis's cast to long long gives LLONG_MIN on x86: "negative")
-    whole = math.ceil(ms) if -(2.0**63) <= ms < 2.0**63 else -(2**63)
+    if ms >= 2.0**63:  # (Redis 7.2+; 7.0 cast it to LLONG_MIN and said "negative")
+        raise TIMEOUT_OUT_OF_RANGE
+    # (below -2**63, Redis's cast to long long gives LLONG_MIN on x86: "negative")
+    whole = math.ceil(ms) if ms >= -(2.0**63) else -(2**63)
     if whole < 0:
         raise err("timeout is negative")
     if whole > 0 and whole > INT64_MAX - c.server.keyspace.now_ms:

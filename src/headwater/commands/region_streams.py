@@ -521,13 +521,12 @@ def cmd_xreadgroup(c: Client, argv: list[bytes]) -> Reply | Block | Written:
         caps.open_stream(key)
         if raw != b">":
             claim_ms = None  # Redis switches CLAIM off after a history read
-            rows = rk.region.xreadgroup(
+            rk.region.xreadgroup(
                 key, opts.group, opts.consumer, raw, now, read.count, admit=read.admit_history
             )
             caps.close_stream(True)
             served.append((key, array_of(read.parts)))
-            changed += any(pairs is not None for _, pairs in rows)
-            continue
+            continue  # (a redelivery is no change for the dirty counter: Redis 7.2+)
         if claim_ms is not None:
             read.claim(rk, key, opts.group, opts.consumer, claim_ms, now)
         new: list[tuple[StreamID, list[bytes] | None]] = []

@@ -79,6 +79,7 @@ def _section_clients(c: Client) -> list[str]:
         f"maxclients:{c.server.config['maxclients']}",
         f"blocked_clients:{c.server.blocked_count}",
         f"total_blocking_keys:{c.server.blocking_keys_count()}",
+        f"total_blocking_keys_on_nokey:{c.server.blocking_keys_on_nokey_count()}",
         f"watching_clients:{sum(1 for x in c.server.clients.values() if x.watched)}",
         f"pubsub_clients:{sum(1 for x in c.server.clients.values() if x.subscribed())}",
     ]

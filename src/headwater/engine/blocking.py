@@ -92,3 +92,13 @@ class BlockingRegistry:
     @staticmethod
     def keys_count(dbs: list[Database]) -> int:
         return sum(len(db.blocking) for db in dbs)
+
+    @staticmethod
+    def keys_on_nokey_count(dbs: list[Database]) -> int:
+        """Keys with a waiter that a deletion wakes too (XREADGROUP: it answers NOGROUP), as
+        Redis's ``total_blocking_keys_on_nokey`` counts them."""
+        return sum(
+            any(waiter.wakes_on is None for waiter in queue)
+            for db in dbs
+            for queue in db.blocking.values()
+        )

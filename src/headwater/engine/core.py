@@ -206,6 +206,9 @@ class Engine(ScriptHost):
     def blocking_keys_count(self) -> int:
         return BlockingRegistry.keys_count(self.keyspace.dbs)
 
+    def blocking_keys_on_nokey_count(self) -> int:
+        return BlockingRegistry.keys_on_nokey_count(self.keyspace.dbs)
+
     # -- dispatch --------------------------------------------------------------------------
 
     def execute(self, c: Client, argv: list[bytes]) -> None:
