@@ -262,7 +262,8 @@ def _expire_generic(c: Client, argv: list[bytes], unit_ms: int, relative: bool) 
     flags = _expire_flags(argv)
     when = parse_int(argv[2])
     invalid = err(f"invalid expire time in '{argv[0].decode('utf-8', 'replace').lower()}' command")
-    if unit_ms == 1000 and (when > INT64_MAX // 1000 or when < INT64_MIN // 1000):
+    # Redis's bounds are C's LLONG_MAX / 1000 and LLONG_MIN / 1000, which round toward zero
+    if unit_ms == 1000 and (when > INT64_MAX // 1000 or when < -(-INT64_MIN // 1000)):
         raise invalid
     when *= unit_ms
     if relative:
