@@ -43,6 +43,7 @@ def _char(byte: int, nocase: bool) -> int:
     return value
 
 
+@lru_cache(maxsize=4096)  # (a long pattern repeats its few classes)
 def _literal(byte: int, nocase: bool) -> frozenset[int]:
     if not nocase:
         return frozenset((byte,))
@@ -50,6 +51,7 @@ def _literal(byte: int, nocase: bool) -> frozenset[int]:
     return frozenset(c for c in range(256) if _char(c, True) == value)
 
 
+@lru_cache(maxsize=4096)  # (a long pattern repeats its few classes)
 def _range(start: int, end: int, nocase: bool) -> frozenset[int]:
     """``start-end`` in a class: Redis orders the ends first, then folds the ends and the byte."""
     low, high = sorted((_char(start, False), _char(end, False)))
@@ -123,6 +125,7 @@ def _literal_bytes(piece: Piece) -> bytes | None:
     return None
 
 
+@lru_cache(maxsize=4096)  # (a long pattern repeats its few classes)
 def _byte_class(allowed: frozenset[int]) -> bytes:
     """A regex for one byte of ``allowed``: the byte itself, any byte, or a class of runs."""
     if len(allowed) == 1:
@@ -155,6 +158,46 @@ def _glob_regex(pieces: list[Piece]) -> re.Pattern[bytes]:
     return re.compile(_regex(pieces[0]) + middle + tail)
 
 
+#: past this many bytes of classes and "?"s, compiling a regex costs more than walking the
+#: pattern by hand (some 100 us a class: a pattern of 100k classes took 20 s to compile)
+MAX_REGEX_CLASSES = 256
+
+
+def _fits(piece: Piece, subject: bytes, start: int) -> bool:
+    return all(subject[start + k] in allowed for k, allowed in enumerate(piece))
+
+
+def _classes(pieces: list[Piece]) -> int:
+    return sum(len(allowed) > 1 for piece in pieces for allowed in piece)
+
+
+def _exactly(piece: Piece) -> Matcher:
+    return lambda subject: len(subject) == len(piece) and _fits(piece, subject, 0)
+
+
+class _Walk:
+    """The pieces placed by hand, for a pattern too long to compile: the first at the start,
+    each middle one at the first place it fits, the last at the end."""
+
+    def __init__(self, pieces: list[Piece]) -> None:
+        self.pieces = pieces
+
+    def __call__(self, subject: bytes) -> bool:
+        head, *middle, tail = self.pieces
+        if len(subject) < len(head) or not _fits(head, subject, 0):
+            return False
+        start = len(head)
+        for piece in middle:
+            last = len(subject) - len(piece)
+            while start <= last and not _fits(piece, subject, start):
+                start += 1
+            if start > last:
+                return False
+            start += len(piece)
+        tail_start = len(subject) - len(tail)
+        return tail_start >= start and _fits(tail, subject, tail_start)
+
+
 def _never(subject: bytes) -> bool:
     return False
 
@@ -177,6 +220,8 @@ def _matcher(pattern: bytes, nocase: bool) -> Matcher:
         text = _literal_bytes(pieces[0])
         if text is not None:
             return text.__eq__
+        if _classes(pieces) > MAX_REGEX_CLASSES:
+            return _exactly(pieces[0])
         return re.compile(_regex(pieces[0]) + b"\\Z").match
     # Each "*" run but a final one recurses a level deeper in Redis, which stops past 1000.
     if len(pieces) - 1 - (not pieces[-1]) > MAX_NESTING:
@@ -194,7 +239,7 @@ def _matcher(pattern: bytes, nocase: bool) -> Matcher:
     inner = texts[1]
     if len(pieces) == 3 and head == b"" == tail and inner is not None:
         return _contains(inner)
-    return _glob_regex(pieces).match
+    return _glob_regex(pieces).match if _classes(pieces) <= MAX_REGEX_CLASSES else _Walk(pieces)
 
 
 @lru_cache(maxsize=1024)

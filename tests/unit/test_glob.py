@@ -9,10 +9,10 @@ import fnmatch
 import re
 import time
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from headwater.glob import MAX_NESTING, compile_glob, glob_match
+from headwater.glob import MAX_NESTING, MAX_REGEX_CLASSES, compile_glob, glob_match
 
 
 class _Walk:
@@ -115,6 +115,21 @@ def test_glob_agrees_with_redis_walk_on_any_bytes(
     pattern: bytes, subject: bytes, nocase: bool
 ) -> None:
     assert glob_match(pattern, subject, nocase) == redis_walk(pattern, subject, nocase)
+
+
+@settings(max_examples=300)
+@given(patterns, subjects, st.booleans())
+@example(b"?*a", b"a", False)  # the last piece may not overlap the first
+@example(b"*ab*b", b"abb", False)
+@example(b"*ab*b", b"ab", False)  # nor a middle one
+def test_long_patterns_walked_by_hand_agree_with_redis_walk(
+    pattern: bytes, subject: bytes, nocase: bool
+) -> None:
+    """Past MAX_REGEX_CLASSES classes a pattern is not compiled to a regex but walked."""
+    pad = MAX_REGEX_CLASSES + 1
+    long_pattern, long_subject = b"?" * pad + pattern, b"x" * pad + subject
+    got = glob_match(long_pattern, long_subject, nocase)
+    assert got == redis_walk(long_pattern, long_subject, nocase)
 
 
 def _fnmatch(pattern: bytes, subject: bytes) -> bool:

@@ -91,7 +91,7 @@ class PubSub:
         self.channels: dict[bytes, Subscribers] = {}
         self.patterns: dict[bytes, Subscribers] = {}
         self.shard_channels: dict[bytes, Subscribers] = {}
-        #: each pattern's compiled matcher (glob's own cache holds 256: with more patterns,
+        #: each pattern's compiled matcher (glob's own cache holds 1024: with more patterns,
         #: every PUBLISH would compile them all again)
         self.matchers: dict[bytes, Matcher] = {}
         #: MONITOR clients, in the order they started
