@@ -67,6 +67,8 @@ EXPIRES = [
     ["GETEX", "k", "PX", "9223372036854775807"],
     ["GETEX", "k", "EXAT", "9223372036854776"],
     ["GETEX", "k", "PXAT", "9223372036854775807"],
+    ["GETEX", "k", "EXAT", "1"],  # past: the key goes
+    ["GETEX", "k", "PXAT", "1"],
 ]
 
 
