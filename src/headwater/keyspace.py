@@ -303,7 +303,7 @@ class Database:
     # -- iteration ---------------------------------------------------------------------------
 
     def keys(self, pattern: bytes) -> list[bytes]:
-        match = compile_glob(pattern).match if pattern != b"*" else None
+        match = compile_glob(pattern) if pattern != b"*" else None
         now = self.keyspace.now_ms
         expires = self.expires
         return [

@@ -507,6 +507,7 @@ FUNCTION_SCENARIOS: dict[str, list[object]] = {
         "FUNCTION LIST WITHCODE",
         "FUNCTION LIST LIBRARYNAME ro*",
         "FUNCTION LIST LIBRARYNAME x*",
+        "FUNCTION LIST LIBRARYNAME RO*",  # (Redis matches library names without case)
         "FUNCTION LIST LIBRARYNAME ro* WITHCODE",
         "FUNCTION LIST foo",
         "FUNCTION LIST LIBRARYNAME",

@@ -58,30 +58,52 @@ def parse_float(raw: bytes, error: ReplyError = NOT_FLOAT) -> float:
 
 
 _DOUBLE_CHARS = frozenset(b"0123456789+-.eE")
+_HEX_CHARS = frozenset(b"0123456789abcdefABCDEF+-.xXpP")
+_INF: Final = float("inf")
 
 
-def parse_double(raw: bytes, error: ReplyError = NOT_FLOAT) -> float:
-    """C's ``strtod`` on the whole argument, as Redis's getDoubleFromObject: decimal (with an
-    exponent), ``inf``/``infinity`` with a sign, hexadecimal; no spaces, no ``_``; NaN
-    refused."""
-    if not raw or len(raw) > 256:
-        raise error
+def strtod(raw: bytes, error: ReplyError = NOT_FLOAT) -> float:
+    """C's ``strtod`` on the whole argument: decimal (an exponent, any number of digits),
+    ``inf``/``infinity`` with a sign, hexadecimal; no spaces, no ``_``, no NaN. Out of range
+    reads as C's does: infinity when too big, zero when too small."""
     if raw.isdigit():  # (the usual score or count: ASCII digits only, nothing to check)
         return float(raw)
     text = raw.decode("ascii", "replace")
     lowered = text.lower().lstrip("+-")
     try:
         if lowered in ("inf", "infinity"):
-            value = float(text)
-        elif lowered.startswith("0x"):
-            value = float.fromhex(text)
-        elif all(byte in _DOUBLE_CHARS for byte in raw) and any(ch.isdigit() for ch in text):
-            value = float(text)
-        else:
-            raise error
+            return float(text)
+        if lowered.startswith("0x") and all(byte in _HEX_CHARS for byte in raw):
+            try:
+                return float.fromhex(text)
+            except OverflowError:
+                return -_INF if text.startswith("-") else _INF
+        if all(byte in _DOUBLE_CHARS for byte in raw) and any(ch.isdigit() for ch in text):
+            return float(text)
     except ValueError:
         raise error from None
-    if value != value:
+    raise error
+
+
+def out_of_range(raw: bytes, value: float) -> bool:
+    """Whether strtod set ``ERANGE`` reading ``raw`` as ``value``: infinity from a number
+    too big, or zero from one too small."""
+    if value in (_INF, -_INF):
+        return raw.lower().lstrip(b"+-") not in (b"inf", b"infinity")
+    if value != 0:
+        return False
+    lowered = raw.lower().lstrip(b"+-")
+    mantissa = lowered[2:].partition(b"p")[0] if lowered.startswith(b"0x") else lowered
+    return bool(mantissa.partition(b"e")[0].strip(b"0."))
+
+
+def parse_double(raw: bytes, error: ReplyError = NOT_FLOAT) -> float:
+    """Redis's getDoubleFromObject (``string2d``): ``strtod`` on the whole argument, refused
+    when empty, or out of range."""
+    if not raw:
+        raise error
+    value = strtod(raw, error)
+    if (value in (_INF, -_INF) or value == 0) and out_of_range(raw, value):
         raise error
     return value
 

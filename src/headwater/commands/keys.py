@@ -201,8 +201,8 @@ def matching(items: list[bytes], pattern: bytes | None) -> list[bytes]:
     """The items a SCAN-family MATCH pattern keeps (all of them without one, or with ``*``)."""
     if pattern is None or pattern == b"*":
         return items
-    match = compile_glob(pattern).match
-    return [item for item in items if match(item) is not None]
+    match = compile_glob(pattern)
+    return [item for item in items if match(item)]
 
 
 def cmd_scan(c: Client, argv: list[bytes]) -> Reply:
@@ -211,11 +211,11 @@ def cmd_scan(c: Client, argv: list[bytes]) -> Reply:
     count, pattern, type_filter = parse_scan_options(argv, 2, with_type=True)
 
     cursor, keys = c.db.scan(cursor, count)
-    match = compile_glob(pattern).match if pattern not in (None, b"*") else None
+    match = compile_glob(pattern) if pattern not in (None, b"*") else None
     kept: list[Reply] = []
     for key in keys:
         value = c.db.peek(key)
-        if value is None or (match is not None and match(key) is None):
+        if value is None or (match is not None and not match(key)):
             continue
         if type_filter is not None and type_name(value) != type_filter:
             continue
@@ -262,7 +262,8 @@ def _expire_generic(c: Client, argv: list[bytes], unit_ms: int, relative: bool) 
     flags = _expire_flags(argv)
     when = parse_int(argv[2])
     invalid = err(f"invalid expire time in '{argv[0].decode('utf-8', 'replace').lower()}' command")
-    if unit_ms == 1000 and (when > INT64_MAX // 1000 or when < INT64_MIN // 1000):
+    # Redis's bounds are C's LLONG_MAX / 1000 and LLONG_MIN / 1000, which round toward zero
+    if unit_ms == 1000 and (when > INT64_MAX // 1000 or when < -(-INT64_MIN // 1000)):
         raise invalid
     when *= unit_ms
     if relative:

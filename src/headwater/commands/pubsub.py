@@ -25,7 +25,7 @@ no output before the AOF's fsync.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol
 
 from headwater.commands.context import (
@@ -38,7 +38,7 @@ from headwater.commands.context import (
 )
 from headwater.commands.monitor import feed_monitors, output_hold, stop_monitor
 from headwater.errors import ReplyError, err, require, subcommand_syntax
-from headwater.glob import compile_glob, glob_match
+from headwater.glob import Matcher, compile_glob, glob_match
 from headwater.resp.types import Raw, Reply
 
 if TYPE_CHECKING:
@@ -91,9 +91,9 @@ class PubSub:
         self.channels: dict[bytes, Subscribers] = {}
         self.patterns: dict[bytes, Subscribers] = {}
         self.shard_channels: dict[bytes, Subscribers] = {}
-        #: each pattern's compiled matcher (glob's own cache holds 256: with more patterns,
+        #: each pattern's compiled matcher (glob's own cache holds 1024: with more patterns,
         #: every PUBLISH would compile them all again)
-        self.matchers: dict[bytes, Callable[[bytes], object]] = {}
+        self.matchers: dict[bytes, Matcher] = {}
         #: MONITOR clients, in the order they started
         self.monitors: Subscribers = {}
         #: the engine's clients with output to flush
@@ -123,8 +123,8 @@ class PubSub:
         for pattern, clients in self.patterns.items():
             match = matchers.get(pattern)
             if match is None:
-                match = matchers[pattern] = compile_glob(pattern).match
-            if match(channel) is not None:
+                match = matchers[pattern] = compile_glob(pattern)
+            if match(channel):
                 body = _bulk(pattern) + _bulk(channel) + _bulk(message)
                 self._deliver(clients, _PMESSAGE, body, hold)
                 receivers += len(clients)

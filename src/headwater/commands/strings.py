@@ -70,6 +70,8 @@ class SetOpts:
     get: bool = False
     keep_ttl: bool = False
     expire_at_ms: int | None = None  # absolute deadline
+    #: the deadline was given as PXAT: Redis then propagates the command as it came
+    given_in_pxat: bool = False
 
 
 _EXPIRE_UNITS = {b"EX": (1000, False), b"PX": (1, False), b"EXAT": (1000, True), b"PXAT": (1, True)}
@@ -114,6 +116,7 @@ def parse_set(c: Client, argv: list[bytes]) -> SetOpts:
     if expire is not None:
         unit_ms, absolute = _EXPIRE_UNITS[expire[0]]
         opts.expire_at_ms = expire_deadline(c, expire[1], unit_ms, absolute, "set")
+        opts.given_in_pxat = expire[0] == b"PXAT"
     return opts
 
 
@@ -136,7 +139,8 @@ def cmd_set(c: Client, argv: list[bytes]) -> Reply | Written:
     if opts.expire_at_ms is not None:
         db.set_expire(key, opts.expire_at_ms)
         notify(c, GENERIC, b"expire", key)
-        change = one_line(1, [b"SET", key, value, b"PXAT", b"%d" % opts.expire_at_ms])
+        if not opts.given_in_pxat:
+            change = one_line(1, [b"SET", key, value, b"PXAT", b"%d" % opts.expire_at_ms])
     return Written(old if opts.get else OK, change)
 
 
@@ -190,7 +194,7 @@ def cmd_getex(c: Client, argv: list[bytes]) -> Reply | Written:
     """GETEX key [EX s | PX ms | EXAT ts | PXAT ts | PERSIST]"""
     key = argv[1]
     deadline: int | None = None
-    persist = False
+    persist = absolute = False
     if len(argv) > 2:
         token = argv[2].upper()
         if token == b"PERSIST" and len(argv) == 3:
@@ -203,6 +207,12 @@ def cmd_getex(c: Client, argv: list[bytes]) -> Reply | Written:
     value = _get_string(c, key)
     if value is None:
         return None
+    keyspace = c.server.keyspace
+    if deadline is not None and absolute and deadline <= keyspace.now_ms and not keyspace.loading:
+        # an EXAT/PXAT already past deletes the key, as Redis's getexCommand
+        c.db.delete(key)
+        notify(c, GENERIC, b"del", key)
+        return Written(value, one_line(1, [b"DEL", key]))
     if deadline is not None:
         c.db.set_expire(key, deadline)
         notify(c, GENERIC, b"expire", key)

@@ -12,7 +12,7 @@ import math
 import random
 from typing import Final
 
-from headwater.commands.args import INT64_MAX, index_range, parse_double, parse_int
+from headwater.commands.args import INT64_MAX, index_range, parse_double, parse_int, strtod
 from headwater.commands.context import Block, Client, spec
 from headwater.commands.keys import matching, parse_cursor, parse_scan_options
 from headwater.commands.notify import emptied, lookup_read, notify, read_as, write_as
@@ -284,7 +284,7 @@ def _strtod(raw: bytes) -> float:
     text = raw.lstrip(b" \t\n\v\f\r")
     if not text:
         return 0.0
-    return parse_double(text, NOT_A_FLOAT_RANGE)
+    return strtod(text, NOT_A_FLOAT_RANGE)  # (out of range is fine here: no ERANGE check)
 
 
 def _lex_end(raw: bytes) -> tuple[bytes | None, bool, int]:

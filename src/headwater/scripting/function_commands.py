@@ -148,7 +148,7 @@ def cmd_function_list(c: Client, argv: list[bytes]) -> Reply:
         i += 1
     reply = []
     for library in scripting_of(c).registry.libraries.values():
-        if pattern is not None and not glob_match(pattern, library.name):
+        if pattern is not None and not glob_match(pattern, library.name, nocase=True):
             continue
         reply.append(_library_reply(library, with_code))
     return reply
