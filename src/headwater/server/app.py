@@ -226,6 +226,39 @@ class Server:
                 conn.transport.close()
 
 
+class ShutdownSignals:
+    """SIGTERM and SIGINT, as Redis's sigShutdownHandler: the shutdown is scheduled (the loop
+    stops the server on its next turn, so a busy script delays it until it ends or is
+    killed), and a SIGINT after a first signal exits at once with status 1.
+
+    The loop's own handler (``add_signal_handler``) cannot run while a script keeps the loop
+    busy. The Python-level handler put in front of it can: CPython runs it between two
+    bytecodes, and the busy poller is Python code run every 100,000 Lua instructions."""
+
+    NAMES = {signal.SIGTERM: "SIGTERM", signal.SIGINT: "SIGINT"}
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.received = False
+
+    def install(self) -> None:
+        for signum in self.NAMES:
+            with contextlib.suppress(NotImplementedError):
+                self.server.loop.add_signal_handler(signum, self.server.stop)
+                # (the loop's Python-level handler does nothing: its wakeup fd, written by
+                # CPython's C handler whichever Python handler is set, is what it reads)
+                signal.signal(signum, self._received)
+
+    def _received(self, signum: int, frame: object) -> None:
+        if self.received and signum == signal.SIGINT:
+            log.warning("You insist... exiting now.")
+            for handler in logging.getLogger().handlers + log.handlers:
+                handler.flush()
+            os._exit(1)  # (not a clean shutdown: nothing saved, as Redis)
+        self.received = True
+        log.warning("Received %s scheduling shutdown...", self.NAMES[signal.Signals(signum)])
+
+
 def startup_line(config: Config, data_dir: str) -> str:
     return (
         f"Headwater {__version__} (Redis {REDIS_COMPAT_VERSION} compatible) ready to accept "
@@ -246,9 +279,7 @@ async def serve(
     data_dir = prepare_data_dir(config["dir"])
     server = Server(config, loop, data_dir, ops, extra_commands)
     await server.start()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(signum, server.stop)
+    ShutdownSignals(server).install()
     log.warning(startup_line(config, data_dir))
     await server.serve_until_stopped()
     log.warning("Headwater is now ready to exit, bye bye...")
