@@ -210,6 +210,8 @@ class Stats:
         self.stream_idmp_iids_added = 0
         self.stream_idmp_iids_duplicates = 0
         self.evicted_scripts = 0
+        #: the values Redis would have freed in the background (ops/lazyfree.py)
+        self.lazyfreed_objects = 0
         #: full syncs served, partial resyncs accepted and refused (a primary's)
         self.sync_full = 0
         self.sync_partial_ok = 0
