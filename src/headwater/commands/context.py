@@ -352,6 +352,13 @@ class Client:
         self.authenticated = not server.config["requirepass"]
         self.created_ms = server.clock.monotonic_ms()
         self.last_interaction_ms = self.created_ms
+        #: the query buffer: bytes held (an unfinished command), the size of the big
+        #: argument being received, the size and the last second's peak Redis's buffer
+        #: would have (server/querybuf.py)
+        self.qbuf_len = 0
+        self.qbuf_bulk = 0
+        self.qbuf_alloc = 0
+        self.qbuf_peak = 0
         self.last_cmd = b"NULL"
         # MULTI/EXEC
         self.in_multi = False

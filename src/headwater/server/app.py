@@ -32,6 +32,7 @@ from headwater.server.aa_links import RegionLinks
 from headwater.server.busy import BusyPoller
 from headwater.server.durability import Durability, StartupError
 from headwater.server.protocol import Connection, send_replies
+from headwater.server.querybuf import resize as resize_query_buffer
 from headwater.server.replication import Replication
 
 log = logging.getLogger("headwater")
@@ -72,6 +73,7 @@ class Server:
         #: a ``flush`` is queued for this loop turn (read by the connections: no call per batch)
         self.flush_scheduled = False
         self._retry_scheduled = False
+        self._query_buffers_resized_ms = 0.0
         self._stopped = loop.create_future()
         info = self.engine.info
         info.port = config["port"]
@@ -204,8 +206,19 @@ class Server:
         for conn in list(self.soft_limited):
             conn.check_output_limit()
         self._close_idle_clients()
+        self._resize_query_buffers()
         self.schedule_flush()
         self._schedule_cron()
+
+    def _resize_query_buffers(self) -> None:
+        """Once a second, as Redis's clientsCron goes over every client in a second."""
+        now = self.engine.clock.monotonic_ms()
+        if now - self._query_buffers_resized_ms < 1000:
+            return
+        self._query_buffers_resized_ms = now
+        for client in self.connections:
+            if client.qbuf_alloc:
+                resize_query_buffer(client, now)
 
     def _close_idle_clients(self) -> None:
         """``timeout`` seconds without a command closes a client (Redis: clientsCronHandleTimeout);
