@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import glob
 import logging
 import os
 import secrets
@@ -242,7 +243,8 @@ class Server:
 class ShutdownSignals:
     """SIGTERM and SIGINT, as Redis's sigShutdownHandler: the shutdown is scheduled (the loop
     stops the server on its next turn, so a busy script delays it until it ends or is
-    killed), and a SIGINT after a first signal exits at once with status 1.
+    killed), and a SIGINT after a first signal exits at once with status 1, removing the
+    snapshot this process was writing (the shutdown's save, say).
 
     The loop's own handler (``add_signal_handler``) cannot run while a script keeps the loop
     busy. The Python-level handler put in front of it can: CPython runs it between two
@@ -250,8 +252,9 @@ class ShutdownSignals:
 
     NAMES = {signal.SIGTERM: "SIGTERM", signal.SIGINT: "SIGINT"}
 
-    def __init__(self, server: Server) -> None:
+    def __init__(self, server: Server, data_dir: str) -> None:
         self.server = server
+        self.data_dir = data_dir
         self.received = False
 
     def install(self) -> None:
@@ -264,12 +267,19 @@ class ShutdownSignals:
 
     def _received(self, signum: int, frame: object) -> None:
         if self.received and signum == signal.SIGINT:
-            log.warning("You insist... exiting now.")
-            for handler in logging.getLogger().handlers + log.handlers:
-                handler.flush()
-            os._exit(1)  # (not a clean shutdown: nothing saved, as Redis)
+            self._exit_now()
         self.received = True
         log.warning("Received %s scheduling shutdown...", self.NAMES[signal.Signals(signum)])
+
+    def _exit_now(self) -> None:
+        log.warning("You insist... exiting now.")
+        pattern = os.path.join(glob.escape(self.data_dir), f"temp-{os.getpid()}-*")
+        for temp in glob.glob(pattern):
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+        for handler in logging.getLogger().handlers + log.handlers:
+            handler.flush()
+        os._exit(1)  # (not a clean shutdown: nothing saved, as Redis)
 
 
 def startup_line(config: Config, data_dir: str) -> str:
@@ -292,7 +302,7 @@ async def serve(
     data_dir = prepare_data_dir(config["dir"])
     server = Server(config, loop, data_dir, ops, extra_commands)
     await server.start()
-    ShutdownSignals(server).install()
+    ShutdownSignals(server, data_dir).install()
     log.warning(startup_line(config, data_dir))
     await server.serve_until_stopped()
     log.warning("Headwater is now ready to exit, bye bye...")
