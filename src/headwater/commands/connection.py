@@ -163,7 +163,8 @@ def client_info_line(c: Client) -> str:
         f"flags={c.flags_string()} db={c.db.index} sub={len(c.channels)} "
         f"psub={len(c.patterns)} ssub={len(c.shard_channels)} "
         f"multi={len(c.queued) if c.in_multi else -1} watch={len(c.watched)} "
-        f"qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll={len(c.out)} "
+        f"qbuf={c.qbuf_len} qbuf-free={max(c.qbuf_alloc - c.qbuf_len, 0)} "
+        f"argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll={len(c.out)} "
         f"omem={c.out_bytes} tot-mem={c.out_bytes + 16384} events=r cmd={cmd} user=default "
         f"redir=-1 resp={c.resp} lib-name={_text(c.lib_name)} lib-ver={_text(c.lib_ver)}\n"
     )

@@ -210,6 +210,8 @@ class Stats:
         self.stream_idmp_iids_added = 0
         self.stream_idmp_iids_duplicates = 0
         self.evicted_scripts = 0
+        #: the values Redis would have freed in the background (ops/lazyfree.py)
+        self.lazyfreed_objects = 0
         #: full syncs served, partial resyncs accepted and refused (a primary's)
         self.sync_full = 0
         self.sync_partial_ok = 0
@@ -354,6 +356,13 @@ class Client:
         self.authenticated = not server.config["requirepass"]
         self.created_ms = server.clock.monotonic_ms()
         self.last_interaction_ms = self.created_ms
+        #: the query buffer: bytes held (an unfinished command), the size of the big
+        #: argument being received, the size and the last second's peak Redis's buffer
+        #: would have (server/querybuf.py)
+        self.qbuf_len = 0
+        self.qbuf_bulk = 0
+        self.qbuf_alloc = 0
+        self.qbuf_peak = 0
         self.last_cmd = b"NULL"
         # MULTI/EXEC
         self.in_multi = False

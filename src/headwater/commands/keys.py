@@ -12,6 +12,7 @@ from headwater.keyspace import Database
 from headwater.ops.change import ONE, Written, as_given, one_line
 from headwater.ops.generic import copy_key, move_key
 from headwater.ops.hashttl import track_field_ttls
+from headwater.ops.lazyfree import freed_lazily
 from headwater.resp.types import OK, Reply, Status
 from headwater.structures.lists import ListValue
 from headwater.structures.sets import SetValue
@@ -23,11 +24,16 @@ from headwater.values import Hash, string_encoding, type_name
 
 
 def cmd_del(c: Client, argv: list[bytes]) -> Reply | Written:
+    """DEL and UNLINK (the lazy one; DEL too with ``lazyfree-lazy-user-del``)."""
+    lazy = argv[0].lower() == b"unlink" or c.server.config["lazyfree-lazy-user-del"]
     deleted = 0
     for key in argv[1:]:
+        value = c.db.peek(key) if lazy else None
         if c.db.delete(key):
             deleted += 1
             notify(c, GENERIC, b"del", key)
+            if value is not None and freed_lazily(value):
+                c.server.stats.lazyfreed_objects += 1
     return Written(deleted, as_given(deleted)) if deleted else 0
 
 
@@ -223,19 +229,30 @@ def cmd_scan(c: Client, argv: list[bytes]) -> Reply:
     return [b"%d" % cursor, kept]
 
 
-def _flush_mode(argv: list[bytes]) -> None:
+def _flush_mode(c: Client, argv: list[bytes]) -> bool:
+    """Whether Redis would flush in the background: ASYNC, or SYNC turned into a blocking
+    ASYNC (Redis 7.4+) except inside MULTI or a script."""
     if len(argv) > 2 or (len(argv) == 2 and argv[1].upper() not in (b"ASYNC", b"SYNC")):
         raise SYNTAX
+    if len(argv) == 2 and argv[1].upper() == b"ASYNC":
+        return True
+    return not (c.is_script or c.server.in_transaction())
+
+
+def _flushed(c: Client, removed: int, lazily: bool) -> Written:
+    if lazily:
+        c.server.stats.lazyfreed_objects += removed
+    return Written(OK, as_given(removed + 1))
 
 
 def cmd_flushdb(c: Client, argv: list[bytes]) -> Reply | Written:
-    _flush_mode(argv)
-    return Written(OK, as_given(c.db.flush() + 1))
+    lazily = _flush_mode(c, argv)
+    return _flushed(c, c.db.flush(), lazily)
 
 
 def cmd_flushall(c: Client, argv: list[bytes]) -> Reply | Written:
-    _flush_mode(argv)
-    return Written(OK, as_given(c.server.keyspace.flush_all() + 1))
+    lazily = _flush_mode(c, argv)
+    return _flushed(c, c.server.keyspace.flush_all(), lazily)
 
 
 # ---------------------------------------------------------------------------------------------

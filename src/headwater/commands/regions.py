@@ -78,7 +78,7 @@ def _flush(c: Client, argv: list[bytes], every_db: bool) -> Reply | Written:
     plain = plain_keys.cmd_flushall if every_db else plain_keys.cmd_flushdb
     if rk is None:
         return plain(c, argv)
-    plain_keys._flush_mode(argv)
+    plain_keys._flush_mode(c, argv)  # (its syntax check, before the region flushes)
     rk.region.select(c.db.index)
     if every_db:
         rk.region.flushall()

@@ -107,6 +107,8 @@ def _section_memory(c: Client) -> list[str]:
         f"maxmemory_policy:{c.server.config['maxmemory-policy']}",
         *c.server.scripting_memory(),
         "mem_allocator:pymalloc",
+        "lazyfree_pending_objects:0",  # (freed at once: see ops/lazyfree.py)
+        f"lazyfreed_objects:{c.server.stats.lazyfreed_objects}",
     ]
 
 

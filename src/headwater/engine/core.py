@@ -303,6 +303,9 @@ class Engine(ScriptHost):
         also dooms the transaction."""
         if row is not None:
             row.rejected_calls += 1
+            if row.name == "exec":  # (Redis: execCommandAbort, in or out of MULTI)
+                discard(c)
+                error = _exec_abort(error)
         if c.in_multi:
             c.multi_error = True
         self._reply(c, self._error(error))
@@ -745,6 +748,14 @@ def _allowed_while_busy(row: CommandSpec) -> bool:
     """What a busy script lets through (Redis: CMD_ALLOW_BUSY), except EXEC, which would run
     its queue in the middle of the script."""
     return "allow_busy" in row.flags and row.name != "exec"
+
+
+def _exec_abort(error: ReplyError) -> ReplyError:
+    """A refused EXEC ends the transaction with the refusal in its error. Redis keeps the code
+    of a fixed error (``BUSY``, ``NOAUTH``) but has none for a formatted one (wrong arity),
+    which is always an ERR here."""
+    cause = error.msg if error.code == "ERR" else error.line().decode("utf-8", "surrogateescape")
+    return ReplyError("EXECABORT", f"Transaction discarded because of: {cause}")
 
 
 def _after_pushes(out: list[bytes], start: int, reply: Reply, resp: int) -> Reply:

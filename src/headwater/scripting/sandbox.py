@@ -188,13 +188,15 @@ end
 api.__redis__err__handler = error_handler
 
 -- time checks: every 100000 instructions (the hook stays set: no Lua runs but ours); once a
--- script is killed, on every line until it ends (pcall cannot hold it)
+-- script is killed, on every line until it ends (pcall cannot hold it), without asking again
 local killed_error
 local function hook()
-  local kill = tick()
-  if kill then
-    killed_error = kill
-    sethook(hook, 'l')
+  if not killed_error then
+    local kill = tick()
+    if kill then
+      killed_error = kill
+      sethook(hook, 'l')
+    end
   end
   -- (not in our own frames: the line hook also fires between xpcall's return and finish())
   if killed_error and getinfo(2, 'S').source ~= INTERNAL then error({err = killed_error}) end
@@ -208,10 +210,12 @@ function entry.compile(body, chunkname)
   setfenv(f, env)
   return f, false
 end
+-- (the count hook back before the error is forgotten: the line hook would fire on the line
+-- between, ask tick() again and keep the error for the next script)
 local function finish(ok, result)
   if killed_error then
-    killed_error = nil
     sethook(hook, '', 100000)
+    killed_error = nil
   end
   return ok, result
 end

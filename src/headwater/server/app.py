@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import glob
 import logging
 import os
 import secrets
@@ -32,6 +33,7 @@ from headwater.server.aa_links import RegionLinks
 from headwater.server.busy import BusyPoller
 from headwater.server.durability import Durability, StartupError
 from headwater.server.protocol import Connection, send_replies
+from headwater.server.querybuf import resize as resize_query_buffer
 from headwater.server.replication import Replication
 
 log = logging.getLogger("headwater")
@@ -72,6 +74,7 @@ class Server:
         #: a ``flush`` is queued for this loop turn (read by the connections: no call per batch)
         self.flush_scheduled = False
         self._retry_scheduled = False
+        self._query_buffers_resized_ms = 0.0
         self._stopped = loop.create_future()
         info = self.engine.info
         info.port = config["port"]
@@ -204,8 +207,19 @@ class Server:
         for conn in list(self.soft_limited):
             conn.check_output_limit()
         self._close_idle_clients()
+        self._resize_query_buffers()
         self.schedule_flush()
         self._schedule_cron()
+
+    def _resize_query_buffers(self) -> None:
+        """Once a second, as Redis's clientsCron goes over every client in a second."""
+        now = self.engine.clock.monotonic_ms()
+        if now - self._query_buffers_resized_ms < 1000:
+            return
+        self._query_buffers_resized_ms = now
+        for client in self.connections:
+            if client.qbuf_alloc:
+                resize_query_buffer(client, now)
 
     def _close_idle_clients(self) -> None:
         """``timeout`` seconds without a command closes a client (Redis: clientsCronHandleTimeout);
@@ -224,6 +238,48 @@ class Server:
             if not waiting and idle > timeout_s * 1000 and conn.transport is not None:
                 log.info("Closing idle client id=%d", client.id)
                 conn.transport.close()
+
+
+class ShutdownSignals:
+    """SIGTERM and SIGINT, as Redis's sigShutdownHandler: the shutdown is scheduled (the loop
+    stops the server on its next turn, so a busy script delays it until it ends or is
+    killed), and a SIGINT after a first signal exits at once with status 1, removing the
+    snapshot this process was writing (the shutdown's save, say).
+
+    The loop's own handler (``add_signal_handler``) cannot run while a script keeps the loop
+    busy. The Python-level handler put in front of it can: CPython runs it between two
+    bytecodes, and the busy poller is Python code run every 100,000 Lua instructions."""
+
+    NAMES = {signal.SIGTERM: "SIGTERM", signal.SIGINT: "SIGINT"}
+
+    def __init__(self, server: Server, data_dir: str) -> None:
+        self.server = server
+        self.data_dir = data_dir
+        self.received = False
+
+    def install(self) -> None:
+        for signum in self.NAMES:
+            with contextlib.suppress(NotImplementedError):
+                self.server.loop.add_signal_handler(signum, self.server.stop)
+                # (the loop's Python-level handler does nothing: its wakeup fd, written by
+                # CPython's C handler whichever Python handler is set, is what it reads)
+                signal.signal(signum, self._received)
+
+    def _received(self, signum: int, frame: object) -> None:
+        if self.received and signum == signal.SIGINT:
+            self._exit_now()
+        self.received = True
+        log.warning("Received %s scheduling shutdown...", self.NAMES[signal.Signals(signum)])
+
+    def _exit_now(self) -> None:
+        log.warning("You insist... exiting now.")
+        pattern = os.path.join(glob.escape(self.data_dir), f"temp-{os.getpid()}-*")
+        for temp in glob.glob(pattern):
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+        for handler in logging.getLogger().handlers + log.handlers:
+            handler.flush()
+        os._exit(1)  # (not a clean shutdown: nothing saved, as Redis)
 
 
 def startup_line(config: Config, data_dir: str) -> str:
@@ -246,9 +302,7 @@ async def serve(
     data_dir = prepare_data_dir(config["dir"])
     server = Server(config, loop, data_dir, ops, extra_commands)
     await server.start()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(signum, server.stop)
+    ShutdownSignals(server, data_dir).install()
     log.warning(startup_line(config, data_dir))
     await server.serve_until_stopped()
     log.warning("Headwater is now ready to exit, bye bye...")

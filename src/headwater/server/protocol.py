@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from headwater.commands.context import Client, PendingReplies
 from headwater.commands.gate import ReplyGate
 from headwater.resp.parser import RequestError, RequestParser
+from headwater.server.querybuf import note_held, note_read
 
 if TYPE_CHECKING:
     from headwater.server.app import Server
@@ -122,15 +123,17 @@ class Connection(asyncio.Protocol):
         settings = self.settings
         parser.max_bulk_len = settings["proto-max-bulk-len"]
         parser.max_query_buffer = settings["client-query-buffer-limit"]
+        note_read(c, len(data))
         if parser.auth_required and len(data) > READ_SIZE:
             self._receive_sliced(parser, data)
-            return
-        try:
-            parser.feed(data)
-        except RequestError as exc:
-            self._protocol_error(exc)
-            return
-        self.process()
+        else:
+            try:
+                parser.feed(data)
+            except RequestError as exc:
+                self._protocol_error(exc)
+                return
+            self.process()
+        note_held(c, parser.buffered(), data)
 
     def _receive_sliced(self, parser: RequestParser, data: bytes) -> None:
         """An unauthenticated client's input, ``READ_SIZE`` bytes at a time: Redis would write
