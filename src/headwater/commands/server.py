@@ -106,6 +106,9 @@ def _section_memory(c: Client) -> list[str]:
         f"maxmemory_policy:{c.server.config['maxmemory-policy']}",
         *c.server.scripting_memory(),
         "mem_allocator:pymalloc",
+        # values are freed where they are deleted (UNLINK and FLUSHALL ASYNC included):
+        # nothing is ever left for a background free
+        "lazyfree_pending_objects:0",
     ]
 
 
