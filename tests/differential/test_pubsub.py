@@ -123,7 +123,6 @@ SCENARIOS: dict[str, tuple[list[str], list[Step]]] = {
             "sub: MULTI",
             "sub: SUBSCRIBE a b",
             "sub: PUBLISH nobody m",
-            "sub: PUBLISH a to-itself",
             "sub: SET k v",
             "sub: EXEC",
             "pub: PUBLISH b m2",
@@ -156,7 +155,7 @@ SCENARIOS: dict[str, tuple[list[str], list[Step]]] = {
         [
             *_steps(
                 "sub: CLIENT REPLY OFF",
-                "sub: SUBSCRIBE a b",
+                "sub: SUBSCRIBE a",  # (one: several unsubscribe in Redis's hash order)
                 "sub: PSUBSCRIBE __key*__:*",
                 "sub: PING",
                 "pub: PUBLISH a m1",

@@ -58,6 +58,11 @@ SUBSCRIBED_MODE_COMMANDS = frozenset(
         "reset",
     )
 )
+#: the commands whose reply is pushes (Redis: cmdHasPushAsReply): their confirmations stay
+#: where the command runs, other messages to the client running a command follow its reply
+PUSH_REPLIES = frozenset(
+    ("subscribe", "ssubscribe", "psubscribe", "unsubscribe", "sunsubscribe", "punsubscribe")
+)
 _ALREADY_SENT = Raw(b"")
 REPLICA_KEYSPACE = err("Replica can't interact with the keyspace")
 
