@@ -73,7 +73,7 @@ class Listeners:
     async def start(self, hosts: list[str], port: int, backlog: int) -> None:
         for address, sock in self._bind_new(hosts, port, backlog):
             self.bound[address] = sock
-            await self._serve(address, sock)
+            await self._serve(address, sock, backlog)
 
     def move(self, hosts: list[str], port: int, backlog: int) -> None:
         """Listen on ``hosts``:``port`` (port 0: nowhere, as in Redis); raises OSError with
@@ -84,12 +84,13 @@ class Listeners:
             self._close(address)
         for address, sock in fresh:
             self.bound[address] = sock
-            task = self.loop.create_task(self._serve(address, sock))
+            task = self.loop.create_task(self._serve(address, sock, backlog))
             self._starting.add(task)
             task.add_done_callback(self._starting.discard)
 
-    async def _serve(self, address: Address, sock: socket.socket) -> None:
-        server = await self.loop.create_server(self.protocol, sock=sock)
+    async def _serve(self, address: Address, sock: socket.socket, backlog: int) -> None:
+        # (the server listens again: with the backlog given, not asyncio's default of 100)
+        server = await self.loop.create_server(self.protocol, sock=sock, backlog=backlog)
         if self.bound.get(address) is sock:
             self.servers[address] = server
         else:  # closed by a later change while it started
