@@ -66,6 +66,29 @@ def _int_parser(lo: int, hi: int, memory: bool = False, size_t: bool = False) ->
     return parse
 
 
+def _memory_or_percent(text: str) -> int:
+    """``maxmemory-clients``: bytes, or a percentage of maxmemory kept negative (as Redis
+    keeps it: ``10%`` is -10)."""
+    if text.endswith("%"):
+        digits = text[:-1]
+        if not re.fullmatch(r"\d+", digits):
+            raise ConfigError("argument must be a memory or percent value")
+        if int(digits) > 100:
+            raise ConfigError("percentage argument must be less or equal to 100")
+        return -int(digits)
+    try:
+        value = parse_memory(text)
+    except ConfigError:
+        value = -1
+    if value < 0:
+        raise ConfigError("argument must be a memory or percent value")
+    return value
+
+
+def _print_memory_or_percent(value: int) -> str:
+    return f"{-value}%" if value < 0 else str(value)
+
+
 def _bool(text: str) -> bool:
     lowered = text.lower()
     if lowered not in ("yes", "no"):
@@ -152,6 +175,11 @@ class Param:
     protected: bool = False  # Redis's PROTECTED_CONFIG: not settable at runtime by default
     variadic: bool = False  # takes several words (bind, save, client-output-buffer-limit)
     merge: bool = False  # repeated file/CLI occurrences accumulate
+    hidden: bool = False  # Redis's HIDDEN_CONFIG: CONFIG GET shows it only by its name
+    #: Headwater's own settings fixed for the life of the process (regions): immutable, but
+    #: CONFIG SET to the value they have is a no-op, so that writing back what CONFIG GET *
+    #: showed works (Redis's own immutable configs refuse even that, as Redis does)
+    fixed: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -227,8 +255,8 @@ INT64_MAX = 2**63 - 1
 UINT32_MAX = 2**32 - 1
 
 PARAMS: tuple[Param, ...] = (
-    Param("port", _int_parser(0, 65535), "6379", mutable=False),
-    Param("bind", str.split, "127.0.0.1", mutable=False, printer=" ".join, variadic=True),
+    Param("port", _int_parser(0, 65535), "6379"),
+    Param("bind", str.split, "127.0.0.1", printer=" ".join, variadic=True),
     Param("dir", _string, "./data", protected=True),
     Param("dbfilename", _string, "dump.hwsnap", protected=True),
     Param("pidfile", _string, "", mutable=False),
@@ -259,6 +287,10 @@ PARAMS: tuple[Param, ...] = (
         merge=True,
     ),
     Param("maxmemory", _int_parser(0, INT64_MAX, memory=True), "0"),
+    # (accepted and reported, not applied yet: eviction comes with maxmemory's enforcement)
+    Param("maxmemory-samples", _int_parser(1, 2**31 - 1), "5"),
+    Param("maxmemory-eviction-tenacity", _int_parser(0, 100), "10"),
+    Param("maxmemory-clients", _memory_or_percent, "0", printer=_print_memory_or_percent),
     Param(
         "maxmemory-policy",
         _enum(
@@ -349,6 +381,9 @@ PARAMS: tuple[Param, ...] = (
     Param("slowlog-max-len", _int_parser(0, INT64_MAX), "128"),
     Param("latency-monitor-threshold", _int_parser(0, INT64_MAX), "0"),
     Param("lazyfree-lazy-user-del", _bool, "no", printer=_yn),
+    # Redis's test hook: microseconds of sleep per key loaded (negative: a busy loop of that
+    # many iterations per key); accepted and reported, loading does not apply it
+    Param("key-load-delay", _int_parser(-(2**31), 2**31 - 1), "0", hidden=True),
     Param("io-threads", _int_parser(1, 128), "1", mutable=False),
     Param("appendfsync-group-commit", _bool, "yes", printer=_yn),
     # replication (server/replication.py, server/replica_link.py)
@@ -381,13 +416,14 @@ PARAMS: tuple[Param, ...] = (
     ),
     Param("min-replicas-max-lag", _int_parser(0, 2**31 - 1), "10", aliases=("min-slaves-max-lag",)),
     # active-active regions (docs/active-active.md): fixed for the life of the process
-    Param("region-id", _region_id, "0", mutable=False),
-    Param("peers", _peers, "", mutable=False, printer=_print_peers, variadic=True),
+    Param("region-id", _region_id, "0", mutable=False, fixed=True),
+    Param("peers", _peers, "", mutable=False, printer=_print_peers, variadic=True, fixed=True),
     Param(
         "active-active-id-mode",
         _enum("strict", "semi-strict", "liberal"),
         "strict",
         mutable=False,
+        fixed=True,
     ),
     # at most this many own effects kept for peers that lag (0: every one a peer has not
     # acknowledged); a peer that needs older ones gets a full state transfer
@@ -412,6 +448,10 @@ class Config:
         self.file: str | None = None
         self._seen_in_load: set[str] = set()
         self.listeners: list[Callable[[str, Any], None]] = []
+        #: what a CONFIG SET of that parameter must do to take effect, which may fail (the
+        #: listener's bind): it raises ConfigError, and the whole CONFIG SET is undone
+        #: (Redis's apply functions)
+        self.appliers: dict[str, Callable[[Any], None]] = {}
 
     def __getitem__(self, name: str) -> Any:
         return self.values[name]
@@ -440,10 +480,12 @@ class Config:
                 raise UnknownConfig(name)
             if param.name in staged:
                 raise InvalidConfig(name, "duplicate parameter")
-            if not param.mutable:
+            if not param.mutable and not param.fixed:
                 raise InvalidConfig(name, "can't set immutable config")
             if param.protected:
                 raise InvalidConfig(name, "can't set protected config")
+            if param.fixed and text != self.render(param.name):
+                raise InvalidConfig(name, "can't set immutable config")
             try:
                 value = param.parse(text)
             except ConfigError as exc:
@@ -451,10 +493,37 @@ class Config:
             if param.merge and isinstance(value, dict):
                 value = _merge(self.values[param.name], value)
             staged[param.name] = value
+        old = {name: self.values[name] for name in staged}
+        self.values.update(staged)
+        self._apply(staged, old)
         for name, value in staged.items():
-            self.values[name] = value
             for listener in self.listeners:
                 listener(name, value)
+
+    def _apply(self, staged: dict[str, Any], old: dict[str, Any]) -> None:
+        """Run the appliers of the staged values that changed (every staged value already in
+        place: one applier may read another's new value). When one fails, the old values
+        come back, those already applied are applied again with them (Redis's CONFIG SET
+        rollback), and the failure is raised."""
+        applied: list[str] = []
+        for name, value in staged.items():
+            applier = self.appliers.get(name)
+            if applier is None or value == old[name]:
+                continue
+            try:
+                applier(value)
+            except ConfigError as exc:
+                self.values.update(old)
+                for done in reversed(applied):
+                    self._undo(done)
+                raise InvalidConfig(name, str(exc)) from None
+            applied.append(name)
+
+    def _undo(self, name: str) -> None:
+        try:
+            self.appliers[name](self.values[name])
+        except ConfigError:  # the old setting cannot come back either: keep what is there
+            pass
 
     def get_matching(self, patterns: list[bytes]) -> dict[bytes, bytes]:
         result: dict[bytes, bytes] = {}
@@ -467,6 +536,8 @@ class Config:
                     result[pattern] = self.render(canonical).encode()
                 continue
             for name in self.names:
+                if self.params[self.names[name]].hidden:
+                    continue
                 if glob_match(pattern, name.encode(), nocase=True):
                     result[name.encode()] = self.render(self.names[name]).encode()
         return result

@@ -24,6 +24,8 @@ def _steps(*lines: str) -> list[Step]:
     return steps
 
 
+_NO_EVENTS: Step = ("pub", ["CONFIG", "SET", "notify-keyspace-events", ""])
+
 SCENARIOS: dict[str, tuple[list[str], list[Step]]] = {
     "resp2_subscribed_mode": (
         ["sub", "pub"],
@@ -121,7 +123,6 @@ SCENARIOS: dict[str, tuple[list[str], list[Step]]] = {
             "sub: MULTI",
             "sub: SUBSCRIBE a b",
             "sub: PUBLISH nobody m",
-            "sub: PUBLISH a to-itself",
             "sub: SET k v",
             "sub: EXEC",
             "pub: PUBLISH b m2",
@@ -146,6 +147,60 @@ SCENARIOS: dict[str, tuple[list[str], list[Step]]] = {
             "sub: CLIENT SETNAME x",
             "pub: PUBLISH a m",
         ),
+    ),
+    # CLIENT REPLY OFF|SKIP silence command replies, never pushes: confirmations and
+    # messages (keyspace events too) still arrive, in both protocols
+    "reply_off_resp2": (
+        ["sub", "pub"],
+        [
+            *_steps(
+                "sub: CLIENT REPLY OFF",
+                "sub: SUBSCRIBE a",  # (one: several unsubscribe in Redis's hash order)
+                "sub: PSUBSCRIBE __key*__:*",
+                "sub: PING",
+                "pub: PUBLISH a m1",
+                "pub: CONFIG SET notify-keyspace-events KEA",
+                "pub: SET k v",
+                "sub: UNSUBSCRIBE",
+                "sub: PUNSUBSCRIBE",
+                "sub: GET k",
+                "sub: CLIENT REPLY ON",
+                "sub: CLIENT REPLY SKIP",
+                "sub: SUBSCRIBE c",
+                "sub: PING",
+                "sub: UNSUBSCRIBE c",
+                "sub: GET k",
+            ),
+            _NO_EVENTS,
+        ],
+    ),
+    "resp3_reply_off": (
+        ["sub", "pub"],
+        [
+            *_steps(
+                "sub: CLIENT REPLY OFF",
+                "sub: SUBSCRIBE a",
+                "sub: PSUBSCRIBE __key*__:*",
+                "sub: SSUBSCRIBE s",
+                "sub: GET x",
+                "pub: PUBLISH a m1",
+                "pub: SPUBLISH s m2",
+                "pub: CONFIG SET notify-keyspace-events KEA",
+                "pub: SET k v",
+                "sub: SET k v2",
+                "sub: UNSUBSCRIBE a",
+                "sub: PUNSUBSCRIBE",
+                "sub: SUNSUBSCRIBE",
+                "sub: CLIENT REPLY ON",
+                "sub: CLIENT REPLY SKIP",
+                "sub: SUBSCRIBE c",
+                "sub: GET k",
+                "sub: CLIENT REPLY SKIP",
+                "sub: UNSUBSCRIBE",
+                "sub: GET k",
+            ),
+            _NO_EVENTS,
+        ],
     ),
     "monitor": (
         ["mon", "cli"],
@@ -204,7 +259,7 @@ def _hello3(steps: list[Step]) -> list[Step]:
 
 def _transcript(server: ServerProcess, name: str) -> list[object]:
     names, steps = SCENARIOS[name]
-    if name == "resp3_push_frames":
+    if name.startswith("resp3_"):
         got = transcript(server, names, _hello3(steps))
         return got[1:]
     if name == "back_to_resp2_while_subscribed":

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import time
 from collections.abc import Iterator
@@ -370,3 +371,74 @@ def test_idle_subscribers_and_monitors_are_not_closed_by_timeout(
     assert mon.read_reply().endswith(b'"PUBLISH" "news" "still here"\r\n')
     for client in (idle, sub, resp3_sub, mon):
         client.close()
+
+
+def _drain(sock: socket.socket, want: bytes) -> bytes:
+    """Everything received until ``want`` has arrived (then a short settle)."""
+    got = b""
+    sock.settimeout(5)
+    while len(got) < len(want):
+        chunk = sock.recv(1 << 16)
+        if not chunk:
+            break
+        got += chunk
+    sock.settimeout(0.05)
+    with contextlib.suppress(TimeoutError):
+        got += sock.recv(1 << 16)
+    return got
+
+
+_HELLO_FOO = b">3\r\n$9\r\nsubscribe\r\n$3\r\nfoo\r\n:1\r\n"
+_MESSAGE = b">3\r\n$7\r\nmessage\r\n$3\r\nfoo\r\n$%d\r\n%s\r\n"
+
+#: (commands, what follows the subscribe confirmation) on a RESP3 client subscribed to foo
+SELF_PUBLISH = {
+    "plain": ([["PUBLISH", "foo", "bar"]], b":1\r\n" + _MESSAGE % (3, b"bar")),
+    "multi": (
+        [["MULTI"], ["PING", "abc"], ["PUBLISH", "foo", "bar"], ["PING", "def"], ["EXEC"]],
+        b"+OK\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n*3\r\n$3\r\nabc\r\n:1\r\n$3\r\ndef\r\n"
+        + _MESSAGE % (3, b"bar"),
+    ),
+    "script": (
+        [["EVAL", "redis.call('publish','foo','bar') return 'bla'", "0"]],
+        b"$3\r\nbla\r\n" + _MESSAGE % (3, b"bar"),
+    ),
+    "keyspace event": (
+        [
+            ["CONFIG", "SET", "notify-keyspace-events", "KA"],
+            ["SUBSCRIBE", "__keyspace@0__:k"],
+            ["SET", "k", "v"],
+            ["CONFIG", "SET", "notify-keyspace-events", ""],
+        ],
+        b"+OK\r\n>3\r\n$9\r\nsubscribe\r\n$16\r\n__keyspace@0__:k\r\n:2\r\n+OK\r\n"
+        b">3\r\n$7\r\nmessage\r\n$16\r\n__keyspace@0__:k\r\n$3\r\nset\r\n+OK\r\n",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(SELF_PUBLISH))
+def test_messages_to_itself_follow_the_reply(headwater: ServerProcess, name: str) -> None:
+    """Redis 7.2+: a message a command sends to its own client (PUBLISH, a keyspace event,
+    from EXEC or a script too) comes after that command's reply, not inside it; SUBSCRIBE's
+    confirmations are its reply and stay where it runs."""
+    commands, expected = SELF_PUBLISH[name]
+    with socket.create_connection(("127.0.0.1", headwater.port), 5) as sock:
+        sock.sendall(encode_command("HELLO", "3"))
+        sock.settimeout(5)
+        sock.recv(1 << 16)
+        sock.sendall(encode_command("SUBSCRIBE", "foo"))
+        assert _drain(sock, _HELLO_FOO) == _HELLO_FOO
+        sock.sendall(b"".join(encode_command(*argv) for argv in commands))
+        assert _drain(sock, expected) == expected
+
+
+def test_subscribe_inside_multi_stays_in_exec_reply(headwater: ServerProcess) -> None:
+    with socket.create_connection(("127.0.0.1", headwater.port), 5) as sock:
+        sock.sendall(encode_command("HELLO", "3"))
+        sock.settimeout(5)
+        sock.recv(1 << 16)
+        commands = [["MULTI"], ["SUBSCRIBE", "foo"], ["PUBLISH", "foo", "x"], ["EXEC"]]
+        sock.sendall(b"".join(encode_command(*argv) for argv in commands))
+        expected = b"+OK\r\n+QUEUED\r\n+QUEUED\r\n*2\r\n" + _HELLO_FOO + b":1\r\n"
+        expected += _MESSAGE % (1, b"x")
+        assert _drain(sock, expected) == expected

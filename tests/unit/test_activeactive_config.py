@@ -70,3 +70,13 @@ def test_bad_value_in_the_config_file_names_the_line(tmp_path: Path) -> None:
 def test_immutable_at_run_time(name: str) -> None:
     with pytest.raises(InvalidConfig, match="immutable"):
         Config().set_many([(name, "1")])
+
+
+@pytest.mark.parametrize(
+    ("name", "value"), [("region-id", "0"), ("peers", ""), ("active-active-id-mode", "strict")]
+)
+def test_setting_the_value_it_has_is_a_no_op(name: str, value: str) -> None:
+    """Writing back what CONFIG GET * shows works (a client restoring a configuration)."""
+    config = Config()
+    config.set_many([(name, value)])
+    assert config.render(name) == value

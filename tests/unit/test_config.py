@@ -24,7 +24,30 @@ def test_unknown_and_immutable() -> None:
     with pytest.raises(UnknownConfig):
         config.set_many([("nope", "1")])
     with pytest.raises(InvalidConfig, match="immutable"):
-        config.set_many([("port", "1")])
+        config.set_many([("daemonize", "yes")])
+
+
+def test_a_failed_apply_undoes_the_whole_set() -> None:
+    """An applier that fails (a port that cannot be bound) rolls back every value, and the
+    appliers that ran get the old values again; an unchanged value is not applied."""
+    config = Config()
+    calls: list[tuple[str, object]] = []
+
+    def refuse_busy(port: int) -> None:
+        calls.append(("port", port))
+        if port == 7777:
+            raise ConfigError("Unable to listen on this port")
+
+    config.appliers["port"] = refuse_busy
+    config.appliers["bind"] = lambda hosts: calls.append(("bind", hosts))
+    with pytest.raises(InvalidConfig, match="Unable to listen") as failure:
+        config.set_many([("hz", "20"), ("bind", "::1"), ("port", "7777")])
+    assert failure.value.name == "port"
+    assert (config["hz"], config["bind"], config["port"]) == (10, ["127.0.0.1"], 6379)
+    assert calls == [("bind", ["::1"]), ("port", 7777), ("bind", ["127.0.0.1"])]
+    calls.clear()
+    config.set_many([("port", "6379")])
+    assert calls == []
 
 
 def test_memory_units() -> None:

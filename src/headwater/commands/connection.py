@@ -19,6 +19,7 @@ from headwater.errors import (
     subcommand_syntax,
     wrong_arity,
 )
+from headwater.resp.parser import wire_size
 from headwater.resp.types import OK, PONG, Raw, Reply, Status, Verbatim
 
 NO_PASSWORD_CONFIGURED = err(
@@ -153,9 +154,16 @@ def cmd_reset(c: Client, argv: list[bytes]) -> Reply:
 # CLIENT
 
 
-def client_info_line(c: Client) -> str:
+def client_info_line(c: Client, running: list[bytes] | None = None) -> str:
+    """Redis's catClientInfoString. ``running``: the command ``c`` runs now (CLIENT LIST or
+    INFO itself), which Redis still holds: in the query buffer (``qbuf``, with what was
+    pipelined after it) and as arguments (``argv-mem``)."""
     now = c.server.clock.monotonic_ms()
     cmd = c.last_cmd.decode("utf-8", "replace").lower()
+    query = c.gate.query_buffered() + (wire_size(running) if running else 0)
+    argv_mem = sum(map(len, running)) if running else 0
+    multi_mem = sum(_argv_mem(argv) for _, argv in c.queued) if c.in_multi else 0
+    total = max(query, c.qbuf_alloc) + argv_mem + multi_mem + REPLY_BUFFER_SIZE + c.out_bytes
     return (
         f"id={c.id} addr={c.addr} laddr={c.laddr} fd={c.fd} name={_text(c.name)} "
         f"age={int((now - c.created_ms) // 1000)} "
@@ -163,11 +171,22 @@ def client_info_line(c: Client) -> str:
         f"flags={c.flags_string()} db={c.db.index} sub={len(c.channels)} "
         f"psub={len(c.patterns)} ssub={len(c.shard_channels)} "
         f"multi={len(c.queued) if c.in_multi else -1} watch={len(c.watched)} "
-        f"qbuf={c.qbuf_len} qbuf-free={max(c.qbuf_alloc - c.qbuf_len, 0)} "
-        f"argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll={len(c.out)} "
-        f"omem={c.out_bytes} tot-mem={c.out_bytes + 16384} events=r cmd={cmd} user=default "
+        f"qbuf={query} qbuf-free={max(c.qbuf_alloc - query, 0)} "
+        f"argv-mem={argv_mem} multi-mem={multi_mem} "
+        f"rbs={REPLY_BUFFER_SIZE} rbp=0 obl=0 oll={len(c.out)} "
+        f"omem={c.out_bytes} tot-mem={total} events=r cmd={cmd} user=default "
         f"redir=-1 resp={c.resp} lib-name={_text(c.lib_name)} lib-ver={_text(c.lib_ver)}\n"
     )
+
+
+#: the reply buffer Redis gives every client (PROTO_REPLY_CHUNK_BYTES), shown as ``rbs``
+REPLY_BUFFER_SIZE = 16384
+
+
+def _argv_mem(argv: list[bytes]) -> int:
+    """A queued command's arguments as Redis counts them in ``multi-mem``: their bytes and
+    a pointer each."""
+    return sum(map(len, argv)) + 8 * len(argv)
 
 
 def _text(raw: bytes) -> str:
@@ -190,7 +209,7 @@ def cmd_client_getname(c: Client, argv: list[bytes]) -> Reply:
 
 
 def cmd_client_info(c: Client, argv: list[bytes]) -> Reply:
-    return Verbatim(client_info_line(c).encode())
+    return Verbatim(client_info_line(c, argv).encode())
 
 
 _CLIENT_TYPES = (b"normal", b"master", b"replica", b"slave", b"pubsub")
@@ -226,7 +245,8 @@ def cmd_client_list(c: Client, argv: list[bytes]) -> Reply:
             clients = [c.server.clients[i] for i in wanted if i in c.server.clients]
         else:
             raise SYNTAX
-    return Verbatim("".join(client_info_line(other) for other in clients).encode())
+    lines = [client_info_line(other, argv if other is c else None) for other in clients]
+    return Verbatim("".join(lines).encode())
 
 
 def _kill_filters(c: Client, argv: list[bytes]) -> list[Client]:

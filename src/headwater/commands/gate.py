@@ -45,6 +45,11 @@ def no_resume() -> None:
     """What resuming does for a client without a transport."""
 
 
+def no_input() -> int:
+    """The query buffer of a client without a transport: empty."""
+    return 0
+
+
 class ReplyGate:
     """Whether a client's commands may run and its replies may leave (see the module doc)."""
 
@@ -53,6 +58,7 @@ class ReplyGate:
         policy: ReplyPolicy = always_reply,
         on_resume: Callable[[], None] = no_resume,
         on_run: Callable[[], None] = no_resume,
+        buffered: Callable[[], int] = no_input,
     ) -> None:
         #: the engine's ``Waiter`` while the client waits on keys, else None
         self.blocked: Any = None
@@ -61,6 +67,7 @@ class ReplyGate:
         self._policy = policy
         self._on_resume = on_resume
         self._on_run = on_run
+        self._buffered = buffered
 
     def may_reply(self, c: Client) -> bool:
         """Whether ``c``'s replies may leave now (``c`` is the client holding this gate)."""
@@ -69,6 +76,11 @@ class ReplyGate:
     def resume(self) -> None:
         """The engine ended the client's wait: the transport runs what it pipelined since."""
         self._on_resume()
+
+    def query_buffered(self) -> int:
+        """Bytes the transport received from the client and has not run yet (CLIENT LIST's
+        ``qbuf``)."""
+        return self._buffered()
 
     def run_pipelined(self) -> None:
         """The engine released the client from a pause: the transport runs what it pipelined

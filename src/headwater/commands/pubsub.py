@@ -58,6 +58,11 @@ SUBSCRIBED_MODE_COMMANDS = frozenset(
         "reset",
     )
 )
+#: the commands whose reply is pushes (Redis: cmdHasPushAsReply): their confirmations stay
+#: where the command runs, other messages to the client running a command follow its reply
+PUSH_REPLIES = frozenset(
+    ("subscribe", "ssubscribe", "psubscribe", "unsubscribe", "sunsubscribe", "punsubscribe")
+)
 _ALREADY_SENT = Raw(b"")
 REPLICA_KEYSPACE = err("Replica can't interact with the keyspace")
 
@@ -172,7 +177,7 @@ class PubSub:
                 table.setdefault(name, {})[c] = None
             frames.append(confirmation(c.resp, kind, name, _count(c, kind)))
         c.update_hooked()
-        return Raw(b"".join(frames))
+        return self._push(c, frames)
 
     def unsubscribe(
         self, c: Client, names: list[bytes], kind: bytes, table: dict[bytes, Subscribers]
@@ -190,7 +195,16 @@ class PubSub:
         if not targets:
             frames.append(confirmation(c.resp, kind, None, _count(c, kind)))
         c.update_hooked()
-        return Raw(b"".join(frames))
+        return self._push(c, frames)
+
+    def _push(self, c: Client, frames: list[bytes]) -> Raw:
+        """Confirmations are pushes, as messages are: they go to the output directly, past
+        CLIENT REPLY OFF|SKIP, which silence command replies only (Redis: CLIENT_PUSHING,
+        in both protocols). The command's own reply is then empty (a SKIP is spent on it)."""
+        if not c.closed:
+            c.out.extend(frames)
+            self.pending.add(c)
+        return _ALREADY_SENT
 
     def forget(self, c: Client) -> None:
         """Drop every subscription of ``c`` and its monitor, silently (RESET, a closed

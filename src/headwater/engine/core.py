@@ -41,7 +41,7 @@ from headwater.commands.gate import ReplyGate
 from headwater.commands.groups import reclaim_idle_everywhere
 from headwater.commands.idmp import expire_idmp
 from headwater.commands.notify import publish_event
-from headwater.commands.pubsub import PubSub, hooked_call
+from headwater.commands.pubsub import PUSH_REPLIES, PubSub, hooked_call
 from headwater.commands.region_keyspace import RegionKeyspace, attach_region
 from headwater.commands.regions import overlay
 from headwater.commands.table import build_table
@@ -256,10 +256,14 @@ class Engine(ScriptHost):
             c.queued.append((row, argv))
             self._reply(c, QUEUED)
             return
+        out = c.out
+        sent = len(out)
         # (Pub/Sub and MONITOR: the one test a plain command pays for them)
         reply = hooked_call(self, c, row, argv) if c.hooked else self.call(c, row, argv)
         if isinstance(reply, Block):
             self._block(c, row, argv, reply)
+        elif len(out) > sent and row.name not in PUSH_REPLIES:
+            self._reply_before_pushes(c, sent, reply)
         else:
             self._reply(c, reply)
         if self.keyspace.expired:
@@ -357,6 +361,16 @@ class Engine(ScriptHost):
         errorstats[exc.code] = errorstats.get(exc.code, 0) + 1
         return exc
 
+    def _reply_before_pushes(self, c: Client, start: int, reply: Reply) -> None:
+        """The command sent messages to its own client (it published to, or changed a key
+        notified on, a channel the client listens to; from EXEC or a script too): they
+        follow its reply (Redis 7.2: pending_push_messages, joined after the command)."""
+        out = c.out
+        pushed = out[start:]
+        del out[start:]
+        self._reply(c, reply)
+        out.extend(pushed)
+
     def _reply(self, c: Client, reply: Reply) -> None:
         if not c.reply_on or c.closed:
             return
@@ -384,7 +398,9 @@ class Engine(ScriptHost):
                     reply = self.call(c, row, argv)
                 if isinstance(reply, Block):
                     reply = reply.reply_if_denied()
-                if len(out) > sent:  # messages to itself: inside EXEC's reply, as in Redis
+                if len(out) > sent and row.name in PUSH_REPLIES:
+                    # (SUBSCRIBE's confirmations are its reply: inside EXEC's array; other
+                    # messages to itself wait in ``out`` until EXEC's reply is written)
                     reply = _after_pushes(out, sent, reply, c.resp)
                 replies.append(reply)
         finally:
@@ -759,10 +775,8 @@ def _exec_abort(error: ReplyError) -> ReplyError:
 
 
 def _after_pushes(out: list[bytes], start: int, reply: Reply, resp: int) -> Reply:
-    """A transaction's command delivered messages to its own client (it published to, or
-    changed a key notified on, a channel it is subscribed to): Redis writes them where they
-    happen, inside EXEC's array before that command's reply; so here they leave ``out`` and
-    go in front of the reply."""
+    """A transaction's (P|S)(UN)SUBSCRIBE wrote its confirmations to ``out``: they are its
+    reply, so they leave ``out`` and take its place inside EXEC's array."""
     pushed = out[start:]
     del out[start:]
     encoded: list[bytes] = []

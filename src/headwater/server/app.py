@@ -26,12 +26,13 @@ from typing import Any
 
 from headwater import REDIS_COMPAT_VERSION, __version__
 from headwater.commands.context import Client, CommandSpec
-from headwater.config import Config
+from headwater.config import Config, ConfigError
 from headwater.engine import Engine
 from headwater.persistence.aof import SYSTEM_FILE_OPS, FileOps
 from headwater.server.aa_links import RegionLinks
 from headwater.server.busy import BusyPoller
 from headwater.server.durability import Durability, StartupError
+from headwater.server.listen import Listeners
 from headwater.server.protocol import Connection, send_replies
 from headwater.server.querybuf import resize as resize_query_buffer
 from headwater.server.replication import Replication
@@ -64,11 +65,12 @@ class Server:
         self.region_links: RegionLinks | None = None
         if self.engine.region is not None:
             self.region_links = RegionLinks(self, self.engine.region)
-        self.engine.busy_poller = BusyPoller(self)
+        self.busy_poller = BusyPoller(self)
+        self.engine.busy_poller = self.busy_poller
         self.connections: dict[Client, Connection] = {}
         #: connections past the soft output limit: the cron re-checks them (Redis: clientsCron)
         self.soft_limited: set[Connection] = set()
-        self.servers: list[asyncio.base_events.Server] = []
+        self.listeners = Listeners(loop, lambda: Connection(self))
         #: clients whose replies wait for the AOF (their gate's ``may_reply``), in order
         self.held: dict[Client, None] = {}
         #: a ``flush`` is queued for this loop turn (read by the connections: no call per batch)
@@ -99,21 +101,39 @@ class Server:
         self.replication.start()
         if self.region_links is not None:
             self.region_links.start()
-        for host in self.config["bind"]:
-            server = await self.loop.create_server(
-                lambda: Connection(self),
-                host=host.lstrip("-"),
-                port=self.config["port"],
-                reuse_address=True,
-                backlog=self.config["tcp-backlog"],
-            )
-            self.servers.append(server)
+        config = self.config
+        try:
+            await self.listeners.start(config["bind"], config["port"], config["tcp-backlog"])
+        except OSError:
+            self.listeners.close()
+            raise
+        self.config.appliers["port"] = self._move_port
+        self.config.appliers["bind"] = self._move_bind
         self._schedule_cron()
+
+    # -- CONFIG SET port / bind: the listeners move -------------------------------------------
+
+    def _move_port(self, port: int) -> None:
+        failure = "Unable to listen on this port. Check server logs."
+        self._relisten(self.config["bind"], port, failure)
+        self.engine.info.port = port
+
+    def _move_bind(self, hosts: list[str]) -> None:
+        self._relisten(hosts, self.config["port"], "Failed to bind to specified addresses.")
+
+    def _relisten(self, hosts: list[str], port: int, failure: str) -> None:
+        """Redis's changeListener: when a bind fails, CONFIG SET answers ``failure`` and the
+        old listeners keep serving."""
+        try:
+            self.listeners.move(hosts, port, self.config["tcp-backlog"])
+        except OSError as exc:
+            log.warning("could not listen on %s port %d: %s", hosts, port, exc.strerror or exc)
+            raise ConfigError(failure) from None
+        self.busy_poller.forget_listeners()
 
     async def serve_until_stopped(self) -> None:
         await self._stopped
-        for server in self.servers:
-            server.close()
+        self.listeners.close()
         requested = self.engine.shutdown_requested
         self.replication.close()
         if self.region_links is not None:

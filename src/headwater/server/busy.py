@@ -103,12 +103,17 @@ class BusyPoller:
 
     def _listening_sockets(self) -> dict[int, socket.socket]:
         if not self.listening:
-            for srv in self.server.servers:
-                for sock in srv.sockets or ():
-                    dup = socket.fromfd(sock.fileno(), sock.family, sock.type)
-                    dup.setblocking(False)
-                    self.listening[dup.fileno()] = dup
+            for sock in self.server.listeners.sockets():
+                dup = socket.fromfd(sock.fileno(), sock.family, sock.type)
+                dup.setblocking(False)
+                self.listening[dup.fileno()] = dup
         return self.listening
+
+    def forget_listeners(self) -> None:
+        """The server's listeners changed (CONFIG SET port / bind): drop the copies."""
+        for dup in self.listening.values():
+            dup.close()
+        self.listening = {}
 
     def __call__(self, running: Client) -> None:
         poller = select.poll()

@@ -81,7 +81,9 @@ class Connection(asyncio.Protocol):
         self.client: Client | None = None
         self.parser: RequestParser | None = None
         #: the client's reply gate: its replies leave when the durability policy says so
-        self.gate = ReplyGate(server.durability.may_reply, self.resume, self.process)
+        self.gate = ReplyGate(
+            server.durability.may_reply, self.resume, self.process, self.query_buffered
+        )
         self.soft_limit_since: float | None = None
         #: the configuration's values (read on every batch: no method call per lookup)
         self.settings: dict[str, Any] = server.engine.config.values
@@ -111,6 +113,10 @@ class Connection(asyncio.Protocol):
         )
         self.transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)  # type: ignore[union-attr]
         self.server.connections[c] = self
+
+    def query_buffered(self) -> int:
+        parser = self.parser
+        return 0 if parser is None else parser.buffered()
 
     def data_received(self, data: bytes) -> None:
         c, parser = self.client, self.parser
