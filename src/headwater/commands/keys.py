@@ -9,7 +9,7 @@ from headwater.errors import DB_INDEX_OUT_OF_RANGE, NO_SUCH_KEY, SYNTAX, err
 from headwater.glob import compile_glob
 from headwater.keyevents import GENERIC
 from headwater.keyspace import Database
-from headwater.ops.change import ONE, Written, as_given, one_line
+from headwater.ops.change import ONE, Change, Written, as_given, one_line
 from headwater.ops.generic import copy_key, move_key
 from headwater.ops.hashttl import track_field_ttls
 from headwater.resp.types import OK, Reply, Status
@@ -228,14 +228,26 @@ def _flush_mode(argv: list[bytes]) -> None:
         raise SYNTAX
 
 
+def _flushed(argv: list[bytes], removed: int) -> Written:
+    """A flush counts one change per key removed (none on an empty keyspace, as in Redis 7)
+    and is propagated even then (Redis: forceCommandPropagation)."""
+    return Written(OK, Change(removed, [list(argv)]))
+
+
 def cmd_flushdb(c: Client, argv: list[bytes]) -> Reply | Written:
     _flush_mode(argv)
-    return Written(OK, as_given(c.db.flush() + 1))
+    return _flushed(argv, c.db.flush())
 
 
 def cmd_flushall(c: Client, argv: list[bytes]) -> Reply | Written:
     _flush_mode(argv)
-    return Written(OK, as_given(c.server.keyspace.flush_all() + 1))
+    removed = c.server.keyspace.flush_all()
+    persistence = c.server.persistence
+    if persistence is not None and persistence.save_after_flushall():
+        # the save counted the keys removed as saved (rdb_changes_since_last_save is 0 after
+        # it, as in Redis)
+        return _flushed(argv, 0)
+    return _flushed(argv, removed)
 
 
 # ---------------------------------------------------------------------------------------------
