@@ -492,7 +492,8 @@ class SparseEditor:
             ops[i] = _val_op(count, 1)
         else:
             new_ops, new_firsts = _split(op, first, index, count)
-            size = sum(2 if o > 0xFF else 1 for o in new_ops)
+            # (only the runs around the new VAL may be two-byte XZEROs)
+            size = len(new_ops) + (new_ops[0] > 0xFF) + (new_ops[-1] > 0xFF)
             delta = size - (2 if op > 0xFF else 1)
             if delta > 0 and self.length + delta > max_bytes:
                 return -1
@@ -505,11 +506,13 @@ class SparseEditor:
     def _merge_vals(self, k: int) -> None:
         """Step 4 of hllSparseSet over the opcode list (see ``_merge_vals``)."""
         ops, firsts = self.ops, self.firsts
+        end = len(ops)
         scan = 5
-        while k < len(ops) and scan > 0:
+        while k < end and scan > 0:
             scan -= 1
             op = ops[k]
-            if _is_val(op) and k + 1 < len(ops) and _is_val(ops[k + 1]):
+            # (a VAL is 0x80..0xFF in the list: the inline form of _is_val, per opcode)
+            if 0x80 <= op <= 0xFF and k + 1 < end and 0x80 <= ops[k + 1] <= 0xFF:
                 nxt = ops[k + 1]
                 value = ((op >> 2) & 31) + 1
                 length = (op & 3) + (nxt & 3) + 2
@@ -517,6 +520,7 @@ class SparseEditor:
                     ops[k : k + 2] = [_val_op(value, length)]
                     del firsts[k + 1]
                     self.length -= 1
+                    end -= 1
                     continue
             k += 1
         invalidate(self.header)
