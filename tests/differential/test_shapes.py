@@ -83,6 +83,18 @@ def test_info_is_text_with_crlf_sections(
     ]
 
 
+def test_info_stats_counts_no_cached_migrate_sockets_as_redis(
+    headwater: ServerProcess, redis_server: ServerProcess
+) -> None:
+    """Redis's dump unit reads ``migrate_cached_sockets:0`` from INFO (Headwater has no
+    MIGRATE, so it never caches a socket; a fresh Redis has none either)."""
+    ours, theirs = _both(headwater, redis_server, 2, "INFO", "stats")
+    field = re.compile(rb"^migrate_cached_sockets:(\d+)\r$", re.MULTILINE)
+    ours_match, theirs_match = field.search(ours), field.search(theirs)
+    assert theirs_match is not None and theirs_match.group(1) == b"0"
+    assert ours_match is not None and ours_match.group(1) == theirs_match.group(1)
+
+
 def test_quit_replies_ok_then_closes(headwater: ServerProcess, redis_server: ServerProcess) -> None:
     for server in (headwater, redis_server):
         client = RawClient(server.port)

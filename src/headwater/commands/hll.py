@@ -86,17 +86,12 @@ def cmd_pfadd(c: Client, argv: list[bytes]) -> Reply | Written:
         return 0
     else:
         buf = bytearray(value)
-    max_bytes = _max_bytes(c)
     changed = 0
     try:
-        for index, count in patterns:
-            if buf[4] == hll.DENSE:
-                changed += hll.dense_set(buf, index, count)
-            else:
-                changed += hll.sparse_set(buf, index, count, max_bytes)
-    except hll.CorruptHll:
-        if changed:  # Redis changed its value in place before it met the bad opcode
-            c.db.data[key] = RawString(buf)
+        changed = _raise_registers(buf, patterns, _max_bytes(c))
+    except _Corrupt as corrupt:
+        if corrupt.changed:  # Redis changed its value in place before it met the bad opcode
+            c.db.data[key] = RawString(corrupt.buf)
         raise INVALID from None
     updated += changed
     if not updated:
@@ -106,6 +101,40 @@ def cmd_pfadd(c: Client, argv: list[bytes]) -> Reply | Written:
     c.db.set(key, RawString(buf), keep_ttl=True)
     notify(c, STRING, b"pfadd", key)
     return Written(1, as_given(updated))
+
+
+class _Corrupt(Exception):
+    """A malformed sparse value met midway: what had been written before it."""
+
+    def __init__(self, buf: bytearray, changed: int) -> None:
+        super().__init__()
+        self.buf = buf
+        self.changed = changed
+
+
+def _raise_registers(buf: bytearray, patterns: list[tuple[int, int]], max_bytes: int) -> int:
+    """Raise each (register, count) of ``buf`` in order, sparse through an editor until a
+    promotion, then dense, in place; the number of registers changed. Raises _Corrupt."""
+    changed = 0
+    editor = hll.SparseEditor.of(buf) if buf[4] == hll.SPARSE else None
+    try:
+        for index, count in patterns:
+            if editor is not None:
+                outcome = editor.set(index, count, max_bytes)
+                if outcome >= 0:
+                    changed += outcome
+                    continue
+                buf[:] = editor.value()  # promotion: hllSparseSet's own path from here
+                editor = None
+            if buf[4] == hll.DENSE:
+                changed += hll.dense_set(buf, index, count)
+            else:
+                changed += hll.sparse_set(buf, index, count, max_bytes)
+    except hll.CorruptHll:
+        raise _Corrupt(editor.value() if editor is not None else buf, changed) from None
+    if editor is not None:
+        buf[:] = editor.value()
+    return changed
 
 
 def _raises_dense(value: bytes, patterns: list[tuple[int, int]]) -> bool:

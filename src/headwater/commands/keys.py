@@ -9,7 +9,7 @@ from headwater.errors import DB_INDEX_OUT_OF_RANGE, NO_SUCH_KEY, SYNTAX, err
 from headwater.glob import compile_glob
 from headwater.keyevents import GENERIC
 from headwater.keyspace import Database
-from headwater.ops.change import ONE, Written, as_given, one_line
+from headwater.ops.change import ONE, Change, Written, as_given, one_line
 from headwater.ops.generic import copy_key, move_key
 from headwater.ops.hashttl import track_field_ttls
 from headwater.ops.lazyfree import freed_lazily
@@ -239,20 +239,30 @@ def _flush_mode(c: Client, argv: list[bytes]) -> bool:
     return not (c.is_script or c.server.in_transaction())
 
 
-def _flushed(c: Client, removed: int, lazily: bool) -> Written:
+def _flushed(c: Client, argv: list[bytes], removed: int, lazily: bool) -> Written:
+    """A flush counts one change per key removed (none on an empty keyspace, as in Redis 7)
+    and is propagated even then (Redis: forceCommandPropagation)."""
     if lazily:
         c.server.stats.lazyfreed_objects += removed
-    return Written(OK, as_given(removed + 1))
+    return Written(OK, Change(removed, [list(argv)]))
 
 
 def cmd_flushdb(c: Client, argv: list[bytes]) -> Reply | Written:
     lazily = _flush_mode(c, argv)
-    return _flushed(c, c.db.flush(), lazily)
+    return _flushed(c, argv, c.db.flush(), lazily)
 
 
 def cmd_flushall(c: Client, argv: list[bytes]) -> Reply | Written:
     lazily = _flush_mode(c, argv)
-    return _flushed(c, c.server.keyspace.flush_all(), lazily)
+    removed = c.server.keyspace.flush_all()
+    if lazily:
+        c.server.stats.lazyfreed_objects += removed
+    persistence = c.server.persistence
+    if persistence is not None and persistence.save_after_flushall():
+        # the save counted the keys removed as saved (rdb_changes_since_last_save is 0 after
+        # it, as in Redis)
+        return Written(OK, Change(0, [list(argv)]))
+    return _flushed(c, argv, removed, False)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -158,6 +158,7 @@ def _section_stats(c: Client) -> list[str]:
         f"pubsub_channels:{len(c.server.pubsub.channels)}",
         f"pubsub_patterns:{len(c.server.pubsub.patterns)}",
         f"pubsubshard_channels:{len(c.server.pubsub.shard_channels)}",
+        "migrate_cached_sockets:0",  # (MIGRATE is not supported: it never caches one)
         f"total_error_replies:{s.total_error_replies}",
         f"unexpected_error_replies:{s.unexpected_error_replies}",
         f"total_blocking_timeouts:{s.total_blocking_timeouts}",

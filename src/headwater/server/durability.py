@@ -216,6 +216,15 @@ class Durability:
         self.rewrite.start()
         return Status(b"Background append only file rewriting started")
 
+    def save_after_flushall(self) -> bool:
+        """Redis's flushAllDataAndResetRDB: with save rules configured, the snapshot on disk
+        must not keep the flushed keys (a restart would bring them back), so it is saved
+        again at once."""
+        if not self.config["save"]:
+            return False
+        self.snapshots.save_after_flush()
+        return True
+
     def debug_reload(self) -> None:
         self.snapshots.reload()
 

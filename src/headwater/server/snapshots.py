@@ -159,6 +159,18 @@ class Snapshots:
             raise err(f"Error saving DB on disk: {exc.strerror or exc}") from None
         self._saved(ok=True, dirty=dirty)
 
+    def save_after_flush(self) -> None:
+        """FLUSHALL's save: a background save is stopped first (Redis: killRDBChild; its
+        snapshot would hold the flushed keys), and a failed save is only logged (FLUSHALL
+        still succeeds, as in Redis; INFO shows the failure)."""
+        if self.child is not None:
+            self.kill_child()
+            self.engine.info.rdb_bgsave_in_progress = False
+        try:
+            self.save()
+        except ReplyError as exc:
+            log.warning("FLUSHALL: %s", exc.msg)
+
     def start_bgsave(self) -> None:
         if self.child is not None:
             raise err("Background save already in progress")

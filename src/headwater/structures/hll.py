@@ -40,6 +40,7 @@ opcode walk is a Python loop, and a sparse value is at most a few thousand bytes
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from collections.abc import Callable
 from typing import Final
 
@@ -429,6 +430,141 @@ def _merge_vals(buf: bytearray, prev: int) -> None:
                     continue
         p += 1
     invalidate(buf)
+
+
+class SparseEditor:
+    """A sparse value taken apart for many writes (PFADD of many elements): its opcodes in a
+    list (an XZERO as one int of its two bytes, above 255) beside the first register of
+    each, so that finding a register's opcode is a bisection, not a walk from the start
+    (a walk per element made PFADD of 3000 elements to a 3000-byte value take seconds).
+    ``set`` makes exactly hllSparseSet's opcodes, splits and merges, so ``value()`` is the
+    bytes ``sparse_set`` would have written one element at a time."""
+
+    __slots__ = ("firsts", "header", "length", "ops")
+
+    def __init__(self, header: bytearray, ops: list[int], firsts: list[int], length: int) -> None:
+        self.header = header
+        self.ops = ops
+        self.firsts = firsts
+        self.length = length  # the value's byte length, header included
+
+    @staticmethod
+    def of(value: bytes | bytearray) -> SparseEditor | None:
+        """The editor of a sparse value; None when its last XZERO is cut off (the walk over
+        raw bytes then reads past the end as Redis does: ``sparse_set`` handles that)."""
+        ops: list[int] = []
+        firsts: list[int] = []
+        p, first, end = HDR_SIZE, 0, len(value)
+        while p < end:
+            op = value[p]
+            if op & 0xC0 == 0x40:
+                if p + 1 >= end:
+                    return None
+                op = op << 8 | value[p + 1]
+            ops.append(op)
+            firsts.append(first)
+            first += _span(op)
+            p += 2 if op > 0xFF else 1
+        return SparseEditor(bytearray(value[:HDR_SIZE]), ops, firsts, end)
+
+    def value(self) -> bytearray:
+        out = bytearray(self.header)
+        for op in self.ops:
+            if op > 0xFF:
+                out.append(op >> 8)
+            out.append(op & 0xFF)
+        return out
+
+    def set(self, index: int, count: int, max_bytes: int) -> int:
+        """hllSparseSet: 1 if register ``index`` rose to ``count``, 0 if not; -1 when the
+        value must be promoted to dense first (nothing changed then). Raises CorruptHll."""
+        if count > VAL_MAX_VALUE:
+            return -1
+        ops, firsts = self.ops, self.firsts
+        i = bisect_right(firsts, index) - 1
+        if i < 0 or index >= firsts[i] + _span(ops[i]):
+            raise CorruptHll  # (past the last opcode's registers)
+        op = ops[i]
+        if _is_val(op) and ((op >> 2) & 31) + 1 >= count:
+            return 0
+        first = firsts[i]
+        if _span(op) == 1 and op <= 0xFF:  # cases B and C: a run of one
+            ops[i] = _val_op(count, 1)
+        else:
+            new_ops, new_firsts = _split(op, first, index, count)
+            # (only the runs around the new VAL may be two-byte XZEROs)
+            size = len(new_ops) + (new_ops[0] > 0xFF) + (new_ops[-1] > 0xFF)
+            delta = size - (2 if op > 0xFF else 1)
+            if delta > 0 and self.length + delta > max_bytes:
+                return -1
+            ops[i : i + 1] = new_ops
+            firsts[i : i + 1] = new_firsts
+            self.length += delta
+        self._merge_vals(i - 1 if i > 0 else 0)
+        return 1
+
+    def _merge_vals(self, k: int) -> None:
+        """Step 4 of hllSparseSet over the opcode list (see ``_merge_vals``)."""
+        ops, firsts = self.ops, self.firsts
+        end = len(ops)
+        scan = 5
+        while k < end and scan > 0:
+            scan -= 1
+            op = ops[k]
+            # (a VAL is 0x80..0xFF in the list: the inline form of _is_val, per opcode)
+            if 0x80 <= op <= 0xFF and k + 1 < end and 0x80 <= ops[k + 1] <= 0xFF:
+                nxt = ops[k + 1]
+                value = ((op >> 2) & 31) + 1
+                length = (op & 3) + (nxt & 3) + 2
+                if value == ((nxt >> 2) & 31) + 1 and length <= VAL_MAX_LEN:
+                    ops[k : k + 2] = [_val_op(value, length)]
+                    del firsts[k + 1]
+                    self.length -= 1
+                    end -= 1
+                    continue
+            k += 1
+        invalidate(self.header)
+
+
+def _is_val(op: int) -> bool:
+    """A VAL opcode of the editor's list (an XZERO's low byte may have bit 7 set)."""
+    return op <= 0xFF and bool(op & 0x80)
+
+
+def _span(op: int) -> int:
+    """Registers covered by an opcode of the editor's list."""
+    if op > 0xFF:
+        return (op & 0x3FFF) + 1
+    if op & 0x80:
+        return (op & 3) + 1
+    return (op & 0x3F) + 1
+
+
+def _split(op: int, first: int, index: int, count: int) -> tuple[list[int], list[int]]:
+    """Step 3 of hllSparseSet: the opcodes (and their first registers) replacing ``op``
+    (covering ``first``..) when register ``index`` becomes ``count``."""
+    last = first + _span(op) - 1
+    cur = ((op >> 2) & 31) + 1 if _is_val(op) else 0  # (0: a zero run)
+    new_ops: list[int] = []
+    new_firsts: list[int] = []
+    if index != first:
+        new_ops.append(_run_op(cur, index - first))
+        new_firsts.append(first)
+    new_ops.append(_val_op(count, 1))
+    new_firsts.append(index)
+    if index != last:
+        new_ops.append(_run_op(cur, last - index))
+        new_firsts.append(index + 1)
+    return new_ops, new_firsts
+
+
+def _run_op(value: int, length: int) -> int:
+    """A run of ``length`` registers of ``value`` (0: ZERO or XZERO) as one list int."""
+    if value:
+        return _val_op(value, length)
+    if length > ZERO_MAX_LEN:
+        return 0x4000 | (length - 1)
+    return length - 1
 
 
 def decode_sparse(value: bytes) -> bytes:
