@@ -230,7 +230,9 @@ def _flush_mode(argv: list[bytes]) -> None:
 
 def cmd_flushdb(c: Client, argv: list[bytes]) -> Reply | Written:
     _flush_mode(argv)
-    return Written(OK, as_given(c.db.flush() + 1))
+    removed = c.db.flush()
+    c.server.keyspace.signal_flushed()
+    return Written(OK, as_given(removed + 1))
 
 
 def cmd_flushall(c: Client, argv: list[bytes]) -> Reply | Written:

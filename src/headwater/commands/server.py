@@ -81,6 +81,7 @@ def _section_clients(c: Client) -> list[str]:
         f"total_blocking_keys:{c.server.blocking_keys_count()}",
         f"watching_clients:{sum(1 for x in c.server.clients.values() if x.watched)}",
         f"pubsub_clients:{sum(1 for x in c.server.clients.values() if x.subscribed())}",
+        f"tracking_clients:{c.server.tracking.tracking_clients}",
     ]
 
 
@@ -155,6 +156,7 @@ def _section_stats(c: Client) -> list[str]:
         f"pubsub_channels:{len(c.server.pubsub.channels)}",
         f"pubsub_patterns:{len(c.server.pubsub.patterns)}",
         f"pubsubshard_channels:{len(c.server.pubsub.shard_channels)}",
+        *c.server.tracking.info_lines(),
         f"total_error_replies:{s.total_error_replies}",
         f"unexpected_error_replies:{s.unexpected_error_replies}",
         f"total_blocking_timeouts:{s.total_blocking_timeouts}",
