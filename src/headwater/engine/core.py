@@ -215,22 +215,10 @@ class Engine(ScriptHost):
 
     def execute(self, c: Client, argv: list[bytes]) -> None:
         """Run one command from a client and queue its reply."""
-        if self.keyspace.tracking_on:  # (client-side caching: the one test it costs)
+        if self.keyspace.tracking_on and self.tracking.current is None:
+            # (client-side caching: the one test it costs; inside, ``current`` is set)
             self._execute_tracked(c, argv)
-        else:
-            self._execute(c, argv)
-
-    def _execute_tracked(self, c: Client, argv: list[bytes]) -> None:
-        """``execute`` while tracking is on: invalidations of keys the client changed
-        itself are sent after its reply."""
-        tracking = self.tracking
-        tracking.begin(c)
-        try:
-            self._execute(c, argv)
-        finally:
-            tracking.end(c)
-
-    def _execute(self, c: Client, argv: list[bytes]) -> None:
+            return
         self.keyspace.now_ms = self.clock.now_ms()
         row = self.lookup.get(argv[0]) or self.table.get(argv[0].upper())
         if row is not None and row.subcommands and len(argv) > 1:
@@ -284,6 +272,16 @@ class Engine(ScriptHost):
             self._propagate_expired()
         if self.keyspace.ready_dbs:
             self._serve_ready()
+
+    def _execute_tracked(self, c: Client, argv: list[bytes]) -> None:
+        """``execute`` while tracking is on: c is the current client, and invalidations of
+        keys it changed itself are sent after its reply."""
+        tracking = self.tracking
+        tracking.begin(c)
+        try:
+            self.execute(c, argv)
+        finally:
+            tracking.end(c)
 
     def apply(self, c: Client, argv: list[bytes]) -> ReplyError | None:
         """Run a command whose reply nobody reads (AOF replay): the handler alone, without
