@@ -115,3 +115,15 @@ def test_a_script_tracks_the_keys_its_reads_touch_not_its_declared_ones() -> Non
     h.call(c, "EVAL_RO", "return redis.call('GET', 'read')", "1", "declared")
     h.call(c, "EVAL", "return redis.call('SET', 'written', '1')", "1", "declared")
     assert list(h.engine.tracking.table) == [b"read"]
+
+
+def test_tracking_turned_on_inside_a_transaction_tracks_its_later_reads() -> None:
+    h = Harness()
+    c = h.client()
+    h.call(c, "HELLO", "3")
+    h.call(c, "MULTI")
+    h.call(c, "CLIENT", "TRACKING", "on")
+    h.call(c, "GET", "k")
+    h.call(c, "EXEC")
+    h.call(h.client(), "SET", "k", "1")
+    assert _messages(h, c) == [b"*1\r\n$1\r\nk\r\n"]

@@ -204,13 +204,12 @@ class Tracking:
         for key in pending:
             self._send(c, keys_array([key]) if key is not None else _NULL[c.resp])
 
-    def remember(self, row: CommandSpec, argv: list[bytes]) -> None:
+    def remember(self, row: CommandSpec, argv: list[bytes], executing: Client) -> None:
         """After a read-only command: the keys it read, for the client that runs it (the
         caller of a script), unless OPTIN/OPTOUT and CLIENT CACHING say otherwise (Redis's
-        trackingRememberKeys)."""
-        c = self.current
-        if c is None:
-            return
+        trackingRememberKeys). Without a current client (tracking went on inside the
+        transaction that runs it) the executing one is that client."""
+        c = self.current if self.current is not None else executing
         flags = c.tracking_flags
         if not flags & TRACKING or flags & BCAST or row.name in _SCRIPT_RUNNERS:
             return

@@ -345,7 +345,7 @@ class Engine(ScriptHost):
         row.calls += 1
         row.usec += (_perf_counter() - started) * 1e6
         if tracking_on and row.readonly:
-            self.tracking.remember(row, argv)
+            self.tracking.remember(row, argv, c)
         if type(reply) is Written:
             written: Written = reply
             reply = written.reply
