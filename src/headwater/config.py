@@ -307,6 +307,7 @@ PARAMS: tuple[Param, ...] = (
     ),
     Param("lfu-log-factor", _int_parser(0, 2**31 - 1), "10"),
     Param("lfu-decay-time", _int_parser(0, 2**31 - 1), "1"),
+    Param("tracking-table-max-keys", _int_parser(0, INT64_MAX), "1000000"),
     Param("appendonly", _bool, "yes", printer=_yn),
     Param("appendfsync", _enum("everysec", "always", "no"), "everysec"),
     Param("appendfilename", _string, "appendonly.aof", mutable=False),

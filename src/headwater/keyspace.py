@@ -141,7 +141,7 @@ class Database:
             self.lru[key] = keyspace.now_ms if not keyspace.lfu else keyspace.fresh_word()
         if not keep_ttl and self.expires:
             self.expires.pop(key, None)
-        if self.watched:
+        if self.watched or keyspace.tracking_on:
             self.signal_modified(key)
         if self.blocking:
             self.signal_ready(key)  # a type change: blocked XREADGROUP clients get WRONGTYPE
@@ -193,10 +193,11 @@ class Database:
         self.signal_modified(dst)
 
     def flush(self) -> int:
+        """Delete every key (FLUSHDB: ``Keyspace.signal_flushed`` after it, once)."""
         removed = len(self.data)
         for key in list(self.watched):
             if key in self.data:
-                self.signal_modified(key)
+                self.touch_watchers(key)
         for key in list(self.blocking):
             if key in self.data:
                 self.signal_ready(key)
@@ -220,7 +221,7 @@ class Database:
         self.lru = other.lru
         for key in list(self.watched):
             if key in before or key in self.data:
-                self.signal_modified(key)
+                self.touch_watchers(key)
         for key in list(self.blocking):
             if key in self.data:
                 self.signal_ready(key)
@@ -279,11 +280,22 @@ class Database:
     def _expire(self, key: bytes) -> None:
         self._remove(key)
         self.keyspace.expired.append((self.index, key, None, True))
-        self.signal_modified(key)
+        self.signal_modified(key, expired=True)
 
-    # -- WATCH and blocking hooks ------------------------------------------------------------
+    # -- WATCH, tracking and blocking hooks --------------------------------------------------
 
-    def signal_modified(self, key: bytes) -> None:
+    def signal_modified(self, key: bytes, expired: bool = False) -> None:
+        """The key changed: its WATCHers' transactions fail, and clients that cache it are
+        told (``expired``: deleted by expiry, which nobody did; Redis's signalModifiedKey)."""
+        keyspace = self.keyspace
+        if keyspace.tracking_on:
+            keyspace.on_key_modified(key, expired)
+        if key in self.watched:
+            self.touch_watchers(key)
+
+    def touch_watchers(self, key: bytes) -> None:
+        """WATCHers of the key: their transactions fail (a flush tells tracking clients
+        once, not per key)."""
         watchers = self.watched.get(key)
         if not watchers:
             return
@@ -369,6 +381,14 @@ def _no_new_key_listener(db: int, key: bytes) -> None:
     """A keyspace without an engine (tools, tests) publishes nothing."""
 
 
+def _no_modified_key_listener(key: bytes, expired: bool) -> None:
+    """A keyspace without an engine (tools, tests) tracks nothing."""
+
+
+def _no_flush_listener() -> None:
+    """A keyspace without an engine (tools, tests) tracks nothing."""
+
+
 class Keyspace:
     def __init__(self, databases: int = 16) -> None:
         self.now_ms = 0
@@ -391,6 +411,11 @@ class Keyspace:
         self.notify_flags = 0
         #: fires the ``new`` event (the engine publishes it); called only with class n on
         self.on_new_key: Callable[[int, bytes], None] = _no_new_key_listener
+        #: a client tracks keys or the tracking table holds some (commands/tracking.py):
+        #: every change and flush is then told to ``on_key_modified`` / ``on_flushed``
+        self.tracking_on = False
+        self.on_key_modified: Callable[[bytes, bool], None] = _no_modified_key_listener
+        self.on_flushed: Callable[[], None] = _no_flush_listener
         #: what snapshots save beside the databases (an active-active region; None: nothing)
         self.persisted: PersistedState | None = None
         #: lookups update access words (off for the commands of a CLIENT NO-TOUCH client)
@@ -457,7 +482,15 @@ class Keyspace:
         return iter(self.dbs)
 
     def flush_all(self) -> int:
-        return sum(db.flush() for db in self.dbs)
+        removed = sum(db.flush() for db in self.dbs)
+        self.signal_flushed()
+        return removed
+
+    def signal_flushed(self) -> None:
+        """Databases were emptied (FLUSHALL, FLUSHDB, a replica's full sync): every
+        tracking client hears of it (Redis's signalFlushedDb)."""
+        if self.tracking_on:
+            self.on_flushed()
 
     def total_keys(self) -> int:
         return sum(len(db) for db in self.dbs)

@@ -23,11 +23,6 @@ EXCLUDED = {
     # modules
     "module": "modules",
     "module|*": "modules",
-    # client-side caching
-    "client|tracking": "client-side caching",
-    "client|trackinginfo": "client-side caching",
-    "client|caching": "client-side caching",
-    "client|getredir": "client-side caching",
     "migrate": "MIGRATE",
     "lolwut": "LOLWUT",
     # operability, later

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hmac
 
 from headwater import REDIS_COMPAT_VERSION
+from headwater.commands import tracking
 from headwater.commands.args import parse_int, strict_int
 from headwater.commands.context import Client, help_handler, reject_subcommand, spec
 from headwater.commands.transactions import discard
@@ -20,7 +21,7 @@ from headwater.errors import (
     wrong_arity,
 )
 from headwater.resp.parser import wire_size
-from headwater.resp.types import OK, PONG, Raw, Reply, Status, Verbatim
+from headwater.resp.types import OK, PONG, Raw, Reply, RSet, Status, Verbatim
 
 NO_PASSWORD_CONFIGURED = err(
     "AUTH <password> called without any password configured for the default user. "
@@ -146,6 +147,7 @@ def cmd_reset(c: Client, argv: list[bytes]) -> Reply:
     c.reply_on = True
     c.skip_next_reply = False
     c.no_evict = c.no_touch = False
+    c.server.tracking.disable(c)
     c.authenticated = not c.server.config["requirepass"]
     return Status(b"RESET")
 
@@ -175,7 +177,7 @@ def client_info_line(c: Client, running: list[bytes] | None = None) -> str:
         f"argv-mem={argv_mem} multi-mem={multi_mem} "
         f"rbs={REPLY_BUFFER_SIZE} rbp=0 obl=0 oll={len(c.out)} "
         f"omem={c.out_bytes} tot-mem={total} events=r cmd={cmd} user=default "
-        f"redir=-1 resp={c.resp} lib-name={_text(c.lib_name)} lib-ver={_text(c.lib_ver)}\n"
+        f"redir={_redirect_shown(c)} resp={c.resp} lib-name={_text(c.lib_name)} lib-ver={_text(c.lib_ver)}\n"
     )
 
 
@@ -407,6 +409,119 @@ def cmd_client_reply(c: Client, argv: list[bytes]) -> Reply:
     raise SYNTAX
 
 
+_TRACKING_OPTIONS = {
+    b"BCAST": tracking.BCAST,
+    b"OPTIN": tracking.OPTIN,
+    b"OPTOUT": tracking.OPTOUT,
+    b"NOLOOP": tracking.NOLOOP,
+}
+
+
+def _tracking_args(c: Client, argv: list[bytes]) -> tuple[int, int, list[bytes]]:
+    """CLIENT TRACKING's options: (redirect id, option flags, prefixes)."""
+    redirect, options, prefixes = 0, 0, []
+    i = 3
+    while i < len(argv):
+        option = argv[i].upper()
+        more = i + 1 < len(argv)
+        if option == b"REDIRECT" and more:
+            i += 1
+            if redirect:
+                raise err("A client can only redirect to a single other client")
+            redirect = parse_int(argv[i])
+            # (it must exist now, though it may go later: a sanity check, as Redis's)
+            if redirect not in c.server.clients:
+                raise err("The client ID you want redirect to does not exist")
+        elif option in _TRACKING_OPTIONS:
+            options |= _TRACKING_OPTIONS[option]
+        elif option == b"PREFIX" and more:
+            i += 1
+            prefixes.append(argv[i])
+        else:
+            raise SYNTAX
+        i += 1
+    return redirect, options, prefixes
+
+
+def _tracking_mode_error(c: Client, options: int, prefixes: list[bytes]) -> str | None:
+    """Why CLIENT TRACKING ON may not take these options now (Redis's texts, in its order)."""
+    flags = c.tracking_flags
+    if not options & tracking.BCAST and prefixes:
+        return "PREFIX option requires BCAST mode to be enabled"
+    if flags & tracking.TRACKING and bool(flags & tracking.BCAST) != bool(options & tracking.BCAST):
+        return (
+            "You can't switch BCAST mode on/off before disabling tracking for this client, "
+            "and then re-enabling it with a different mode."
+        )
+    if options & tracking.BCAST and options & (tracking.OPTIN | tracking.OPTOUT):
+        return "OPTIN and OPTOUT are not compatible with BCAST"
+    if options & tracking.OPTIN and options & tracking.OPTOUT:
+        return "You can't specify both OPTIN mode and OPTOUT mode"
+    if (options & tracking.OPTIN and flags & tracking.OPTOUT) or (
+        options & tracking.OPTOUT and flags & tracking.OPTIN
+    ):
+        return (
+            "You can't switch OPTIN/OPTOUT mode before disabling tracking for this client, "
+            "and then re-enabling it with a different mode."
+        )
+    if options & tracking.BCAST:
+        return c.server.tracking.prefix_collision(c, prefixes)
+    return None
+
+
+def cmd_client_tracking(c: Client, argv: list[bytes]) -> Reply:
+    """CLIENT TRACKING ON|OFF [REDIRECT id] [PREFIX p ...] [BCAST] [OPTIN] [OPTOUT] [NOLOOP]"""
+    redirect, options, prefixes = _tracking_args(c, argv)
+    switch = argv[2].upper()
+    if switch == b"ON":
+        problem = _tracking_mode_error(c, options, prefixes)
+        if problem is not None:
+            raise err(problem)
+        c.server.tracking.enable(c, redirect, options, prefixes)
+    elif switch == b"OFF":
+        c.server.tracking.disable(c)
+    else:
+        raise SYNTAX
+    return OK
+
+
+def cmd_client_caching(c: Client, argv: list[bytes]) -> Reply:
+    """CLIENT CACHING YES|NO: whether the next command's keys are tracked (OPTIN/OPTOUT)."""
+    flags = c.tracking_flags
+    if not flags & tracking.TRACKING:
+        raise err(
+            "CLIENT CACHING can be called only when the client is in tracking mode with "
+            "OPTIN or OPTOUT mode enabled"
+        )
+    answer = argv[2].upper()
+    if answer == b"YES":
+        if not flags & tracking.OPTIN:
+            raise err("CLIENT CACHING YES is only valid when tracking is enabled in OPTIN mode.")
+    elif answer == b"NO":
+        if not flags & tracking.OPTOUT:
+            raise err("CLIENT CACHING NO is only valid when tracking is enabled in OPTOUT mode.")
+    else:
+        raise SYNTAX
+    c.tracking_flags |= tracking.CACHING
+    return OK
+
+
+def _redirect_shown(c: Client) -> int:
+    return c.tracking_redirect if c.tracking_flags & tracking.TRACKING else -1
+
+
+def cmd_client_getredir(c: Client, argv: list[bytes]) -> Reply:
+    return _redirect_shown(c)
+
+
+def cmd_client_trackinginfo(c: Client, argv: list[bytes]) -> Reply:
+    return {
+        b"flags": RSet(tracking.flags_reply(c)),
+        b"redirect": _redirect_shown(c),
+        b"prefixes": sorted(c.tracking_prefixes),
+    }
+
+
 CLIENT_HELP = [
     b"CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
     b"ID -- Return the ID of the current connection.",
@@ -421,6 +536,11 @@ CLIENT_HELP = [
     b"REPLY ON|OFF|SKIP -- Control the replies sent to the current connection.",
     b"SETINFO <LIB-NAME|LIB-VER> <value> -- Describe the client library.",
     b"NO-EVICT ON|OFF, NO-TOUCH ON|OFF -- Accepted for compatibility.",
+    b"TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> ...] [OPTIN] [OPTOUT] "
+    b"[NOLOOP] -- Client-side caching: invalidation messages for the keys it reads.",
+    b"CACHING (YES|NO) -- Track (OPTIN) or not (OPTOUT) the keys of the next command.",
+    b"GETREDIR -- The client ID tracking messages are redirected to.",
+    b"TRACKINGINFO -- This connection's tracking state.",
     b"HELP -- Print this help.",
 ]
 
@@ -461,6 +581,10 @@ SPECS = (
             spec("client|no-evict", 3, "admin " + _CONN, handler=cmd_client_no_evict),
             spec("client|no-touch", 3, _CONN, handler=cmd_client_no_touch),
             spec("client|reply", 3, _CONN, handler=cmd_client_reply),
+            spec("client|tracking", -3, _CONN, handler=cmd_client_tracking),
+            spec("client|caching", 3, _CONN, handler=cmd_client_caching),
+            spec("client|getredir", 2, _CONN, handler=cmd_client_getredir),
+            spec("client|trackinginfo", 2, _CONN, handler=cmd_client_trackinginfo),
             spec("client|help", 2, "loading stale", handler=cmd_client_help),
         ),
     ),

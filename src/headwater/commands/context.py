@@ -26,6 +26,7 @@ from headwater.resp.types import Reply, Status
 if TYPE_CHECKING:
     from headwater.commands.pubsub import PubSub
     from headwater.commands.region_keyspace import RegionKeyspace
+    from headwater.commands.tracking import Tracking
 
 Handler = Callable[["Client", list[bytes]], Any]
 
@@ -49,6 +50,8 @@ class CommandSpec:
 
     def __post_init__(self) -> None:
         self.is_write = "write" in self.flags
+        #: its keys are remembered for a tracking client (commands/tracking.py)
+        self.readonly = "readonly" in self.flags
         #: held by CLIENT PAUSE WRITE (Redis: CMD_WRITE or CMD_MAY_REPLICATE; the latter is
         #: ``x_may_replicate`` here, as Redis 7.0's COMMAND INFO does not show it)
         self.may_replicate = self.is_write or "x_may_replicate" in self.flags
@@ -278,6 +281,8 @@ class ServerAPI:
     pubsub: PubSub
     #: the active-active region (``region-id``; commands/regions.py), None on a plain server
     region: RegionKeyspace | None
+    #: client-side caching: the keys tracking clients read, their prefixes (tracking.py)
+    tracking: Tracking
     #: effects handed to the AOF so far, and whether replies wait until those they may
     #: show are on disk (appendfsync always): Pub/Sub messages wait like replies
     effect_seq: int
@@ -404,6 +409,11 @@ class Client:
         self.patterns: dict[bytes, None] = {}
         self.shard_channels: dict[bytes, None] = {}
         self.monitor = False
+        #: CLIENT TRACKING (commands/tracking.py): its flags, the client its messages go to
+        #: (0: itself) and its BCAST prefixes
+        self.tracking_flags = 0
+        self.tracking_redirect = 0
+        self.tracking_prefixes: dict[bytes, None] = {}
         #: its commands take the engine's slow path (``pubsub.hooked_call``): it is a RESP2
         #: subscriber or a monitor (which may run only some commands), or a monitor is open
         #: (which sees every command)
@@ -441,6 +451,9 @@ class Client:
             flags += "x"
         if self.gate.blocked is not None:
             flags += "b"
+        tracking = self.tracking_flags
+        if tracking:  # (Redis's t, R and B: tracking, broken redirect, BCAST)
+            flags += "".join(letter for bit, letter in _TRACKING_LETTERS if tracking & bit)
         if self.dirty_cas:
             flags += "d"
         if self.close_after_reply:
@@ -450,6 +463,11 @@ class Client:
         if self.no_touch:
             flags += "T"
         return flags or "N"
+
+
+#: CLIENT LIST's letters for tracking flags (commands/tracking.py's TRACKING, BROKEN_REDIR,
+#: BCAST), in Redis's order
+_TRACKING_LETTERS = ((1, "t"), (64, "R"), (2, "B"))
 
 
 class PendingReplies:

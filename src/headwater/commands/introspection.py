@@ -14,7 +14,7 @@ from importlib import resources
 from typing import Any
 
 from headwater.commands.context import Client, CommandSpec, help_handler, spec
-from headwater.commands.getkeys import KeyRef, command_keys, has_keys, key_specs
+from headwater.commands.getkeys import KeyRef, KeySpec, command_keys, has_keys, key_specs
 from headwater.errors import err, unknown_subcommand
 from headwater.glob import glob_match
 from headwater.resp.types import Reply, RSet, Status
@@ -55,6 +55,12 @@ def _captured_info(row: CommandSpec) -> Any:
         if sub["a"][0]["b"] == row.name:
             return sub
     return None
+
+
+def key_specs_of(row: CommandSpec) -> list[KeySpec]:
+    """The command's key specs, as COMMAND INFO shows them (client tracking reads its
+    keys with them)."""
+    return key_specs(row, _captured_info(row))
 
 
 def _captured_docs(row: CommandSpec) -> Any:

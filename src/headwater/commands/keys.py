@@ -249,7 +249,9 @@ def _flushed(c: Client, argv: list[bytes], removed: int, lazily: bool) -> Writte
 
 def cmd_flushdb(c: Client, argv: list[bytes]) -> Reply | Written:
     lazily = _flush_mode(c, argv)
-    return _flushed(c, argv, c.db.flush(), lazily)
+    removed = c.db.flush()
+    c.server.keyspace.signal_flushed()
+    return _flushed(c, argv, removed, lazily)
 
 
 def cmd_flushall(c: Client, argv: list[bytes]) -> Reply | Written:

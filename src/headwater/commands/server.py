@@ -82,6 +82,7 @@ def _section_clients(c: Client) -> list[str]:
         f"total_blocking_keys_on_nokey:{c.server.blocking_keys_on_nokey_count()}",
         f"watching_clients:{sum(1 for x in c.server.clients.values() if x.watched)}",
         f"pubsub_clients:{sum(1 for x in c.server.clients.values() if x.subscribed())}",
+        f"tracking_clients:{c.server.tracking.tracking_clients}",
     ]
 
 
@@ -159,6 +160,7 @@ def _section_stats(c: Client) -> list[str]:
         f"pubsub_patterns:{len(c.server.pubsub.patterns)}",
         f"pubsubshard_channels:{len(c.server.pubsub.shard_channels)}",
         "migrate_cached_sockets:0",  # (MIGRATE is not supported: it never caches one)
+        *c.server.tracking.info_lines(),
         f"total_error_replies:{s.total_error_replies}",
         f"unexpected_error_replies:{s.unexpected_error_replies}",
         f"total_blocking_timeouts:{s.total_blocking_timeouts}",

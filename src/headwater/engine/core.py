@@ -45,6 +45,7 @@ from headwater.commands.pubsub import PUSH_REPLIES, PubSub, hooked_call
 from headwater.commands.region_keyspace import RegionKeyspace, attach_region
 from headwater.commands.regions import overlay
 from headwater.commands.table import build_table
+from headwater.commands.tracking import Tracking
 from headwater.commands.transactions import discard
 from headwater.config import Config
 from headwater.engine.blocking import BlockingRegistry, Waiter
@@ -122,6 +123,8 @@ class Engine(ScriptHost):
         self.pause = Pause()
         self.pending = PendingReplies()  # clients with output to flush, in order
         self.pubsub = PubSub(self.pending)
+        #: client-side caching (CLIENT TRACKING): the keyspace tells it of every change
+        self.tracking = Tracking(self.keyspace, self.clients, self.pending, self.config)
         self.keyspace.notify_flags = self.config["notify-keyspace-events"]
         self.keyspace.on_new_key = self._new_key
         for name in ("maxmemory-policy", "lfu-log-factor", "lfu-decay-time"):
@@ -177,6 +180,8 @@ class Engine(ScriptHost):
         discard(c)
         if c.monitor or c.subscribed():
             self.pubsub.forget(c)
+        if c.tracking_flags:
+            self.tracking.disable(c)
         c.closed = True
         self.clients.pop(c.id, None)
         self.pending.discard(c)
@@ -213,6 +218,10 @@ class Engine(ScriptHost):
 
     def execute(self, c: Client, argv: list[bytes]) -> None:
         """Run one command from a client and queue its reply."""
+        if self.keyspace.tracking_on and self.tracking.current is None:
+            # (client-side caching: the one test it costs; inside, ``current`` is set)
+            self._execute_tracked(c, argv)
+            return
         self.keyspace.now_ms = self.clock.now_ms()
         row = self.lookup.get(argv[0]) or self.table.get(argv[0].upper())
         if row is not None and row.subcommands and len(argv) > 1:
@@ -271,6 +280,16 @@ class Engine(ScriptHost):
         if self.keyspace.ready_dbs:
             self._serve_ready()
 
+    def _execute_tracked(self, c: Client, argv: list[bytes]) -> None:
+        """``execute`` while tracking is on: c is the current client, and invalidations of
+        keys it changed itself are sent after its reply."""
+        tracking = self.tracking
+        tracking.begin(c)
+        try:
+            self.execute(c, argv)
+        finally:
+            tracking.end(c)
+
     def apply(self, c: Client, argv: list[bytes]) -> ReplyError | None:
         """Run a command whose reply nobody reads (AOF replay): the handler alone, without
         reply encoding, statistics or blocking; returns its error, if any. Transactions and
@@ -321,6 +340,9 @@ class Engine(ScriptHost):
         self.stats.total_commands_processed += 1
         started = _perf_counter()
         effects_before = self.effect_seq
+        tracking_on = self.keyspace.tracking_on
+        if tracking_on:
+            self.tracking.modifier = c  # (the author of its changes, for BCAST's NOLOOP)
         try:
             reply = row.handler(c, argv)  # type: ignore[misc]
         except ReplyError as exc:
@@ -332,6 +354,8 @@ class Engine(ScriptHost):
             reply = self._error(_INTERNAL)
         row.calls += 1
         row.usec += (_perf_counter() - started) * 1e6
+        if tracking_on and row.readonly:
+            self.tracking.remember(row, argv, c)
         if type(reply) is Written:
             written: Written = reply
             reply = written.reply
@@ -598,9 +622,28 @@ class Engine(ScriptHost):
                         self._retry(waiter)
 
     def _retry(self, waiter: Waiter) -> None:
-        c = waiter.client
-        if c.gate.blocked is not waiter:
+        if waiter.client.gate.blocked is not waiter:
             return
+        if self.keyspace.tracking_on:
+            self._retry_tracked(waiter)
+        else:
+            self._rerun(waiter)
+
+    def _retry_tracked(self, waiter: Waiter) -> None:
+        """``_retry`` while tracking is on: the woken client runs as the current one, its
+        own invalidations after its reply (Redis 7.4's unblockClientOnKey)."""
+        tracking = self.tracking
+        tracking.send_pending()  # (the waker's: its reply is already out)
+        outer, outer_executing = tracking.current, tracking.executing
+        tracking.current, tracking.executing = waiter.client, True
+        try:
+            self._rerun(waiter)
+            tracking.send_pending()
+        finally:
+            tracking.current, tracking.executing = outer, outer_executing
+
+    def _rerun(self, waiter: Waiter) -> None:
+        c = waiter.client
         self.keyspace.now_ms = self.clock.now_ms()
         reply = self.call(c, waiter.row, waiter.argv)
         if isinstance(reply, Block):
@@ -730,6 +773,15 @@ class Engine(ScriptHost):
             if self.region is not None and self.region.idmp_keys:
                 self.region.expire_idmp(now, self.config["stream-idmp-duration"])
         self._reclaim_idle_consumers()
+        if keyspace.tracking_on:
+            self.tracking.limit_used_slots()
+            self.tracking.broadcast()  # (the keys it expired, to BCAST clients)
+
+    def broadcast_invalidations(self) -> None:
+        """Once per loop turn, before replies are sent: BCAST clients hear of the keys
+        changed under their prefixes (Redis's beforeSleep)."""
+        if self.tracking.to_broadcast:
+            self.tracking.broadcast()
 
     def _expire_hash_fields(self, db: Database, budget: int) -> None:
         """Due hash fields (Redis's activeSubexpiresCycle, before keys): ``hexpired`` for

@@ -514,6 +514,8 @@ class _XaddBatch:
         stream = db.data.get(key)
         if type(stream) is not Stream or db.watched or db.blocking or key in db.expires:
             return False
+        if self.engine.keyspace.tracking_on:
+            return False  # (each XADD then tells tracking clients, through the handler)
         if self.emit and self.engine.keyspace.notify_flags & STREAM:
             return False  # (the handler fires the xadd event)
         self.key, self.stream, self.last = key, stream, stream.last_id

@@ -169,6 +169,7 @@ class Server:
 
     def flush(self) -> None:
         self.flush_scheduled = False
+        self.engine.broadcast_invalidations()
         durability = self.durability
         pending, held = self.engine.pending, self.held
         durability.persist(waiting=len(pending) + len(held))

@@ -441,6 +441,7 @@ class ReplicaLink:
             durability.stop_aof()
         for db, loaded in zip(engine.keyspace.dbs, fresh.dbs, strict=True):
             db.take_contents(loaded)
+        engine.keyspace.signal_flushed()  # (Redis's emptyData before a full sync's load)
         durability.snapshots.lazy_nodes[:] = lazy
         engine.info.snapshot_lazy_nodes = len(lazy)
         engine.scripting.load_libraries(libraries)
