@@ -125,11 +125,17 @@ def all_units(suite: Path) -> list[str]:
     return [str(path.relative_to(tests).with_suffix("")) for path in found]
 
 
-def unknown_failures(results: Iterable[UnitResult], known: dict[tuple[str, str], Known]) -> list[str]:
-    return [f"{r.unit}: {name}" for r in results for name in r.failed if (r.unit, name) not in known]
+def unknown_failures(
+    results: Iterable[UnitResult], known: dict[tuple[str, str], Known]
+) -> list[str]:
+    return [
+        f"{r.unit}: {name}" for r in results for name in r.failed if (r.unit, name) not in known
+    ]
 
 
-def render_table(results: list[UnitResult], known: dict[tuple[str, str], Known], command: str) -> str:
+def render_table(
+    results: list[UnitResult], known: dict[tuple[str, str], Known], command: str
+) -> str:
     lines = [
         "# Redis's test suite (7.4.1) against Headwater",
         "",
@@ -142,8 +148,8 @@ def render_table(results: list[UnitResult], known: dict[tuple[str, str], Known],
     ]
     for r in results:
         done = "yes" if r.finished else "**NO**"
-        row = f"| {r.unit} | {len(r.passed)} | {len(r.failed)} | {sum(r.skipped.values())} | {done} | {r.seconds:.0f} |"
-        lines.append(row)
+        counts = f"{len(r.passed)} | {len(r.failed)} | {sum(r.skipped.values())}"
+        lines.append(f"| {r.unit} | {counts} | {done} | {r.seconds:.0f} |")
     total_ok = sum(len(r.passed) for r in results)
     total_err = sum(len(r.failed) for r in results)
     total_skip = sum(sum(r.skipped.values()) for r in results)
@@ -162,14 +168,30 @@ def render_table(results: list[UnitResult], known: dict[tuple[str, str], Known],
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("units", nargs="*", help="units such as unit/multi (default: every unit)")
-    parser.add_argument("--suite", type=Path, default=default_suite(), help="the suite's directory (REDIS_TESTS)")
-    parser.add_argument("--server", default=DEFAULT_SERVER, help="command that starts the server (default: %(default)s)")
-    parser.add_argument("--jobs", type=int, default=2, help="units run at once (default: %(default)s)")
-    parser.add_argument("--timeout", type=int, default=600, help="seconds a unit may take (default: %(default)s)")
-    parser.add_argument("--known", type=Path, default=KNOWN_FAILURES, help="the known failures and their reasons")
-    parser.add_argument("--table", type=Path, default=TABLE, help="where the table goes (default: %(default)s)")
+    parser.add_argument(
+        "--suite", type=Path, default=default_suite(), help="the suite's directory (REDIS_TESTS)"
+    )
+    parser.add_argument(
+        "--server",
+        default=DEFAULT_SERVER,
+        help="command that starts the server (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--jobs", type=int, default=2, help="units run at once (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--timeout", type=int, default=600, help="seconds a unit may take (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--known", type=Path, default=KNOWN_FAILURES, help="the known failures and their reasons"
+    )
+    parser.add_argument(
+        "--table", type=Path, default=TABLE, help="where the table goes (default: %(default)s)"
+    )
     parser.add_argument("--no-table", action="store_true", help="check only, write no table")
     return parser.parse_args(argv)
 
@@ -181,18 +203,29 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     known = read_known(args.known)
     units = args.units or all_units(args.suite)
-    with tempfile.TemporaryDirectory(prefix="redis-suite-") as logs, ThreadPoolExecutor(args.jobs) as pool:
-        results = list(pool.map(lambda u: run_unit(args.suite, args.server, u, Path(logs), args.timeout), units))
+    with (
+        tempfile.TemporaryDirectory(prefix="redis-suite-") as logs,
+        ThreadPoolExecutor(args.jobs) as pool,
+    ):
+        results = list(
+            pool.map(
+                lambda u: run_unit(args.suite, args.server, u, Path(logs), args.timeout), units
+            )
+        )
         for r in results:
-            print(f"{r.unit:32} ok {len(r.passed):4}  err {len(r.failed):4}  {'finished' if r.finished else 'DID NOT FINISH'}")
+            done = "finished" if r.finished else "DID NOT FINISH"
+            print(f"{r.unit:32} ok {len(r.passed):4}  err {len(r.failed):4}  {done}")
             for name in r.failed:
                 entry = known.get((r.unit, name))
                 print(f"    [err] {name}: {entry.reason if entry else 'NOT LISTED'}")
     if not args.no_table:
-        args.table.write_text(render_table(results, known, args.server.replace(str(ROOT) + "/", "")))
+        args.table.write_text(
+            render_table(results, known, args.server.replace(str(ROOT) + "/", ""))
+        )
     unfinished = [r.unit for r in results if not r.finished]
     unknown = unknown_failures(results, known)
-    print(f"{sum(len(r.passed) for r in results)} passed, {sum(len(r.failed) for r in results)} failed")
+    passed, failed = sum(len(r.passed) for r in results), sum(len(r.failed) for r in results)
+    print(f"suite: {passed} passed, {failed} failed")
     for unit in unfinished:
         print(f"did not finish: {unit}", file=sys.stderr)
     for name in unknown:

@@ -14,7 +14,7 @@ import pytest
 from tests.helpers import HEADWATER, ROOT
 
 sys.path.insert(0, str(ROOT / "tools"))
-import redis_suite  # noqa: E402
+import redis_suite
 
 pytestmark = pytest.mark.e2e
 CI_UNITS = [
@@ -37,6 +37,8 @@ def _suite() -> Path:
 @pytest.mark.parametrize("unit", CI_UNITS)
 def test_redis_suite_unit(unit: str, capsys: pytest.CaptureFixture[str]) -> None:
     server = " ".join([*HEADWATER, "server", "--appendonly", "no"])
-    status = redis_suite.main([unit, "--suite", str(_suite()), "--server", server, "--jobs", "1", "--no-table"])
+    status = redis_suite.main(
+        [unit, "--suite", str(_suite()), "--server", server, "--jobs", "1", "--no-table"]
+    )
     out, err = capsys.readouterr()
     assert status == 0, out + err

@@ -177,7 +177,8 @@ def client_info_line(c: Client, running: list[bytes] | None = None) -> str:
         f"argv-mem={argv_mem} multi-mem={multi_mem} "
         f"rbs={REPLY_BUFFER_SIZE} rbp=0 obl=0 oll={len(c.out)} "
         f"omem={c.out_bytes} tot-mem={total} events=r cmd={cmd} user=default "
-        f"redir={_redirect_shown(c)} resp={c.resp} lib-name={_text(c.lib_name)} lib-ver={_text(c.lib_ver)}\n"
+        f"redir={_redirect_shown(c)} resp={c.resp} lib-name={_text(c.lib_name)} "
+        f"lib-ver={_text(c.lib_ver)}\n"
     )
 
 
