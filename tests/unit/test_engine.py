@@ -381,3 +381,19 @@ def test_getex_with_a_past_deadline_deletes_and_propagates_del() -> None:
     assert h.call(c, "GETEX", "k", "EXAT", past) == b"v"
     assert h.effects[-1] == (0, [b"DEL", b"k"])
     assert h.call(c, "EXISTS", "k") == 0
+
+
+def test_client_kill_maxage_is_checked_before_anything_is_killed() -> None:
+    """Redis 7.4's CLIENT KILL MAXAGE: an integer greater than 0, with its own texts."""
+    h = Harness()
+    c, other = h.client(), h.client()
+    assert _err(h.call(c, "CLIENT", "KILL", "MAXAGE", "str")) == (
+        "ERR maxage is not an integer or out of range"
+    )
+    for bad in ("-1", "0"):
+        assert (
+            _err(h.call(c, "CLIENT", "KILL", "MAXAGE", bad))
+            == "ERR maxage should be greater than 0"
+        )
+    assert h.call(c, "CLIENT", "KILL", "MAXAGE", "1", "SKIPME", "yes") == 0
+    assert not other.closed

@@ -284,7 +284,9 @@ def _kill_filters(c: Client, argv: list[bytes]) -> list[Client]:
                 raise SYNTAX
             skip_me = value.lower() == b"yes"
         elif option == b"MAXAGE":
-            max_age = parse_int(value)
+            max_age = parse_int(value, err("maxage is not an integer or out of range"))
+            if max_age <= 0:
+                raise err("maxage should be greater than 0")
             now = c.server.clock.monotonic_ms()
             candidates = [x for x in candidates if (now - x.created_ms) // 1000 >= max_age]
         else:
