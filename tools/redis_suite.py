@@ -34,6 +34,15 @@ ROOT = Path(__file__).resolve().parent.parent
 KNOWN_FAILURES = ROOT / "tests" / "redis_suite" / "known-failures.txt"
 TABLE = ROOT / "tests" / "REDIS-SUITE.md"
 DEFAULT_SERVER = f"{ROOT / '.venv' / 'bin' / 'headwater'} server --appendonly no"
+#: DEBUG is Redis's own test hook; maxmemory is accepted and not enforced yet (#33), and its
+#: tests wait for evictions that never come
+DENIED_TAGS = "-needs:debug -needs:config-maxmemory"
+#: what the suite's reasons for not running a test mean here
+WHY_SKIPPED = {
+    "Tag: needs:debug denied": "needs DEBUG internals (not run: --tags -needs:debug)",
+    "Tag: needs:config-maxmemory denied": "needs maxmemory enforced (#33; not run)",
+    "Not supported on external server": "the suite runs it only on a server it starts itself",
+}
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 RESULT = re.compile(r"^\[(ok|err|exception|ignore|skip)\]: (.*)$")
 IN_FILE = re.compile(r" in tests/unit/\S+\.tcl$")
@@ -105,6 +114,7 @@ def skip_reason(status: str, detail: str) -> str:
 
 def run_unit(suite: Path, server: str, unit: str, logs: Path, timeout: int) -> UnitResult:
     env = dict(os.environ, LOGS=str(logs / unit.replace("/", "_")), UNIT_TIMEOUT=str(timeout))
+    env.setdefault("TAGS", DENIED_TAGS)
     started = time.monotonic()
     subprocess.run(
         [str(suite / "run-external.sh"), server, unit],
@@ -158,7 +168,7 @@ def render_table(
     reasons: Counter[str] = Counter()
     for r in results:
         reasons.update(r.skipped)
-    lines += [f"| {why} | {count} |" for why, count in reasons.most_common()]
+    lines += [f"| {WHY_SKIPPED.get(why, why)} | {n} |" for why, n in reasons.most_common()]
     lines += ["", "## Failing tests", "", "| unit | test | reason |", "|---|---|---|"]
     for r in results:
         for name in r.failed:
