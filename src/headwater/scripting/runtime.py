@@ -177,9 +177,12 @@ class LuaRaise(Exception):
     """Raised by a bridge function: Lua sees the error ``{err=text}``, as when Redis's C
     functions raise."""
 
-    def __init__(self, text: bytes) -> None:
+    def __init__(self, text: bytes, counted: bool = False) -> None:
         super().__init__(text)
         self.text = text
+        #: a command's error, counted in INFO errorstats already (Redis's
+        #: ignore_error_stats_update)
+        self.counted = counted
 
 
 def _raise(msg: bytes) -> LuaRaise:
@@ -203,6 +206,8 @@ class Scripting:
         self.take_stashed: Any = None
         self.client: Client | None = None
         self.reader: ReplyReader | None = None
+        #: the prelude's reply_shape (``convert.lua_to_reply``)
+        self.reply_shape: Any = None
         #: set while FUNCTION LOAD runs a library (redis.register_function adds to it)
         self.registering: Callable[..., Any] | None = None
         #: FUNCTION's libraries
@@ -235,11 +240,14 @@ class Scripting:
         self.run_eval = self.entry.run_eval
         self.run_function = self.entry.run_function
         self.reader = ReplyReader(lua, self.entry.ok_table, self.entry.err_table)
+        self.reply_shape = self.entry.reply_shape
         client = Client(self.host, 0)
         client.authenticated = True
         client.is_script = True
         self.client = client
         libraries.install(self)
+        # (what building the sandbox left behind: INFO's used_memory_lua is the state's own)
+        lua.execute("collectgarbage('collect')")
 
     def _open_c_bridge(self, lua: Any, bridge: Bridge) -> tuple[Any, Any]:
         """The C bridge's Lua side ({call, pcall, set_runner}) and its module, or (None,
@@ -432,7 +440,8 @@ class Scripting:
     ) -> Reply:
         """Run a compiled script or function (``slot``: its place in the C bridge) for
         ``caller``, with KEYS and ARGV from ``argv[3:]``; its reply in the caller's
-        protocol."""
+        protocol. An error reply is raised (the engine counts it, unless it is the error of a
+        command the script ran, counted then)."""
         if self.entry is None:
             self._start()
         client = self.client
@@ -454,9 +463,14 @@ class Scripting:
                 table = self.lua.table_from
                 keys, args = table(argv[3 : 3 + nkeys]), table(argv[3 + nkeys :])
                 ok, result = runner(function, keys, args)
-            if ok:
-                return lua_to_reply(result, run.resp, caller.resp)
-            return self._error_reply(result)
+            if not ok:
+                raise self._error_reply(result)
+            reply = lua_to_reply(
+                result, run.resp, caller.resp, self.reply_shape, host.stats.count_error
+            )
+            if isinstance(reply, ReplyError):
+                raise reply
+            return reply
         finally:
             if collecting:
                 host.finish_collecting()
@@ -480,7 +494,7 @@ class Scripting:
         source, line = error[b"source"], error[b"line"]
         if type(source) is bytes and line is not None:
             text += b" script: %s, on %s:%d." % (run.name, source, int(line))
-        return error_from_text(text)
+        return error_from_text(text, counted=error[b"ignore_error_stats_update"] is True)
 
     # -- redis.call ---------------------------------------------------------------------------
 
@@ -504,7 +518,7 @@ class Scripting:
         row = self._row_for(argv)
         refused = self._refusal(run, row, argv)
         if refused is not None:
-            return self._failed(raise_error, refused)
+            return self._rejected(raise_error, row, refused)
         assert row is not None
         client.resp = run.resp
         if row.is_write:
@@ -519,7 +533,7 @@ class Scripting:
             reply = reply.reply_if_denied()
         failed, value = reply_to_lua(reader, reply, run.resp)
         if failed and raise_error:
-            raise LuaRaise(value[b"err"])
+            raise LuaRaise(value[b"err"], counted=True)
         return value
 
     def _show_monitors(self, client: Client, row: CommandSpec, argv: list[bytes]) -> None:
@@ -544,8 +558,18 @@ class Scripting:
         assert self.reader is not None
         failed, value = reply_to_lua(self.reader, reply, client.resp)
         if failed and raise_error:
-            raise LuaRaise(value[b"err"])
+            raise LuaRaise(value[b"err"], counted=True)
         return value
+
+    def _rejected(self, raise_error: bool, row: CommandSpec | None, text: bytes) -> Any:
+        """A command the script may not run here: counted as a rejected call and an error
+        reply (Redis's scriptCall), its error marked as counted."""
+        if row is not None:
+            row.rejected_calls += 1
+        self.host.stats.count_error(text.split(b" ", 1)[0].decode("utf-8", "surrogateescape"))
+        if raise_error:
+            raise LuaRaise(text, counted=True)
+        return self.entry.err_table(text)
 
     def _failed(self, raise_error: bool, text: bytes) -> Any:
         if raise_error:
@@ -639,6 +663,8 @@ class Bridge:
         """The Lua error a bridge function's exception stands for."""
         lua = self.scripting.lua
         if isinstance(exc, LuaRaise):
+            if exc.counted:
+                return self.scripting.entry.err_table(exc.text)
             return lua.table_from({b"err": exc.text})
         if isinstance(exc, LibraryError):
             return exc.text.encode("utf-8", "surrogateescape")

@@ -93,8 +93,10 @@ api.xpcall = function(f, handler)
   return xpcall(f, function(e) return handler(plain_error(e)) end)
 end
 
--- the environment of every script: reads go to api (or the library API while one loads)
-local env_meta = {__index = api, __newindex = readonly_error, __metatable = false}
+-- the environment of every script: reads go to api (or the library API while one loads);
+-- getmetatable(_G) shows what Redis's globals have, a read-only {__index = <the error of a
+-- nonexistent global>}
+local env_meta = {__index = api, __newindex = readonly_error}
 local env = setmetatable({}, env_meta)
 protected[env] = api
 api._G = env
@@ -121,6 +123,7 @@ local function missing_global(_, name)
   error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 2)
 end
 setmetatable(api, {__index = missing_global})
+env_meta.__metatable = readonly({__index = missing_global})
 
 -- the redis table: what may raise is Python (a C function to Lua, so a tail call to it
 -- keeps the script's frame, whose line the error reply names); call and pcall are the C
@@ -245,7 +248,35 @@ function entry.load_library(f)
 end
 function entry.is_table(value) return type(value) == 'table' end
 function entry.ok_table(text) return {ok = text} end
-function entry.err_table(text) return {err = text} end
+-- a command's error reply, as Redis gives it to the script: marked as already counted in
+-- INFO errorstats (the script returning it does not count it again)
+function entry.err_table(text) return {err = text, ignore_error_stats_update = true} end
+-- what a script's table result stands for, as Redis's luaReplyToRedisReply reads it: raw
+-- reads only (a metatable's __index never runs), in its order: err, ok, double, big_number,
+-- verbatim_string, map, set, else an array of the items before the first nil (always three
+-- values: lupa gives them as one tuple)
+function entry.reply_shape(t)
+  local v = rawget(t, 'err')
+  if type(v) == 'string' then return 'err', v, rawget(t, 'ignore_error_stats_update') == true end
+  v = rawget(t, 'ok')
+  if type(v) == 'string' then return 'ok', v, false end
+  v = rawget(t, 'double')
+  if type(v) == 'number' then return 'double', v, false end
+  v = rawget(t, 'big_number')
+  if type(v) == 'string' then return 'big_number', v, false end
+  v = rawget(t, 'verbatim_string')
+  if type(v) == 'table' then
+    local format, text = rawget(v, 'format'), rawget(v, 'string')
+    if type(format) == 'string' and type(text) == 'string' then return 'verbatim', format, text end
+  end
+  v = rawget(t, 'map')
+  if type(v) == 'table' then return 'map', v, false end
+  v = rawget(t, 'set')
+  if type(v) == 'table' then return 'set', v, false end
+  local n = 0
+  while rawget(t, n + 1) ~= nil do n = n + 1 end
+  return 'array', n, false
+end
 local raw_operations = {rawset = rawset, setmetatable = setmetatable}
 -- 'readonly', or pcall's results
 function entry.checked_call(name, t, ...)
