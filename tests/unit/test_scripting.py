@@ -341,7 +341,7 @@ def test_function_dump_restores_with_each_policy() -> None:
     c = h.client()
     h.call(c, "FUNCTION", "LOAD", LIB)
     payload = h.call(c, "FUNCTION", "DUMP")
-    assert str(h.call(c, "FUNCTION", "RESTORE", payload)) == "ERR Library 'lib' already exists"
+    assert str(h.call(c, "FUNCTION", "RESTORE", payload)) == "ERR Library lib already exists"
     assert h.call(c, "FUNCTION", "RESTORE", payload, "REPLACE") == b"OK"
     h.call(c, "FUNCTION", "LOAD", "#!lua name=x\nredis.register_function('x', function() end)")
     assert h.call(c, "FUNCTION", "RESTORE", payload, "FLUSH") == b"OK"
