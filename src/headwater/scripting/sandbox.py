@@ -61,6 +61,8 @@ for _, name in ipairs({'assert', 'collectgarbage', 'error', 'gcinfo', 'getmetata
 end
 api.type = lua_type
 for _, name in ipairs({'string', 'math', 'table', 'coroutine'}) do api[name] = readonly(G[name]) end
+-- os: only its clock (Redis 7.4's sandbox)
+api.os = readonly({clock = os.clock})
 -- rawset and setmetatable refuse the read-only tables; they are Python functions (as Redis's
 -- are C ones: a tail call to them keeps the script's frame), over checked_call below
 local py_rawset, py_setmetatable = bridge.rawset, bridge.setmetatable
