@@ -247,16 +247,18 @@ def _encode_nested(
             out.append(b"*%d\r\n" % first)
             pending.extend((value[index], slot + ITEM_SLOT) for index in range(first, 0, -1))
         elif kind == b"map":
-            pairs = list(first.items())
+            pairs: list[tuple[Any, Any]] = list(first.items())
             count = len(pairs)
             out.append(b"%%%d\r\n" % count if client_resp == 3 else b"*%d\r\n" % (2 * count))
-            for key, item in reversed(pairs):
+            pairs.reverse()  # (the stack: the first pair on top)
+            for key, item in pairs:
                 pending.append((item, slot + VALUE_SLOT))
                 pending.append((key, slot + KEY_SLOT))
         elif kind == b"set":
-            members = list(first.keys())
+            members: list[Any] = list(first.keys())
             out.append(b"~%d\r\n" % len(members) if client_resp == 3 else b"*%d\r\n" % len(members))
-            pending.extend((member, slot + MEMBER_SLOT) for member in reversed(members))
+            members.reverse()
+            pending.extend((member, slot + MEMBER_SLOT) for member in members)
         else:
             leaf = _leaf(kind, first, second, client_resp)
             if isinstance(leaf, ReplyError) and second is not True:

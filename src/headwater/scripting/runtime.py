@@ -280,10 +280,13 @@ class Scripting:
         return self.entry
 
     def flush(self) -> None:
-        """SCRIPT FLUSH: the cache is dropped (Lua collects the compiled chunks). The state
-        itself stays: the functions' libraries live in it, and scripts cannot change it."""
+        """SCRIPT FLUSH: the cache is dropped, and the compiled chunks collected at once (Redis
+        starts a new Lua state: its memory is a fresh one's). The state itself stays: the
+        functions' libraries live in it, and scripts cannot change it."""
         self.scripts.clear()
         self.eval_lru.clear()
+        if self.lua is not None:
+            self.lua.execute("collectgarbage('collect')")
 
     # -- compiling ---------------------------------------------------------------------------
 
