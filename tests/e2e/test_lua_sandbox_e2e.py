@@ -60,3 +60,19 @@ def test_a_call_with_thousands_of_arguments(client: RawClient, call: str) -> Non
     bad = body.replace("a[i] = i end", "a[i] = i end a[5000] = {}")
     reply = client.call("EVAL", bad, "1", "l")
     assert reply.startswith(b"-ERR Lua redis lib command arguments must be strings or integers")
+
+
+def test_lua_memory_stays_small_over_many_runs(client: RawClient) -> None:
+    """Redis's own bound (``EVAL does not leak in the Lua stack``): a GC step every 50 runs
+    (Redis's LUA_GC_CYCLE_PERIOD) keeps the state's garbage from piling up to a full cycle."""
+    client.call("SCRIPT", "FLUSH")
+    body = b"return redis.call('incr', KEYS[1])"
+    one = b"*4\r\n$4\r\nEVAL\r\n$%d\r\n%s\r\n$1\r\n1\r\n$1\r\nx\r\n" % (len(body), body)
+    highest = 0
+    for _ in range(100):
+        client.send_raw(one * 100)
+        for _ in range(100):
+            client.read_reply()
+        info = client.call("INFO", "memory").decode()
+        highest = max(highest, int(info.split("used_memory_lua:")[1].split("\r\n")[0]))
+    assert 0 < highest < 100 * 1024

@@ -91,6 +91,10 @@ def _c_bridge() -> Any:
 
 #: how long a library's top level may run (Redis: LOAD_TIMEOUT_MS)
 LOAD_TIMEOUT = 0.5
+#: every how many runs a step of Lua's garbage collector is taken, of that size (Redis's
+#: luaCallFunction: LUA_GC_CYCLE_PERIOD), so the state's garbage does not pile up to a full
+#: cycle
+GC_CYCLE_PERIOD = 50
 #: the scripts EVAL keeps before it evicts the least recently run (Redis: LRU_LIST_LENGTH)
 EVAL_CACHE_SIZE = 500
 #: flags of a script (the shebang's) and of a function
@@ -208,6 +212,9 @@ class Scripting:
         self.reader: ReplyReader | None = None
         #: the prelude's reply_shape (``convert.lua_to_reply``)
         self.reply_shape: Any = None
+        #: the prelude's gc_step, and the runs since it was last taken
+        self.gc_step: Any = None
+        self.runs_since_gc = 0
         #: set while FUNCTION LOAD runs a library (redis.register_function adds to it)
         self.registering: Callable[..., Any] | None = None
         #: FUNCTION's libraries
@@ -241,6 +248,7 @@ class Scripting:
         self.run_function = self.entry.run_function
         self.reader = ReplyReader(lua, self.entry.ok_table, self.entry.err_table)
         self.reply_shape = self.entry.reply_shape
+        self.gc_step = self.entry.gc_step
         client = Client(self.host, 0)
         client.authenticated = True
         client.is_script = True
@@ -480,6 +488,10 @@ class Scripting:
             self.run = None
             if run.busy:
                 self._end_busy()
+            self.runs_since_gc += 1
+            if self.runs_since_gc == GC_CYCLE_PERIOD:
+                self.runs_since_gc = 0
+                self.gc_step(GC_CYCLE_PERIOD)
 
     def _end_busy(self) -> None:
         self.host.busy_reply = None

@@ -249,6 +249,8 @@ function entry.load_library(f)
   return finish(ok, result)
 end
 function entry.is_table(value) return type(value) == 'table' end
+local collectgarbage = collectgarbage
+function entry.gc_step(size) collectgarbage('step', size) end
 function entry.ok_table(text) return {ok = text} end
 -- a command's error reply, as Redis gives it to the script: marked as already counted in
 -- INFO errorstats (the script returning it does not count it again)
