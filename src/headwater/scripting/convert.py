@@ -22,7 +22,9 @@ RESP3 map / set        ``{map={k=v…}}`` / ``{set={k=true…}}``
 Lua → reply (what a script returns): strings are bulk strings, numbers integers (truncated
 toward zero), tables arrays up to the first nil, unless they hold ``err``, ``ok``, ``double``,
 ``big_number``, ``map``, ``set`` or ``verbatim_string``; ``true`` is 1 and ``false`` a null
-(RESP2 scripts) or booleans (``redis.setresp(3)``); anything else is a null.
+(RESP2 scripts) or booleans (``redis.setresp(3)``); anything else is a null. Tables are read
+raw (a metatable's ``__index`` never runs: ``return _G`` is an empty array), and only as deep
+as Redis's Lua stack lets its converter go (``lua_to_reply``).
 """
 
 from __future__ import annotations
