@@ -584,7 +584,12 @@ class Scripting:
         self.host.stats.count_error(text.split(b" ", 1)[0].decode("utf-8", "surrogateescape"))
         if raise_error:
             raise LuaRaise(text, counted=True)
-        return self.entry.err_table(text)
+        reader = self.reader
+        if reader is None:
+            raise ScriptError("redis.call ran before the Lua state was built")
+        # (the reader's function, not a read of entry: from inside the C bridge's redis.call,
+        # lupa's read of a field of entry gives a tuple)
+        return reader.make_err(text)
 
     def _failed(self, raise_error: bool, text: bytes) -> Any:
         if raise_error:
@@ -678,8 +683,9 @@ class Bridge:
         """The Lua error a bridge function's exception stands for."""
         lua = self.scripting.lua
         if isinstance(exc, LuaRaise):
-            if exc.counted:
-                return self.scripting.entry.err_table(exc.text)
+            reader = self.scripting.reader
+            if exc.counted and reader is not None:
+                return reader.make_err(exc.text)
             return lua.table_from({b"err": exc.text})
         if isinstance(exc, LibraryError):
             return exc.text.encode("utf-8", "surrogateescape")
