@@ -173,6 +173,9 @@ static int call(lua_State *L)
             PyTuple_SET_ITEM(args, i, item);
         }
         if (i == n) {
+            /* the arguments are in the tuple: off the stack, so that the handler, and lupa
+             * pushing its reply, have room on it (as Redis's luaArgsToRedisArgv pops them) */
+            lua.settop(L, 0);
             PyObject *call_args[2] = {raise_error ? Py_True : Py_False, args};
             result = PyObject_Vectorcall(call_handler, call_args, 2, NULL);
         }

@@ -11,6 +11,10 @@ from __future__ import annotations
 class ReplyError(Exception):
     __slots__ = ("code", "msg")
 
+    #: already counted in INFO errorstats where it arose (a script returning the error reply
+    #: of a command it ran): the engine does not count it again
+    counted = False
+
     def __init__(self, code: str, msg: str) -> None:
         super().__init__(f"{code} {msg}")
         self.code = code
@@ -27,12 +31,13 @@ class ReplyError(Exception):
 class ScriptReplyError(ReplyError):
     """An error reply whose text is exactly what the script gave (``{err=' '}`` included)."""
 
-    __slots__ = ("text",)
+    __slots__ = ("counted", "text")
 
-    def __init__(self, text: bytes) -> None:
+    def __init__(self, text: bytes, counted: bool = False) -> None:
         code, _, msg = text.decode("utf-8", "surrogateescape").partition(" ")
         super().__init__(code, msg)
         self.text = text
+        self.counted = counted
 
     def line(self) -> bytes:
         return self.text.replace(b"\r", b" ").replace(b"\n", b" ")

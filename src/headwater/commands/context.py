@@ -196,6 +196,11 @@ class Stats:
         self.total_connections_received = 0
         self.rejected_connections = 0
 
+    def count_error(self, code: str) -> None:
+        """An error reply (INFO errorstats), by its code."""
+        self.total_error_replies += 1
+        self.errorstats[code] = self.errorstats.get(code, 0) + 1
+
     def reset(self) -> None:
         self.total_commands_processed = 0
         self.total_error_replies = 0

@@ -115,6 +115,6 @@ SPECS = (
     spec("psync", -3, "admin noscript no_async_loading no_multi", (0, 0, 0), cmd_psync),
     spec("sync", 1, "admin noscript no_async_loading no_multi", (0, 0, 0), cmd_sync),
     spec("role", 1, "noscript loading stale fast", (0, 0, 0), cmd_role),
-    spec("wait", 3, "noscript", (0, 0, 0), cmd_wait),
-    spec("waitaof", 4, "noscript", (0, 0, 0), cmd_waitaof),
+    spec("wait", 3, "blocking", (0, 0, 0), cmd_wait),
+    spec("waitaof", 4, "blocking", (0, 0, 0), cmd_waitaof),
 )

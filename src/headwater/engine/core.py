@@ -380,6 +380,8 @@ class Engine(ScriptHost):
             keyspace.touch = True
 
     def _error(self, exc: ReplyError) -> ReplyError:
+        if exc.counted:  # (a script's result: the error of a command it ran, counted then)
+            return exc
         self.stats.total_error_replies += 1
         errorstats = self.stats.errorstats
         errorstats[exc.code] = errorstats.get(exc.code, 0) + 1

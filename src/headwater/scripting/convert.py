@@ -22,19 +22,22 @@ RESP3 map / set        ``{map={k=v…}}`` / ``{set={k=true…}}``
 Lua → reply (what a script returns): strings are bulk strings, numbers integers (truncated
 toward zero), tables arrays up to the first nil, unless they hold ``err``, ``ok``, ``double``,
 ``big_number``, ``map``, ``set`` or ``verbatim_string``; ``true`` is 1 and ``false`` a null
-(RESP2 scripts) or booleans (``redis.setresp(3)``); anything else is a null.
+(RESP2 scripts) or booleans (``redis.setresp(3)``); anything else is a null. Tables are read
+raw (a metatable's ``__index`` never runs: ``return _G`` is an empty array), and only as deep
+as Redis's Lua stack lets its converter go (``lua_to_reply``).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from lupa import lua51
 
 from headwater.errors import ReplyError, ScriptReplyError
 from headwater.resp.encoder import encode_into
-from headwater.resp.types import PairMap, Raw, Reply, RSet, Status
+from headwater.resp.types import Raw, Reply, Status
 
 LLONG_MIN = -(2**63)
 
@@ -143,21 +146,34 @@ def reply_to_lua(reader: ReplyReader, reply: Reply, resp: int) -> tuple[bool, An
 
 # -- Lua → reply -------------------------------------------------------------------------------
 
+#: Lua 5.1's LUAI_MAXCSTACK: ``lua_checkstack`` refuses to grow a C function's stack past it
+LUA_STACK_LIMIT = 8000
+#: where Redis's luaReplyToRedisReply finds a script's result: on the Lua stack after the
+#: error handler
+RESULT_SLOT = 2
+#: what each of its steps asks ``lua_checkstack`` for (a map needs four slots)
+STEP_ROOM = 4
+#: where a nested value sits on Redis's stack, relative to its table's slot: an array's item
+#: (table, item); a map's key (table, map, key, value, key) and value; a set's member
+ITEM_SLOT, KEY_SLOT, VALUE_SLOT, MEMBER_SLOT = 1, 4, 3, 3
+STACK_LIMIT_ERROR = b"-ERR reached lua stack limit\r\n"
+
 
 def _is_table(value: object) -> bool:
     return bool(lua51.lua_type(value) == "table")
 
 
-def error_from_text(text: bytes) -> ReplyError:
-    """``-text`` as Redis writes it: the code (INFO errorstats) is the first word."""
-    return ScriptReplyError(text)
+def error_from_text(text: bytes, counted: bool = False) -> ReplyError:
+    """``-text`` as Redis writes it: the code (INFO errorstats) is the first word; ``counted``
+    when the error was counted where it arose (a command ``redis.call`` ran)."""
+    return ScriptReplyError(text, counted)
 
 
-def lua_to_reply(value: Any, script_resp: int, client_resp: int) -> Reply:
+def _plain_value(value: Any, script_resp: int) -> Reply:
+    """A value that is not a table: strings are bulk strings, numbers integers (truncated
+    toward zero), booleans 1/null (RESP2 scripts) or booleans; anything else a null."""
     kind = type(value)
-    if kind is bytes:
-        return value  # type: ignore[no-any-return]
-    if kind is int:
+    if kind is bytes or kind is int:
         return value  # type: ignore[no-any-return]
     if kind is float:
         return lua_number_to_int(value)
@@ -165,47 +181,89 @@ def lua_to_reply(value: Any, script_resp: int, client_resp: int) -> Reply:
         if script_resp == 3:
             return value  # type: ignore[no-any-return]
         return 1 if value else None
-    if _is_table(value):
-        return _table_to_reply(value, script_resp, client_resp)
     return None
 
 
-def _table_to_reply(table: Any, script_resp: int, client_resp: int) -> Reply:
-    # (ok and err texts are C strings to Redis: they end at a NUL)
-    err = table[b"err"]
-    if type(err) is bytes:  # (Redis trims the line feeds it ends with, maps the others)
-        return error_from_text(err.split(b"\0", 1)[0].rstrip(b"\r\n"))
-    ok = table[b"ok"]
-    if type(ok) is bytes:
-        return Status(ok.split(b"\0", 1)[0].replace(b"\r", b" ").replace(b"\n", b" "))
-    double = table[b"double"]
-    if type(double) in (int, float):
-        return float(double)
-    big = table[b"big_number"]
-    if type(big) is bytes:
-        text = big.replace(b"\r", b" ").replace(b"\n", b" ")
+def lua_to_reply(
+    value: Any, script_resp: int, client_resp: int, shape: Any, count_error: Callable[[str], None]
+) -> Reply:
+    """A script's result as its reply, by Redis's rules (luaReplyToRedisReply). ``shape`` is
+    the prelude's ``reply_shape``: what a table stands for, read with raw accesses (a
+    metatable's ``__index`` never runs). A top-level error is a ReplyError; a table that holds
+    others is encoded here, without recursion, for ``client_resp``: as deep as Redis's Lua
+    stack lets it go, where ``-ERR reached lua stack limit`` stands for what is deeper (a
+    table that holds itself). An error nested in it is counted (``count_error``, by its
+    code) unless it is a command's, counted then."""
+    if not _is_table(value):
+        return _plain_value(value, script_resp)
+    kind, first, second = shape(value)
+    if kind == b"err":
+        return error_from_text(_error_text(first), counted=second is True)
+    if kind in (b"array", b"map", b"set"):
+        return Raw(_encode_nested(value, script_resp, client_resp, shape, count_error))
+    return _leaf(kind, first, second, client_resp)
+
+
+def _error_text(text: bytes) -> bytes:
+    # (a C string to Redis: it ends at a NUL; Redis trims the line feeds it ends with)
+    return text.split(b"\0", 1)[0].rstrip(b"\r\n")
+
+
+def _leaf(kind: bytes, first: Any, second: Any, client_resp: int) -> Reply:
+    """A table that stands for one reply: ``{err=…}``, ``{ok=…}``, ``{double=…}``,
+    ``{big_number=…}``, ``{verbatim_string={format=…, string=…}}``."""
+    if kind == b"err":
+        return error_from_text(_error_text(first))
+    if kind == b"ok":  # (a C string to Redis, its line feeds made spaces)
+        return Status(first.split(b"\0", 1)[0].replace(b"\r", b" ").replace(b"\n", b" "))
+    if kind == b"double":
+        return float(first)
+    if kind == b"big_number":
+        text = first.replace(b"\r", b" ").replace(b"\n", b" ")
         return Raw(b"(%s\r\n" % text) if client_resp == 3 else text
-    mapping = table[b"map"]
-    if _is_table(mapping):
-        return PairMap(
-            (lua_to_reply(k, script_resp, client_resp), lua_to_reply(v, script_resp, client_resp))
-            for k, v in mapping.items()
-        )
-    members = table[b"set"]
-    if _is_table(members):
-        return RSet(lua_to_reply(k, script_resp, client_resp) for k in members)
-    verbatim = table[b"verbatim_string"]
-    if _is_table(verbatim):
-        fmt, text = verbatim[b"format"], verbatim[b"string"]
-        if type(fmt) is bytes and type(text) is bytes:
-            if client_resp == 3:
-                return Raw(b"=%d\r\n%s:%s\r\n" % (len(text) + 4, fmt[:3], text))
-            return text
-    items: list[Reply] = []
-    index = 1
-    while True:
-        item = table[index]
-        if item is None:
-            return items
-        items.append(lua_to_reply(item, script_resp, client_resp))
-        index += 1
+    if kind == b"verbatim":
+        if client_resp == 3:
+            return Raw(b"=%d\r\n%s:%s\r\n" % (len(second) + 4, first[:3], second))
+        return second  # type: ignore[no-any-return]
+    raise ValueError(f"unexpected reply shape {kind!r}")
+
+
+def _encode_nested(
+    table: Any, script_resp: int, client_resp: int, shape: Any, count_error: Callable[[str], None]
+) -> bytes:
+    """A table that holds others (an array, ``{map=…}``, ``{set=…}``), encoded depth first
+    from an explicit stack of (value, its slot on Redis's Lua stack)."""
+    out: list[bytes] = []
+    pending: list[tuple[Any, int]] = [(table, RESULT_SLOT)]
+    while pending:
+        value, slot = pending.pop()
+        if slot + STEP_ROOM > LUA_STACK_LIMIT:
+            out.append(STACK_LIMIT_ERROR)
+            count_error("ERR")
+            continue
+        if not _is_table(value):
+            encode_into(out, _plain_value(value, script_resp), client_resp)
+            continue
+        kind, first, second = shape(value)
+        if kind == b"array":
+            out.append(b"*%d\r\n" % first)
+            pending.extend((value[index], slot + ITEM_SLOT) for index in range(first, 0, -1))
+        elif kind == b"map":
+            pairs: list[tuple[Any, Any]] = list(first.items())
+            count = len(pairs)
+            out.append(b"%%%d\r\n" % count if client_resp == 3 else b"*%d\r\n" % (2 * count))
+            pairs.reverse()  # (the stack: the first pair on top)
+            for key, item in pairs:
+                pending.append((item, slot + VALUE_SLOT))
+                pending.append((key, slot + KEY_SLOT))
+        elif kind == b"set":
+            members: list[Any] = list(first.keys())
+            out.append(b"~%d\r\n" % len(members) if client_resp == 3 else b"*%d\r\n" % len(members))
+            members.reverse()
+            pending.extend((member, slot + MEMBER_SLOT) for member in members)
+        else:
+            leaf = _leaf(kind, first, second, client_resp)
+            if isinstance(leaf, ReplyError) and second is not True:
+                count_error(leaf.code)
+            encode_into(out, leaf, client_resp)
+    return b"".join(out)

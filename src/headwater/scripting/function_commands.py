@@ -11,7 +11,7 @@ import time
 
 from headwater.commands.context import Client, help_handler, reject_subcommand, spec
 from headwater.commands.monitor import show_command
-from headwater.errors import err
+from headwater.errors import err, subcommand_syntax
 from headwater.glob import glob_match
 from headwater.ops.change import Written, as_given, one_line
 from headwater.resp.types import OK, Reply, RSet, Status
@@ -30,7 +30,7 @@ _RO_WITH_WRITE_FLAG = err("Can not execute a script with write flag using *_ro c
 
 def _fcall(c: Client, argv: list[bytes], read_only_command: bool) -> Reply:
     scripting = scripting_of(c)
-    function = scripting.registry.functions.get(argv[1])
+    function = scripting.registry.function(argv[1])
     if function is None:
         raise err("Function not found")
     numkeys = parse_numkeys(argv, _BAD_NUMKEYS)
@@ -48,7 +48,7 @@ def _fcall(c: Client, argv: list[bytes], read_only_command: bool) -> Reply:
 def declared_write(c: Client, argv: list[bytes]) -> bool | None:
     """Whether this FCALL/FCALL_RO call may write by its function's flags (Redis's
     fcallGetCommandFlags); None for an unknown function (the command's flags decide)."""
-    function = scripting_of(c).registry.functions.get(argv[1])
+    function = scripting_of(c).registry.function(argv[1])
     if function is None:
         return None
     return FLAG_NO_WRITES not in function.flags
@@ -88,7 +88,9 @@ def cmd_function_delete(c: Client, argv: list[bytes]) -> Written:
 
 
 def _flush_mode(argv: list[bytes]) -> None:
-    if len(argv) > 3 or (len(argv) == 3 and argv[2].upper() not in (b"SYNC", b"ASYNC")):
+    if len(argv) > 3:
+        raise subcommand_syntax(argv[1], "FUNCTION")
+    if len(argv) == 3 and argv[2].upper() not in (b"SYNC", b"ASYNC"):
         raise err("FUNCTION FLUSH only supports SYNC|ASYNC option")
 
 
@@ -105,7 +107,7 @@ def cmd_function_dump(c: Client, argv: list[bytes]) -> Reply:
 def cmd_function_restore(c: Client, argv: list[bytes]) -> Written:
     policy = b"APPEND"
     if len(argv) > 4:
-        raise err("syntax error")
+        raise subcommand_syntax(argv[1], "FUNCTION")
     if len(argv) == 4:
         policy = argv[3].upper()
         if policy not in (b"FLUSH", b"APPEND", b"REPLACE"):
@@ -124,7 +126,7 @@ def cmd_function_restore(c: Client, argv: list[bytes]) -> Written:
     if len(set(names)) != len(names):
         raise err("Library names in the payload repeat")
     for library in libraries:  # all checked before any is added: all or nothing
-        registry.check_add(library, replace)
+        registry.check_add(library, replace, restoring=True)
     for library in libraries:
         registry.add(library, replace)
     return Written(OK, as_given(1))

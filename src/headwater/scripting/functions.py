@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from headwater.errors import err, require
+from headwater.resp.parser import split_args
 
 FUNCTION_FLAGS = ("no-writes", "allow-oom", "allow-stale", "no-cluster", "allow-cross-slot-keys")
 _NAME = re.compile(rb"[A-Za-z0-9_]+")
@@ -55,20 +56,23 @@ class RegisterError(Exception):
 
 
 def parse_metadata(code: bytes) -> tuple[bytes, int]:
-    """The library name from ``#!lua name=…``, and the length of that line (kept out of the
-    compiled code, but not its line feed, so line numbers stay the user's)."""
+    """The library name from ``#!lua name=…`` (split as Redis splits it: quotes allowed),
+    and the length of that line (kept out of the compiled code, but not its line feed, so line
+    numbers stay the user's)."""
     if not code.startswith(b"#!"):
         raise err("Missing library metadata")
     end = code.find(b"\n")
     if end < 0:
         raise err("Invalid library metadata")
-    parts = code[:end].split()
+    parts = split_args(code[:end])  # (Redis's sdssplitargs: name="foo" is foo)
+    if not parts:
+        raise err("Invalid library metadata")
     engine = parts[0][2:]
     if engine.upper() != b"LUA":
         raise err(f"Engine '{engine.decode('utf-8', 'replace')}' not found")
     name: bytes | None = None
     for part in parts[1:]:
-        if not part.startswith(b"name="):
+        if part[:5].lower() != b"name=":
             raise err(f"Invalid metadata value given: {part.decode('utf-8', 'replace')}")
         if name is not None:
             raise err("Invalid metadata value, name argument was given multiple times")
@@ -84,30 +88,44 @@ def check_name(name: bytes) -> None:
 
 
 class Registry:
-    """The loaded libraries and their functions, by name."""
+    """The loaded libraries and their functions, by name: a library's name is matched as
+    given, a function's whatever its case (as Redis's dicts of them: FCALL TEST runs
+    ``test``)."""
 
     def __init__(self) -> None:
         self.libraries: dict[bytes, Library] = {}
+        #: every library's functions, by their names in lower case
         self.functions: dict[bytes, Function] = {}
+
+    def function(self, name: bytes) -> Function | None:
+        return self.functions.get(name.lower())
 
     def add(self, library: Library, replace: bool) -> None:
         """Make ``library`` current (all checks done by ``check_add``)."""
         old = self.libraries.pop(library.name, None) if replace else None
         if old is not None:
             for name in old.functions:
-                self.functions.pop(name, None)
+                self.functions.pop(name.lower(), None)
         self.libraries[library.name] = library
-        self.functions.update(library.functions)
+        for name, function in library.functions.items():
+            self.functions[name.lower()] = function
 
-    def check_absent(self, name: bytes) -> None:
+    def check_absent(self, name: bytes, restoring: bool = False) -> None:
+        """Refuses a library of that name already there, with FUNCTION LOAD's text or
+        FUNCTION RESTORE's (Redis's libraryJoin: the name unquoted)."""
         if name in self.libraries:
-            raise err(f"Library '{name.decode('utf-8', 'replace')}' already exists")
+            shown = name.decode("utf-8", "replace")
+            raise err(
+                f"Library {shown} already exists"
+                if restoring
+                else f"Library '{shown}' already exists"
+            )
 
-    def check_add(self, library: Library, replace: bool) -> None:
+    def check_add(self, library: Library, replace: bool, restoring: bool = False) -> None:
         if not replace:
-            self.check_absent(library.name)
+            self.check_absent(library.name, restoring)
         for name in library.functions:
-            owner = self.functions.get(name)
+            owner = self.function(name)
             if owner is not None and owner.library.name != library.name:
                 raise err(f"Function {name.decode('utf-8', 'replace')} already exists")
 
@@ -116,7 +134,7 @@ class Registry:
         if library is None:
             raise err("Library not found")
         for function in library.functions:
-            self.functions.pop(function, None)
+            self.functions.pop(function.lower(), None)
 
     def flush(self) -> None:
         self.libraries.clear()
@@ -132,7 +150,7 @@ class Registry:
             require(bool(library.functions), f"library {name!r} has no function")
             for fname, function in library.functions.items():
                 require(function.library is library, f"{fname!r} points to another library")
-                require(self.functions.get(fname) is function, f"{fname!r} is not current")
+                require(self.function(fname) is function, f"{fname!r} is not current")
                 count += 1
         require(count == len(self.functions), "functions without a library")
 
@@ -152,9 +170,16 @@ def read_registration(args: tuple[Any, ...], is_function: Any, items: Any) -> di
         if not is_function(callback):
             raise RegisterError("second argument to redis.register_function must be a function")
         return {"name": name, "callback": callback, "description": None, "flags": ()}
-    if len(args) != 1 or is_function(args[0]) or type(args[0]) in (bytes, int, float, bool):
+    if len(args) != 1:
         raise RegisterError("wrong number of arguments to redis.register_function")
-    return _named_registration(items(args[0]), is_function, items)
+    try:
+        pairs = items(args[0])
+    except TypeError:
+        raise RegisterError(
+            "calling redis.register_function with a single argument is only applicable to Lua "
+            "table (representing named arguments)."
+        ) from None
+    return _named_registration(pairs, is_function, items)
 
 
 def _named_registration(pairs: Any, is_function: Any, items: Any) -> dict[str, Any]:

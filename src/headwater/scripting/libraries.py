@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 
 CJSON = r"""
 local null = ...
-local type, pairs, tostring, error, floor = type, pairs, tostring, error, math.floor
+local type, pairs, tostring, error, select = type, pairs, tostring, error, select
+local floor = math.floor
 local concat, format, char, sub = table.concat, string.format, string.char, string.sub
 local huge = math.huge
 
@@ -36,8 +37,18 @@ escapes['"'], escapes['\\'], escapes['/'], escapes['\127'] = '\\"', '\\\\', '\\/
 
 local function fail(kind, reason) error('Cannot serialise ' .. kind .. ': ' .. reason, 0) end
 
+-- the settings a script may change (they last, as in Redis's one Lua state); lua-cjson's
+-- defaults
+local settings = {encode_max_depth = 1000, decode_max_depth = 1000, encode_invalid_numbers = false}
+
 local function number(n)
-  if n ~= n or n == huge or n == -huge then fail('number', 'must not be NaN or Inf') end
+  if n ~= n or n == huge or n == -huge then
+    local invalid = settings.encode_invalid_numbers
+    if invalid == 'null' then return 'null' end
+    if not invalid then fail('number', 'must not be NaN or Inf') end
+    if n ~= n then return 'nan' end  -- (Redis's lua-cjson: as its number formatter writes them)
+    return n < 0 and '-inf' or 'inf'
+  end
   return format('%.14g', n)
 end
 
@@ -57,7 +68,9 @@ end
 
 local encode_value
 local function encode_table(t, depth, out)
-  if depth > 1000 then error('Cannot serialise, excessive nesting (' .. depth .. ')', 0) end
+  if depth > settings.encode_max_depth then
+    error('Cannot serialise, excessive nesting (' .. depth .. ')', 0)
+  end
   local n = array_length(t)
   if n > 0 then
     out[#out + 1] = '['
@@ -229,7 +242,7 @@ end
 function decode_value(depth, kind, value, at)
   if kind == 'T_OBJ_BEGIN' or kind == 'T_ARR_BEGIN' then
     depth = depth + 1
-    if depth > 1000 then
+    if depth > settings.decode_max_depth then
       error('Found too many nested data structures (' .. depth .. ') at character ' .. at, 0)
     end
     if kind == 'T_OBJ_BEGIN' then return decode_object(depth) end
@@ -253,8 +266,47 @@ local function decode(json)
   return result
 end
 
-return {encode = encode, decode = decode}
+-- cjson.encode_max_depth([depth]) and decode_max_depth: the setting, after it is changed
+local function depth_option(name)
+  return function(...)
+    local depth = ...
+    if select('#', ...) > 1 then error("bad argument #2 to '?' (found too many arguments)", 0) end
+    if depth ~= nil then
+      if type(depth) ~= 'number' or depth < 1 or depth > 2147483647 or floor(depth) ~= depth then
+        error("bad argument #1 to '?' (expected integer between 1 and 2147483647)", 0)
+      end
+      settings[name] = depth
+    end
+    return settings[name]
+  end
+end
+-- cjson.encode_invalid_numbers([true | false | 'null'])
+local function invalid_numbers(...)
+  local value = ...
+  if select('#', ...) > 1 then error("bad argument #2 to '?' (found too many arguments)", 0) end
+  if value ~= nil then
+    local options = {[true] = true, [false] = false, on = true, off = false, null = 'null'}
+    if options[value] == nil then
+      error("bad argument #1 to '?' (invalid option '" .. tostring(value) .. "')", 0)
+    end
+    value = options[value]
+    settings.encode_invalid_numbers = value
+  end
+  return settings.encode_invalid_numbers
+end
+
+return {encode = encode, decode = decode, encode_max_depth = depth_option('encode_max_depth'),
+  decode_max_depth = depth_option('decode_max_depth'), encode_invalid_numbers = invalid_numbers}
 """
+
+#: what the cjson code returns
+CJSON_FUNCTIONS = (
+    b"encode",
+    b"decode",
+    b"encode_max_depth",
+    b"decode_max_depth",
+    b"encode_invalid_numbers",
+)
 
 _MASK = 0xFFFFFFFF
 
@@ -368,40 +420,47 @@ def install(scripting: Scripting) -> None:
     lua.eval(
         "function(null) getmetatable(null).__tostring = function() return 'userdata: (nil)' end end"
     )(null)
-    impl = lua.execute(CJSON, null, name="=headwater")
     protect = entry.protect
+    impl: dict[bytes, Any] = {}
 
-    def c_function(name: str, function: Any) -> Callable[..., Any]:
+    def cjson_function(name: bytes) -> Any:
+        """One of the Lua cjson's functions: its code runs on the first use (its ~29 KB of
+        the Lua state are not held by a server whose scripts never use cjson)."""
+        if not impl:
+            functions = lua.execute(CJSON, null, name="=headwater")
+            impl.update((key, functions[key]) for key in CJSON_FUNCTIONS)
+        return impl[name]
+
+    def c_function(name: str, one_argument: bool = True) -> Callable[..., Any]:
         def call(*args: Any) -> Any:
-            if len(args) != 1:
+            if one_argument and len(args) != 1:
                 raise LibraryError(f"bad argument #1 to '{name}' (expected 1 argument)")
-            ok, result = protect(function, *args)
+            ok, result = protect(cjson_function(name.encode()), *args)
             if not ok:
                 raise LibraryError(result.decode("utf-8", "surrogateescape"))
             return result
 
         return call
 
-    def configure(*args: Any) -> Any:  # cjson.encode_* / decode_* settings: kept as they are
+    def configure(*args: Any) -> Any:  # the other cjson settings: kept as they are
         return args[0] if args else None
 
     cjson: dict[bytes, Any] = {
-        b"encode": located(c_function("encode", impl[b"encode"])),
-        b"decode": located(c_function("decode", impl[b"decode"])),
+        b"encode": located(c_function("encode")),
+        b"decode": located(c_function("decode")),
         b"null": null,
         b"_NAME": b"cjson",
         b"_VERSION": b"2.1.0",
     }
     for setting in (
         b"encode_sparse_array",
-        b"encode_max_depth",
-        b"decode_max_depth",
         b"encode_number_precision",
         b"encode_keep_buffer",
-        b"encode_invalid_numbers",
         b"decode_invalid_numbers",
     ):
         cjson[setting] = configure
+    for setting in CJSON_FUNCTIONS[2:]:
+        cjson[setting] = located(c_function(setting.decode(), one_argument=False))
     table = lua.table_from(cjson)
     table[b"new"] = lambda *args: table
     entry.install(b"cjson", table)

@@ -91,6 +91,10 @@ def _c_bridge() -> Any:
 
 #: how long a library's top level may run (Redis: LOAD_TIMEOUT_MS)
 LOAD_TIMEOUT = 0.5
+#: every how many runs a step of Lua's garbage collector is taken, of that size (Redis's
+#: luaCallFunction: LUA_GC_CYCLE_PERIOD), so the state's garbage does not pile up to a full
+#: cycle
+GC_CYCLE_PERIOD = 50
 #: the scripts EVAL keeps before it evicts the least recently run (Redis: LRU_LIST_LENGTH)
 EVAL_CACHE_SIZE = 500
 #: flags of a script (the shebang's) and of a function
@@ -177,9 +181,12 @@ class LuaRaise(Exception):
     """Raised by a bridge function: Lua sees the error ``{err=text}``, as when Redis's C
     functions raise."""
 
-    def __init__(self, text: bytes) -> None:
+    def __init__(self, text: bytes, counted: bool = False) -> None:
         super().__init__(text)
         self.text = text
+        #: a command's error, counted in INFO errorstats already (Redis's
+        #: ignore_error_stats_update)
+        self.counted = counted
 
 
 def _raise(msg: bytes) -> LuaRaise:
@@ -203,6 +210,11 @@ class Scripting:
         self.take_stashed: Any = None
         self.client: Client | None = None
         self.reader: ReplyReader | None = None
+        #: the prelude's reply_shape (``convert.lua_to_reply``)
+        self.reply_shape: Any = None
+        #: the prelude's gc_step, and the runs since it was last taken
+        self.gc_step: Any = None
+        self.runs_since_gc = 0
         #: set while FUNCTION LOAD runs a library (redis.register_function adds to it)
         self.registering: Callable[..., Any] | None = None
         #: FUNCTION's libraries
@@ -235,11 +247,15 @@ class Scripting:
         self.run_eval = self.entry.run_eval
         self.run_function = self.entry.run_function
         self.reader = ReplyReader(lua, self.entry.ok_table, self.entry.err_table)
+        self.reply_shape = self.entry.reply_shape
+        self.gc_step = self.entry.gc_step
         client = Client(self.host, 0)
         client.authenticated = True
         client.is_script = True
         self.client = client
         libraries.install(self)
+        # (what building the sandbox left behind: INFO's used_memory_lua is the state's own)
+        lua.execute("collectgarbage('collect')")
 
     def _open_c_bridge(self, lua: Any, bridge: Bridge) -> tuple[Any, Any]:
         """The C bridge's Lua side ({call, pcall, set_runner}) and its module, or (None,
@@ -272,10 +288,13 @@ class Scripting:
         return self.entry
 
     def flush(self) -> None:
-        """SCRIPT FLUSH: the cache is dropped (Lua collects the compiled chunks). The state
-        itself stays: the functions' libraries live in it, and scripts cannot change it."""
+        """SCRIPT FLUSH: the cache is dropped, and the compiled chunks collected at once (Redis
+        starts a new Lua state: its memory is a fresh one's). The state itself stays: the
+        functions' libraries live in it, and scripts cannot change it."""
         self.scripts.clear()
         self.eval_lru.clear()
+        if self.lua is not None:
+            self.lua.execute("collectgarbage('collect')")
 
     # -- compiling ---------------------------------------------------------------------------
 
@@ -432,7 +451,8 @@ class Scripting:
     ) -> Reply:
         """Run a compiled script or function (``slot``: its place in the C bridge) for
         ``caller``, with KEYS and ARGV from ``argv[3:]``; its reply in the caller's
-        protocol."""
+        protocol. An error reply is raised (the engine counts it, unless it is the error of a
+        command the script ran, counted then)."""
         if self.entry is None:
             self._start()
         client = self.client
@@ -454,15 +474,24 @@ class Scripting:
                 table = self.lua.table_from
                 keys, args = table(argv[3 : 3 + nkeys]), table(argv[3 + nkeys :])
                 ok, result = runner(function, keys, args)
-            if ok:
-                return lua_to_reply(result, run.resp, caller.resp)
-            return self._error_reply(result)
+            if not ok:
+                raise self._error_reply(result)
+            reply = lua_to_reply(
+                result, run.resp, caller.resp, self.reply_shape, host.stats.count_error
+            )
+            if isinstance(reply, ReplyError):
+                raise reply
+            return reply
         finally:
             if collecting:
                 host.finish_collecting()
             self.run = None
             if run.busy:
                 self._end_busy()
+            self.runs_since_gc += 1
+            if self.runs_since_gc == GC_CYCLE_PERIOD:
+                self.runs_since_gc = 0
+                self.gc_step(GC_CYCLE_PERIOD)
 
     def _end_busy(self) -> None:
         self.host.busy_reply = None
@@ -480,7 +509,7 @@ class Scripting:
         source, line = error[b"source"], error[b"line"]
         if type(source) is bytes and line is not None:
             text += b" script: %s, on %s:%d." % (run.name, source, int(line))
-        return error_from_text(text)
+        return error_from_text(text, counted=error[b"ignore_error_stats_update"] is True)
 
     # -- redis.call ---------------------------------------------------------------------------
 
@@ -504,7 +533,7 @@ class Scripting:
         row = self._row_for(argv)
         refused = self._refusal(run, row, argv)
         if refused is not None:
-            return self._failed(raise_error, refused)
+            return self._rejected(raise_error, row, refused)
         assert row is not None
         client.resp = run.resp
         if row.is_write:
@@ -519,7 +548,7 @@ class Scripting:
             reply = reply.reply_if_denied()
         failed, value = reply_to_lua(reader, reply, run.resp)
         if failed and raise_error:
-            raise LuaRaise(value[b"err"])
+            raise LuaRaise(value[b"err"], counted=True)
         return value
 
     def _show_monitors(self, client: Client, row: CommandSpec, argv: list[bytes]) -> None:
@@ -544,8 +573,23 @@ class Scripting:
         assert self.reader is not None
         failed, value = reply_to_lua(self.reader, reply, client.resp)
         if failed and raise_error:
-            raise LuaRaise(value[b"err"])
+            raise LuaRaise(value[b"err"], counted=True)
         return value
+
+    def _rejected(self, raise_error: bool, row: CommandSpec | None, text: bytes) -> Any:
+        """A command the script may not run here: counted as a rejected call and an error
+        reply (Redis's scriptCall), its error marked as counted."""
+        if row is not None:
+            row.rejected_calls += 1
+        self.host.stats.count_error(text.split(b" ", 1)[0].decode("utf-8", "surrogateescape"))
+        if raise_error:
+            raise LuaRaise(text, counted=True)
+        reader = self.reader
+        if reader is None:
+            raise ScriptError("redis.call ran before the Lua state was built")
+        # (the reader's function, not a read of entry: from inside the C bridge's redis.call,
+        # lupa's read of a field of entry gives a tuple)
+        return reader.make_err(text)
 
     def _failed(self, raise_error: bool, text: bytes) -> Any:
         if raise_error:
@@ -639,6 +683,9 @@ class Bridge:
         """The Lua error a bridge function's exception stands for."""
         lua = self.scripting.lua
         if isinstance(exc, LuaRaise):
+            reader = self.scripting.reader
+            if exc.counted and reader is not None:
+                return reader.make_err(exc.text)
             return lua.table_from({b"err": exc.text})
         if isinstance(exc, LibraryError):
             return exc.text.encode("utf-8", "surrogateescape")

@@ -61,6 +61,8 @@ for _, name in ipairs({'assert', 'collectgarbage', 'error', 'gcinfo', 'getmetata
 end
 api.type = lua_type
 for _, name in ipairs({'string', 'math', 'table', 'coroutine'}) do api[name] = readonly(G[name]) end
+-- os: only its clock (Redis 7.4's sandbox)
+api.os = readonly({clock = os.clock})
 -- rawset and setmetatable refuse the read-only tables; they are Python functions (as Redis's
 -- are C ones: a tail call to them keeps the script's frame), over checked_call below
 local py_rawset, py_setmetatable = bridge.rawset, bridge.setmetatable
@@ -93,8 +95,10 @@ api.xpcall = function(f, handler)
   return xpcall(f, function(e) return handler(plain_error(e)) end)
 end
 
--- the environment of every script: reads go to api (or the library API while one loads)
-local env_meta = {__index = api, __newindex = readonly_error, __metatable = false}
+-- the environment of every script: reads go to api (or the library API while one loads);
+-- getmetatable(_G) shows what Redis's globals have, a read-only {__index = <the error of a
+-- nonexistent global>}
+local env_meta = {__index = api, __newindex = readonly_error}
 local env = setmetatable({}, env_meta)
 protected[env] = api
 api._G = env
@@ -121,6 +125,7 @@ local function missing_global(_, name)
   error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 2)
 end
 setmetatable(api, {__index = missing_global})
+env_meta.__metatable = readonly({__index = missing_global})
 
 -- the redis table: what may raise is Python (a C function to Lua, so a tail call to it
 -- keeps the script's frame, whose line the error reply names); call and pcall are the C
@@ -248,8 +253,38 @@ function entry.load_library(f)
   return finish(ok, result)
 end
 function entry.is_table(value) return type(value) == 'table' end
+local collectgarbage = collectgarbage
+function entry.gc_step(size) collectgarbage('step', size) end
 function entry.ok_table(text) return {ok = text} end
-function entry.err_table(text) return {err = text} end
+-- a command's error reply, as Redis gives it to the script: marked as already counted in
+-- INFO errorstats (the script returning it does not count it again)
+function entry.err_table(text) return {err = text, ignore_error_stats_update = true} end
+-- what a script's table result stands for, as Redis's luaReplyToRedisReply reads it: raw
+-- reads only (a metatable's __index never runs), in its order: err, ok, double, big_number,
+-- verbatim_string, map, set, else an array of the items before the first nil (always three
+-- values: lupa gives them as one tuple)
+function entry.reply_shape(t)
+  local v = rawget(t, 'err')
+  if type(v) == 'string' then return 'err', v, rawget(t, 'ignore_error_stats_update') == true end
+  v = rawget(t, 'ok')
+  if type(v) == 'string' then return 'ok', v, false end
+  v = rawget(t, 'double')
+  if type(v) == 'number' then return 'double', v, false end
+  v = rawget(t, 'big_number')
+  if type(v) == 'string' then return 'big_number', v, false end
+  v = rawget(t, 'verbatim_string')
+  if type(v) == 'table' then
+    local format, text = rawget(v, 'format'), rawget(v, 'string')
+    if type(format) == 'string' and type(text) == 'string' then return 'verbatim', format, text end
+  end
+  v = rawget(t, 'map')
+  if type(v) == 'table' then return 'map', v, false end
+  v = rawget(t, 'set')
+  if type(v) == 'table' then return 'set', v, false end
+  local n = 0
+  while rawget(t, n + 1) ~= nil do n = n + 1 end
+  return 'array', n, false
+end
 local raw_operations = {rawset = rawset, setmetatable = setmetatable}
 -- 'readonly', or pcall's results
 function entry.checked_call(name, t, ...)
