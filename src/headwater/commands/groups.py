@@ -112,10 +112,7 @@ def reclaim_idle(
 
 
 def createconsumer_effect(key: bytes, group: Group, name: bytes) -> list[bytes]:
-    """Redis propagates a consumer created by XREADGROUP only with NOACK (otherwise the
-    XCLAIMs create it), so a consumer whose first read found nothing, or whose first claim
-    claimed nothing, is missing on replicas. We always propagate the creation, so replaying
-    the effects rebuilds exactly the same consumers."""
+    """A consumer's creation as an effect (XREADGROUP's: see ``_add_creation``)."""
     return [b"XGROUP", b"CREATECONSUMER", key, group.name, name]
 
 
@@ -514,7 +511,8 @@ def cmd_xreadgroup(c: Client, argv: list[bytes]) -> Reply | Block | Written:
         count_read(c, key, stream)  # (Redis looks each stream up again to serve it: counted twice)
         d = _Delivery(c, key, stream, group)
         reclaim_idle(c, key, group, fx, keep=opts.consumer)
-        consumer = touch_consumer(c, key, group, opts.consumer, fx)
+        creation = Effects()
+        consumer = touch_consumer(c, key, group, opts.consumer, creation)
         parts: list[bytes] | None = None
         caps.open_stream(key)
         if sid != NEW_ONLY:
@@ -527,6 +525,7 @@ def cmd_xreadgroup(c: Client, argv: list[bytes]) -> Reply | Block | Written:
         caps.close_stream(parts is not None)
         if parts is not None:
             served.append((key, array_of(parts)))
+        _add_creation(fx, creation.dirty, key, group, opts.consumer, d.effects, opts.noack)
         fx.add(int(d.changed))
         lines = fx.lines
         if lines is not None:
@@ -545,6 +544,21 @@ def cmd_xreadgroup(c: Client, argv: list[bytes]) -> Reply | Block | Written:
         if soonest is not None:
             retry_at = monotonic + soonest
     return Written(Block(list(opts.keys), deadline, NULL_ARRAY, retry_at_ms=retry_at), fx)
+
+
+def _add_creation(
+    fx: Effects, creation: int, key: bytes, group: Group, name: bytes,
+    served: list[list[bytes]], noack: bool,
+) -> None:  # fmt: skip
+    """The consumer XREADGROUP created: counted, and propagated as CREATECONSUMER unless an
+    XCLAIM of this read creates it on the replica (Redis propagates the creation only with
+    NOACK, so its stream has no CREATECONSUMER there). A creation nothing else propagates
+    (a read that found nothing) still goes, so that replaying the effects rebuilds the
+    same consumers; Redis leaves such a consumer out of its replicas."""
+    if not creation:
+        return
+    claims = not noack and any(line[0] == b"XCLAIM" for line in served)
+    fx.add(creation, None if claims else createconsumer_effect(key, group, name))
 
 
 def _next_claimable_ms(

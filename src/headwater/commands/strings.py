@@ -183,7 +183,7 @@ def cmd_getdel(c: Client, argv: list[bytes]) -> Reply | Written:
         return None
     c.db.delete(argv[1])
     notify(c, GENERIC, b"del", argv[1])
-    return Written(old, ONE)
+    return Written(old, one_line(1, [b"DEL", argv[1]]))  # (Redis propagates it as DEL)
 
 
 def cmd_getex(c: Client, argv: list[bytes]) -> Reply | Written:
@@ -203,6 +203,12 @@ def cmd_getex(c: Client, argv: list[bytes]) -> Reply | Written:
     value = _get_string(c, key)
     if value is None:
         return None
+    keyspace = c.server.keyspace
+    if deadline is not None and deadline <= keyspace.now_ms and not keyspace.loading:
+        # an EXAT/PXAT already past: the key goes at once, propagated as DEL (as in Redis)
+        c.db.delete(key)
+        notify(c, GENERIC, b"del", key)
+        return Written(value, one_line(1, [b"DEL", key]))
     if deadline is not None:
         c.db.set_expire(key, deadline)
         notify(c, GENERIC, b"expire", key)

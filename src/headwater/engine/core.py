@@ -10,8 +10,9 @@ Rules
 * A write handler that changed data returns ``Written(reply, change)`` (``ops.change``).
   ``call`` is the one place that applies a change: it adds ``change.dirty`` to ``dirty`` and
   sends its effect lines (the argv as given when ``lines`` is None) to every sink in
-  ``effect_sinks`` in execution order; the lines of one command, and a transaction's, are
-  wrapped in MULTI/EXEC. Keys deleted by expiry propagate as DEL, before what deleted them.
+  ``effect_sinks`` in execution order; the lines of one command, a transaction's or a
+  script's are wrapped in MULTI/EXEC when there are several (one goes alone, as in Redis 7).
+  Keys deleted by expiry propagate as DEL, before what deleted them.
 * After each top-level command, keys that became ready wake their blocked clients.
 """
 
@@ -60,7 +61,7 @@ from headwater.errors import (
 )
 from headwater.keyevents import EXPIRED, GENERIC, HASH
 from headwater.keyspace import Database, Keyspace
-from headwater.ops.change import Change, Line, Written
+from headwater.ops.change import NO_DB, Change, Line, Written
 from headwater.ops.hashttl import active_expire_fields
 from headwater.resp.encoder import encode_into
 from headwater.resp.types import QUEUED, Raw, Reply
@@ -73,6 +74,8 @@ _perf_counter: Final = time.perf_counter
 log = logging.getLogger("headwater")
 
 EffectSink = Callable[[int, Line], None]
+_MULTI: Final = [b"MULTI"]
+_EXEC: Final = [b"EXEC"]
 _NOT_IN_MULTI = err("Command not allowed inside a transaction")
 _INTERNAL = err("internal error while executing the command; see the server log")
 
@@ -381,6 +384,8 @@ class Engine(ScriptHost):
                 if len(out) > sent:  # messages to itself: inside EXEC's reply, as in Redis
                     reply = _after_pushes(out, sent, reply, c.resp)
                 replies.append(reply)
+            if self.keyspace.expired:  # (keys its last lookups expired belong to it too)
+                self._propagate_expired()
         finally:
             self._in_exec = False
             effects, self._tx_effects = self._tx_effects, None
@@ -388,11 +393,15 @@ class Engine(ScriptHost):
         return replies
 
     def _emit_transaction(self, effects: list[tuple[int, Line]]) -> None:
-        if effects:
-            self._emit(effects[0][0], [b"MULTI"])
+        """What one transaction or script changed: one effect alone as it is (it is atomic
+        already), several wrapped in MULTI … EXEC (Redis 7: propagatePendingCommands)."""
+        if len(effects) == 1:
+            self._emit(*effects[0])
+        elif effects:
+            self._emit(NO_DB, _MULTI)
             for db, argv in effects:
                 self._emit(db, argv)
-            self._emit(effects[-1][0], [b"EXEC"])
+            self._emit(NO_DB, _EXEC)
 
     def in_transaction(self) -> bool:
         return self._in_exec
@@ -407,14 +416,9 @@ class Engine(ScriptHost):
         return True
 
     def finish_collecting(self) -> None:
-        """After the script (whatever its end): what it changed, sent. One effect alone goes
-        as it is (it is atomic, and Redis does not wrap it either)."""
+        """After the script (whatever its end): what it changed, sent."""
         effects, self._tx_effects = self._tx_effects, None
-        if effects is None:
-            return
-        if len(effects) == 1:
-            self._emit(*effects[0])
-        else:
+        if effects is not None:
             self._emit_transaction(effects)
 
     def collected_effects(self) -> list[tuple[int, Line]] | None:
@@ -449,10 +453,10 @@ class Engine(ScriptHost):
             return
         if self.keyspace.expired:  # (expired keys first, outside the transaction)
             self._propagate_expired()
-        self._emit(db, [b"MULTI"])
+        self._emit(NO_DB, _MULTI)
         for line in lines:
             self._emit(db, line)
-        self._emit(db, [b"EXEC"])
+        self._emit(NO_DB, _EXEC)
 
     @property
     def propagating(self) -> bool:

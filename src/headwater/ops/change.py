@@ -19,6 +19,11 @@ from typing import Any, Final, TypeAlias
 #: region's own effects: made once for the AOF, the replicas and the peer links)
 Line: TypeAlias = "list[bytes] | bytes"
 
+#: the database of an effect that applies to none (the MULTI and EXEC around several
+#: effects): the sinks write no SELECT before it, so that, as in Redis 7.2+, the SELECT a
+#: transaction needs comes inside it, just before its first command
+NO_DB: Final = -1
+
 
 class Change:
     __slots__ = ("dirty", "lines")
