@@ -364,6 +364,9 @@ PARAMS: tuple[Param, ...] = (
     Param("masterauth", _string, ""),
     Param("masteruser", _string, ""),
     Param("replica-read-only", _bool, "yes", printer=_yn, aliases=("slave-read-only",)),
+    Param(
+        "replica-serve-stale-data", _bool, "yes", printer=_yn, aliases=("slave-serve-stale-data",)
+    ),
     Param("replica-priority", _int_parser(0, 2**31 - 1), "100", aliases=("slave-priority",)),
     Param("repl-backlog-size", _int_parser(1, INT64_MAX, memory=True), "1048576"),
     Param("repl-ping-replica-period", _int_parser(1, 2**31 - 1), "10"),

@@ -94,10 +94,10 @@ def cmd_smove(c: Client, argv: list[bytes]) -> Reply | Written:
         dst = SetValue.for_first(member, 1, limits)
         c.db.set(destination, dst)
     c.db.signal_modified(source)
-    c.db.signal_modified(destination)
     dirty = 1
-    if dst.add(member, limits):
+    if dst.add(member, limits):  # (a member it held already leaves it untouched: no WATCH)
         dirty += 1
+        c.db.signal_modified(destination)
         notify(c, SET, b"sadd", destination)
     return Written(1, as_given(dirty))
 

@@ -149,6 +149,9 @@ class Engine(ScriptHost):
         #: set by replication: a read-only replica (-READONLY), too few good replicas
         #: (-NOREPLICAS); the primary's own link is exempt
         self.replication_refusal: ReplyError | None = None
+        #: set by replication on a replica whose link is down with replica-serve-stale-data
+        #: no: -MASTERDOWN for the commands not flagged ``stale``
+        self.stale_refusal: ReplyError | None = None
         #: primary/replica replication (the server layer sets it)
         self.replication: Replication | None = None
         self._in_exec = False
@@ -246,6 +249,9 @@ class Engine(ScriptHost):
             return
         if self.replication_refusal is not None and row.is_write and not c.replaying:
             self._reject(c, row, self.replication_refusal)
+            return
+        if self.stale_refusal is not None and "stale" not in row.flags and not c.replaying:
+            self._reject(c, row, self.stale_refusal)
             return
         if self.pause_mode and self._postpone(c, row, argv):
             return
@@ -391,6 +397,20 @@ class Engine(ScriptHost):
             effects, self._tx_effects = self._tx_effects, None
         self._emit_transaction(effects)
         return replies
+
+    def exec_refusal(self, queued: list[tuple[CommandSpec, list[bytes]]]) -> ReplyError | None:
+        """What refuses EXEC now, though its commands were accepted when queued (the server's
+        state changed since): MISCONF, READONLY or NOREPLICAS when one of them writes,
+        MASTERDOWN when one of them may not run on a stale replica (Redis: processCommand
+        takes EXEC for a write when its queue holds one)."""
+        writes = any(row.is_write for row, _ in queued)
+        if writes and self.refuse_writes is not None:
+            return self.refuse_writes
+        if writes and self.replication_refusal is not None:
+            return self.replication_refusal
+        if self.stale_refusal is not None and any("stale" not in r.flags for r, _ in queued):
+            return self.stale_refusal
+        return None
 
     def _emit_transaction(self, effects: list[tuple[int, Line]]) -> None:
         """What one transaction or script changed: one effect alone as it is (it is atomic
