@@ -349,6 +349,9 @@ PARAMS: tuple[Param, ...] = (
     Param("slowlog-max-len", _int_parser(0, INT64_MAX), "128"),
     Param("latency-monitor-threshold", _int_parser(0, INT64_MAX), "0"),
     Param("lazyfree-lazy-user-del", _bool, "no", printer=_yn),
+    #: a deletion the server decides (SPOP of all, RESTORE of an expired key) propagates as
+    #: UNLINK rather than DEL (the freeing itself is the same here)
+    Param("lazyfree-lazy-server-del", _bool, "no", printer=_yn),
     Param("io-threads", _int_parser(1, 128), "1", mutable=False),
     Param("appendfsync-group-commit", _bool, "yes", printer=_yn),
     # replication (server/replication.py, server/replica_link.py)

@@ -64,6 +64,12 @@ CASES: dict[str, list[tuple[str, ...]]] = {
         ("GETEX", "k", "PXAT", "1"),
         ("GETEX", "k", "PXAT", "1"),
     ],
+    "SPOP of every member": [
+        ("SADD", "set", "a", "b", "c"),
+        ("SPOP", "set", "3"),
+        ("SADD", "set", "a", "b", "c"),
+        ("SPOP", "set", "4"),
+    ],
     "XREADGROUP NOACK creating its consumer": [
         ("XADD", "s", "1-0", "f", "v"),
         ("XGROUP", "CREATE", "s", "g", "0"),

@@ -70,6 +70,7 @@ class SetOpts:
     get: bool = False
     keep_ttl: bool = False
     expire_at_ms: int | None = None  # absolute deadline
+    pxat: bool = False  # given as PXAT: propagated as given (Redis 7.2+)
 
 
 _EXPIRE_UNITS = {b"EX": (1000, False), b"PX": (1, False), b"EXAT": (1000, True), b"PXAT": (1, True)}
@@ -114,6 +115,7 @@ def parse_set(c: Client, argv: list[bytes]) -> SetOpts:
     if expire is not None:
         unit_ms, absolute = _EXPIRE_UNITS[expire[0]]
         opts.expire_at_ms = expire_deadline(c, expire[1], unit_ms, absolute, "set")
+        opts.pxat = expire[0] == b"PXAT"
     return opts
 
 
@@ -136,7 +138,8 @@ def cmd_set(c: Client, argv: list[bytes]) -> Reply | Written:
     if opts.expire_at_ms is not None:
         db.set_expire(key, opts.expire_at_ms)
         notify(c, GENERIC, b"expire", key)
-        change = one_line(1, [b"SET", key, value, b"PXAT", b"%d" % opts.expire_at_ms])
+        if not opts.pxat:  # EX, PX, EXAT: as an absolute PXAT (a PXAT goes as given)
+            change = one_line(1, [b"SET", key, value, b"PXAT", b"%d" % opts.expire_at_ms])
     return Written(old if opts.get else OK, change)
 
 

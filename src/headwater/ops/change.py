@@ -25,6 +25,12 @@ Line: TypeAlias = "list[bytes] | bytes"
 NO_DB: Final = -1
 
 
+def server_del(key: bytes, lazy: bool) -> list[bytes]:
+    """A deletion the server decided, as Redis propagates it: UNLINK with
+    ``lazyfree-lazy-server-del`` (``lazy``), DEL otherwise."""
+    return [b"UNLINK" if lazy else b"DEL", key]
+
+
 class Change:
     __slots__ = ("dirty", "lines")
 
