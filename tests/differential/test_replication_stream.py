@@ -70,6 +70,14 @@ CASES: dict[str, list[tuple[str, ...]]] = {
         ("SADD", "set", "a", "b", "c"),
         ("SPOP", "set", "4"),
     ],
+    "XCLAIM and XAUTOCLAIM creating their consumers": [
+        ("XADD", "s", "1-0", "f", "v"),
+        ("XADD", "s", "2-0", "f", "v"),
+        ("XGROUP", "CREATE", "s", "g", "0"),
+        ("XCLAIM", "s", "g", "a", "0", "1-0", "2-0", "FORCE"),
+        ("XCLAIM", "s", "g", "b", "0", "1-0"),
+        ("XAUTOCLAIM", "s", "g", "c", "0", "0"),
+    ],
     "XREADGROUP NOACK creating its consumer": [
         ("XADD", "s", "1-0", "f", "v"),
         ("XGROUP", "CREATE", "s", "g", "0"),

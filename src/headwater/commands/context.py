@@ -293,7 +293,7 @@ class ServerAPI:
     def exec_queued(self, client: Client, queued: list[tuple[CommandSpec, list[bytes]]]) -> Reply:
         raise NotImplementedError
 
-    def exec_refusal(self, queued: list[tuple[CommandSpec, list[bytes]]]) -> ReplyError | None:
+    def exec_refusal(self, client: Client) -> ReplyError | None:
         raise NotImplementedError
 
     def kill_client(self, client: Client) -> None:

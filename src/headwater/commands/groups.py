@@ -144,6 +144,25 @@ def touch_consumer(c: Client, key: bytes, group: Group, name: bytes, fx: Effects
     return consumer
 
 
+def drop_creation_if_claimed(fx: Effects, at: int) -> None:
+    """The consumer's creation ``touch_consumer`` added at ``at`` leaves the effects if an
+    XCLAIM to that consumer after it creates it on the replica anyway: Redis sends no
+    CREATECONSUMER there. A creation nothing else propagates (a read that found nothing,
+    a claim that claimed nothing) stays, so that replaying the effects rebuilds the same
+    consumers, where Redis's replicas lack such a consumer."""
+    lines = fx.lines
+    if lines is None or len(lines) <= at:
+        return
+    created = lines[at]
+    if not isinstance(created, list) or created[:2] != [b"XGROUP", b"CREATECONSUMER"]:
+        return
+    name = created[4]
+    for line in lines[at + 1 :]:
+        if isinstance(line, list) and line[0] == b"XCLAIM" and line[3] == name:
+            del lines[at]
+            return
+
+
 def _claim_effect(
     key: bytes, group: Group, sid_raw: bytes, nack: Nack, last_id: StreamID | None = None
 ) -> list[bytes]:
@@ -511,8 +530,8 @@ def cmd_xreadgroup(c: Client, argv: list[bytes]) -> Reply | Block | Written:
         count_read(c, key, stream)  # (Redis looks each stream up again to serve it: counted twice)
         d = _Delivery(c, key, stream, group)
         reclaim_idle(c, key, group, fx, keep=opts.consumer)
-        creation = Effects()
-        consumer = touch_consumer(c, key, group, opts.consumer, creation)
+        created_at = len(fx.lines or ())
+        consumer = touch_consumer(c, key, group, opts.consumer, fx)
         parts: list[bytes] | None = None
         caps.open_stream(key)
         if sid != NEW_ONLY:
@@ -525,11 +544,12 @@ def cmd_xreadgroup(c: Client, argv: list[bytes]) -> Reply | Block | Written:
         caps.close_stream(parts is not None)
         if parts is not None:
             served.append((key, array_of(parts)))
-        _add_creation(fx, creation.dirty, key, group, opts.consumer, d.effects, opts.noack)
         fx.add(int(d.changed))
         lines = fx.lines
         if lines is not None:
             lines += d.effects
+        if not opts.noack:  # (Redis propagates the creation with NOACK)
+            drop_creation_if_claimed(fx, created_at)
     if served:
         if c.resp == 3:
             return Written(PairMap(served), fx)
@@ -544,21 +564,6 @@ def cmd_xreadgroup(c: Client, argv: list[bytes]) -> Reply | Block | Written:
         if soonest is not None:
             retry_at = monotonic + soonest
     return Written(Block(list(opts.keys), deadline, NULL_ARRAY, retry_at_ms=retry_at), fx)
-
-
-def _add_creation(
-    fx: Effects, creation: int, key: bytes, group: Group, name: bytes,
-    served: list[list[bytes]], noack: bool,
-) -> None:  # fmt: skip
-    """The consumer XREADGROUP created: counted, and propagated as CREATECONSUMER unless an
-    XCLAIM of this read creates it on the replica (Redis propagates the creation only with
-    NOACK, so its stream has no CREATECONSUMER there). A creation nothing else propagates
-    (a read that found nothing) still goes, so that replaying the effects rebuilds the
-    same consumers; Redis leaves such a consumer out of its replicas."""
-    if not creation:
-        return
-    claims = not noack and any(line[0] == b"XCLAIM" for line in served)
-    fx.add(creation, None if claims else createconsumer_effect(key, group, name))
 
 
 def _next_claimable_ms(
@@ -910,6 +915,7 @@ def cmd_xclaim(c: Client, argv: list[bytes]) -> Reply | Written:
     moved_last_id = move_last_id(group, opts.last_id)
     fx = Effects()
     reclaim_idle(c, argv[1], group, fx, keep=argv[3])
+    created_at = len(fx.lines or ())
     consumer = touch_consumer(c, argv[1], group, argv[3], fx)
     claimer = _Claimer(c, argv[1], stream, group, fx)
     assert opts.delivery_ms is not None
@@ -937,6 +943,7 @@ def cmd_xclaim(c: Client, argv: list[bytes]) -> Reply | Written:
         claimer.claim(key, consumer, opts.delivery_ms, count, opts.justid)
     if moved_last_id and not claimer.claimed:
         fx.add(1, _setid_effect(argv[1], group))
+    drop_creation_if_claimed(fx, created_at)
     return claimer.finish(claimer.items)
 
 
@@ -970,6 +977,7 @@ def cmd_xautoclaim(c: Client, argv: list[bytes]) -> Reply | Written:
     stream, group = found
     fx = Effects()
     reclaim_idle(c, argv[1], group, fx, keep=argv[3])
+    created_at = len(fx.lines or ())
     consumer = touch_consumer(c, argv[1], group, argv[3], fx)
     now = c.server.keyspace.now_ms
     claimer = _Claimer(c, argv[1], stream, group, fx)
@@ -995,6 +1003,7 @@ def cmd_xautoclaim(c: Client, argv: list[bytes]) -> Reply | Written:
         claimer.claim(key, consumer, now, delivered if justid else bumped(delivered), justid)
         count -= 1
     cursor = format_id(key_id(keys[i])) if i < len(keys) else b"0-0"
+    drop_creation_if_claimed(fx, created_at)
     return claimer.finish([cursor, claimer.items, deleted])
 
 

@@ -76,7 +76,7 @@ def cmd_discard(c: Client, argv: list[bytes]) -> Reply:
 def cmd_exec(c: Client, argv: list[bytes]) -> Reply:
     if not c.in_multi:
         raise EXEC_WITHOUT_MULTI
-    refusal = c.server.exec_refusal(c.queued)
+    refusal = c.server.exec_refusal(c)
     if refusal is not None:  # (before the queue's own errors, as Redis checks EXEC first)
         discard(c)
         raise exec_abort(refusal)

@@ -398,11 +398,15 @@ class Engine(ScriptHost):
         self._emit_transaction(effects)
         return replies
 
-    def exec_refusal(self, queued: list[tuple[CommandSpec, list[bytes]]]) -> ReplyError | None:
+    def exec_refusal(self, c: Client) -> ReplyError | None:
         """What refuses EXEC now, though its commands were accepted when queued (the server's
         state changed since): MISCONF, READONLY or NOREPLICAS when one of them writes,
         MASTERDOWN when one of them may not run on a stale replica (Redis: processCommand
-        takes EXEC for a write when its queue holds one)."""
+        takes EXEC for a write when its queue holds one). The primary's link and the AOF
+        replay are obeyed, as every command of theirs."""
+        if c.replaying:
+            return None
+        queued = c.queued
         writes = any(row.is_write for row, _ in queued)
         if writes and self.refuse_writes is not None:
             return self.refuse_writes
