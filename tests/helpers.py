@@ -14,6 +14,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import hiredis
+
 ROOT = Path(__file__).resolve().parent.parent
 HEADWATER = [sys.executable, "-m", "headwater.cli"]
 
@@ -206,3 +208,51 @@ def raw_client(port: int) -> Iterator[RawClient]:
 
 def redis_available() -> bool:
     return shutil.which("redis-server") is not None and os.environ.get("HW_NO_REDIS") != "1"
+
+
+class ReplicationStream:
+    """What a replica reads (``redis-cli --replica`` style): ``SYNC``, the snapshot skipped,
+    then the stream's commands, each as its words."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), 10)
+        self.sock.sendall(b"SYNC\r\n")
+        self.buf = b""
+        size = self._payload_size()
+        while len(self.buf) < size:
+            self._fill()
+        self.buf = self.buf[size:]
+
+    def _fill(self) -> None:
+        chunk = self.sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("connection closed")
+        self.buf += chunk
+
+    def _payload_size(self) -> int:
+        """The snapshot's ``$<size>`` line (after the newlines a primary sends while it
+        prepares it)."""
+        while True:
+            while b"\r\n" not in self.buf.lstrip(b"\n"):
+                self._fill()
+            line, _, self.buf = self.buf.lstrip(b"\n").partition(b"\r\n")
+            if not line.startswith(b"$"):
+                raise ValueError(f"not a snapshot's size: {line!r}")
+            return int(line[1:])
+
+    def commands(self, quiet_s: float = 0.3) -> list[list[bytes]]:
+        """The commands the stream brought until it stayed quiet for ``quiet_s``."""
+        self.sock.settimeout(quiet_s)
+        with contextlib.suppress(TimeoutError):
+            while True:
+                self._fill()
+        reader = hiredis.Reader()
+        reader.feed(self.buf)
+        self.buf = b""
+        out: list[list[bytes]] = []
+        while (command := reader.gets()) is not False:
+            out.append(command)
+        return out
+
+    def close(self) -> None:
+        self.sock.close()

@@ -385,6 +385,9 @@ PARAMS: tuple[Param, ...] = (
     # Redis's test hook: microseconds of sleep per key loaded (negative: a busy loop of that
     # many iterations per key); accepted and reported, loading does not apply it
     Param("key-load-delay", _int_parser(-(2**31), 2**31 - 1), "0", hidden=True),
+    #: a deletion the server decides (SPOP of all, RESTORE of an expired key) propagates as
+    #: UNLINK rather than DEL (the freeing itself is the same here)
+    Param("lazyfree-lazy-server-del", _bool, "no", printer=_yn),
     Param("io-threads", _int_parser(1, 128), "1", mutable=False),
     Param("appendfsync-group-commit", _bool, "yes", printer=_yn),
     # replication (server/replication.py, server/replica_link.py)
@@ -400,6 +403,9 @@ PARAMS: tuple[Param, ...] = (
     Param("masterauth", _string, ""),
     Param("masteruser", _string, ""),
     Param("replica-read-only", _bool, "yes", printer=_yn, aliases=("slave-read-only",)),
+    Param(
+        "replica-serve-stale-data", _bool, "yes", printer=_yn, aliases=("slave-serve-stale-data",)
+    ),
     Param("replica-priority", _int_parser(0, 2**31 - 1), "100", aliases=("slave-priority",)),
     Param("repl-backlog-size", _int_parser(1, INT64_MAX, memory=True), "1048576"),
     Param("repl-ping-replica-period", _int_parser(1, 2**31 - 1), "10"),

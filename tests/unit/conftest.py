@@ -11,6 +11,7 @@ from headwater.clock import FakeClock
 from headwater.commands.context import Client, CommandSpec
 from headwater.config import Config
 from headwater.engine import Engine
+from headwater.ops.change import NO_DB
 from headwater.persistence.aof import encode_command
 
 
@@ -71,11 +72,12 @@ class Harness:
         return [argv for _, argv in self.effects if argv not in ([b"MULTI"], [b"EXEC"])]
 
     def write_aof(self, path: Path) -> None:
-        """The effects so far as an AOF (with SELECT where the database changes)."""
+        """The effects so far as an AOF (with SELECT where the database changes, none before
+        a MULTI or an EXEC)."""
         with open(path, "wb") as f:
             db = None
             for index, argv in self.effects:
-                if index != db:
+                if index != db and index != NO_DB:
                     f.write(encode_command([b"SELECT", b"%d" % index]))
                     db = index
                 f.write(encode_command(argv))

@@ -110,6 +110,10 @@ def test_restore_past_deadline_deletes_only_with_replace() -> None:
     assert h.call(c, "RESTORE", "k", 1, dumped, "ABSTTL", "REPLACE") == b"OK"
     assert h.call(c, "EXISTS", "k") == 0
     assert h.effect_lines()[-1] == [b"DEL", b"k"]
+    h.call(c, "SET", "k", "v")  # lazyfree-lazy-server-del: the deletion propagates as UNLINK
+    h.call(c, "CONFIG", "SET", "lazyfree-lazy-server-del", "yes")
+    assert h.call(c, "RESTORE", "k", 1, dumped, "ABSTTL", "REPLACE") == b"OK"
+    assert h.effect_lines()[-1] == [b"UNLINK", b"k"]
 
 
 def test_hash_round_trip_keeps_encoding_and_order() -> None:

@@ -130,6 +130,26 @@ def test_set_with_relative_expiry_propagates_pxat() -> None:
     assert h.effects == [(0, [b"SET", b"k", b"v", b"PXAT", b"%d" % (h.clock.now_ms() + 5000)])]
 
 
+def test_set_with_pxat_propagates_as_given() -> None:
+    # Redis 7.2+ (unit/expire.tcl): only EX, PX and EXAT are rewritten to PXAT
+    h = Harness()
+    c = h.client()
+    h.call(c, "SET", "k", "v", "pxat", "99999999999999", "GET")
+    assert h.effect_lines() == [[b"SET", b"k", b"v", b"pxat", b"99999999999999", b"GET"]]
+
+
+def test_spop_of_every_member_propagates_del_or_unlink() -> None:
+    # Redis 7.4 (unit/type/set.tcl); 7.0 sent DEL whatever lazyfree-lazy-server-del said
+    h = Harness()
+    c = h.client()
+    h.call(c, "SADD", "s", "a", "b")
+    h.call(c, "SPOP", "s", "2")
+    h.call(c, "SADD", "s", "a", "b")
+    h.call(c, "CONFIG", "SET", "lazyfree-lazy-server-del", "yes")
+    h.call(c, "SPOP", "s", "3")
+    assert h.effect_lines()[1::2] == [[b"DEL", b"s"], [b"UNLINK", b"s"]]
+
+
 def test_lazy_expiry_on_read() -> None:
     h = Harness()
     c = h.client()

@@ -280,6 +280,8 @@ class ServerAPI:
     replication: Replication | None
     #: set by replication: writes refused (-READONLY on a replica, -NOREPLICAS)
     replication_refusal: ReplyError | None
+    #: set by replication: -MASTERDOWN (a replica's link down, replica-serve-stale-data no)
+    stale_refusal: ReplyError | None
     #: a script is busy (past busy-reply-threshold): what other commands are answered
     busy_reply: ReplyError | None
     #: channels, patterns and monitors (commands/pubsub.py)
@@ -304,6 +306,9 @@ class ServerAPI:
         raise NotImplementedError
 
     def exec_queued(self, client: Client, queued: list[tuple[CommandSpec, list[bytes]]]) -> Reply:
+        raise NotImplementedError
+
+    def exec_refusal(self, client: Client) -> ReplyError | None:
         raise NotImplementedError
 
     def kill_client(self, client: Client) -> None:

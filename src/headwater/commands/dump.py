@@ -14,7 +14,7 @@ from headwater.commands.context import Client, spec
 from headwater.commands.notify import lookup_read, notify
 from headwater.errors import SYNTAX, ReplyError, err
 from headwater.keyevents import GENERIC
-from headwater.ops.change import ONE, Change, Written, one_line
+from headwater.ops.change import ONE, Change, Written, one_line, server_del
 from headwater.ops.dump import Limits, decode_payload, dump_payload, restore
 from headwater.resp.types import OK, Reply
 
@@ -82,7 +82,8 @@ def cmd_restore(c: Client, argv: list[bytes]) -> Reply | Written:
         # already expired: the key is only deleted (if REPLACE found one), as in Redis
         if opts.replace and db.delete(key):
             notify(c, GENERIC, b"del", key)
-            return Written(OK, one_line(1, [b"DEL", key]))
+            lazy = c.server.config["lazyfree-lazy-server-del"]
+            return Written(OK, one_line(1, server_del(key, lazy)))
         return OK
     restore(db, key, value, ttl, opts.replace)
     word = keyspace.restored_word(opts.idle_s, opts.freq)

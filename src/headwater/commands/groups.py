@@ -112,10 +112,7 @@ def reclaim_idle(
 
 
 def createconsumer_effect(key: bytes, group: Group, name: bytes) -> list[bytes]:
-    """Redis propagates a consumer created by XREADGROUP only with NOACK (otherwise the
-    XCLAIMs create it), so a consumer whose first read found nothing, or whose first claim
-    claimed nothing, is missing on replicas. We always propagate the creation, so replaying
-    the effects rebuilds exactly the same consumers."""
+    """A consumer's creation as an effect (XREADGROUP's: see ``_add_creation``)."""
     return [b"XGROUP", b"CREATECONSUMER", key, group.name, name]
 
 
@@ -145,6 +142,25 @@ def touch_consumer(c: Client, key: bytes, group: Group, name: bytes, fx: Effects
         fx.add(created, createconsumer_effect(key, group, name))
         notify(c, STREAM, b"xgroup-createconsumer", key)
     return consumer
+
+
+def drop_creation_if_claimed(fx: Effects, at: int) -> None:
+    """The consumer's creation ``touch_consumer`` added at ``at`` leaves the effects if an
+    XCLAIM to that consumer after it creates it on the replica anyway: Redis sends no
+    CREATECONSUMER there. A creation nothing else propagates (a read that found nothing,
+    a claim that claimed nothing) stays, so that replaying the effects rebuilds the same
+    consumers, where Redis's replicas lack such a consumer."""
+    lines = fx.lines
+    if lines is None or len(lines) <= at:
+        return
+    created = lines[at]
+    if not isinstance(created, list) or created[:2] != [b"XGROUP", b"CREATECONSUMER"]:
+        return
+    name = created[4]
+    for line in lines[at + 1 :]:
+        if isinstance(line, list) and line[0] == b"XCLAIM" and line[3] == name:
+            del lines[at]
+            return
 
 
 def _claim_effect(
@@ -514,6 +530,7 @@ def cmd_xreadgroup(c: Client, argv: list[bytes]) -> Reply | Block | Written:
         count_read(c, key, stream)  # (Redis looks each stream up again to serve it: counted twice)
         d = _Delivery(c, key, stream, group)
         reclaim_idle(c, key, group, fx, keep=opts.consumer)
+        created_at = len(fx.lines or ())
         consumer = touch_consumer(c, key, group, opts.consumer, fx)
         parts: list[bytes] | None = None
         caps.open_stream(key)
@@ -531,6 +548,8 @@ def cmd_xreadgroup(c: Client, argv: list[bytes]) -> Reply | Block | Written:
         lines = fx.lines
         if lines is not None:
             lines += d.effects
+        if not opts.noack:  # (Redis propagates the creation with NOACK)
+            drop_creation_if_claimed(fx, created_at)
     if served:
         if c.resp == 3:
             return Written(PairMap(served), fx)
@@ -896,6 +915,7 @@ def cmd_xclaim(c: Client, argv: list[bytes]) -> Reply | Written:
     moved_last_id = move_last_id(group, opts.last_id)
     fx = Effects()
     reclaim_idle(c, argv[1], group, fx, keep=argv[3])
+    created_at = len(fx.lines or ())
     consumer = touch_consumer(c, argv[1], group, argv[3], fx)
     claimer = _Claimer(c, argv[1], stream, group, fx)
     assert opts.delivery_ms is not None
@@ -923,6 +943,7 @@ def cmd_xclaim(c: Client, argv: list[bytes]) -> Reply | Written:
         claimer.claim(key, consumer, opts.delivery_ms, count, opts.justid)
     if moved_last_id and not claimer.claimed:
         fx.add(1, _setid_effect(argv[1], group))
+    drop_creation_if_claimed(fx, created_at)
     return claimer.finish(claimer.items)
 
 
@@ -956,6 +977,7 @@ def cmd_xautoclaim(c: Client, argv: list[bytes]) -> Reply | Written:
     stream, group = found
     fx = Effects()
     reclaim_idle(c, argv[1], group, fx, keep=argv[3])
+    created_at = len(fx.lines or ())
     consumer = touch_consumer(c, argv[1], group, argv[3], fx)
     now = c.server.keyspace.now_ms
     claimer = _Claimer(c, argv[1], stream, group, fx)
@@ -981,6 +1003,7 @@ def cmd_xautoclaim(c: Client, argv: list[bytes]) -> Reply | Written:
         claimer.claim(key, consumer, now, delivered if justid else bumped(delivered), justid)
         count -= 1
     cursor = format_id(key_id(keys[i])) if i < len(keys) else b"0-0"
+    drop_creation_if_claimed(fx, created_at)
     return claimer.finish([cursor, claimer.items, deleted])
 
 

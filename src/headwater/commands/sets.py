@@ -18,7 +18,7 @@ from headwater.commands.keys import matching, parse_cursor, parse_scan_options
 from headwater.commands.notify import emptied, notify, read_as, write_as
 from headwater.errors import SYNTAX, err
 from headwater.keyevents import GENERIC, SET
-from headwater.ops.change import ONE, Change, Line, Written, as_given
+from headwater.ops.change import ONE, Change, Line, Written, as_given, server_del
 from headwater.resp.types import Reply, RSet
 from headwater.structures.sets import HASHTABLE, INTSET, SetLimits, SetValue
 
@@ -151,16 +151,16 @@ def _spop_count(c: Client, key: bytes, raw: bytes) -> Reply | Written:
     if s is None or count == 0:
         return RSet()
     notify(c, SET, b"spop", key)
-    if count >= len(s):
+    if count >= len(s):  # all taken: propagated as the set's deletion (as in Redis)
         popped = s.ordered()
         s.members.clear()
-    else:
-        popped = rng.sample(list(s.members), count)
-        for member in popped:
-            s.remove(member)
+        emptied(c, key, True)
+        lazy = c.server.config["lazyfree-lazy-server-del"]
+        return Written(RSet(popped), Change(len(popped), [server_del(key, lazy)]))
+    popped = rng.sample(list(s.members), count)
+    for member in popped:
+        s.remove(member)
     emptied(c, key, not s.members)
-    # (Redis propagates a DEL when all were taken; SREMs leave the same state and count
-    # on a replica what they counted here)
     lines: list[Line] = [
         [b"SREM", key, *popped[i : i + SPOP_BATCH]] for i in range(0, len(popped), SPOP_BATCH)
     ]

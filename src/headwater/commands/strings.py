@@ -187,7 +187,7 @@ def cmd_getdel(c: Client, argv: list[bytes]) -> Reply | Written:
         return None
     c.db.delete(argv[1])
     notify(c, GENERIC, b"del", argv[1])
-    return Written(old, ONE)
+    return Written(old, one_line(1, [b"DEL", argv[1]]))  # (Redis propagates it as DEL)
 
 
 def cmd_getex(c: Client, argv: list[bytes]) -> Reply | Written:

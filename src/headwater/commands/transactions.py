@@ -14,6 +14,7 @@ from headwater.errors import (
     EXECABORT,
     MULTI_NESTED,
     WATCH_IN_MULTI,
+    ReplyError,
 )
 from headwater.keyspace import WatchedKey
 from headwater.resp.types import NULL_ARRAY, OK, Reply
@@ -53,6 +54,11 @@ def discard(c: Client) -> None:
     unwatch_all(c)
 
 
+def exec_abort(refusal: ReplyError) -> ReplyError:
+    """EXEC refused as a whole (Redis: execCommandAbort)."""
+    return ReplyError("EXECABORT", f"Transaction discarded because of: {refusal}")
+
+
 def cmd_multi(c: Client, argv: list[bytes]) -> Reply:
     if c.in_multi:
         raise MULTI_NESTED
@@ -70,6 +76,10 @@ def cmd_discard(c: Client, argv: list[bytes]) -> Reply:
 def cmd_exec(c: Client, argv: list[bytes]) -> Reply:
     if not c.in_multi:
         raise EXEC_WITHOUT_MULTI
+    refusal = c.server.exec_refusal(c)
+    if refusal is not None:  # (before the queue's own errors, as Redis checks EXEC first)
+        discard(c)
+        raise exec_abort(refusal)
     if c.multi_error:
         discard(c)
         raise EXECABORT

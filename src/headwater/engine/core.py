@@ -10,8 +10,9 @@ Rules
 * A write handler that changed data returns ``Written(reply, change)`` (``ops.change``).
   ``call`` is the one place that applies a change: it adds ``change.dirty`` to ``dirty`` and
   sends its effect lines (the argv as given when ``lines`` is None) to every sink in
-  ``effect_sinks`` in execution order; the lines of one command, and a transaction's, are
-  wrapped in MULTI/EXEC. Keys deleted by expiry propagate as DEL, before what deleted them.
+  ``effect_sinks`` in execution order; the lines of one command, a transaction's or a
+  script's are wrapped in MULTI/EXEC when there are several (one goes alone, as in Redis 7).
+  Keys deleted by expiry propagate as DEL, before what deleted them.
 * After each top-level command, keys that became ready wake their blocked clients.
 """
 
@@ -61,7 +62,7 @@ from headwater.errors import (
 )
 from headwater.keyevents import EXPIRED, GENERIC, HASH
 from headwater.keyspace import Database, Keyspace
-from headwater.ops.change import Change, Line, Written
+from headwater.ops.change import NO_DB, Change, Line, Written
 from headwater.ops.hashttl import active_expire_fields
 from headwater.resp.encoder import encode_into
 from headwater.resp.types import QUEUED, Raw, Reply
@@ -74,6 +75,8 @@ _perf_counter: Final = time.perf_counter
 log = logging.getLogger("headwater")
 
 EffectSink = Callable[[int, Line], None]
+_MULTI: Final = [b"MULTI"]
+_EXEC: Final = [b"EXEC"]
 _NOT_IN_MULTI = err("Command not allowed inside a transaction")
 _INTERNAL = err("internal error while executing the command; see the server log")
 
@@ -149,6 +152,9 @@ class Engine(ScriptHost):
         #: set by replication: a read-only replica (-READONLY), too few good replicas
         #: (-NOREPLICAS); the primary's own link is exempt
         self.replication_refusal: ReplyError | None = None
+        #: set by replication on a replica whose link is down with replica-serve-stale-data
+        #: no: -MASTERDOWN for the commands not flagged ``stale``
+        self.stale_refusal: ReplyError | None = None
         #: primary/replica replication (the server layer sets it)
         self.replication: Replication | None = None
         self._in_exec = False
@@ -255,6 +261,9 @@ class Engine(ScriptHost):
             return
         if self.replication_refusal is not None and row.is_write and not c.replaying:
             self._reject(c, row, self.replication_refusal)
+            return
+        if self.stale_refusal is not None and "stale" not in row.flags and not c.replaying:
+            self._reject(c, row, self.stale_refusal)
             return
         if self.pause_mode and self._postpone(c, row, argv):
             return
@@ -429,18 +438,42 @@ class Engine(ScriptHost):
                     # messages to itself wait in ``out`` until EXEC's reply is written)
                     reply = _after_pushes(out, sent, reply, c.resp)
                 replies.append(reply)
+            if self.keyspace.expired:  # (keys its last lookups expired belong to it too)
+                self._propagate_expired()
         finally:
             self._in_exec = False
             effects, self._tx_effects = self._tx_effects, None
         self._emit_transaction(effects)
         return replies
 
+    def exec_refusal(self, c: Client) -> ReplyError | None:
+        """What refuses EXEC now, though its commands were accepted when queued (the server's
+        state changed since): MISCONF, READONLY or NOREPLICAS when one of them writes,
+        MASTERDOWN when one of them may not run on a stale replica (Redis: processCommand
+        takes EXEC for a write when its queue holds one). The primary's link and the AOF
+        replay are obeyed, as every command of theirs."""
+        if c.replaying:
+            return None
+        queued = c.queued
+        writes = any(row.is_write for row, _ in queued)
+        if writes and self.refuse_writes is not None:
+            return self.refuse_writes
+        if writes and self.replication_refusal is not None:
+            return self.replication_refusal
+        if self.stale_refusal is not None and any("stale" not in r.flags for r, _ in queued):
+            return self.stale_refusal
+        return None
+
     def _emit_transaction(self, effects: list[tuple[int, Line]]) -> None:
-        if effects:
-            self._emit(effects[0][0], [b"MULTI"])
+        """What one transaction or script changed: one effect alone as it is (it is atomic
+        already), several wrapped in MULTI … EXEC (Redis 7: propagatePendingCommands)."""
+        if len(effects) == 1:
+            self._emit(*effects[0])
+        elif effects:
+            self._emit(NO_DB, _MULTI)
             for db, argv in effects:
                 self._emit(db, argv)
-            self._emit(effects[-1][0], [b"EXEC"])
+            self._emit(NO_DB, _EXEC)
 
     def in_transaction(self) -> bool:
         return self._in_exec
@@ -455,14 +488,9 @@ class Engine(ScriptHost):
         return True
 
     def finish_collecting(self) -> None:
-        """After the script (whatever its end): what it changed, sent. One effect alone goes
-        as it is (it is atomic, and Redis does not wrap it either)."""
+        """After the script (whatever its end): what it changed, sent."""
         effects, self._tx_effects = self._tx_effects, None
-        if effects is None:
-            return
-        if len(effects) == 1:
-            self._emit(*effects[0])
-        else:
+        if effects is not None:
             self._emit_transaction(effects)
 
     def collected_effects(self) -> list[tuple[int, Line]] | None:
@@ -497,10 +525,10 @@ class Engine(ScriptHost):
             return
         if self.keyspace.expired:  # (expired keys first, outside the transaction)
             self._propagate_expired()
-        self._emit(db, [b"MULTI"])
+        self._emit(NO_DB, _MULTI)
         for line in lines:
             self._emit(db, line)
-        self._emit(db, [b"EXEC"])
+        self._emit(NO_DB, _EXEC)
 
     @property
     def propagating(self) -> bool:

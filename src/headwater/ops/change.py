@@ -19,6 +19,17 @@ from typing import Any, Final, TypeAlias
 #: region's own effects: made once for the AOF, the replicas and the peer links)
 Line: TypeAlias = "list[bytes] | bytes"
 
+#: the database of an effect that applies to none (the MULTI and EXEC around several
+#: effects): the sinks write no SELECT before it, so that, as in Redis 7.2+, the SELECT a
+#: transaction needs comes inside it, just before its first command
+NO_DB: Final = -1
+
+
+def server_del(key: bytes, lazy: bool) -> list[bytes]:
+    """A deletion the server decided, as Redis propagates it: UNLINK with
+    ``lazyfree-lazy-server-del`` (``lazy``), DEL otherwise."""
+    return [b"UNLINK" if lazy else b"DEL", key]
+
 
 class Change:
     __slots__ = ("dirty", "lines")

@@ -6,12 +6,13 @@ per effect, on every write command's path.
 
 from __future__ import annotations
 
-from headwater.ops.change import Line
+from headwater.ops.change import NO_DB, Line
 from headwater.resp.encoder import encode_command, encode_command_into
 
 
 class EffectLog:
-    """Effects as RESP commands, with a ``SELECT`` before each change of database."""
+    """Effects as RESP commands, with a ``SELECT`` before each change of database (none
+    before an effect of ``NO_DB``: a MULTI or an EXEC)."""
 
     def __init__(self) -> None:
         self.buf = bytearray()
@@ -20,7 +21,7 @@ class EffectLog:
 
     def append(self, db: int, argv: Line) -> None:
         buf = self.buf
-        if db != self.db:
+        if db != self.db and db != NO_DB:
             buf += encode_command([b"SELECT", b"%d" % db])
             self.db = db
         if isinstance(argv, bytes):  # (encoded already: a region's own effect)

@@ -154,8 +154,10 @@ class ReplicaLink:
     def _close(self) -> None:
         if self.connected:
             log.warning("Connection with master lost.")
-        self.connected = False
+        was_connected, self.connected = self.connected, False
         self.syncing = False
+        if was_connected:
+            self.repl.update_refusal()  # (replica-serve-stale-data no: MASTERDOWN from now)
         if self.role_state != "connect":
             self.down_since = time.monotonic()
         self.role_state = "connect"

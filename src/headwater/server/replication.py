@@ -55,6 +55,9 @@ log = logging.getLogger("headwater")
 
 READONLY = ReplyError("READONLY", "You can't write against a read only replica.")
 NOREPLICAS = ReplyError("NOREPLICAS", "Not enough good replicas to write.")
+MASTERDOWN = ReplyError(
+    "MASTERDOWN", "Link with MASTER is down and replica-serve-stale-data is set to 'no'."
+)
 NOMASTERLINK = ReplyError("NOMASTERLINK", "Can't SYNC while not connected with my master")
 NO_REPLY = Raw(b"")
 UNBLOCKED_ROLE = ReplyError(
@@ -579,10 +582,14 @@ class Replication:
 
     def update_refusal(self) -> None:
         """READONLY on a read-only replica; NOREPLICAS on a primary with fewer good replicas
-        than ``min-replicas-to-write`` (good: online, lag at most ``min-replicas-max-lag``)."""
+        than ``min-replicas-to-write`` (good: online, lag at most ``min-replicas-max-lag``);
+        MASTERDOWN on a replica whose link is down with ``replica-serve-stale-data no``."""
         refusal: ReplyError | None = None
         config = self.config
         self.engine.keyspace.replica = self.master is not None
+        stale = self.master is not None and (self.link is None or not self.link.connected)
+        serve_stale = config["replica-serve-stale-data"]
+        self.engine.stale_refusal = MASTERDOWN if stale and not serve_stale else None
         if self.master is not None:
             if config["replica-read-only"]:
                 refusal = READONLY
@@ -599,7 +606,12 @@ class Replication:
             self.state.backlog.resize(int(value))  # type: ignore[call-overload]
         elif name == "repl-stream-hold-us":
             self.hold.policy.hold_s = int(value) / 1e6  # type: ignore[call-overload]
-        elif name in ("replica-read-only", "min-replicas-to-write", "min-replicas-max-lag"):
+        elif name in (
+            "replica-read-only",
+            "replica-serve-stale-data",
+            "min-replicas-to-write",
+            "min-replicas-max-lag",
+        ):
             self.update_refusal()
 
     # -- the cron --------------------------------------------------------------------------
