@@ -384,15 +384,6 @@ def test_info_counts_keys_whose_waiters_a_deletion_wakes() -> None:
     assert _info_field(h, admin, "total_blocking_keys_on_nokey") == "0"
 
 
-def test_set_with_pxat_propagates_as_given() -> None:
-    """Redis rewrites EX/PX/EXAT to PXAT, and leaves a PXAT command as it came."""
-    h = Harness()
-    c = h.client()
-    deadline = b"%d" % (h.clock.now_ms() + 5000)
-    h.call(c, "SET", "k", "v", "pxat", deadline, "GET")
-    assert h.effects == [(0, [b"SET", b"k", b"v", b"pxat", deadline, b"GET"])]
-
-
 def test_getex_with_a_past_deadline_deletes_and_propagates_del() -> None:
     h = Harness()
     c = h.client()
