@@ -2,6 +2,8 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# compile jobs (one per core)
+JOBS := $(shell nproc 2>/dev/null || echo 2)
 STAMP := $(VENV)/.installed
 PORT ?= 6379
 DATA ?= ./data
@@ -36,7 +38,10 @@ $(BUILD_STAMP): $(STAMP) setup.py src/headwater/_build.py $(HOT_SOURCES) src/hea
 	@if [ "$(BUILD_KIND_WANTED)" = pure ]; then \
 		echo "HEADWATER_PURE=1: pure Python build, no compiled modules"; echo pure > $@; \
 	elif $(BIN)/python -m pip install --quiet --disable-pip-version-check 'setuptools>=77' && \
-		HEADWATER_COMPILE=1 $(BIN)/python setup.py build_ext --inplace -j2 >build/mypyc.log 2>&1; then \
+		{ HEADWATER_COMPILE=1 $(BIN)/python setup.py build_ext --inplace -j$(JOBS) >build/mypyc.log 2>&1 || \
+		  { echo "incremental compile failed: compiling everything again"; \
+		    rm -rf build .mypy_cache; mkdir -p build; \
+		    HEADWATER_COMPILE=1 $(BIN)/python setup.py build_ext --inplace -j$(JOBS) >build/mypyc.log 2>&1; }; }; then \
 		find src -name '*.so' -exec touch {} +; \
 		echo "compiled the hot modules with mypyc (HEADWATER_PURE=1 make setup: pure build)"; \
 		echo compiled > $@; \

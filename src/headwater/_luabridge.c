@@ -12,10 +12,12 @@
  *   handler refuses as Redis does); a reply that is a string, a number, a boolean or nil is
  *   pushed here; any other (a table lupa made) is handed back through lupa's own callable
  *   ``take`` (the first argument of ``luaopen_headwater_luabridge``);
- * - ``run`` calls the Lua runner the prelude registered (``set_runner``) with a script's
- *   KEYS and ARGV (tables built here: there may be more than Lua's stack holds) and returns
- *   ``(ok, value, stashed)``: a table result stays in Lua, stashed by the runner, for lupa
- *   to read (``stashed`` True).
+ * - ``run`` calls the Lua runner a state's prelude registered (``set_runner``, which answers
+ *   the state's number) with a script's KEYS and ARGV (tables built here: there may be more
+ *   than Lua's stack holds) and returns ``(ok, value, stashed)``: a table result stays in
+ *   Lua, stashed by the runner, for lupa to read (``stashed`` True). There are several
+ *   states (Redis's: one for EVAL, one for FUNCTION, each replaced on its flush): ``release``
+ *   gives a closed state's number back.
  *
  * The Lua C API is not linked: its functions are looked up in lupa's extension module, which
  * exports them (``bind``), so that both speak to the same Lua. Lua finds this module's entry
@@ -80,8 +82,14 @@ static const char *const lua_names[] = {
 };
 
 static int bound = 0;
-static lua_State *main_state = NULL;
-static int runner_ref = -1;
+/* the states with a runner, by number (state NULL: a free number); the array grows as
+ * states are made, and ``release`` frees a number for the next */
+struct runner {
+    lua_State *state;
+    int runner_ref;
+};
+static struct runner *states = NULL;
+static long states_len = 0;
 /* redis.call's handler: handler(raise_error: bool, args: tuple) -> value */
 static PyObject *call_handler = NULL;
 /* what a handler's exception becomes in Lua: unwrap(exc) -> value */
@@ -203,19 +211,36 @@ static int call(lua_State *L)
     return lua.error(L);
 }
 
-/* from the prelude: the Lua function ``run`` calls */
+/* from the prelude: the Lua function ``run`` calls; answers the state's number for ``run``
+ * (nil if no memory is left for it: lupa's crossings then) */
 static int set_runner(lua_State *L)
 {
     lua.settop(L, 1);
-    runner_ref = lua.ref(L, LUA_REGISTRYINDEX);
-    return 0;
+    long i = 0;
+    while (i < states_len && states[i].state != NULL)
+        i++;
+    if (i == states_len) {
+        /* (plain realloc: Lua may run without the GIL) */
+        struct runner *grown = realloc(states, sizeof(struct runner) * (size_t)(states_len + 4));
+        if (grown == NULL) {
+            lua.pushnil(L);
+            return 1;
+        }
+        states = grown;
+        for (long j = states_len; j < states_len + 4; j++)
+            states[j].state = NULL;
+        states_len += 4;
+    }
+    states[i].runner_ref = lua.ref(L, LUA_REGISTRYINDEX);
+    states[i].state = L;
+    lua.pushnumber(L, (lua_Number)i);
+    return 1;
 }
 
 /* ``package.loadlib(<this file>, 'luaopen_headwater_luabridge')(take)``: {call=, pcall=,
  * set_runner=} */
 __attribute__((visibility("default"))) int luaopen_headwater_luabridge(lua_State *L)
 {
-    main_state = L;
     lua.createtable(L, 0, 3);
     lua.pushboolean(L, 1);
     lua.pushvalue(L, 1);
@@ -265,6 +290,16 @@ static PyObject *set_handlers(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+static PyObject *release(PyObject *self, PyObject *arg)
+{
+    long number = PyLong_AsLong(arg);
+    if (number == -1 && PyErr_Occurred())
+        return NULL;
+    if (number >= 0 && number < states_len)
+        states[number].state = NULL;
+    Py_RETURN_NONE;
+}
+
 static PyObject *take(PyObject *self, PyObject *unused)
 {
     PyObject *value = pending;
@@ -290,34 +325,36 @@ static int push_array(lua_State *L, PyObject *argv, Py_ssize_t start, Py_ssize_t
     return 1;
 }
 
-/* run(mode, slot, nkeys, argv, start) -> (ok, value, stashed): the runner called with
- * (mode, slot, KEYS, ARGV), KEYS the nkeys items of argv from start, ARGV the rest */
+/* run(state, mode, slot, nkeys, argv, start) -> (ok, value, stashed): the state's runner
+ * called with (mode, slot, KEYS, ARGV), KEYS the nkeys items of argv from start, ARGV the
+ * rest */
 static PyObject *run(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 5 || !PyList_CheckExact(args[3])) {
-        PyErr_SetString(PyExc_TypeError, "run(mode, slot, nkeys, argv: list, start)");
+    if (nargs != 6 || !PyList_CheckExact(args[4])) {
+        PyErr_SetString(PyExc_TypeError, "run(state, mode, slot, nkeys, argv: list, start)");
         return NULL;
     }
-    if (main_state == NULL || runner_ref < 0) {
-        PyErr_SetString(PyExc_RuntimeError, "the Lua bridge is not open");
-        return NULL;
-    }
-    long mode = PyLong_AsLong(args[0]), slot = PyLong_AsLong(args[1]);
-    long nkeys = PyLong_AsLong(args[2]);
-    Py_ssize_t start = PyLong_AsSsize_t(args[4]);
+    long number = PyLong_AsLong(args[0]);
+    long mode = PyLong_AsLong(args[1]), slot = PyLong_AsLong(args[2]);
+    long nkeys = PyLong_AsLong(args[3]);
+    Py_ssize_t start = PyLong_AsSsize_t(args[5]);
     if (PyErr_Occurred())
         return NULL;
-    PyObject *argv = args[3];
+    if (number < 0 || number >= states_len || states[number].state == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "the Lua bridge is not open in this state");
+        return NULL;
+    }
+    PyObject *argv = args[4];
     Py_ssize_t size = PyList_GET_SIZE(argv);
     if (start < 0 || nkeys < 0 || start + nkeys > size || size > INT_MAX) {
         PyErr_SetString(PyExc_ValueError, "run: bad start or nkeys");
         return NULL;
     }
-    lua_State *L = main_state;
+    lua_State *L = states[number].state;
     int top = lua.gettop(L);
     if (!lua.checkstack(L, 8))
         return PyErr_NoMemory();
-    lua.rawgeti(L, LUA_REGISTRYINDEX, runner_ref);
+    lua.rawgeti(L, LUA_REGISTRYINDEX, states[number].runner_ref);
     lua.pushnumber(L, (lua_Number)mode);
     lua.pushnumber(L, (lua_Number)slot);
     if (!push_array(L, argv, start, start + nkeys) || !push_array(L, argv, start + nkeys, size)) {
@@ -358,6 +395,7 @@ static PyObject *run(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 static PyMethodDef methods[] = {
     {"bind", bind, METH_O, "Find the Lua C API in lupa's module at this path."},
     {"set_handlers", set_handlers, METH_VARARGS, "redis.call's handler, and unwrap."},
+    {"release", release, METH_O, "A closed state's number, free again."},
     {"take", take, METH_NOARGS, "The value redis.call hands to lupa (for its take)."},
     {"run", (PyCFunction)(void (*)(void))run, METH_FASTCALL, "Run a script (see the module)."},
     {NULL, NULL, 0, NULL},

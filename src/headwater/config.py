@@ -382,9 +382,13 @@ PARAMS: tuple[Param, ...] = (
     Param("slowlog-max-len", _int_parser(0, INT64_MAX), "128"),
     Param("latency-monitor-threshold", _int_parser(0, INT64_MAX), "0"),
     Param("lazyfree-lazy-user-del", _bool, "no", printer=_yn),
+    #: SCRIPT FLUSH and FUNCTION FLUSH without SYNC|ASYNC free in the background
+    Param("lazyfree-lazy-user-flush", _bool, "no", printer=_yn),
     # Redis's test hook: microseconds of sleep per key loaded (negative: a busy loop of that
     # many iterations per key); accepted and reported, loading does not apply it
     Param("key-load-delay", _int_parser(-(2**31), 2**31 - 1), "0", hidden=True),
+    # and microseconds a background save spends per key (a negative busy loop: none here)
+    Param("rdb-key-save-delay", _int_parser(-(2**31), 2**31 - 1), "0", hidden=True),
     #: a deletion the server decides (SPOP of all, RESTORE of an expired key) propagates as
     #: UNLINK rather than DEL (the freeing itself is the same here)
     Param("lazyfree-lazy-server-del", _bool, "no", printer=_yn),

@@ -81,6 +81,20 @@ STEPS["small stream, some groups"] = stream_steps(10, 40)
 STEPS["small stream, many groups"] = stream_steps(10, 70)
 
 
+def script_steps(scripts: int, flush: list[str]) -> Step:
+    return [*(["SCRIPT", "LOAD", f"return {i}"] for i in range(scripts)), ["SCRIPT", *flush]]
+
+
+STEPS["script flush async, many scripts"] = script_steps(100, ["FLUSH", "ASYNC"])
+STEPS["script flush async, few scripts"] = script_steps(64, ["FLUSH", "ASYNC"])
+STEPS["script flush sync"] = script_steps(100, ["FLUSH", "SYNC"])
+STEPS["script flush, lazyfree-lazy-user-flush"] = [
+    ["CONFIG", "SET", "lazyfree-lazy-user-flush", "yes"],
+    *script_steps(70, ["FLUSH"]),
+    ["CONFIG", "SET", "lazyfree-lazy-user-flush", "no"],
+]
+
+
 @pytest.mark.parametrize("name", STEPS)
 def test_lazyfreed_objects_as_redis(
     headwater: ServerProcess, redis_server: ServerProcess, name: str

@@ -1351,3 +1351,27 @@ def test_appendonly_no_during_the_enabling_rewrite_kills_it_and_cleans_up(
     leftovers = sorted(p.name for p in (node.dir / AOF_DIR).iterdir())
     assert leftovers == [], leftovers
     assert "Killed the AOF rewrite child" in node.last_log()
+
+
+@pytest.mark.parametrize("save", ["", "3600 1"])
+def test_flushall_stops_a_background_save(tmp_path: Path, nodes: Any, save: str) -> None:
+    """FLUSHALL stops a BGSAVE in progress, save rules or not (Redis's killRDBChild): the
+    snapshot it was writing holds the flushed keys. ``rdb-key-save-delay`` (Redis's hidden
+    test hook, microseconds a key) keeps the save running meanwhile."""
+    node = nodes(tmp_path, "--appendonly", "no", "--save", save)
+    node.start()
+    r = node.client()
+    r.set("k", "v")
+    r.config_set("rdb-key-save-delay", "10000000")
+    r.bgsave()
+    time.sleep(0.5)
+    assert r.info("persistence")["rdb_bgsave_in_progress"] == 1
+    r.config_set("rdb-key-save-delay", "0")
+    r.flushall()
+    assert r.info("persistence")["rdb_bgsave_in_progress"] == 0
+    assert r.dbsize() == 0
+    r.set("after", "1")
+    assert r.save()
+    node.kill()
+    node.start()
+    assert node.client().keys() == [b"after"]

@@ -17,6 +17,11 @@ def _rows() -> list[CommandSpec]:
     return rows
 
 
+# Rows whose metadata changed after the captured Redis (7.0): Headwater follows the newer one.
+# WAIT lost "noscript" in 7.2 (scripts may call it; it never blocks there).
+_CHANGED_SINCE_CAPTURE = {"wait": (3, ["blocking"], 0, 0, 0)}
+
+
 def test_arity_flags_and_keys_match_redis() -> None:
     mismatches = []
     for row in _rows():
@@ -32,6 +37,8 @@ def test_arity_flags_and_keys_match_redis() -> None:
             row.last_key,
             row.step,
         )
+        if row.name in _CHANGED_SINCE_CAPTURE:
+            theirs = _CHANGED_SINCE_CAPTURE[row.name]
         if ours != theirs:
             mismatches.append(f"{row.name}: ours {ours} redis {theirs}")
     assert not mismatches, "\n".join(mismatches)

@@ -379,6 +379,62 @@ def test_info_shows_scripts_and_functions() -> None:
     assert int(fields["used_memory_vm_eval"]) > 0
 
 
+def _memory(h: Harness, c: Any) -> dict[str, int]:
+    info = h.call(c, "INFO", "memory").decode()
+    fields = dict(line.split(":", 1) for line in info.splitlines() if ":" in line)
+    names = ("used_memory_lua", "used_memory_vm_functions", "used_memory_vm_total")
+    return {name: int(fields[name]) for name in names}
+
+
+def test_eval_and_functions_have_a_lua_state_each() -> None:
+    h = Harness()
+    c = h.client()
+    _eval(h, c, "return 1")
+    fresh = _memory(h, c)
+    assert fresh["used_memory_lua"] > 0
+    assert fresh["used_memory_vm_functions"] == 0
+    for i in range(200):
+        lib = f"#!lua name=l{i}\nredis.register_function('f{i}', function() return {i} end)"
+        h.call(c, "FUNCTION", "LOAD", lib)
+    loaded = _memory(h, c)
+    assert loaded["used_memory_vm_functions"] > 100_000
+    assert loaded["used_memory_lua"] < fresh["used_memory_lua"] + 10_000
+    assert loaded["used_memory_vm_total"] == (
+        loaded["used_memory_lua"] + loaded["used_memory_vm_functions"]
+    )
+    h.call(c, "FUNCTION", "FLUSH")
+    assert _memory(h, c)["used_memory_vm_functions"] == 0
+
+
+def test_script_flush_gives_the_eval_state_memory_back() -> None:
+    h = Harness()
+    c = h.client()
+    _eval(h, c, "return 1")
+    h.call(c, "SCRIPT", "FLUSH")
+    _eval(h, c, "return 1")
+    fresh = _memory(h, c)["used_memory_lua"]
+    for i in range(3000):
+        h.call(c, "SCRIPT", "LOAD", f"return {i}")
+    assert _memory(h, c)["used_memory_lua"] > fresh + 500_000
+    h.call(c, "SCRIPT", "FLUSH")
+    _eval(h, c, "return 1")
+    assert _memory(h, c)["used_memory_lua"] < fresh + 2_000
+
+
+def test_flushes_replace_the_states_and_scripts_still_run() -> None:
+    """Each flush drops a state (and its number in the C bridge): many of them in a row."""
+    h = Harness()
+    c = h.client()
+    for i in range(40):
+        assert _eval(h, c, "return ARGV[1] .. KEYS[1]", "k", str(i), numkeys=1) == b"%dk" % i
+        lib = "#!lua name=lib\nredis.register_function('f', function(k, a) return a[1] end)"
+        h.call(c, "FUNCTION", "LOAD", "REPLACE", lib)
+        assert h.call(c, "FCALL", "f", "0", str(i)) == str(i).encode()
+        h.call(c, "SCRIPT", "FLUSH")
+        h.call(c, "FUNCTION", "FLUSH")
+    assert error_text(h.call(c, "FCALL", "f", "0")) == "ERR Function not found"
+
+
 def test_an_aof_rewrite_base_keeps_the_libraries(tmp_path: Path) -> None:
     from headwater.persistence.rewrite import write_base
 
@@ -434,11 +490,12 @@ def test_the_c_bridge_runs_scripts_in_the_compiled_build() -> None:
     crosses between Python and Lua in C, the pure run through lupa (the rest of this file
     and the differential tests check both against the same replies)."""
     h = Harness()
-    h.engine.scripting.ensure_started()
+    scripting = h.engine.scripting
     expected = os.environ.get("HEADWATER_EXPECT_BUILD")
     if expected is None:
         pytest.skip("HEADWATER_EXPECT_BUILD is not set (make test sets it)")
-    assert (h.engine.scripting.fast_run is not None) == (expected == "compiled")
+    for state in (scripting.eval_state(), scripting.function_state()):
+        assert (state.fast_run is not None) == (expected == "compiled")
 
 
 def test_crossings_with_many_arguments_and_from_a_coroutine() -> None:

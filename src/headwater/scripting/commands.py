@@ -15,6 +15,7 @@ from headwater.commands.context import (
 )
 from headwater.commands.monitor import show_command
 from headwater.errors import NOT_INTEGER, ReplyError, err
+from headwater.ops.lazyfree import LAZYFREE_THRESHOLD
 from headwater.resp.types import OK, Reply
 from headwater.scripting.runtime import (
     FLAG_NO_WRITES,
@@ -148,7 +149,15 @@ def cmd_script_exists(c: Client, argv: list[bytes]) -> Reply:
 def cmd_script_flush(c: Client, argv: list[bytes]) -> Reply:
     if len(argv) > 3 or (len(argv) == 3 and argv[2].upper() not in (b"SYNC", b"ASYNC")):
         raise err("SCRIPT FLUSH only support SYNC|ASYNC option")
-    scripting_of(c).flush()
+    if len(argv) == 2:
+        lazily = bool(c.server.config["lazyfree-lazy-user-flush"])
+    else:
+        lazily = argv[2].upper() == b"ASYNC"
+    scripting = scripting_of(c)
+    scripts = len(scripting.scripts)
+    scripting.flush()
+    if lazily and scripts > LAZYFREE_THRESHOLD:  # (Redis frees them in the background)
+        c.server.stats.lazyfreed_objects += scripts
     return OK
 
 

@@ -14,6 +14,7 @@ from headwater.commands.monitor import show_command
 from headwater.errors import err, subcommand_syntax
 from headwater.glob import glob_match
 from headwater.ops.change import Written, as_given, one_line
+from headwater.ops.lazyfree import LAZYFREE_THRESHOLD
 from headwater.resp.types import OK, Reply, RSet, Status
 from headwater.scripting.commands import (
     check_may_write,
@@ -76,9 +77,7 @@ def cmd_function_load(c: Client, argv: list[bytes]) -> Written:
             raise err(f"Unknown option given: {arg.decode('utf-8', 'replace')}")
         replace = True
     code = argv[-1]
-    scripting = scripting_of(c)
-    scripting.ensure_started()
-    library = _load(scripting, code, replace)
+    library = _load(scripting_of(c), code, replace)
     return Written(library.name, one_line(1, [b"FUNCTION", b"LOAD", b"REPLACE", code]))
 
 
@@ -87,16 +86,24 @@ def cmd_function_delete(c: Client, argv: list[bytes]) -> Written:
     return Written(OK, as_given(1))
 
 
-def _flush_mode(argv: list[bytes]) -> None:
+def _flush_async(c: Client, argv: list[bytes]) -> bool:
     if len(argv) > 3:
         raise subcommand_syntax(argv[1], "FUNCTION")
-    if len(argv) == 3 and argv[2].upper() not in (b"SYNC", b"ASYNC"):
+    if len(argv) == 2:
+        return bool(c.server.config["lazyfree-lazy-user-flush"])
+    mode = argv[2].upper()
+    if mode not in (b"SYNC", b"ASYNC"):
         raise err("FUNCTION FLUSH only supports SYNC|ASYNC option")
+    return mode == b"ASYNC"
 
 
 def cmd_function_flush(c: Client, argv: list[bytes]) -> Written:
-    _flush_mode(argv)
-    scripting_of(c).registry.flush()
+    lazily = _flush_async(c, argv)
+    functions = scripting_of(c).flush_functions()
+    if lazily and functions > LAZYFREE_THRESHOLD:
+        # (Redis frees the library context in the background past the threshold, and counts
+        # its functions and the context itself)
+        c.server.stats.lazyfreed_objects += functions + 1
     return Written(OK, as_given(1))
 
 
@@ -116,7 +123,6 @@ def cmd_function_restore(c: Client, argv: list[bytes]) -> Written:
             )
     codes = read_payload(argv[2])
     scripting = scripting_of(c)
-    scripting.ensure_started()
     libraries = [scripting.create_library(code) for code in codes]
     registry = scripting.registry
     if policy == b"FLUSH":

@@ -15,12 +15,9 @@ does (rounded to an integer, taken modulo 2^32, signed).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from headwater.scripting.msgpack import LibraryError, cmsgpack_functions, struct_functions
-
-if TYPE_CHECKING:
-    from headwater.scripting.runtime import Scripting
 
 CJSON = r"""
 local null = ...
@@ -397,9 +394,9 @@ def bit_functions() -> dict[bytes, Callable[..., Any]]:
     }
 
 
-def install(scripting: Scripting) -> None:
-    """Give the scripts' API its ``cjson`` and ``bit``."""
-    lua, entry = scripting.lua, scripting.entry
+def install(lua: Any, entry: Any) -> None:
+    """Give the scripts' API of a Lua state (lupa's runtime, the prelude's ``entry``) its
+    ``cjson`` and ``bit``."""
     where = entry.where
 
     def located(function: Callable[..., Any]) -> Callable[..., Any]:

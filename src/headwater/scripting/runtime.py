@@ -95,6 +95,9 @@ LOAD_TIMEOUT = 0.5
 #: luaCallFunction: LUA_GC_CYCLE_PERIOD), so the state's garbage does not pile up to a full
 #: cycle
 GC_CYCLE_PERIOD = 50
+#: the step of Lua's collector after each library load (a library leaves its chunk, and what
+#: its top level made, as garbage: without it 50,000 loads hold 50% more than Redis's state)
+LOAD_GC_STEP = 8
 #: the scripts EVAL keeps before it evicts the least recently run (Redis: LRU_LIST_LENGTH)
 EVAL_CACHE_SIZE = 500
 #: flags of a script (the shebang's) and of a function
@@ -193,6 +196,98 @@ def _raise(msg: bytes) -> LuaRaise:
     return LuaRaise(b"ERR " + msg)
 
 
+class LuaVM:
+    """One Lua state with the scripts' sandbox. Redis keeps two, one for EVAL's scripts and
+    one for FUNCTION's libraries, and replaces each with a fresh one on its flush: a flush
+    gives the memory back, and neither sees the other's garbage (INFO's used_memory_lua is
+    the eval state's, used_memory_vm_functions the functions')."""
+
+    def __init__(self, scripting: Scripting) -> None:
+        lua = lua51.LuaRuntime(
+            encoding=None, register_eval=False, register_builtins=False, unpack_returned_tuples=True
+        )
+        lua.execute("python = nil")
+        self.lua = lua
+        self.bridge = Bridge(scripting, self)
+        fast, c_bridge = _open_c_bridge(lua, scripting)
+        entry = lua.execute(
+            PRELUDE,
+            self.bridge,
+            REDIS_COMPAT_VERSION.encode(),
+            version_number(REDIS_COMPAT_VERSION),
+            fast,
+            name="=headwater",
+        )
+        self.entry = entry
+        #: the C bridge's ``run`` and this state's number there (None: lupa calls the
+        #: runners), and the runner's stashed results
+        self.fast_run: Any = None
+        self.c_bridge: Any = None
+        self.number = -1
+        self.take_stashed: Any = None
+        number = entry.bridge_state if fast is not None else None
+        if number is not None:
+            self.fast_run, self.c_bridge, self.number = c_bridge.run, c_bridge, int(number)
+            self.take_stashed = entry.take_stashed
+        # (each read of a Lua table's field from Python makes a new wrapper: read them once)
+        self.run_eval = entry.run_eval
+        self.run_function = entry.run_function
+        self.reader = ReplyReader(lua, entry.ok_table, entry.err_table)
+        #: the prelude's reply_shape (``convert.lua_to_reply``)
+        self.reply_shape = entry.reply_shape
+        #: the prelude's gc_step, and the runs since it was last taken
+        self.gc_step = entry.gc_step
+        self.runs_since_gc = 0
+        libraries.install(lua, entry)
+        # (what building the sandbox left behind: INFO's used_memory_lua is the state's own)
+        lua.execute("collectgarbage('collect')")
+
+    def remember(self, function: Any) -> int:
+        """The slot by which the C bridge runs this Lua function (0 without the bridge)."""
+        return int(self.entry.remember(function)) if self.fast_run is not None else 0
+
+    def memory(self) -> int:
+        return int(self.lua.eval("collectgarbage('count')") * 1024)
+
+    def ran(self) -> None:
+        """A script ran, or a script or library was compiled: every GC_CYCLE_PERIOD of them,
+        a step of Lua's collector (loads leave garbage as runs do: a compile's closure, the
+        library's chunk)."""
+        self.runs_since_gc += 1
+        if self.runs_since_gc == GC_CYCLE_PERIOD:
+            self.runs_since_gc = 0
+            self.gc_step(GC_CYCLE_PERIOD)
+
+    def close(self) -> None:
+        """The state is dropped: its number in the C bridge is free again (lupa closes the
+        state once nothing holds it)."""
+        if self.c_bridge is not None:
+            self.c_bridge.release(self.number)
+            self.fast_run = self.c_bridge = None
+
+
+def _open_c_bridge(lua: Any, scripting: Scripting) -> tuple[Any, Any]:
+    """The C bridge's Lua side ({call, pcall, set_runner}) and its module, or (None, None):
+    lupa's crossings then."""
+    c_bridge = _c_bridge()
+    if c_bridge is None:
+        return None, None
+    try:
+        c_bridge.bind(lua51.__file__)
+    except ImportError as exc:
+        log.warning("Scripts run without the C bridge: %s", exc)
+        return None, None
+    c_bridge.set_handlers(scripting.call_command, scripting.unwrap)
+    fast = lua.execute(
+        "local path, take = ...\n"
+        "local open = package.loadlib(path, 'luaopen_headwater_luabridge')\n"
+        "return open and open(take)",
+        c_bridge.__file__.encode(),
+        c_bridge.take,
+    )
+    return (fast, c_bridge) if fast else (None, None)
+
+
 class Scripting:
     def __init__(self, host: ScriptHost) -> None:
         self.host = host
@@ -201,20 +296,12 @@ class Scripting:
         #: dict); SCRIPT LOAD's are never evicted (Redis 7.4+)
         self.eval_lru: dict[bytes, None] = {}
         self.run: Run | None = None
-        self.lua: Any = None
-        self.entry: Any = None
-        self.run_eval: Any = None
-        self.run_function: Any = None
-        #: the C bridge's ``run`` (None: lupa calls the runners), and its stashed results
-        self.fast_run: Any = None
-        self.take_stashed: Any = None
+        #: the Lua states of EVAL and of FUNCTION (None until first used, and after a flush)
+        self.eval_vm: LuaVM | None = None
+        self.function_vm: LuaVM | None = None
+        #: the state in use now: the running script's, or the loading library's
+        self.vm: LuaVM | None = None
         self.client: Client | None = None
-        self.reader: ReplyReader | None = None
-        #: the prelude's reply_shape (``convert.lua_to_reply``)
-        self.reply_shape: Any = None
-        #: the prelude's gc_step, and the runs since it was last taken
-        self.gc_step: Any = None
-        self.runs_since_gc = 0
         #: set while FUNCTION LOAD runs a library (redis.register_function adds to it)
         self.registering: Callable[..., Any] | None = None
         #: FUNCTION's libraries
@@ -222,86 +309,52 @@ class Scripting:
         #: when the library FUNCTION LOAD runs now started (it may run LOAD_TIMEOUT seconds)
         self.loading_since: float | None = None
 
-    # -- the Lua state -----------------------------------------------------------------------
+    # -- the Lua states ----------------------------------------------------------------------
 
-    def _start(self) -> None:
-        lua = lua51.LuaRuntime(
-            encoding=None, register_eval=False, register_builtins=False, unpack_returned_tuples=True
-        )
-        lua.execute("python = nil")
-        bridge = Bridge(self)
-        fast, c_bridge = self._open_c_bridge(lua, bridge)
-        self.entry = lua.execute(
-            PRELUDE,
-            bridge,
-            REDIS_COMPAT_VERSION.encode(),
-            version_number(REDIS_COMPAT_VERSION),
-            fast,
-            name="=headwater",
-        )
-        self.lua = lua
-        if fast is not None:
-            self.fast_run = c_bridge.run
-            self.take_stashed = self.entry.take_stashed
-        # (each read of a Lua table's field from Python makes a new wrapper: read them once)
-        self.run_eval = self.entry.run_eval
-        self.run_function = self.entry.run_function
-        self.reader = ReplyReader(lua, self.entry.ok_table, self.entry.err_table)
-        self.reply_shape = self.entry.reply_shape
-        self.gc_step = self.entry.gc_step
-        client = Client(self.host, 0)
-        client.authenticated = True
-        client.is_script = True
-        self.client = client
-        libraries.install(self)
-        # (what building the sandbox left behind: INFO's used_memory_lua is the state's own)
-        lua.execute("collectgarbage('collect')")
+    def eval_state(self) -> LuaVM:
+        vm = self.eval_vm
+        if vm is None:
+            vm = self.eval_vm = self._new_state()
+        return vm
 
-    def _open_c_bridge(self, lua: Any, bridge: Bridge) -> tuple[Any, Any]:
-        """The C bridge's Lua side ({call, pcall, set_runner}) and its module, or (None,
-        None): lupa's crossings then."""
-        c_bridge = _c_bridge()
-        if c_bridge is None:
-            return None, None
-        try:
-            c_bridge.bind(lua51.__file__)
-        except ImportError as exc:
-            log.warning("Scripts run without the C bridge: %s", exc)
-            return None, None
-        c_bridge.set_handlers(self.call_command, bridge.unwrap)
-        fast = lua.execute(
-            "local path, take = ...\n"
-            "local open = package.loadlib(path, 'luaopen_headwater_luabridge')\n"
-            "return open and open(take)",
-            c_bridge.__file__.encode(),
-            c_bridge.take,
-        )
-        return (fast, c_bridge) if fast else (None, None)
+    def function_state(self) -> LuaVM:
+        vm = self.function_vm
+        if vm is None:
+            vm = self.function_vm = self._new_state()
+        return vm
 
-    def remember(self, function: Any) -> int:
-        """The slot by which the C bridge runs this Lua function (0 without the bridge)."""
-        return int(self.entry.remember(function)) if self.fast_run is not None else 0
-
-    def ensure_started(self) -> Any:
-        if self.entry is None:
-            self._start()
-        return self.entry
+    def _new_state(self) -> LuaVM:
+        if self.client is None:
+            client = Client(self.host, 0)
+            client.authenticated = True
+            client.is_script = True
+            self.client = client
+        return LuaVM(self)
 
     def flush(self) -> None:
-        """SCRIPT FLUSH: the cache is dropped, and the compiled chunks collected at once (Redis
-        starts a new Lua state: its memory is a fresh one's). The state itself stays: the
-        functions' libraries live in it, and scripts cannot change it."""
+        """SCRIPT FLUSH: the cache is dropped with the eval state (a new one is built when
+        next needed, as Redis does)."""
         self.scripts.clear()
         self.eval_lru.clear()
-        if self.lua is not None:
-            self.lua.execute("collectgarbage('collect')")
+        if self.eval_vm is not None:
+            self.eval_vm.close()
+            self.eval_vm = None
+
+    def flush_functions(self) -> int:
+        """FUNCTION FLUSH: every library goes, with the functions' state; the number of
+        functions there were."""
+        count = len(self.registry.functions)
+        self.registry.flush()
+        if self.function_vm is not None:
+            self.function_vm.close()
+            self.function_vm = None
+        return count
 
     # -- compiling ---------------------------------------------------------------------------
 
-    def compile(self, body: bytes, chunkname: bytes) -> Any:
-        """The compiled chunk, or ScriptError(compiler message)."""
-        entry = self.ensure_started()
-        function, message = entry.compile(body, chunkname)
+    def compile(self, vm: LuaVM, body: bytes, chunkname: bytes) -> Any:
+        """The chunk compiled in this state, or ScriptError(compiler message)."""
+        function, message = vm.entry.compile(body, chunkname)
         if function is None:
             raise ScriptError(message)
         return function
@@ -317,13 +370,15 @@ class Scripting:
                 self.eval_lru.pop(sha, None)
             return script
         flags, skip = parse_shebang(body)
+        vm = self.eval_state()
         try:
-            function = self.compile(body[skip:], b"@user_script")
+            function = self.compile(vm, body[skip:], b"@user_script")
         except ScriptError as exc:
             message = exc.args[0].decode("utf-8", "surrogateescape")
             raise err(f"Error compiling script (new function): {message}") from None
         script = Script(sha, body, function, flags)
-        script.slot = self.remember(function)
+        script.slot = vm.remember(function)
+        vm.ran()
         if from_eval:
             self._evict_for_one()
             self.eval_lru[sha] = None
@@ -355,8 +410,9 @@ class Scripting:
         check_name(name)
         if not replace:
             self.registry.check_absent(name)
+        vm = self.function_state()
         try:
-            chunk = self.compile(code[skip:], b"@user_function")
+            chunk = self.compile(vm, code[skip:], b"@user_function")
         except ScriptError as exc:
             message = exc.args[0].decode("utf-8", "surrogateescape")
             raise err(f"Error compiling function: {message}") from None
@@ -381,28 +437,32 @@ class Scripting:
             function = Function(
                 function_name, spec["callback"], spec["description"], spec["flags"], library
             )
-            function.slot = self.remember(function.callback)
+            function.slot = vm.remember(function.callback)
             library.functions[function_name] = function
 
         self.registering = register
         self.loading_since = time.monotonic()
+        self.vm = vm
         try:
-            ok, result = self.entry.load_library(chunk)
+            ok, result = vm.entry.load_library(chunk)
         finally:
             self.registering = None
             self.loading_since = None
+            self.vm = None
         if not ok:
-            text = result[b"err"] if self.entry.is_table(result) else str(result).encode()
+            text = result[b"err"] if vm.entry.is_table(result) else str(result).encode()
             message = text.decode("utf-8", "surrogateescape")
             raise err(f"Error registering functions: {message}")
         if not library.functions:
             raise err("No functions registered")
+        vm.gc_step(LOAD_GC_STEP)
         return library
 
     def memory_lines(self) -> list[str]:
-        """INFO memory's scripting fields. Eval scripts and functions share one Lua state
-        here (Redis has one each): its memory is all reported as the eval state's."""
-        vm = int(self.lua.eval("collectgarbage('count')") * 1024) if self.lua is not None else 0
+        """INFO memory's scripting fields (a state not built yet counts as Redis's fresh one
+        would: not at all, as Headwater builds it on first use)."""
+        vm = self.eval_vm.memory() if self.eval_vm is not None else 0
+        vm_functions = self.function_vm.memory() if self.function_vm is not None else 0
         scripts = sum(len(script.body) + 96 for script in self.scripts.values())
         functions = sum(len(lib.code) + 96 for lib in self.registry.libraries.values())
         return [
@@ -413,9 +473,9 @@ class Scripting:
             f"number_of_cached_scripts:{len(self.scripts)}",
             f"number_of_functions:{len(self.registry.functions)}",
             f"number_of_libraries:{len(self.registry.libraries)}",
-            "used_memory_vm_functions:0",
-            f"used_memory_vm_total:{vm}",
-            f"used_memory_vm_total_human:{_human(vm)}",
+            f"used_memory_vm_functions:{vm_functions}",
+            f"used_memory_vm_total:{vm + vm_functions}",
+            f"used_memory_vm_total_human:{_human(vm + vm_functions)}",
             f"used_memory_functions:{functions}",
             f"used_memory_scripts:{scripts + functions}",
             f"used_memory_scripts_human:{_human(scripts + functions)}",
@@ -427,9 +487,7 @@ class Scripting:
 
     def load_libraries(self, codes: list[bytes]) -> None:
         """The libraries a snapshot held, instead of those loaded now (as a Redis RDB load)."""
-        self.registry.flush()
-        if codes:
-            self.ensure_started()
+        self.flush_functions()
         for code in codes:
             library = self.create_library(code)
             self.registry.check_add(library, True)
@@ -453,31 +511,32 @@ class Scripting:
         ``caller``, with KEYS and ARGV from ``argv[3:]``; its reply in the caller's
         protocol. An error reply is raised (the engine counts it, unless it is the error of a
         command the script ran, counted then)."""
-        if self.entry is None:
-            self._start()
+        vm = self.eval_vm if is_eval else self.function_vm
         client = self.client
-        assert client is not None
+        if vm is None or client is None:
+            raise ScriptError("a script ran before its Lua state was built")
         client.db = caller.db
+        self.vm = vm
         run = self.run = Run(caller, name, is_eval, read_only, _monotonic(), command)
         host = self.host
         collecting = host.start_collecting()
         try:
-            if slot and self.fast_run is not None:
-                outcome: tuple[bool, Any, bool] = self.fast_run(
-                    0 if is_eval else 1, slot, nkeys, argv, 3
+            if slot and vm.fast_run is not None:
+                outcome: tuple[bool, Any, bool] = vm.fast_run(
+                    vm.number, 0 if is_eval else 1, slot, nkeys, argv, 3
                 )
                 ok, result, stashed = outcome
                 if stashed:
-                    result = self.take_stashed()
+                    result = vm.take_stashed()
             else:
-                runner = self.run_eval if is_eval else self.run_function
-                table = self.lua.table_from
+                runner = vm.run_eval if is_eval else vm.run_function
+                table = vm.lua.table_from
                 keys, args = table(argv[3 : 3 + nkeys]), table(argv[3 + nkeys :])
                 ok, result = runner(function, keys, args)
             if not ok:
-                raise self._error_reply(result)
+                raise self._error_reply(vm, result)
             reply = lua_to_reply(
-                result, run.resp, caller.resp, self.reply_shape, host.stats.count_error
+                result, run.resp, caller.resp, vm.reply_shape, host.stats.count_error
             )
             if isinstance(reply, ReplyError):
                 raise reply
@@ -486,21 +545,19 @@ class Scripting:
             if collecting:
                 host.finish_collecting()
             self.run = None
+            self.vm = None
             if run.busy:
                 self._end_busy()
-            self.runs_since_gc += 1
-            if self.runs_since_gc == GC_CYCLE_PERIOD:
-                self.runs_since_gc = 0
-                self.gc_step(GC_CYCLE_PERIOD)
+            vm.ran()
 
     def _end_busy(self) -> None:
         self.host.busy_reply = None
         self.host.log("warning", "The slow script ended: the server answers all commands again")
 
-    def _error_reply(self, error: Any) -> ReplyError:
+    def _error_reply(self, vm: LuaVM, error: Any) -> ReplyError:
         run = self.run
         assert run is not None
-        if not self.entry.is_table(error):
+        if not vm.entry.is_table(error):
             return err(f"Error running script {run.name.decode()}, {str(error)[:100]}")
         text = error[b"err"]
         if type(text) is not bytes:
@@ -514,9 +571,10 @@ class Scripting:
     # -- redis.call ---------------------------------------------------------------------------
 
     def call_command(self, raise_error: bool, args: tuple[Any, ...]) -> Any:
-        run, client, reader = self.run, self.client, self.reader
-        if run is None or client is None or reader is None:
+        run, client, vm = self.run, self.client, self.vm
+        if run is None or client is None or vm is None:
             raise _raise(b"redis.call is only available while a script runs")
+        reader = vm.reader
         if not args:
             return self._failed(raise_error, b"ERR " + _NO_ARGS)
         argv = list(args)
@@ -570,8 +628,10 @@ class Scripting:
             del effects[mark:]
         if isinstance(reply, Block):
             reply = reply.reply_if_denied()
-        assert self.reader is not None
-        failed, value = reply_to_lua(self.reader, reply, client.resp)
+        vm = self.vm
+        if vm is None:
+            raise ScriptError("redis.call ran with no script running")
+        failed, value = reply_to_lua(vm.reader, reply, client.resp)
         if failed and raise_error:
             raise LuaRaise(value[b"err"], counted=True)
         return value
@@ -584,9 +644,10 @@ class Scripting:
         self.host.stats.count_error(text.split(b" ", 1)[0].decode("utf-8", "surrogateescape"))
         if raise_error:
             raise LuaRaise(text, counted=True)
-        reader = self.reader
-        if reader is None:
-            raise ScriptError("redis.call ran before the Lua state was built")
+        vm = self.vm
+        if vm is None:
+            raise ScriptError("redis.call ran with no script running")
+        reader = vm.reader
         # (the reader's function, not a read of entry: from inside the C bridge's redis.call,
         # lupa's read of a field of entry gives a tuple)
         return reader.make_err(text)
@@ -594,7 +655,18 @@ class Scripting:
     def _failed(self, raise_error: bool, text: bytes) -> Any:
         if raise_error:
             raise LuaRaise(text)
-        return self.lua.table_from({b"err": text})
+        vm = self.vm
+        if vm is None:
+            raise ScriptError("redis.call ran with no script running")
+        return vm.lua.table_from({b"err": text})
+
+    def unwrap(self, exc: BaseException) -> Any:
+        """The Lua error a bridge function's exception stands for, in the state in use (the
+        C bridge's handler: one for every state)."""
+        vm = self.vm
+        if vm is None:
+            raise ScriptError("redis.call ran with no script running")
+        return vm.bridge.unwrap(exc)
 
     def _row_for(self, argv: list[bytes]) -> CommandSpec | None:
         lookup = self.host.lookup
@@ -668,10 +740,12 @@ class Scripting:
 
 
 class Bridge:
-    """The Python functions Lua calls (``redis.call`` & co.): they raise ``LuaRaise``."""
+    """The Python functions one Lua state calls (``redis.call`` & co.): they raise
+    ``LuaRaise``."""
 
-    def __init__(self, scripting: Scripting) -> None:
+    def __init__(self, scripting: Scripting, vm: LuaVM) -> None:
         self.scripting = scripting
+        self.vm = vm
 
     def call(self, *args: Any) -> Any:
         return self.scripting.call_command(True, args)
@@ -681,11 +755,10 @@ class Bridge:
 
     def unwrap(self, exc: BaseException) -> Any:
         """The Lua error a bridge function's exception stands for."""
-        lua = self.scripting.lua
+        lua = self.vm.lua
         if isinstance(exc, LuaRaise):
-            reader = self.scripting.reader
-            if exc.counted and reader is not None:
-                return reader.make_err(exc.text)
+            if exc.counted:
+                return self.vm.reader.make_err(exc.text)
             return lua.table_from({b"err": exc.text})
         if isinstance(exc, LibraryError):
             return exc.text.encode("utf-8", "surrogateescape")
@@ -698,7 +771,7 @@ class Bridge:
 
     def _checked(self, name: str, args: tuple[Any, ...]) -> Any:
         """rawset or setmetatable, refused on the sandbox's read-only tables."""
-        entry = self.scripting.entry
+        entry = self.vm.entry
         kind = lua51.lua_type(args[0]) if args else None
         if kind != "table":
             got = "no value" if not args else _lua_type_name(args[0])

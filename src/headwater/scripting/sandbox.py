@@ -324,7 +324,8 @@ function entry.take_stashed()
   stashed = nil
   return value
 end
-if fast then fast.set_runner(run_slot) end
+-- (the state's number in the C bridge, for its ``run``)
+if fast then entry.bridge_state = fast.set_runner(run_slot) end
 function entry.install(name, library)
   mark_functions(library)
   api[name] = readonly(library)

@@ -219,8 +219,9 @@ class Durability:
     def save_after_flushall(self) -> bool:
         """Redis's flushAllDataAndResetRDB: with save rules configured, the snapshot on disk
         must not keep the flushed keys (a restart would bring them back), so it is saved
-        again at once."""
+        again at once; a background save is stopped either way (its snapshot holds them)."""
         if not self.config["save"]:
+            self.snapshots.stop_bgsave()
             return False
         self.snapshots.save_after_flush()
         return True

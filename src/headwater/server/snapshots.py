@@ -163,22 +163,28 @@ class Snapshots:
         """FLUSHALL's save: a background save is stopped first (Redis: killRDBChild; its
         snapshot would hold the flushed keys), and a failed save is only logged (FLUSHALL
         still succeeds, as in Redis; INFO shows the failure)."""
-        if self.child is not None:
-            self.kill_child()
-            self.engine.info.rdb_bgsave_in_progress = False
+        self.stop_bgsave()
         try:
             self.save()
         except ReplyError as exc:
             log.warning("FLUSHALL: %s", exc.msg)
 
+    def stop_bgsave(self) -> None:
+        if self.child is not None:
+            self.kill_child()
+            self.engine.info.rdb_bgsave_in_progress = False
+
     def start_bgsave(self) -> None:
         if self.child is not None:
             raise err("Background save already in progress")
         dirty = self.engine.dirty
+        delay = self.engine.config["rdb-key-save-delay"]
         pid = os.fork()
         if pid == 0:  # the child: write the snapshot and leave without running any cleanup
             code = 1
             try:
+                if delay > 0:  # (Redis sleeps before each key: the same time in all)
+                    time.sleep(delay * self.engine.keyspace.total_keys() / 1e6)
                 write_snapshot(
                     self.path, self.engine.keyspace.dbs, self.engine.scripting.library_codes()
                 )
