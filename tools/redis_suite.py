@@ -39,9 +39,12 @@ DEFAULT_SERVER = f"{ROOT / '.venv' / 'bin' / 'headwater'} server --appendonly no
 DENIED_TAGS = "-needs:debug -needs:config-maxmemory"
 #: what the suite's reasons for not running a test mean here
 WHY_SKIPPED = {
-    "Tag: needs:debug denied": "needs DEBUG internals (not run: --tags -needs:debug)",
-    "Tag: needs:config-maxmemory denied": "needs maxmemory enforced (#33; not run)",
-    "Not supported on external server": "the suite runs it only on a server it starts itself",
+    "needs:debug denied": "needs DEBUG, Redis's test hook (run-external.sh: --tags -needs:debug)",
+    "needs:config-maxmemory denied": "needs maxmemory enforced (#33; --tags "
+    "-needs:config-maxmemory)",
+    "Not supported on external server": "the suite runs it only on a server it starts itself "
+    "(replication, restarts, server options)",
+    "large memory flag not provided": "uses gigabytes: the suite runs it only with --large-memory",
 }
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 RESULT = re.compile(r"^\[(ok|err|exception|ignore|skip)\]: (.*)$")
