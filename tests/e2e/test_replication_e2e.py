@@ -675,6 +675,48 @@ def test_clean_restart_keeps_the_history_for_a_partial_resync() -> None:
         primary_p.stop()
 
 
+def test_a_replica_restarted_cleanly_resyncs_partially() -> None:
+    """A replica shut down cleanly while its primary goes on writing (well inside the backlog)
+    comes back with ``+CONTINUE``: it saves its replication state as its link stops (before,
+    the stopped link read as "between syncs" and nothing was saved: a full sync)."""
+    primary_p = start_headwater()
+    replica_p = start_headwater("--replicaof", "127.0.0.1", str(primary_p.port))
+    try:
+        primary, replica = connect(primary_p), connect(replica_p)
+        wait_until(lambda: info(primary)["connected_slaves"] == 1, what="attached")
+        primary.xadd("s", {"a": "1"})
+        wait_until(lambda: in_step(primary, replica), what="sync")
+        # (the AOF the full sync starts must be written: a shutdown before is not clean)
+        wait_until(lambda: info(replica, "persistence")["aof_rewrite_in_progress"] == 0, what="aof")
+        replica.shutdown()
+        replica_p.proc.wait(10)
+        assert (Path(replica_p.workdir) / "replication.state").exists()
+        pipe = primary.pipeline(transaction=False)
+        for i in range(1000):
+            pipe.xadd("s", {"n": str(i), "pad": "x" * 100})
+        pipe.execute()
+        before = info(primary, "stats")
+        restarted = start_headwater(
+            "--dir",
+            replica_p.workdir,
+            "--replicaof",
+            "127.0.0.1",
+            str(primary_p.port),
+            port=replica_p.port,
+        )
+        try:
+            wait_until(lambda: in_step(primary, connect(restarted)), what="resync")
+            stats = info(primary, "stats")
+            assert stats["sync_partial_ok"] == before["sync_partial_ok"] + 1
+            assert stats["sync_full"] == before["sync_full"]
+            assert connect(restarted).xlen("s") == 1001
+        finally:
+            restarted.stop()
+    finally:
+        replica_p.stop()
+        primary_p.stop()
+
+
 def test_wait_counts_acks_of_the_clients_own_writes() -> None:
     """WAIT judges the offset of the client's last write (Redis: c->woff), not the newest:
     a replica that acknowledged A's write but not B's counts for A only."""

@@ -86,6 +86,8 @@ class Replication:
         self.hold = TimedHold(self.config["repl-stream-hold-us"], self._hold_ended)
         #: the backlog exists (Redis creates it with the first replica)
         self.backlog_active = False
+        #: what save_state writes, taken as the server stops (``close``)
+        self.state_at_close: str | None = None
         self.peers: list[Peer] = []
         #: what replicas said with REPLCONF before their PSYNC, by client id
         self.handshakes: dict[int, dict[str, str]] = {}
@@ -129,21 +131,32 @@ class Replication:
                     log.warning("Removed %s, left by a full sync that did not end", path.name)
 
     def close(self) -> None:
+        """Shutdown: the link stops applying, so the state to save is taken first (a stopped
+        link reads as a replica between syncs)."""
+        self.state_at_close = self._state_text()
         if self.link is not None:
             self.link.stop()
         self.full_sync.kill()
         self.flush(force=True)
 
+    def _state_text(self) -> str | None:
+        """Our replication ID, offset and stream database now, or None when the data is at
+        no offset we could name."""
+        if self.master is not None:
+            if self.link is None or not self.link.connected:
+                return None  # a replica between syncs
+        elif not self.backlog_active:
+            return None  # no replication history (no replica ever attached)
+        return f"{self.state.replid} {self.offset} {self.stream_db_now()}\n"
+
     def save_state(self) -> None:
-        """At a clean shutdown whose data is on disk (the AOF, closed): our replication ID,
-        offset and stream database, so that the restarted server continues its history (its
-        replicas, or its new primary, resync partially). A crash leaves no such file: the
-        data on disk may then be behind or ahead of any offset we could name."""
-        if not self.backlog_active:
-            return  # no replication history (no replica ever attached, no primary)
-        if self.link is not None and not self.link.connected and self.master is not None:
-            return  # a replica between syncs: its data is not at a known offset
-        text = f"{self.state.replid} {self.offset} {self.stream_db_now()}\n"
+        """At a clean shutdown whose data is on disk (the AOF, closed): the state ``close``
+        took, so that the restarted server continues its history (its replicas, or its new
+        primary, resync partially). A crash leaves no such file: the data on disk may then be
+        behind or ahead of any offset we could name."""
+        text = self.state_at_close
+        if text is None:
+            return
         try:
             tmp = self.state_path.with_suffix(".tmp")
             tmp.write_text(text)
