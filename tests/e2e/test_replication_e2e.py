@@ -717,6 +717,43 @@ def test_a_replica_restarted_cleanly_resyncs_partially() -> None:
         primary_p.stop()
 
 
+def _iids_tracked(r: redis.Redis) -> int:
+    fields = r.xinfo_stream("s")
+    return int(fields.get("iids-tracked", fields.get(b"iids-tracked")))
+
+
+def test_a_replica_keeps_its_idmp_history_while_its_primary_is_stopped() -> None:
+    """IDMP iids expire on the primary's clock only (as keys do): a replica whose primary is
+    stopped past the stream's idmp-duration keeps them, and applies the primary's retry once
+    it runs again (before, it forgot them by its own clock and refused the retry the primary
+    sent with the original ID: "equal or smaller than the target stream top item")."""
+    primary_p = start_headwater("--repl-timeout", "60")
+    replica_p = start_headwater("--replicaof", "127.0.0.1", str(primary_p.port))
+    try:
+        primary, replica = connect(primary_p), connect(replica_p)
+        wait_until(lambda: info(primary)["connected_slaves"] == 1, what="attached")
+        primary.xadd("s", {"f": "0"})
+        primary.execute_command("XCFGSET", "s", "IDMP-DURATION", "2")
+        first = primary.execute_command("XADD", "s", "IDMP", "p", "i1", "*", "f", "v")
+        wait_until(lambda: in_step(primary, replica), what="sync")
+        assert _iids_tracked(replica) == 1
+        primary_p.proc.send_signal(signal.SIGSTOP)
+        try:
+            time.sleep(4)
+            assert _iids_tracked(replica) == 1
+        finally:
+            primary_p.proc.send_signal(signal.SIGCONT)
+        retry = primary.execute_command("XADD", "s", "IDMP", "p", "i1", "*", "f", "v")
+        primary.xadd("s", {"f": "last"})
+        wait_until(lambda: in_step(primary, replica), what="sync after the retry")
+        assert replica.xrange("s") == primary.xrange("s")
+        assert retry in (first, primary.xrange("s")[2][0])
+        assert "ERR" not in log_of(replica_p)
+    finally:
+        replica_p.stop()
+        primary_p.stop()
+
+
 def test_wait_counts_acks_of_the_clients_own_writes() -> None:
     """WAIT judges the offset of the client's last write (Redis: c->woff), not the newest:
     a replica that acknowledged A's write but not B's counts for A only."""

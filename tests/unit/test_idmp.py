@@ -134,6 +134,26 @@ def test_effects_keep_idmp_and_replay_rebuilds_the_maps() -> None:
     assert replica.call(plain, "XADD", "s", "IDMP", "p", "i1", "*", "f", "x") == b"%d-0" % now
 
 
+def test_a_replayed_retry_of_an_entry_whose_iid_this_side_forgot_is_a_retry() -> None:
+    """The primary's retry carries the original ID; a side that no longer tracks the iid
+    (but has the entry) learns it again instead of refusing the XADD; a later ID is the
+    primary's new entry, appended."""
+    replica = Harness()
+    r = replica.client()
+    r.replaying = True
+    for argv in (
+        ["XADD", "s", "5-0", "f", "v"],
+        ["XADD", "s", "IDMP", "p", "i1", "5-0", "f", "v"],  # i1's entry, iid unknown here
+        ["XADD", "s", "IDMP", "p", "i2", "6-0", "f", "w"],
+    ):
+        replica.engine.execute(r, [a.encode() for a in argv])
+        assert not replica.raw(r).startswith(b"-")
+    plain = replica.client()
+    assert replica.call(plain, "XLEN", "s") == 2
+    assert replica.call(plain, "XADD", "s", "IDMP", "p", "i1", "*", "f", "v") == b"5-0"
+    assert replica.call(plain, "XADD", "s", "IDMP", "p", "i2", "*", "f", "w") == b"6-0"
+
+
 def test_xcfgset_clears_history_only_when_a_value_changes() -> None:
     h = Harness()
     c = h.client()

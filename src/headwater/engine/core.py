@@ -795,7 +795,9 @@ class Engine(ScriptHost):
         if self.keyspace.expired:
             self._propagate_expired()
         now = self.keyspace.now_ms
-        if now - self._last_second_ms >= 1000:
+        if now - self._last_second_ms >= 1000 and expire:
+            # (a replica forgets IDMP iids only with its primary, as it expires keys: by its
+            # own clock it would refuse the primary's later retry of an iid it dropped)
             self._last_second_ms = now
             for db in self.keyspace.dbs:
                 if db.idmp_keys:

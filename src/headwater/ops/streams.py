@@ -67,7 +67,14 @@ def idmp_original(
     state = stream.idmp
     original = state.lookup(*idmp_key) if state is not None else None
     if replaying and requested is not None and original != requested:
-        # The effect carries the ID the primary answered: another one means the primary
+        if requested <= stream.last_id:
+            # The primary answered a retry of an entry this side has, whose iid it no longer
+            # tracks (a replica promoted and demoted again, say): learn it again, a retry.
+            if state is None:
+                state = stream.idmp = IdmpState()
+            state.record(idmp_key[0], idmp_key[1], requested, stream.idmp_maxsize)
+            return requested
+        # The effect carries the ID the primary answered: a later one means the primary
         # appended the entry, its iid having expired there (expiry runs in the cron, which a
         # replay does not; a new ``*`` ID is then always past the old one). Treating it as
         # a retry would lose the entry.
