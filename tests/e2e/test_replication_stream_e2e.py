@@ -76,3 +76,32 @@ def test_xreadgroup_in_a_transaction(attached: tuple[RawClient, ReplicationStrea
         [b"EXEC"],
     ]
     assert {command[3] for command in commands if command[0] == b"XCLAIM"} == {b"c1"}
+
+
+def test_publish_keeps_its_place_in_a_transaction_and_a_script(
+    attached: tuple[RawClient, ReplicationStream],
+) -> None:
+    """PUBLISH goes through the engine's one choke point as an effect for the replicas only:
+    inside MULTI … EXEC and a script's transaction, in the order it ran (before, the stream
+    got it at once, ahead of the transaction it belonged to). The AOF never gets it."""
+    client, stream = attached
+    client.call("SELECT", "0")
+    for command in (("MULTI",), ("SET", "a", "1"), ("PUBLISH", "ch", "hi"), ("SET", "b", "2")):
+        client.call(*command)
+    client.call("EXEC")
+    script = "redis.call('SET', 'c', '3') redis.call('PUBLISH', 'ch', 'x') return 1"
+    client.call("EVAL", script, "0")
+    client.call("PUBLISH", "ch", "alone")
+    assert stream.commands() == [
+        [b"MULTI"],
+        [b"SELECT", b"0"],
+        [b"SET", b"a", b"1"],
+        [b"PUBLISH", b"ch", b"hi"],
+        [b"SET", b"b", b"2"],
+        [b"EXEC"],
+        [b"MULTI"],
+        [b"SET", b"c", b"3"],
+        [b"PUBLISH", b"ch", b"x"],
+        [b"EXEC"],
+        [b"PUBLISH", b"ch", b"alone"],
+    ]

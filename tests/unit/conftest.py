@@ -11,7 +11,7 @@ from headwater.clock import FakeClock
 from headwater.commands.context import Client, CommandSpec
 from headwater.config import Config
 from headwater.engine import Engine
-from headwater.ops.change import NO_DB
+from headwater.ops.change import NO_DB, ForReplicas, Line
 from headwater.persistence.aof import encode_command
 
 
@@ -53,10 +53,15 @@ class Harness:
         self.scheduler = FakeScheduler(self.clock)
         self.engine = Engine(config, self.clock, self.scheduler, extra)
         self.effects: list[tuple[int, list[bytes]]] = []
+        self.for_replicas: list[tuple[int, list[bytes]]] = []
         self.engine.effect_sinks.append(self._record_effect)
 
-    def _record_effect(self, db: int, line: list[bytes] | bytes) -> None:
-        """Each effect as its words (a region's own effects come encoded already)."""
+    def _record_effect(self, db: int, line: Line) -> None:
+        """Each effect as its words (a region's own effects come encoded already), as the
+        AOF gets them; those for the replicas only (PUBLISH) go to ``for_replicas``."""
+        if isinstance(line, ForReplicas):
+            self.for_replicas.append((db, line.argv))
+            return
         self.effects.append((db, line if isinstance(line, list) else decode_all(line)))
 
     def client(self) -> Client:

@@ -39,6 +39,7 @@ from headwater.commands.context import (
 from headwater.commands.monitor import feed_monitors, output_hold, stop_monitor
 from headwater.errors import ReplyError, err, require, subcommand_syntax
 from headwater.glob import Matcher, compile_glob, glob_match
+from headwater.ops.change import Change, ForReplicas, Written
 from headwater.resp.types import Raw, Reply
 
 if TYPE_CHECKING:
@@ -346,18 +347,16 @@ def cmd_sunsubscribe(c: Client, argv: list[bytes]) -> Reply:
     return ps.unsubscribe(c, argv[1:], b"sunsubscribe", ps.shard_channels)
 
 
-def cmd_publish(c: Client, argv: list[bytes]) -> Reply:
-    repl = c.server.replication
-    if repl is not None:  # replicas' subscribers get it too (not the AOF: as Redis)
-        repl.propagate(c.db.index, argv)
-    return c.server.pubsub.publish(argv[1], argv[2], output_hold(c))
+def cmd_publish(c: Client, argv: list[bytes]) -> Written:
+    # (replicas' subscribers get it too, in its place among the effects; not the AOF: as
+    # Redis)
+    reply = c.server.pubsub.publish(argv[1], argv[2], output_hold(c))
+    return Written(reply, Change(0, [ForReplicas(list(argv))]))
 
 
-def cmd_spublish(c: Client, argv: list[bytes]) -> Reply:
-    repl = c.server.replication
-    if repl is not None:
-        repl.propagate(c.db.index, argv)
-    return c.server.pubsub.spublish(argv[1], argv[2], output_hold(c))
+def cmd_spublish(c: Client, argv: list[bytes]) -> Written:
+    reply = c.server.pubsub.spublish(argv[1], argv[2], output_hold(c))
+    return Written(reply, Change(0, [ForReplicas(list(argv))]))
 
 
 def _active(table: dict[bytes, Subscribers], argv: list[bytes], name: bytes) -> Reply:

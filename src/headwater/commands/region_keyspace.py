@@ -29,7 +29,7 @@ from headwater.commands.notify import lookup_read
 from headwater.config import Config
 from headwater.errors import WRONGTYPE, ReplyError, err
 from headwater.keyspace import Database, Keyspace
-from headwater.ops.change import Change, Written
+from headwater.ops.change import Change, Line, Written
 from headwater.resp.encoder import encode_command
 from headwater.resp.split import new_splitter
 from headwater.resp.types import Reply
@@ -133,7 +133,7 @@ class RegionKeyspace:
         self.idmp_keys: set[tuple[int, bytes]] = set()
         #: the lines of the effects applied since the handler last took them (for the engine;
         #: own effects' already encoded)
-        self.applied: list[list[bytes] | bytes] = []
+        self.applied: list[Line] = []
         #: the lines received for remote effects not applied yet, by (origin, seq): a link
         #: gives them (``received``) so that the line read is logged as it came
         self.received_lines: dict[tuple[int, int], list[bytes]] = {}
@@ -366,7 +366,7 @@ class RegionKeyspace:
         self.local_lines.clear()
         self.idmp_keys.clear()
 
-    def take_lines(self) -> list[list[bytes] | bytes]:
+    def take_lines(self) -> list[Line]:
         lines, self.applied = self.applied, []
         if self.local_lines:
             lines += self.local_lines
@@ -390,7 +390,7 @@ class RegionKeyspace:
         self,
         reply: Reply,
         dirty: int | None = None,
-        lines: list[list[bytes] | bytes] | None = None,
+        lines: list[Line] | None = None,
     ) -> Reply | Written:
         """The reply, with the lines of the effects applied (if any) for the engine
         (``lines``: the handler took them already)."""

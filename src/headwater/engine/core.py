@@ -62,7 +62,7 @@ from headwater.errors import (
 )
 from headwater.keyevents import EXPIRED, GENERIC, HASH
 from headwater.keyspace import Database, Keyspace
-from headwater.ops.change import NO_DB, Change, Line, Written
+from headwater.ops.change import NO_DB, Change, ForReplicas, Line, Written
 from headwater.ops.hashttl import active_expire_fields
 from headwater.resp.encoder import encode_into
 from headwater.resp.types import QUEUED, Raw, Reply
@@ -544,7 +544,8 @@ class Engine(ScriptHost):
         if self._tx_effects is not None:
             self._tx_effects.append((db, argv))
             return
-        self.effect_seq += 1
+        if not isinstance(argv, ForReplicas):  # (no reply waits for the disk for those)
+            self.effect_seq += 1
         for sink in self.effect_sinks:
             sink(db, argv)
 

@@ -15,9 +15,25 @@ from __future__ import annotations
 
 from typing import Any, Final, TypeAlias
 
-#: one effect line: its words, or the RESP command already encoded (an active-active
-#: region's own effects: made once for the AOF, the replicas and the peer links)
-Line: TypeAlias = "list[bytes] | bytes"
+
+class ForReplicas:
+    """An effect for the replicas only, never the AOF (PUBLISH and SPUBLISH, Redis's
+    PROPAGATE_REPL): in the stream in its place among the others (inside a transaction's
+    MULTI … EXEC), and no reply waits for the disk because of it."""
+
+    __slots__ = ("argv",)
+
+    def __init__(self, argv: list[bytes]) -> None:
+        self.argv = argv
+
+    def __repr__(self) -> str:
+        return f"ForReplicas({self.argv!r})"
+
+
+#: one effect line: its words, the RESP command already encoded (an active-active region's
+#: own effects: made once for the AOF, the replicas and the peer links), or a command for
+#: the replicas only
+Line: TypeAlias = "list[bytes] | bytes | ForReplicas"
 
 #: the database of an effect that applies to none (the MULTI and EXEC around several
 #: effects): the sinks write no SELECT before it, so that, as in Redis 7.2+, the SELECT a

@@ -6,7 +6,7 @@ per effect, on every write command's path.
 
 from __future__ import annotations
 
-from headwater.ops.change import NO_DB, Line
+from headwater.ops.change import NO_DB, ForReplicas, Line
 from headwater.resp.encoder import encode_command, encode_command_into
 
 
@@ -14,12 +14,22 @@ class EffectLog:
     """Effects as RESP commands, with a ``SELECT`` before each change of database (none
     before an effect of ``NO_DB``: a MULTI or an EXEC)."""
 
-    def __init__(self) -> None:
+    def __init__(self, for_replicas: bool = False) -> None:
         self.buf = bytearray()
         #: the database the file's next command applies to (None: unknown)
         self.db: int | None = None
+        #: the replication stream's log takes the effects for the replicas only; the AOF's
+        #: does not
+        self.for_replicas = for_replicas
 
     def append(self, db: int, argv: Line) -> None:
+        if isinstance(argv, ForReplicas):
+            if self.for_replicas:
+                self._append(db, argv.argv)
+            return
+        self._append(db, argv)
+
+    def _append(self, db: int, argv: list[bytes] | bytes) -> None:
         buf = self.buf
         if db != self.db and db != NO_DB:
             buf += encode_command([b"SELECT", b"%d" % db])

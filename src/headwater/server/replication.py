@@ -80,7 +80,7 @@ class Replication:
         self.data_dir = Path(data_dir)
         self.state = ReplicationState(self.config["repl-backlog-size"])
         #: the effects of this turn, encoded for the stream (while ``feeding``)
-        self.feed = EffectLog()
+        self.feed = EffectLog(for_replicas=True)
         self.feeding = False
         #: whether this turn's stream goes out now or with the next turns' (hold.py)
         self.hold = TimedHold(self.config["repl-stream-hold-us"], self._hold_ended)
@@ -292,11 +292,6 @@ class Replication:
         if peer.conn.transport is not None:
             peer.conn.transport.abort()
         peer.state = "dropped"  # (counted out at once; the cron forgets it)
-
-    def propagate(self, db: int, argv: list[bytes]) -> None:
-        """A command for the replicas only (PUBLISH), in order with the effects."""
-        if self.feeding and self.peers:
-            self.feed.append(db, argv)
 
     def request_acks(self) -> None:
         """Ask every replica for an ACK now (``REPLCONF GETACK *`` at the end of the turn)."""
