@@ -493,10 +493,17 @@ class Engine(ScriptHost):
         if effects is not None:
             self._emit_transaction(effects)
 
-    def collected_effects(self) -> list[tuple[int, Line]] | None:
-        """The effects a transaction or script has made so far (a script may drop its last
-        ones: ``redis.set_repl(redis.REPL_NONE)``)."""
-        return self._tx_effects
+    def effects_mark(self) -> int:
+        """Where the effects a transaction or script collects stand now (0: none collected),
+        for ``drop_effects_since``."""
+        return len(self._tx_effects) if self._tx_effects is not None else 0
+
+    def drop_effects_since(self, mark: int) -> None:
+        """The one way effects are taken back: those collected since ``mark`` (a script's
+        writes after ``redis.set_repl(redis.REPL_NONE)``, or all of a script stopped by
+        SHUTDOWN NOSAVE). Nothing was sent of them yet: they wait for the transaction's end."""
+        if self._tx_effects is not None:
+            del self._tx_effects[mark:]
 
     def poll_while_busy(self, running: Client) -> None:
         self.busy_poller(running)

@@ -31,7 +31,6 @@ from headwater.commands.context import Block, Client, CommandSpec, ServerAPI
 from headwater.commands.monitor import feed_monitors
 from headwater.commands.server import _human
 from headwater.errors import ReplyError, err
-from headwater.ops.change import Line
 from headwater.resp.encoder import format_double
 from headwater.resp.types import Reply
 from headwater.scripting import libraries
@@ -128,7 +127,10 @@ class ScriptHost(ServerAPI):
     def finish_collecting(self) -> None:
         raise NotImplementedError
 
-    def collected_effects(self) -> list[tuple[int, Line]] | None:
+    def effects_mark(self) -> int:
+        raise NotImplementedError
+
+    def drop_effects_since(self, mark: int) -> None:
         raise NotImplementedError
 
     def poll_while_busy(self, running: Client) -> None:
@@ -620,12 +622,10 @@ class Scripting:
         self, client: Client, row: CommandSpec, argv: list[bytes], raise_error: bool
     ) -> Any:
         """A write after ``redis.set_repl(redis.REPL_NONE)``: its effects are dropped."""
-        effects = self.host.collected_effects()
-        mark = len(effects) if effects is not None else 0
+        mark = self.host.effects_mark()
         reply = self.host.call(client, row, argv)
         self._show_monitors(client, row, argv)
-        if effects is not None:
-            del effects[mark:]
+        self.host.drop_effects_since(mark)
         if isinstance(reply, Block):
             reply = reply.reply_if_denied()
         vm = self.vm
@@ -720,9 +720,7 @@ class Scripting:
         self.host.poll_while_busy(run.caller)
         if self.host.shutdown_requested is not None and run.kill is None:
             run.kill = SHUTDOWN_TEXT
-            effects = self.host.collected_effects()
-            if effects is not None:
-                effects.clear()  # SHUTDOWN NOSAVE: what the script wrote is not kept
+            self.host.drop_effects_since(0)  # SHUTDOWN NOSAVE: what the script wrote is not kept
         return run.kill
 
     def kill(self, is_eval: bool) -> None:
