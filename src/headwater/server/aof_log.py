@@ -192,6 +192,51 @@ class AofLog:
             sinks.remove(self.sink)
         self.sink = None
 
+    # -- the named transitions of the log's state (nothing else writes durable_seq,
+    # enabling, written_seq or reload_pending) ---------------------------------------------
+
+    def begin_enabling(self, seq: int) -> None:
+        """appendonly yes at runtime: effects are written from now, but only the rewrite's
+        base makes them durable (Redis's AOF_WAIT_REWRITE)."""
+        self.enabling = True
+        self.enable_seq = seq
+        self.written_seq = self.durable_seq = self.engine.effect_seq
+
+    def finish_enabling(self) -> bool:
+        """The base is written: what was written meanwhile is durable. False if the log was
+        not enabling."""
+        if not self.enabling:
+            return False
+        self.enabling = False
+        self.durable_seq = max(self.durable_seq, self.written_seq)
+        return True
+
+    def disabled(self) -> None:
+        """appendonly no: no effect waits for this log any more."""
+        self.reload_pending, self.carried_error = False, None
+        self.enabling = False
+        self.manifest = None
+        self.durable_seq = self.engine.effect_seq
+
+    def begin_rollback(self, error: OSError) -> None:
+        """A write failed for too long: the file was cut back; memory must be loaded again
+        (nothing read now may leave until then)."""
+        self.carried_error = error
+        self.reload_pending = True
+
+    def take_rollback(self) -> tuple[bool, OSError | None]:
+        """The reload is due: whether one is still pending, and the error the reload's new
+        writer keeps (until ``forget_rollback_error``)."""
+        pending, self.reload_pending = self.reload_pending, False
+        return pending, self.carried_error
+
+    def forget_rollback_error(self) -> None:
+        self.carried_error = None
+
+    def finish_rollback(self) -> None:
+        """Memory is what is on disk again: every effect so far is durable."""
+        self.durable_seq = self.engine.effect_seq
+
     def close_writer(self, wake: bool = True) -> None:
         """Write and sync what is left, close the file; the replies waiting for it may go."""
         writer = self.writer

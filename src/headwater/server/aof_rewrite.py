@@ -158,9 +158,7 @@ class AofRewrite:
         log.warning("Background AOF rewrite finished successfully")
         if aof.writer is not None:
             aof.manifest = manifest
-        if aof.enabling:
-            aof.enabling = False
-            aof.durable_seq = max(aof.durable_seq, aof.written_seq)
+        if aof.finish_enabling():
             log.warning("Append only file enabled: base written, logging to %s", child.incr_name)
             if aof.wake is not None:
                 aof.wake(aof.on_durable)  # the writes made meanwhile are durable now

@@ -268,9 +268,7 @@ class Durability:
         seq = next_seq(aof.manifest_on_disk())
         path = aof.dir / aof.incr_name(seq)
         path.unlink(missing_ok=True)  # (a stray of an earlier attempt)
-        aof.enabling = True
-        aof.enable_seq = seq
-        aof.written_seq = aof.durable_seq = self.engine.effect_seq
+        aof.begin_enabling(seq)
         aof.start_writer(path)
         aof.manifest = None
         if self._bgsave_running():
@@ -289,15 +287,12 @@ class Durability:
         aof = self.aof
         self.rewrite.kill()
         self.rewrite.scheduled = False
-        aof.reload_pending, aof.carried_error = False, None  # (no reload without AOF)
         writer = aof.writer
         aof.close_writer()
         self.aof.detach_sink()
         if aof.enabling and writer is not None:  # no manifest names its file
             writer.path.unlink(missing_ok=True)
-        aof.enabling = False
-        aof.manifest = None
-        aof.durable_seq = self.engine.effect_seq
+        aof.disabled()  # (no reload without AOF either)
         self._publish()
         log.warning("Append only file disabled")
 

@@ -93,8 +93,7 @@ class RollBack:
             self.rewrite.kill()
             self.engine.info.aof_last_bgrewrite_status = "err"
         writer.roll_back(aof.durable_size)
-        aof.carried_error = error
-        aof.reload_pending = True
+        aof.begin_rollback(error)
         refusal = aof_misconf(error)
         failed = answer_dropped(self.engine, kept, refusal)
         log.warning("Answered -%s to %d clients; loading the data again", refusal.code, failed)
@@ -106,19 +105,18 @@ class RollBack:
 
     def finish(self) -> None:
         aof = self.aof
-        carried, aof.carried_error = aof.carried_error, None
-        pending, aof.reload_pending = aof.reload_pending, False
+        pending, carried = aof.take_rollback()
         if not pending or carried is None or aof.writer is None:
+            aof.forget_rollback_error()
             return  # the AOF was closed meanwhile (shutdown, appendonly no)
         kept = aof.durable_seq
-        aof.carried_error = carried
         try:
             self.reload()
         finally:
-            aof.carried_error = None
+            aof.forget_rollback_error()
         log.warning("Data loaded again from the AOF: memory is what is on disk")
         answer_dropped(self.engine, kept, aof_misconf(carried))
-        aof.durable_seq = self.engine.effect_seq
+        aof.finish_rollback()
         aof.error_since = time.monotonic()  # (a later roll-back, if any, a timeout later)
         self.on_change()
         if aof.wake is not None:
