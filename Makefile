@@ -110,7 +110,8 @@ PURE_SRC := build/pure-src
 TEST_WORKERS ?= 2
 XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
 test: setup redis-server postgres lint
-	HEADWATER_EXPECT_BUILD=$$(cat $(BUILD_STAMP)) HEADWATER_TEST_PG_URL=$(PG_URL) $(BIN)/pytest -q $(XDIST)
+	HEADWATER_EXPECT_BUILD=$$(cat $(BUILD_STAMP)) HEADWATER_TEST_PG_URL=$(PG_URL) $(BIN)/pytest -q $(XDIST) \
+		--durations=25
 	@rm -rf $(PURE_SRC) && mkdir -p $(PURE_SRC)
 	@cp -R src/headwater $(PURE_SRC)/ && find $(PURE_SRC) -name '*.so' -delete
 	PYTHONPATH=$(PURE_SRC) HEADWATER_EXPECT_BUILD=pure $(BIN)/pytest -q -p no:cacheprovider \

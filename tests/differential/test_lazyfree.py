@@ -82,7 +82,9 @@ STEPS["small stream, many groups"] = stream_steps(10, 70)
 
 
 def script_steps(scripts: int, flush: list[str]) -> Step:
-    return [*(["SCRIPT", "LOAD", f"return {i}"] for i in range(scripts)), ["SCRIPT", *flush]]
+    # (the servers are shared: scripts other tests loaded go first, freed at once)
+    loads = [["SCRIPT", "LOAD", f"return {i}"] for i in range(scripts)]
+    return [["SCRIPT", "FLUSH", "SYNC"], *loads, ["SCRIPT", *flush]]
 
 
 STEPS["script flush async, many scripts"] = script_steps(100, ["FLUSH", "ASYNC"])
