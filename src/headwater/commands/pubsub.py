@@ -347,16 +347,20 @@ def cmd_sunsubscribe(c: Client, argv: list[bytes]) -> Reply:
     return ps.unsubscribe(c, argv[1:], b"sunsubscribe", ps.shard_channels)
 
 
-def cmd_publish(c: Client, argv: list[bytes]) -> Written:
-    # (replicas' subscribers get it too, in its place among the effects; not the AOF: as
-    # Redis)
-    reply = c.server.pubsub.publish(argv[1], argv[2], output_hold(c))
-    return Written(reply, Change(0, [ForReplicas(list(argv))]))
+def _to_replicas(c: Client, argv: list[bytes], reply: Reply) -> Reply | Written:
+    """A message goes to the replicas' subscribers too, in its place among the effects (not
+    to the AOF: as Redis); nothing is built when no one takes effects."""
+    if not c.server.propagating:
+        return reply
+    return Written(reply, Change(0, [ForReplicas(argv)]))
 
 
-def cmd_spublish(c: Client, argv: list[bytes]) -> Written:
-    reply = c.server.pubsub.spublish(argv[1], argv[2], output_hold(c))
-    return Written(reply, Change(0, [ForReplicas(list(argv))]))
+def cmd_publish(c: Client, argv: list[bytes]) -> Reply | Written:
+    return _to_replicas(c, argv, c.server.pubsub.publish(argv[1], argv[2], output_hold(c)))
+
+
+def cmd_spublish(c: Client, argv: list[bytes]) -> Reply | Written:
+    return _to_replicas(c, argv, c.server.pubsub.spublish(argv[1], argv[2], output_hold(c)))
 
 
 def _active(table: dict[bytes, Subscribers], argv: list[bytes], name: bytes) -> Reply:

@@ -23,18 +23,18 @@ class EffectLog:
         self.for_replicas = for_replicas
 
     def append(self, db: int, argv: Line) -> None:
+        words: list[bytes] | bytes
         if isinstance(argv, ForReplicas):
-            if self.for_replicas:
-                self._append(db, argv.argv)
-            return
-        self._append(db, argv)
-
-    def _append(self, db: int, argv: list[bytes] | bytes) -> None:
+            if not self.for_replicas:
+                return
+            words = argv.argv
+        else:
+            words = argv
         buf = self.buf
         if db != self.db and db != NO_DB:
             buf += encode_command([b"SELECT", b"%d" % db])
             self.db = db
-        if isinstance(argv, bytes):  # (encoded already: a region's own effect)
-            buf += argv
+        if isinstance(words, bytes):  # (encoded already: a region's own effect)
+            buf += words
         else:
-            encode_command_into(buf, argv)
+            encode_command_into(buf, words)

@@ -146,13 +146,18 @@ def cmd_script_exists(c: Client, argv: list[bytes]) -> Reply:
     return [int(sha.lower() in scripts) for sha in argv[2:]]
 
 
+def flush_lazily(c: Client, mode: bytes | None) -> bool:
+    """Whether SCRIPT FLUSH or FUNCTION FLUSH frees in the background: ASYNC, or no mode
+    under ``lazyfree-lazy-user-flush`` (the mode already checked)."""
+    if mode is None:
+        return bool(c.server.config["lazyfree-lazy-user-flush"])
+    return mode.upper() == b"ASYNC"
+
+
 def cmd_script_flush(c: Client, argv: list[bytes]) -> Reply:
     if len(argv) > 3 or (len(argv) == 3 and argv[2].upper() not in (b"SYNC", b"ASYNC")):
         raise err("SCRIPT FLUSH only support SYNC|ASYNC option")
-    if len(argv) == 2:
-        lazily = bool(c.server.config["lazyfree-lazy-user-flush"])
-    else:
-        lazily = argv[2].upper() == b"ASYNC"
+    lazily = flush_lazily(c, argv[2] if len(argv) == 3 else None)
     scripting = scripting_of(c)
     scripts = len(scripting.scripts)
     scripting.flush()

@@ -18,6 +18,7 @@ from headwater.ops.lazyfree import LAZYFREE_THRESHOLD
 from headwater.resp.types import OK, Reply, RSet, Status
 from headwater.scripting.commands import (
     check_may_write,
+    flush_lazily,
     parse_numkeys,
     scripting_of,
     with_numkeys,
@@ -89,12 +90,9 @@ def cmd_function_delete(c: Client, argv: list[bytes]) -> Written:
 def _flush_async(c: Client, argv: list[bytes]) -> bool:
     if len(argv) > 3:
         raise subcommand_syntax(argv[1], "FUNCTION")
-    if len(argv) == 2:
-        return bool(c.server.config["lazyfree-lazy-user-flush"])
-    mode = argv[2].upper()
-    if mode not in (b"SYNC", b"ASYNC"):
+    if len(argv) == 3 and argv[2].upper() not in (b"SYNC", b"ASYNC"):
         raise err("FUNCTION FLUSH only supports SYNC|ASYNC option")
-    return mode == b"ASYNC"
+    return flush_lazily(c, argv[2] if len(argv) == 3 else None)
 
 
 def cmd_function_flush(c: Client, argv: list[bytes]) -> Written:
