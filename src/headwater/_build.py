@@ -17,7 +17,7 @@ from importlib.machinery import EXTENSION_SUFFIXES
 #: IDMP and string commands, entry encoders, the write operations and their changes) and the
 #: stream structures, measured with the in-process rows of ``benchmarks/bench.py --rows
 #: inproc``, and the keyspace and clock every command reads; an active-active region's XADD
-#: path (``activeactive`` without persist/journal, ``region_keyspace``, ``region_streams``:
+#: path (``activeactive`` without persist/journal, ``region_keyspace``, ``region_store``:
 #: ``benchmarks/activeactive_inproc.py``). Not compiled: ``values.py`` and ``resp/types.py``
 #: (subclasses of bytes, str and dict, which mypyc's native classes cannot be).
 HOT_MODULES = (
@@ -100,7 +100,9 @@ HOT_MODULES = (
     "headwater.activeactive.rstream",
     "headwater.activeactive.region",
     "headwater.commands.region_keyspace",
-    "headwater.commands.region_streams",
+    "headwater.commands.region_store",
+    "headwater.commands.store",
+    "headwater.commands.plain_store",
     # the links of a region: per chunk read (parse, from_line, the inbox) and per loop turn
     # (the feeds); it imports ``server.protocol`` for real (see its import of ``Connection``)
     "headwater.server.aa_links",

@@ -9,6 +9,8 @@ from __future__ import annotations
 import pytest
 
 from headwater.activeactive.rstream import RegionStream
+from headwater.commands.plain_store import PlainStreams
+from headwater.commands.region_store import RegionStreams
 from headwater.config import Config
 from headwater.resp.encoder import encode_command
 from headwater.stream.stream import Stream
@@ -330,7 +332,12 @@ def test_one_region_answers_byte_for_byte_as_a_plain_server(resp: int) -> None:
 
 def test_the_overlay_runs_only_with_a_region() -> None:
     plain, region = Harness(config=_config(False)), Harness(config=_config(True))
-    assert plain.engine.table[b"XADD"].handler is not region.engine.table[b"XADD"].handler
+    # one handler family: the stream commands differ only by the store they call
+    for name in (b"XADD", b"XREADGROUP", b"XACK", b"XCLAIM", b"XAUTOCLAIM", b"XRANGE"):
+        assert plain.engine.table[name].handler is region.engine.table[name].handler
+    assert type(plain.engine.streams) is PlainStreams
+    assert type(region.engine.streams) is RegionStreams
+    assert plain.engine.table[b"DEL"].handler is not region.engine.table[b"DEL"].handler
     assert b"AADUMP" not in plain.engine.table and b"AADUMP" in region.engine.table
     pc, rc = plain.client(), region.client()
     plain.call(pc, "XADD", "s", "1-1", "a", "b")
@@ -649,3 +656,34 @@ def test_idmp_is_per_region_expires_and_goes_with_the_stream() -> None:
     h.call(c, "DEL", "s")  # the map goes with the stream
     third = h.call(c, "XADD", "s", "IDMP", "p", "i", "*", "a", "1")
     assert third not in (first, second) and h.call(c, "XLEN", "s") == 1
+
+
+@pytest.mark.parametrize("region", [False, True], ids=["plain", "region"])
+def test_idle_consumers_are_reclaimed_in_both_modes(region: bool) -> None:
+    """``stream-consumer-idle-reclaim-ms`` drops idle consumers with nothing pending, by the
+    cron and on access, on a plain stream and on a region's stream (whose consumers are
+    local: the drop is logged as the group's AALOCAL line, not replicated)."""
+    h = Harness(config=_config(region))
+    c = h.client()
+    h.call(c, "XADD", "s", "1-0", "f", "v")
+    h.call(c, "XGROUP", "CREATE", "s", "g", "0")
+    h.call(c, "XGROUP", "CREATECONSUMER", "s", "g", "idle")
+    h.call(c, "XREADGROUP", "GROUP", "g", "busy", "STREAMS", "s", ">")  # 1-0 pending
+    h.call(c, "CONFIG", "SET", "stream-consumer-idle-reclaim-ms", "5000")
+    h.clock.advance(10_000)
+    h.effects.clear()
+    h.engine.cron()
+    assert [row[1] for row in h.call(c, "XINFO", "CONSUMERS", "s", "g")] == [b"busy"]
+    logged = [argv[0] for _, argv in h.effects]
+    assert logged == ([b"AALOCAL"] if region else [b"XGROUP"])
+    # on access: once acked, "busy" (seen 13 s ago) goes; "fresh", seen 3 s ago, stays
+    h.call(c, "XGROUP", "CREATECONSUMER", "s", "g", "fresh")
+    h.call(c, "XACK", "s", "g", "1-0")
+    h.clock.advance(3000)
+    h.call(c, "XPENDING", "s", "g")
+    assert [row[1] for row in h.call(c, "XINFO", "CONSUMERS", "s", "g")] == [b"fresh"]
+    h.clock.advance(3000)
+    h.call(c, "XPENDING", "s", "g")
+    assert h.call(c, "XINFO", "CONSUMERS", "s", "g") == []
+    if region:
+        h.engine.region.region.check_invariants()

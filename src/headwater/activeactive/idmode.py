@@ -23,13 +23,20 @@ from __future__ import annotations
 from typing import Final
 
 from headwater.errors import ReplyError, err
-from headwater.stream.ids import AUTO_SEQ, MIN_ID, UINT64_MAX, StreamID, parse_id
+from headwater.stream.ids import (
+    AUTO_SEQ,
+    ID_TOO_SMALL,
+    MIN_ID,
+    UINT64_MAX,
+    StreamID,
+    above,
+    parse_id,
+)
 
 MODES: Final = (b"strict", b"semi-strict", b"liberal")
 #: regions 1..DEFAULT_CAPACITY by default (spec: N ≤ 16)
 DEFAULT_CAPACITY: Final = 16
 
-ID_TOO_SMALL = err("The ID specified in XADD is equal or smaller than the target stream top item")
 ID_ZERO = err("The ID specified in XADD must be greater than 0-0")
 FULL_ID_IN_STRICT = err(
     "a full stream ID (ms-seq) is not allowed in active-active-id-mode strict: "
@@ -122,9 +129,7 @@ def next_id(
 def _above(sid: StreamID, last: StreamID) -> StreamID:
     if sid == MIN_ID:
         raise ID_ZERO
-    if sid <= last:
-        raise ID_TOO_SMALL
-    return sid
+    return above(sid, last)
 
 
 def _liberal(

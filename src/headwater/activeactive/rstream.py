@@ -30,6 +30,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from itertools import islice
 
 from headwater.errors import InvariantViolation, require
+from headwater.stream.groups import idle_consumer
 from headwater.stream.idmp import IdmpState
 from headwater.stream.ids import MAX_ID, MIN_ID, StreamID, incr_id
 from headwater.stream.stream import Stream
@@ -88,6 +89,7 @@ class RegionGroup:
         "name",
         "order",
         "pel",
+        "reclaim_checked_ms",
         "start",
         "times",
         "touched",
@@ -121,6 +123,8 @@ class RegionGroup:
         #: group's local state (``journal.local_line``)
         self.touched: set[Tag] = set()
         self.touched_consumers: set[bytes] = set()
+        #: when a command last looked for idle consumers to drop (at most once a second)
+        self.reclaim_checked_ms = 0
 
     def cursor(self, region: int) -> StreamID:
         return self.cursors.get(region, MIN_ID)
@@ -204,6 +208,15 @@ class RegionGroup:
         del self.order[bisect_left(self.order, tag)]
         ids = self.by_sub[tag[1]]
         del ids[bisect_left(ids, tag[0])]
+
+    def idle_consumers(self, now_ms: int, idle_ms: int, keep: bytes | None = None) -> list[bytes]:
+        """This region's consumers that ``idle_consumer`` says may be dropped."""
+        return [
+            name
+            for name, tags in self.consumers.items()
+            if idle_consumer(len(tags), self.times.get(name, [now_ms])[0], now_ms, idle_ms)
+            and name != keep
+        ]
 
     def delete_consumer(self, name: bytes) -> int | None:
         """XGROUP DELCONSUMER: the consumer and its pending entries; how many it had (None:

@@ -26,6 +26,7 @@ from headwater.resp.types import Reply, Status
 if TYPE_CHECKING:
     from headwater.commands.pubsub import PubSub
     from headwater.commands.region_keyspace import RegionKeyspace
+    from headwater.commands.store import StreamStore
     from headwater.commands.tracking import Tracking
 
 Handler = Callable[["Client", list[bytes]], Any]
@@ -285,6 +286,9 @@ class ServerAPI:
     pubsub: PubSub
     #: the active-active region (``region-id``; commands/regions.py), None on a plain server
     region: RegionKeyspace | None
+    #: the stream store the stream and group handlers call (commands/store.py): plain, or
+    #: the region's
+    streams: StreamStore[Any, Any]
     #: client-side caching: the keys tracking clients read, their prefixes (tracking.py)
     tracking: Tracking
     #: effects handed to the AOF so far, and whether replies wait until those they may

@@ -15,28 +15,27 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import islice
+from typing import Any
 
 from headwater.commands.args import parse_int
 from headwater.commands.context import Block, Client, help_handler, reject_subcommand, spec
-from headwater.commands.entries import array_of, entry_reply
-from headwater.commands.notify import count_read, notify
+from headwater.commands.entries import entry_reply
+from headwater.commands.notify import notify
+from headwater.commands.store import find_group
 from headwater.commands.streams import (
     ReplyCaps,
     XReadOpts,
-    lookup_stream,
-    new_stream,
     parse_ref_and_ids,
     parse_xread,
     read_entries,
-    read_stream,
 )
 from headwater.errors import SYNTAX, ReplyError, c_text, err, subcommand_syntax
 from headwater.keyevents import STREAM
 from headwater.keyspace import Database
-from headwater.ops.change import ONE, Change, Effects, Written, as_given, one_line
-from headwater.ops.groups import claim_entry, forget_entry, move_last_id
+from headwater.ops.change import Change, Effects, Written, one_line
+from headwater.ops.groups import claim_entry, forget_entry
 from headwater.ops.groups import touch_consumer as touch_consumer_op
-from headwater.resp.types import NULL_ARRAY, OK, PairMap, Raw, Reply
+from headwater.resp.types import NULL_ARRAY, Raw, Reply
 from headwater.stream.groups import (
     KEY_BASE,
     MAX_COUNT,
@@ -46,11 +45,9 @@ from headwater.stream.groups import (
     Nack,
     advance,
     bumped,
-    drop_references,
+    claim_time,
     id_key,
     key_id,
-    nack_commands,
-    referenced,
 )
 from headwater.stream.ids import (
     MAX_ID,
@@ -82,17 +79,6 @@ def nogroup_for_key(key: bytes, group: bytes) -> ReplyError:
     return ReplyError(
         "NOGROUP", f"No such consumer group '{c_text(group)}' for key name '{c_text(key)}'"
     )
-
-
-def lookup_group(c: Client, key: bytes, name: bytes) -> tuple[Stream, Group] | None:
-    """The stream and its group, None if either is missing; WRONGTYPE for another type. A
-    read's lookup (counted in INFO stats), as XREADGROUP, XACK, XCLAIM and XPENDING look
-    their key up in Redis."""
-    stream = read_stream(c, key)
-    if stream is None:
-        return None
-    group = stream.groups.get(name)
-    return None if group is None else (stream, group)
 
 
 def reclaim_idle(
@@ -240,11 +226,12 @@ def _parse_xgroup_options(argv: list[bytes], create: bool) -> XGroupOpts:
 
 def _xgroup_target(
     c: Client, argv: list[bytes], needs_group: bool, mkstream: bool = False
-) -> tuple[Stream | None, Group | None]:
+) -> tuple[Any, Any]:
     """Redis's checks shared by the XGROUP subcommands: WRONGTYPE, then (unless MKSTREAM) the
     key must exist, and for some subcommands the group too."""
-    stream = lookup_stream(c, argv[2])
-    group = stream.groups.get(argv[3]) if stream is not None else None
+    store = c.server.streams
+    stream = store.stream(c, argv[2], read=False)
+    group = store.group(stream, argv[3]) if stream is not None else None
     if not mkstream:
         if stream is None:
             raise KEY_REQUIRED
@@ -260,75 +247,48 @@ def _capped(entries_read: int, stream: Stream) -> int:
 def cmd_xgroup_create(c: Client, argv: list[bytes]) -> Reply | Written:
     """XGROUP CREATE key group <id | $> [MKSTREAM] [ENTRIESREAD entries-read]"""
     opts = _parse_xgroup_options(argv, create=True)
-    stream, _ = _xgroup_target(c, argv, needs_group=False, mkstream=opts.mkstream)
+    stream, group = _xgroup_target(c, argv, needs_group=False, mkstream=opts.mkstream)
     if len(argv) > 8:
         raise subcommand_syntax(argv[1], "XGROUP")
+    store = c.server.streams
     if argv[4] == b"$":
-        last = stream.last_id if stream is not None else MIN_ID
+        last = store.last_id(stream) if stream is not None else MIN_ID
     else:
         last = parse_id(argv[4])
-    if stream is None:
-        stream = new_stream(c)
-        c.db.set(argv[2], stream)
-    if argv[3] in stream.groups:
+    if group is not None:
         raise BUSYGROUP
-    stream.groups[argv[3]] = Group(argv[3], last, _capped(opts.entries_read, stream))
-    c.db.signal_modified(argv[2])
-    notify(c, STREAM, b"xgroup-create", argv[2])
-    return Written(OK, ONE)
+    return store.create_group(c, argv, stream, last, opts.entries_read, opts.mkstream)
 
 
 def cmd_xgroup_setid(c: Client, argv: list[bytes]) -> Reply | Written:
     """XGROUP SETID key group <id | $> [ENTRIESREAD entries-read]"""
     opts = _parse_xgroup_options(argv, create=False)
     stream, group = _xgroup_target(c, argv, needs_group=True)
-    assert stream is not None
-    assert group is not None
     if len(argv) not in (5, 7):
         raise subcommand_syntax(argv[1], "XGROUP")
-    last = stream.last_id if argv[4] == b"$" else parse_id(argv[4], strict=False)
-    group.last_id = last
-    group.entries_read = _capped(opts.entries_read, stream)
-    c.db.signal_modified(argv[2])
-    notify(c, STREAM, b"xgroup-setid", argv[2])
-    return Written(OK, ONE)
+    store = c.server.streams
+    last = store.last_id(stream) if argv[4] == b"$" else parse_id(argv[4], strict=False)
+    return store.set_group_id(c, argv, stream, group, last, opts.entries_read)
 
 
 def cmd_xgroup_destroy(c: Client, argv: list[bytes]) -> Reply | Written:
     """XGROUP DESTROY key group"""
     stream, group = _xgroup_target(c, argv, needs_group=False)
-    assert stream is not None
     if group is None:
         return 0
-    del stream.groups[argv[3]]
-    c.db.signal_modified(argv[2])
-    notify(c, STREAM, b"xgroup-destroy", argv[2])
-    c.db.signal_ready(argv[2])  # blocked XREADGROUP clients of the group get NOGROUP
-    return Written(1, ONE)
+    return c.server.streams.destroy_group(c, argv, stream, group)
 
 
 def cmd_xgroup_createconsumer(c: Client, argv: list[bytes]) -> Reply | Written:
     """XGROUP CREATECONSUMER key group consumer"""
-    _, group = _xgroup_target(c, argv, needs_group=True)
-    assert group is not None
-    _, created = group.consumer(argv[4], c.server.keyspace.now_ms)
-    if not created:
-        return 0
-    c.db.signal_modified(argv[2])
-    notify(c, STREAM, b"xgroup-createconsumer", argv[2])
-    return Written(1, ONE)
+    stream, group = _xgroup_target(c, argv, needs_group=True)
+    return c.server.streams.create_consumer(c, argv, stream, group)
 
 
 def cmd_xgroup_delconsumer(c: Client, argv: list[bytes]) -> Reply | Written:
     """XGROUP DELCONSUMER key group consumer"""
-    _, group = _xgroup_target(c, argv, needs_group=True)
-    assert group is not None
-    pending = group.delete_consumer(argv[4])
-    if pending is None:
-        return 0
-    c.db.signal_modified(argv[2])
-    notify(c, STREAM, b"xgroup-delconsumer", argv[2])
-    return Written(pending, ONE)
+    stream, group = _xgroup_target(c, argv, needs_group=True)
+    return c.server.streams.delete_consumer(c, argv, stream, group)
 
 
 XGROUP_HELP = [
@@ -371,13 +331,11 @@ def refuse_symbolic_id(raw: bytes) -> None:
         )
 
 
-def _read_ids(
-    c: Client, argv: list[bytes], opts: XReadOpts
-) -> list[tuple[Stream, Group, StreamID]]:
+def _read_ids(c: Client, argv: list[bytes], opts: XReadOpts) -> list[tuple[Any, Any, StreamID]]:
     """Every stream, its group and its ID, all checked before anything is served."""
-    targets: list[tuple[Stream, Group, StreamID]] = []
+    targets: list[tuple[Any, Any, StreamID]] = []
     for n, key in enumerate(opts.keys):
-        found = lookup_group(c, key, opts.group)
+        found = find_group(c, key, opts.group)
         if found is None:
             raise nogroup(key, opts.group, " in XREADGROUP with GROUP option")
         raw = argv[opts.id_index + n]
@@ -520,50 +478,7 @@ def _with_claim_info(entry: bytes, idle_ms: int, count: int) -> bytes:
 def cmd_xreadgroup(c: Client, argv: list[bytes]) -> Reply | Block | Written:
     opts = parse_xread(c, argv, group=True)
     targets = _read_ids(c, argv, opts)
-    served: list[tuple[bytes, Reply]] = []
-    fx = Effects()
-    claim_ms = opts.claim_ms
-    caps = ReplyCaps(opts.maxcount, opts.maxsize, c.resp)
-    for key, (stream, group, sid) in zip(opts.keys, targets, strict=True):
-        if caps.full():
-            break  # MAXCOUNT / MAXSIZE reached: later streams are not served
-        count_read(c, key, stream)  # (Redis looks each stream up again to serve it: counted twice)
-        d = _Delivery(c, key, stream, group)
-        reclaim_idle(c, key, group, fx, keep=opts.consumer)
-        created_at = len(fx.lines or ())
-        consumer = touch_consumer(c, key, group, opts.consumer, fx)
-        parts: list[bytes] | None = None
-        caps.open_stream(key)
-        if sid != NEW_ONLY:
-            parts = _serve_history(d, consumer, sid, opts.count, caps)
-            claim_ms = None  # Redis switches CLAIM off after a history read
-        elif claim_ms is not None:
-            parts = _serve_with_claim(d, consumer, opts.count, opts.noack, claim_ms, caps) or None
-        elif stream.length and stream.last_live_id() > group.last_id:
-            parts = _serve_new(d, consumer, opts.count, opts.noack, caps)
-        caps.close_stream(parts is not None)
-        if parts is not None:
-            served.append((key, array_of(parts)))
-        fx.add(int(d.changed))
-        lines = fx.lines
-        if lines is not None:
-            lines += d.effects
-        if not opts.noack:  # (Redis propagates the creation with NOACK)
-            drop_creation_if_claimed(fx, created_at)
-    if served:
-        if c.resp == 3:
-            return Written(PairMap(served), fx)
-        return Written([[key, entries] for key, entries in served], fx)
-    if opts.block_ms is None:
-        return Written(NULL_ARRAY, fx)
-    monotonic = c.server.clock.monotonic_ms()
-    deadline = monotonic + opts.block_ms if opts.block_ms else 0
-    retry_at = 0.0
-    if claim_ms is not None:
-        soonest = _next_claimable_ms(targets, claim_ms, c.server.keyspace.now_ms)
-        if soonest is not None:
-            retry_at = monotonic + soonest
-    return Written(Block(list(opts.keys), deadline, NULL_ARRAY, retry_at_ms=retry_at), fx)
+    return c.server.streams.read_group(c, argv, opts, targets)
 
 
 def _next_claimable_ms(
@@ -588,41 +503,23 @@ def _next_claimable_ms(
 
 def cmd_xack(c: Client, argv: list[bytes]) -> Reply | Written:
     """XACK key group id [id ...]"""
-    found = lookup_group(c, argv[1], argv[2])
+    found = find_group(c, argv[1], argv[2])
     if found is None:
         return 0
-    _, group = found
-    keys = [id_key(parse_id(raw)) for raw in argv[3:]]
-    acked = sum(1 for key in keys if group.ack(key))
-    if not acked:
-        return 0
-    c.db.signal_modified(argv[1])
-    return Written(acked, as_given(acked))
+    ids = [parse_id(raw) for raw in argv[3:]]
+    return c.server.streams.ack(c, argv[1], *found, ids)
 
 
 def cmd_xackdel(c: Client, argv: list[bytes]) -> Reply | Written:
     """XACKDEL key group [KEEPREF | DELREF | ACKED] IDS numids id [id ...]"""
-
-    stream = lookup_stream(c, argv[1])
+    store = c.server.streams
+    stream = store.stream(c, argv[1], read=False)
     ref, raw_ids = parse_ref_and_ids(argv, 3)
-    group = stream.groups.get(argv[2]) if stream is not None else None
-    if stream is None or group is None:
+    group = store.group(stream, argv[2]) if stream is not None else None
+    if group is None:
         return [-1] * len(raw_ids)
-    results: list[Reply] = []
-    for sid in [parse_id(raw) for raw in raw_ids]:
-        if not group.ack(id_key(sid)):
-            results.append(-1)
-        elif ref == b"ACKED" and referenced(stream, sid):
-            results.append(2)
-        else:
-            if ref == b"DELREF":
-                drop_references(stream, sid)
-            stream.delete(sid)
-            results.append(1)
-    if results.count(-1) == len(results):
-        return results
-    c.db.signal_modified(argv[1])
-    return Written(results, ONE)
+    ids = [parse_id(raw) for raw in raw_ids]
+    return store.ack_delete(c, argv[1], stream, group, ids, ref)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -692,26 +589,12 @@ def nacked_count(count: int, opts: XNackOpts) -> int:
 def cmd_xnack(c: Client, argv: list[bytes]) -> Reply | Written:
     """XNACK key group <SILENT | FAIL | FATAL> IDS numids id [id ...] [RETRYCOUNT count]
     [FORCE]"""
-    found = lookup_group(c, argv[1], argv[2])
+    found = find_group(c, argv[1], argv[2])
     if found is None:
         raise nogroup(argv[1], argv[2])
-    stream, group = found
     opts = parse_xnack(argv)
-    sids = [parse_id(raw) for raw in opts.ids]
-    nacked: list[tuple[int, int]] = []  # (key, resulting count), in processing order
-    for sid in sids:
-        key = id_key(sid)
-        nack = group.pel.get(key)
-        if nack is None and (not opts.force or stream.get(sid) is None):
-            continue  # not pending, and FORCE creates entries only for existing ones
-        count = nacked_count(nack[1] if nack is not None else 0, opts)
-        group.release(key, count)
-        nacked.append((key, count))
-    if not nacked:
-        return 0
-    c.db.signal_modified(argv[1])
-    c.db.signal_ready(argv[1])  # nacked entries are claimable now: wake XREADGROUP CLAIM
-    return Written(len(nacked), Change(len(nacked), [*nack_commands(argv[1], group.name, nacked)]))
+    ids = [parse_id(raw) for raw in opts.ids]
+    return c.server.streams.nack(c, argv[1], *found, ids, opts)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -752,16 +635,10 @@ def parse_xpending(argv: list[bytes]) -> XPendingOpts | None:
 
 def cmd_xpending(c: Client, argv: list[bytes]) -> Reply | Written:
     opts = parse_xpending(argv)
-    found = lookup_group(c, argv[1], argv[2])
+    found = find_group(c, argv[1], argv[2])
     if found is None:
         raise nogroup(argv[1], argv[2])
-    _, group = found
-    if not c.server.config["stream-consumer-idle-reclaim-ms"]:
-        return _xpending_reply(c, group, opts)  # (the usual case: nothing to allocate)
-    fx = Effects()
-    reclaim_idle(c, argv[1], group, fx)
-    reply = _xpending_reply(c, group, opts)
-    return Written(reply, fx) if fx.dirty else reply
+    return c.server.streams.pending(c, argv[1], *found, opts)
 
 
 def _xpending_reply(c: Client, group: Group, opts: XPendingOpts | None) -> Reply:
@@ -855,8 +732,7 @@ def parse_xclaim(argv: list[bytes], now: int) -> XClaimOpts:
         else:
             raise err(f"Unrecognized XCLAIM option '{c_text(argv[i])}'")
         i += 1
-    if opts.delivery_ms is None or not 0 <= opts.delivery_ms <= now:
-        opts.delivery_ms = now
+    opts.delivery_ms = claim_time(opts.delivery_ms, now)
     return opts
 
 
@@ -906,45 +782,12 @@ class _Claimer:
 
 
 def cmd_xclaim(c: Client, argv: list[bytes]) -> Reply | Written:
-    found = lookup_group(c, argv[1], argv[2])
+    found = find_group(c, argv[1], argv[2])
     if found is None:
         raise nogroup(argv[1], argv[2])
-    stream, group = found
-    now = c.server.keyspace.now_ms
-    opts = parse_xclaim(argv, now)
-    moved_last_id = move_last_id(group, opts.last_id)
-    fx = Effects()
-    reclaim_idle(c, argv[1], group, fx, keep=argv[3])
-    created_at = len(fx.lines or ())
-    consumer = touch_consumer(c, argv[1], group, argv[3], fx)
-    claimer = _Claimer(c, argv[1], stream, group, fx)
-    assert opts.delivery_ms is not None
-    for raw in opts.ids:
-        sid = parse_id(raw)
-        key = id_key(sid)
-        nack = group.pel.get(key)
-        if stream.get(sid) is None:
-            if nack is not None:
-                claimer.forget(key)
-            continue
-        if nack is None:
-            if not opts.force:
-                continue
-            count = 1  # FORCE: a new NACK, owned by nobody yet, so min-idle does not apply
-        else:
-            count = nack[1]
-            # a nacked entry (owner None) is claimable whatever min-idle says
-            if nack[2] is not None and opts.min_idle and now - nack[0] < opts.min_idle:
-                continue
-        if opts.retrycount is not None:
-            count = opts.retrycount
-        elif not opts.justid:
-            count = bumped(count)
-        claimer.claim(key, consumer, opts.delivery_ms, count, opts.justid)
-    if moved_last_id and not claimer.claimed:
-        fx.add(1, _setid_effect(argv[1], group))
-    drop_creation_if_claimed(fx, created_at)
-    return claimer.finish(claimer.items)
+    opts = parse_xclaim(argv, c.server.keyspace.now_ms)
+    ids = [parse_id(raw) for raw in opts.ids]
+    return c.server.streams.claim(c, argv, *found, ids, opts)
 
 
 def parse_xautoclaim(argv: list[bytes]) -> tuple[int, StreamID, int, bool]:
@@ -970,41 +813,11 @@ def parse_xautoclaim(argv: list[bytes]) -> tuple[int, StreamID, int, bool]:
 
 
 def cmd_xautoclaim(c: Client, argv: list[bytes]) -> Reply | Written:
-    min_idle, start, count, justid = parse_xautoclaim(argv)
-    found = lookup_group(c, argv[1], argv[2])
+    options = parse_xautoclaim(argv)
+    found = find_group(c, argv[1], argv[2])
     if found is None:
         raise nogroup(argv[1], argv[2])
-    stream, group = found
-    fx = Effects()
-    reclaim_idle(c, argv[1], group, fx, keep=argv[3])
-    created_at = len(fx.lines or ())
-    consumer = touch_consumer(c, argv[1], group, argv[3], fx)
-    now = c.server.keyspace.now_ms
-    claimer = _Claimer(c, argv[1], stream, group, fx)
-    attempts = count * 10
-    # Keys are looked at in order and only looked-at ones are removed, so a snapshot of the
-    # next attempts + 1 keys stays valid; the one after the last examined is the cursor.
-    keys = list(islice(group.order.irange(id_key(start)), min(attempts, len(group.pel)) + 1))
-    deleted: list[Reply] = []
-    i = 0
-    while attempts and count and i < len(keys):
-        attempts -= 1
-        key = keys[i]
-        i += 1
-        sid = key_id(key)
-        if stream.get(sid) is None:
-            claimer.forget(key)
-            deleted.append(format_id(sid))
-            count -= 1
-            continue
-        delivery_ms, delivered, owner = group.pel[key]
-        if owner is not None and min_idle and now - delivery_ms < min_idle:
-            continue  # (nacked entries are claimable whatever min-idle says)
-        claimer.claim(key, consumer, now, delivered if justid else bumped(delivered), justid)
-        count -= 1
-    cursor = format_id(key_id(keys[i])) if i < len(keys) else b"0-0"
-    drop_creation_if_claimed(fx, created_at)
-    return claimer.finish([cursor, claimer.items, deleted])
+    return c.server.streams.autoclaim(c, argv, *found, options)
 
 
 SPECS = (

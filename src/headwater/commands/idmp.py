@@ -6,14 +6,15 @@ XADD's IDMP/IDMPAUTO options live with XADD (``streams.py``); the maps in ``stre
 
 from __future__ import annotations
 
+from typing import Any
+
 from headwater.commands.args import parse_int
 from headwater.commands.context import Client, help_handler, reject_subcommand, spec
-from headwater.commands.streams import lookup_stream
 from headwater.errors import NO_SUCH_KEY, SYNTAX, err
 from headwater.keyspace import Database
-from headwater.ops.change import ONE, Written
-from headwater.ops.streams import record_idmp
-from headwater.resp.types import OK, Reply
+from headwater.ops.change import Written
+from headwater.ops.streams import expire_iids
+from headwater.resp.types import Reply
 from headwater.stream.idmp import DURATION_RANGE, MAXSIZE_RANGE, IdmpState
 from headwater.stream.ids import StreamID, parse_id
 from headwater.stream.stream import Stream
@@ -21,8 +22,8 @@ from headwater.stream.stream import Stream
 NO_SUCH_MESSAGE = err("No such message in stream")
 
 
-def _existing_stream(c: Client, key: bytes) -> Stream:
-    stream = lookup_stream(c, key)
+def _existing_stream(c: Client, key: bytes) -> Any:
+    stream = c.server.streams.stream(c, key, read=False)
     if stream is None:
         raise NO_SUCH_KEY
     return stream
@@ -84,8 +85,7 @@ def cmd_xcfgset(c: Client, argv: list[bytes]) -> Reply | Written:
     """XCFGSET key [IDMP-DURATION duration] [IDMP-MAXSIZE maxsize]"""
     stream = _existing_stream(c, argv[1])
     duration, maxsize = parse_idmp_settings(argv, 2, (b"IDMP-DURATION", b"IDMP-MAXSIZE"))
-    changed = apply_idmp_settings(c, argv[1], stream, duration, maxsize)
-    return Written(OK, ONE) if changed else OK
+    return c.server.streams.configure_idmp(c, argv[1], stream, duration, maxsize)
 
 
 def parse_xidmprecord(argv: list[bytes]) -> StreamID:
@@ -112,13 +112,7 @@ def cmd_xidmprecord(c: Client, argv: list[bytes]) -> Reply | Written:
     """XIDMPRECORD key pid iid stream-id: what an AOF rewrite emits for each tracked iid."""
     sid = parse_xidmprecord(argv)
     stream = _existing_stream(c, argv[1])
-    if stream.get(sid) is None:
-        raise NO_SUCH_MESSAGE
-    if recorded(stream.idmp, argv, sid):
-        return OK
-    record_idmp(c.db, argv[1], stream, (argv[2], argv[3]), sid, c.server.stats)
-    c.db.signal_modified(argv[1])
-    return Written(OK, ONE)
+    return c.server.streams.record_iid(c, argv, stream, sid)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -141,7 +135,8 @@ def cmd_xidmp_cfgget(c: Client, argv: list[bytes]) -> Reply:
     """XIDMP CFGGET key [DURATION] [MAXSIZE] → a map of the asked (default: both) settings."""
     stream = _existing_stream(c, argv[2])
     wanted = parse_cfgget(argv)
-    values = {b"duration": stream.idmp_duration, b"maxsize": stream.idmp_maxsize}
+    duration, maxsize = c.server.streams.idmp_settings(c, stream)
+    values = {b"duration": duration, b"maxsize": maxsize}
     return {name: values[name] for name in (wanted or list(values))}
 
 
@@ -149,8 +144,7 @@ def cmd_xidmp_cfgset(c: Client, argv: list[bytes]) -> Reply | Written:
     """XIDMP CFGSET key [DURATION duration] [MAXSIZE maxsize]: XCFGSET in the seed's words."""
     stream = _existing_stream(c, argv[2])
     duration, maxsize = parse_idmp_settings(argv, 3, (b"DURATION", b"MAXSIZE"))
-    changed = apply_idmp_settings(c, argv[2], stream, duration, maxsize)
-    return Written(OK, ONE) if changed else OK
+    return c.server.streams.configure_idmp(c, argv[2], stream, duration, maxsize)
 
 
 XIDMP_HELP = [
@@ -190,5 +184,5 @@ def expire_idmp(db: Database, now_ms: int) -> int:
         if not isinstance(stream, Stream) or stream.idmp is None or not stream.idmp.producers:
             db.idmp_keys.discard(key)
             continue
-        expired += stream.idmp.expire(now_ms - stream.idmp_duration * 1000)
+        expired += expire_iids(stream.idmp, now_ms, stream.idmp_duration)
     return expired

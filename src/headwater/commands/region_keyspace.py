@@ -30,10 +30,10 @@ from headwater.config import Config
 from headwater.errors import WRONGTYPE, ReplyError, err
 from headwater.keyspace import Database, Keyspace
 from headwater.ops.change import Change, Line, Written
+from headwater.ops.streams import IdmpStats, count_retry, expire_iids, remember_iid, retry_of
 from headwater.resp.encoder import encode_command
 from headwater.resp.split import new_splitter
 from headwater.resp.types import Reply
-from headwater.stream.idmp import IdmpState
 from headwater.stream.ids import StreamID, format_id
 
 
@@ -284,26 +284,34 @@ class RegionKeyspace:
     # -- IDMP (local to the region) ---------------------------------------------------------
 
     def record_idmp(
-        self, key: bytes, idmp_key: tuple[bytes, bytes], sid: StreamID, maxsize: int
+        self,
+        key: bytes,
+        idmp_key: tuple[bytes, bytes],
+        sid: StreamID,
+        maxsize: int,
+        stats: IdmpStats | None = None,
     ) -> None:
         """An XADD IDMP added sid (or was a retry of it): remember (pid, iid) -> sid here
         (or count the duplicate), and log it (AAIDMP)."""
-        self.replay_idmp(key, idmp_key, sid, maxsize)
+        self.replay_idmp(key, idmp_key, sid, maxsize, stats)
         self.local_lines.append([b"AAIDMP", key, idmp_key[0], idmp_key[1], format_id(sid)])
 
     def replay_idmp(
-        self, key: bytes, idmp_key: tuple[bytes, bytes], sid: StreamID, maxsize: int
+        self,
+        key: bytes,
+        idmp_key: tuple[bytes, bytes],
+        sid: StreamID,
+        maxsize: int,
+        stats: IdmpStats | None = None,
     ) -> None:
         record = self.region.current.get(key)
         if record is None or not record.exists():
             return
-        if record.idmp is None:
-            record.idmp = IdmpState()
-        if record.idmp.lookup(*idmp_key) == sid:
-            record.idmp.duplicates += 1
+        if retry_of(record, idmp_key) == sid:
+            count_retry(record, stats)
             return
         maxsize = record.idmp_setting(b"maxsize") or maxsize  # (XCFGSET's, if set)
-        record.idmp.record(idmp_key[0], idmp_key[1], sid, maxsize)
+        remember_iid(record, idmp_key, sid, maxsize, stats)
         self.idmp_keys.add((self.region.selected, key))
 
     def expire_idmp(self, now_ms: int, duration_s: int) -> int:
@@ -316,7 +324,7 @@ class RegionKeyspace:
                 self.idmp_keys.discard((index, key))
                 continue
             duration = record.idmp_setting(b"duration") or duration_s  # (XCFGSET's, if set)
-            expired += record.idmp.expire(now_ms - duration * 1000)
+            expired += expire_iids(record.idmp, now_ms, duration)
         return expired
 
     def trim_relayed(self, origin: int, upto: int) -> int:
@@ -448,9 +456,3 @@ def stream_at(c: Client, key: bytes, read: bool = True) -> RegionStream | None:
     if value is None or isinstance(value, RegionStream):
         return value
     raise WRONGTYPE
-
-
-def group_at(c: Client, key: bytes, name: bytes) -> tuple[RegionStream, RegionGroup] | None:
-    record = stream_at(c, key)
-    group = None if record is None else record.groups.get(name)
-    return None if record is None or group is None else (record, group)

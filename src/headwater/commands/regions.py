@@ -3,7 +3,8 @@
 A server started with ``region-id`` builds a ``Region`` (``attach_region``) and gives the
 plain stream rows of its command table the region's handlers (``overlay``: their arity,
 flags and keys stay, so COMMAND INFO is unchanged); a server without ``region-id`` runs the
-plain handlers, untouched. The stream and group handlers are in ``region_streams``; here are
+plain handlers, untouched. The stream and group commands keep their handlers, which call the
+region's stream store (``region_store.RegionStreams``, ``c.server.streams``); here are
 the generic key commands on stream keys (DEL/UNLINK/FLUSHDB/FLUSHALL observed-remove,
 RENAME/RENAMENX by value; EXPIRE and SET-like commands refused on a stream key), and the
 region's own commands: AADUMP (the canonical dump), AAEFFECT and AALOCAL (replayed from the
@@ -16,7 +17,6 @@ from headwater.activeactive.envelope import from_line
 from headwater.activeactive.journal import apply_local
 from headwater.activeactive.rstream import RegionStream, db_streams
 from headwater.commands import keys as plain_keys
-from headwater.commands import region_streams as rs
 from headwater.commands import sort, strings
 from headwater.commands.args import strict_int
 from headwater.commands.context import Client, CommandSpec, Handler, spec
@@ -352,30 +352,6 @@ def cmd_aaeffect(c: Client, argv: list[bytes]) -> Reply | Written:
 
 #: the plain table's rows whose handlers a region replaces (their arity, flags and keys stay)
 HANDLERS: dict[str, Handler] = {
-    "xadd": rs.cmd_xadd,
-    "xrange": rs.cmd_xrange,
-    "xrevrange": rs.cmd_xrevrange,
-    "xlen": rs.cmd_xlen,
-    "xdel": rs.cmd_xdel,
-    "xdelex": rs.cmd_xdelex,
-    "xackdel": rs.cmd_xackdel,
-    "xnack": rs.cmd_xnack,
-    "xtrim": rs.cmd_xtrim,
-    "xsetid": rs.cmd_xsetid,
-    "xread": rs.cmd_xread,
-    "xgroup|create": rs.cmd_xgroup_create,
-    "xgroup|setid": rs.cmd_xgroup_setid,
-    "xgroup|destroy": rs.cmd_xgroup_destroy,
-    "xgroup|createconsumer": rs.cmd_xgroup_createconsumer,
-    "xgroup|delconsumer": rs.cmd_xgroup_delconsumer,
-    "xreadgroup": rs.cmd_xreadgroup,
-    "xack": rs.cmd_xack,
-    "xpending": rs.cmd_xpending,
-    "xclaim": rs.cmd_xclaim,
-    "xautoclaim": rs.cmd_xautoclaim,
-    "xinfo|stream": rs.cmd_xinfo_stream,
-    "xinfo|groups": rs.cmd_xinfo_groups,
-    "xinfo|consumers": rs.cmd_xinfo_consumers,
     "del": cmd_del,
     "unlink": cmd_del,
     "flushdb": cmd_flushdb,
@@ -390,10 +366,6 @@ HANDLERS: dict[str, Handler] = {
     "pexpire": _not_on_streams("PEXPIRE", plain_keys.cmd_pexpire),
     "expireat": _not_on_streams("EXPIREAT", plain_keys.cmd_expireat),
     "pexpireat": _not_on_streams("PEXPIREAT", plain_keys.cmd_pexpireat),
-    "xcfgset": rs.cmd_xcfgset,
-    "xidmprecord": rs.cmd_xidmprecord,
-    "xidmp|cfgset": rs.cmd_xidmp_cfgset,
-    "xidmp|cfgget": rs.cmd_xidmp_cfgget,
 }
 
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 from headwater.commands.args import INT64_MAX, parse_int, strict_int
 from headwater.commands.context import Block, Client, spec
-from headwater.commands.entries import array_of, encode_entries, encode_range, entry_reply
-from headwater.commands.notify import count_read, lookup_read, notify
+from headwater.commands.entries import encode_entries
+from headwater.commands.notify import lookup_read
 from headwater.errors import (
     NO_SUCH_KEY,
     SYNTAX,
@@ -23,27 +23,25 @@ from headwater.errors import (
     err,
     wrong_arity,
 )
-from headwater.keyevents import STREAM
-from headwater.ops.change import ONE, Change, Written, as_given, one_line
-from headwater.ops.streams import append_entry, idmp_original, idmp_retry, record_idmp
-from headwater.resp.types import NULL_ARRAY, OK, PairMap, Raw, Reply
+from headwater.ops.change import Change, Written, one_line
+from headwater.ops.streams import idmp_retry
+from headwater.resp.types import NULL_ARRAY, PairMap, Reply
 from headwater.stream.groups import drop_references, referenced, trim_policy
-from headwater.stream.idmp import auto_iid
 from headwater.stream.ids import (
     AUTO_SEQ,
+    ID_TOO_SMALL,
     MAX_ID,
     MIN_ID,
     UINT64_MAX,
     StreamID,
+    above,
     format_id,
     incr_id,
     parse_id,
     parse_range_bound,
 )
-from headwater.stream.node import total_size
 from headwater.stream.stream import Stream
 
-ID_TOO_SMALL = err("The ID specified in XADD is equal or smaller than the target stream top item")
 ID_ZERO = err("The ID specified in XADD must be greater than 0-0")
 EXHAUSTED = err("The stream has exhausted the last possible ID, unable to add more items")
 TOO_LARGE = err("Elements are too large to be stored")
@@ -250,9 +248,7 @@ def next_id(stream: Stream, requested: StreamID | None, now_ms: int) -> StreamID
         sid = (ms, 0)
     else:
         sid = requested
-    if sid <= last:
-        raise ID_TOO_SMALL
-    return sid
+    return above(sid, last)
 
 
 _PLAIN_XADD = XAddOpts()  # ``XADD key * f v ...``: no options (never mutated)
@@ -303,47 +299,7 @@ def cmd_xadd(c: Client, argv: list[bytes]) -> Reply | Written:
         opts = _explicit_xadd(argv[2])
     else:
         opts = _idmp_xadd(argv) or parse_xadd(c, argv)
-    key = argv[1]
-    stream = lookup_stream(c, key)
-    if stream is None:
-        if opts.nomkstream:
-            return None
-        stream = new_stream(c)
-        c.db.set(key, stream)
-    pairs = argv[opts.id_index + 1 :]
-    idmp_key: tuple[bytes, bytes] | None = None
-    if opts.idmp is not None:
-        pid, iid = opts.idmp
-        idmp_key = (pid, iid if iid is not None else auto_iid(pairs))
-        original = idmp_original(stream, idmp_key, opts.id, c.replaying)
-        if original is not None:
-            return _idmp_retry(c, argv, opts.id_index, stream, original)
-    if stream.last_id == MAX_ID:
-        raise EXHAUSTED
-    sid = next_id(stream, opts.id, c.server.keyspace.now_ms)
-    size = total_size(pairs)
-    if size > LISTPACK_MAX:
-        raise TOO_LARGE
-    settings = c.server.config.values  # (the dict itself: no method call per lookup)
-    max_bytes: int = settings["stream-node-max-bytes"]
-    max_entries: int = settings["stream-node-max-entries"]
-    dirty = append_entry(c.db, key, stream, sid, pairs, size, max_bytes, max_entries)
-    if idmp_key is not None:
-        record_idmp(c.db, key, stream, idmp_key, sid, c.server.stats)
-    reply = format_id(sid)
-    trim = opts.trim
-    trimmed = apply_trim(stream, trim) if trim.given else 0
-    if c.server.keyspace.notify_flags & STREAM:
-        notify(c, STREAM, b"xadd", key)
-        if trimmed:
-            notify(c, STREAM, b"xtrim", key)
-    if not c.server.propagating:
-        return Written(reply, ONE)  # (nobody reads the effect: not built)
-    effect = list(argv)
-    effect[opts.id_index] = reply
-    if trim.given and trim.approx:
-        _rewrite_trim(effect, stream, trim)
-    return Written(reply, one_line(dirty, effect))
+    return c.server.streams.add(c, argv, opts)
 
 
 def _idmp_retry(
@@ -390,12 +346,13 @@ def parse_xrange(argv: list[bytes], reverse: bool) -> tuple[StreamID, StreamID, 
 def _range(c: Client, argv: list[bytes], reverse: bool) -> Reply:
     """XRANGE key start end [COUNT count] / XREVRANGE key end start [COUNT count]"""
     start, end, count = parse_xrange(argv, reverse)
-    stream = read_stream(c, argv[1])
+    store = c.server.streams
+    stream = store.stream(c, argv[1])
     if stream is None:
         return []
     if count == 0:
         return NULL_ARRAY
-    return encode_range(stream, start, end, count or 0, reverse)[0]
+    return store.range(c, stream, start, end, count or 0, reverse)
 
 
 def cmd_xrange(c: Client, argv: list[bytes]) -> Reply:
@@ -407,8 +364,9 @@ def cmd_xrevrange(c: Client, argv: list[bytes]) -> Reply:
 
 
 def cmd_xlen(c: Client, argv: list[bytes]) -> Reply:
-    stream = read_stream(c, argv[1])
-    return 0 if stream is None else stream.length
+    store = c.server.streams
+    stream = store.stream(c, argv[1])
+    return 0 if stream is None else store.length(stream)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -417,16 +375,12 @@ def cmd_xlen(c: Client, argv: list[bytes]) -> Reply:
 
 def cmd_xdel(c: Client, argv: list[bytes]) -> Reply | Written:
     """XDEL key id [id ...]"""
-    stream = lookup_stream(c, argv[1])
+    store = c.server.streams
+    stream = store.stream(c, argv[1], read=False)
     if stream is None:
         return 0
     ids = [parse_id(raw) for raw in argv[2:]]
-    deleted = sum(1 for sid in ids if stream.delete(sid))
-    if not deleted:
-        return 0
-    c.db.signal_modified(argv[1])
-    notify(c, STREAM, b"xdel", argv[1])
-    return Written(deleted, as_given(deleted))
+    return store.delete(c, argv[1], stream, ids)
 
 
 def parse_ref_and_ids(argv: list[bytes], start: int) -> tuple[bytes, list[bytes]]:
@@ -458,20 +412,13 @@ def parse_ref_and_ids(argv: list[bytes], start: int) -> tuple[bytes, list[bytes]
 
 def cmd_xdelex(c: Client, argv: list[bytes]) -> Reply | Written:
     """XDELEX key [KEEPREF | DELREF | ACKED] IDS numids id [id ...]"""
-    value = c.db.get(argv[1])
-    if value is not None and not isinstance(value, Stream):
-        raise WRONGTYPE
+    store = c.server.streams
+    stream = store.stream(c, argv[1], read=False)
     ref, raw_ids = parse_ref_and_ids(argv, 2)
-    if value is None:
+    if stream is None:
         return [-1] * len(raw_ids)
     ids = [parse_id(raw) for raw in raw_ids]
-    results: list[Reply] = [_delete_with_ref(value, sid, ref) for sid in ids]
-    deleted = results.count(1)
-    if not deleted:
-        return results
-    c.db.signal_modified(argv[1])
-    notify(c, STREAM, b"xdel", argv[1])
-    return Written(results, as_given(deleted))
+    return store.delete_ex(c, argv[1], stream, ids, ref)
 
 
 def _delete_with_ref(stream: Stream, sid: StreamID, ref: bytes) -> int:
@@ -512,18 +459,11 @@ def cmd_xtrim(c: Client, argv: list[bytes]) -> Reply | Written:
     """XTRIM key <MAXLEN | MINID> [= | ~] threshold [LIMIT count] [KEEPREF | DELREF | ACKED]"""
     trim = parse_xtrim(argv)
     _finish_trim(c, trim)
-    stream = lookup_stream(c, argv[1])
+    store = c.server.streams
+    stream = store.stream(c, argv[1], read=False)
     if stream is None:
         return 0
-    removed = apply_trim(stream, trim)
-    if not removed:
-        return 0
-    c.db.signal_modified(argv[1])
-    notify(c, STREAM, b"xtrim", argv[1])
-    effect = list(argv)
-    if trim.approx:
-        _rewrite_trim(effect, stream, trim)
-    return Written(removed, one_line(removed, effect))
+    return store.trim(c, argv, stream, trim)
 
 
 def parse_xsetid(argv: list[bytes]) -> tuple[StreamID, int | None, StreamID | None]:
@@ -556,28 +496,11 @@ def parse_xsetid(argv: list[bytes]) -> tuple[StreamID, int | None, StreamID | No
 def cmd_xsetid(c: Client, argv: list[bytes]) -> Reply | Written:
     """XSETID key last-id [ENTRIESADDED entries-added] [MAXDELETEDID max-deleted-id]"""
     last, entries_added, max_deleted = parse_xsetid(argv)
-    stream = c.db.get(argv[1])
+    store = c.server.streams
+    stream = store.stream(c, argv[1], read=False)
     if stream is None:
         raise NO_SUCH_KEY
-    if not isinstance(stream, Stream):
-        raise WRONGTYPE
-    if last < stream.max_deleted_id:
-        raise err("The ID specified in XSETID is smaller than current max_deleted_entry_id")
-    if stream.length:
-        if last < stream.last_live_id():
-            raise err("The ID specified in XSETID is smaller than the target stream top item")
-        if entries_added is not None and entries_added < stream.length:
-            raise err(
-                "The entries_added specified in XSETID is smaller than the target stream length"
-            )
-    stream.last_id = last
-    if entries_added is not None:
-        stream.entries_added = entries_added
-    if max_deleted is not None and max_deleted != MIN_ID:
-        stream.max_deleted_id = max_deleted
-    c.db.signal_modified(argv[1])
-    notify(c, STREAM, b"xsetid", argv[1])
-    return Written(OK, ONE)
+    return store.set_id(c, argv[1], stream, last, entries_added, max_deleted)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -852,34 +775,7 @@ def read_entries(
 
 
 def cmd_xread(c: Client, argv: list[bytes]) -> Reply | Block:
-    opts = parse_xread(c, argv)
-    resolved = _resolve_read_ids(c, argv, opts)
-    caps = ReplyCaps(opts.maxcount, opts.maxsize, c.resp)
-    served: list[tuple[bytes, Reply]] = []
-    for key, (stream, after) in zip(opts.keys, resolved, strict=True):
-        if caps.full():
-            break  # MAXCOUNT / MAXSIZE reached: later streams are not served
-        count_read(c, key, stream)  # (Redis looks each stream up again to serve it: counted twice)
-        if stream is None or not stream.length:
-            continue
-        if after is None:
-            last = stream.last_entry()
-            if last is not None:
-                entry = entry_reply(last)
-                caps.open_stream(key)
-                caps.add(entry)
-                served.append((key, Raw(b"*1\r\n" + entry)))
-            continue
-        if stream.last_live_id() <= after:
-            continue
-        start = incr_id(after)
-        assert start is not None
-        if opts.maxcount or opts.maxsize:
-            caps.open_stream(key)
-            served.append((key, array_of(read_entries(stream, start, opts.count, caps))))
-        else:
-            served.append((key, encode_range(stream, start, MAX_ID, opts.count)[0]))
-    return xread_end(c, argv, opts, served, resolved, Stream)
+    return c.server.streams.read(c, argv, parse_xread(c, argv))
 
 
 SPECS = (

@@ -7,25 +7,22 @@ consumers are listed in name order, as Redis's radix trees keep them.
 from __future__ import annotations
 
 from itertools import islice
+from typing import Any
 
 from headwater.commands.args import parse_int
 from headwater.commands.context import Client, help_handler, reject_subcommand, spec
-from headwater.commands.entries import encode_range, entry_reply
 from headwater.commands.groups import nogroup_for_key
-from headwater.commands.notify import lookup_read
-from headwater.errors import NO_SUCH_KEY, WRONGTYPE, subcommand_syntax
+from headwater.errors import NO_SUCH_KEY, subcommand_syntax
 from headwater.resp.types import Reply
 from headwater.stream.groups import UNKNOWN, Consumer, Group, key_id, lag
-from headwater.stream.ids import MAX_ID, MIN_ID, format_id
+from headwater.stream.ids import format_id
 from headwater.stream.stream import Stream
 
 
-def _existing_stream(c: Client, key: bytes) -> Stream:
-    stream = lookup_read(c, key)
+def _existing_stream(c: Client, key: bytes) -> Any:
+    stream = c.server.streams.stream(c, key)
     if stream is None:
         raise NO_SUCH_KEY
-    if not isinstance(stream, Stream):
-        raise WRONGTYPE
     return stream
 
 
@@ -77,16 +74,7 @@ def cmd_xinfo_stream(c: Client, argv: list[bytes]) -> Reply:
     """XINFO STREAM key [FULL [COUNT count]]"""
     stream = _existing_stream(c, argv[2])
     full, count = parse_xinfo_stream(argv)
-    info = _stream_head(stream)
-    if full:
-        info[b"entries"] = encode_range(stream, MIN_ID, MAX_ID, count)[0]
-        info[b"groups"] = [_full_group(stream, group, count) for group in _by_name(stream)]
-        return info
-    info[b"groups"] = len(stream.groups)
-    first, last = stream.first_entry(), stream.last_entry()
-    info[b"first-entry"] = entry_reply(first) if first is not None else None
-    info[b"last-entry"] = entry_reply(last) if last is not None else None
-    return info
+    return c.server.streams.info_stream(c, stream, full, count)
 
 
 def _by_name(stream: Stream) -> list[Group]:
@@ -135,36 +123,17 @@ def _full_consumer(group: Group, consumer: Consumer, count: int) -> dict[bytes, 
 
 def cmd_xinfo_groups(c: Client, argv: list[bytes]) -> Reply:
     """XINFO GROUPS key"""
-    stream = _existing_stream(c, argv[2])
-    return [
-        {
-            b"name": group.name,
-            b"consumers": len(group.consumers),
-            b"pending": len(group.pel),
-            b"last-delivered-id": format_id(group.last_id),
-            b"entries-read": _entries_read(group),
-            b"lag": lag(stream, group),
-        }
-        for group in _by_name(stream)
-    ]
+    return c.server.streams.info_groups(c, _existing_stream(c, argv[2]))
 
 
 def cmd_xinfo_consumers(c: Client, argv: list[bytes]) -> Reply:
     """XINFO CONSUMERS key group"""
+    store = c.server.streams
     stream = _existing_stream(c, argv[2])
-    group = stream.groups.get(argv[3])
+    group = store.group(stream, argv[3])
     if group is None:
         raise nogroup_for_key(argv[2], argv[3])
-    now = c.server.keyspace.now_ms
-    return [
-        {
-            b"name": consumer.name,
-            b"pending": len(consumer.pel),
-            b"idle": max(now - consumer.seen_time, 0),
-            b"inactive": max(now - consumer.active_time, 0) if consumer.active_time >= 0 else -1,
-        }
-        for consumer in (group.consumers[name] for name in sorted(group.consumers))
-    ]
+    return store.info_consumers(c, stream, group)
 
 
 XINFO_HELP = [

@@ -39,12 +39,14 @@ from headwater.commands.context import (
     Stats,
 )
 from headwater.commands.gate import ReplyGate
-from headwater.commands.groups import reclaim_idle_everywhere
 from headwater.commands.idmp import expire_idmp
 from headwater.commands.notify import publish_event
+from headwater.commands.plain_store import PlainStreams
 from headwater.commands.pubsub import PUSH_REPLIES, PubSub, hooked_call
 from headwater.commands.region_keyspace import RegionKeyspace, attach_region
+from headwater.commands.region_store import RegionStreams
 from headwater.commands.regions import overlay
+from headwater.commands.store import StreamStore
 from headwater.commands.table import build_table
 from headwater.commands.tracking import Tracking
 from headwater.commands.transactions import discard
@@ -105,8 +107,10 @@ class Engine(ScriptHost):
         #: an active-active region (``region-id``): its stream rows replace the plain ones;
         #: None on a plain server, whose table is untouched
         self.region: RegionKeyspace | None = attach_region(self.config, self.keyspace)
+        self.streams: StreamStore[Any, Any] = PlainStreams()
         if self.region is not None:
             overlay(self.table)
+            self.streams = RegionStreams(self.region)
         # The names clients actually send (SET, set): one dict probe, no upper() per command.
         self.lookup = {**self.table, **{name.lower(): row for name, row in self.table.items()}}
         self.stats = Stats()
@@ -848,7 +852,7 @@ class Engine(ScriptHost):
             return
         self._last_reclaim_ms = now
         for db in self.keyspace.dbs:
-            for change in reclaim_idle_everywhere(db, now, idle_ms):
+            for change in self.streams.reclaim_idle(db, now, idle_ms):
                 self.apply_change(db.index, [], change)
 
 

@@ -85,9 +85,9 @@ from headwater.ops.streams import (
 from headwater.persistence.aof import CorruptAof, TornTail
 from headwater.resp.parser import wire_size
 from headwater.resp.split import CommandSplitter
-from headwater.stream.groups import id_key
+from headwater.stream.groups import claim_time, claimed_count, id_key
 from headwater.stream.idmp import auto_iid
-from headwater.stream.ids import StreamID, parse_id
+from headwater.stream.ids import StreamID, follows, parse_id
 from headwater.stream.stream import Stream
 
 log = logging.getLogger("headwater")
@@ -367,9 +367,12 @@ class Replayer:
         consumer, dirty = touch_consumer(group, argv[3], now)
         pel_key = id_key(sid)
         found = stream.find(sid)
-        if found is not None and found[0].is_live(found[1]):
-            delivery_ms = time_ms if time_ms <= now else now
-            dirty += claim_entry(group, pel_key, consumer, delivery_ms, count, now)
+        nack = group.pel.get(pel_key)
+        # the effect's shape (min-idle 0, FORCE, RETRYCOUNT, JUSTID) always claims
+        claimed = claimed_count(None if nack is None else nack[1], None, 0, True, count, True)
+        if found is not None and found[0].is_live(found[1]) and claimed is not None:
+            delivery_ms = claim_time(time_ms, now)
+            dirty += claim_entry(group, pel_key, consumer, delivery_ms, claimed, now)
         else:  # the entry is gone: so is its NACK; else the group's position moved alone
             dirty += forget_entry(group, pel_key) or int(moved)
         if dirty:
@@ -489,10 +492,8 @@ class _XaddBatch:
             return False  # bytes go, or not an ID
         if size < 0 or size > _LISTPACK_MAX or (key != self.key and not self._open(key)):
             return False
-        ms, seq = sid
-        last_ms, last_seq = self.last
-        if ms < last_ms or (ms == last_ms and seq <= last_seq):
-            return False
+        if not follows(sid, self.last):
+            return False  # (the handler answers it: ID_TOO_SMALL)
         if at != 2:
             iid = argv[4] if at == 5 else auto_iid(pairs)
             self.idmp.append((len(self.queued), (argv[3], iid)))

@@ -27,6 +27,52 @@ class IdmpStats(Protocol):
     stream_idmp_iids_duplicates: int
 
 
+class IdmpHolder(Protocol):
+    """A stream with IDMP maps: a plain ``Stream`` or a region's ``RegionStream`` (whose
+    maps are local to the region)."""
+
+    idmp: IdmpState | None
+
+
+# -- IDMP: the rules of both stores (plain and region) and of replay --------------------------
+
+
+def retry_of(holder: IdmpHolder, idmp_key: IdmpKey) -> StreamID | None:
+    """The entry an XADD IDMP/IDMPAUTO with this (pid, iid) retries: the one it added
+    before, while the iid is tracked; None: a new entry."""
+    state = holder.idmp
+    return state.lookup(*idmp_key) if state is not None else None
+
+
+def count_retry(holder: IdmpHolder, stats: IdmpStats | None) -> None:
+    """A retry adds nothing: it counts as a duplicate (XINFO's ``iids-duplicates``, INFO's
+    ``stream_idmp_iids_duplicates``)."""
+    state = holder.idmp
+    if state is None:
+        state = holder.idmp = IdmpState()
+    state.duplicates += 1
+    if stats is not None:
+        stats.stream_idmp_iids_duplicates += 1
+
+
+def remember_iid(
+    holder: IdmpHolder, idmp_key: IdmpKey, sid: StreamID, maxsize: int, stats: IdmpStats | None
+) -> None:
+    """(pid, iid) -> sid is tracked, within maxsize iids per producer."""
+    state = holder.idmp
+    if state is None:
+        state = holder.idmp = IdmpState()
+    state.record(idmp_key[0], idmp_key[1], sid, maxsize)
+    if stats is not None:
+        stats.stream_idmp_iids_added += 1
+
+
+def expire_iids(state: IdmpState, now_ms: int, duration_s: int) -> int:
+    """The once-a-second cron's rule: iids older than the duration in force are forgotten
+    (only by a primary: a replica and a replay follow its effects). How many."""
+    return state.expire(now_ms - duration_s * 1000)
+
+
 def append_entry(
     db: Database,
     key: bytes,
@@ -64,22 +110,19 @@ def idmp_original(
     stream: Stream, idmp_key: IdmpKey, requested: StreamID | None, replaying: bool
 ) -> StreamID | None:
     """The entry ID an IDMP/IDMPAUTO XADD is a retry of, or None to append it."""
-    state = stream.idmp
-    original = state.lookup(*idmp_key) if state is not None else None
+    original = retry_of(stream, idmp_key)
     if replaying and requested is not None and original != requested:
         if requested <= stream.last_id:
             # The primary answered a retry of an entry this side has, whose iid it no longer
             # tracks (a replica promoted and demoted again, say): learn it again, a retry.
-            if state is None:
-                state = stream.idmp = IdmpState()
-            state.record(idmp_key[0], idmp_key[1], requested, stream.idmp_maxsize)
+            remember_iid(stream, idmp_key, requested, stream.idmp_maxsize, None)
             return requested
         # The effect carries the ID the primary answered: a later one means the primary
         # appended the entry, its iid having expired there (expiry runs in the cron, which a
         # replay does not; a new ``*`` ID is then always past the old one). Treating it as
         # a retry would lose the entry.
-        if state is not None:
-            state.forget(*idmp_key)
+        if stream.idmp is not None:
+            stream.idmp.forget(*idmp_key)
         return None
     return original
 
@@ -88,10 +131,7 @@ def idmp_retry(db: Database, key: bytes, stream: Stream, stats: IdmpStats) -> in
     """A retry: the entry exists already. Nothing is added, trimmed or woken; the key is
     marked modified and the retry counts as a change, so that replicas and replays count it
     too (Redis 8.6.2+). Returns the changes (1)."""
-    if stream.idmp is None:
-        stream.idmp = IdmpState()
-    stream.idmp.duplicates += 1
-    stats.stream_idmp_iids_duplicates += 1
+    count_retry(stream, stats)
     db.signal_modified(key)
     return 1
 
@@ -105,9 +145,5 @@ def record_idmp(
     stats: IdmpStats,
 ) -> None:
     """Remember (pid, iid) → sid, and the stream for the expiry cron."""
-    state = stream.idmp
-    if state is None:
-        state = stream.idmp = IdmpState()
-    state.record(idmp_key[0], idmp_key[1], sid, stream.idmp_maxsize)
-    stats.stream_idmp_iids_added += 1
+    remember_iid(stream, idmp_key, sid, stream.idmp_maxsize, stats)
     db.idmp_keys.add(key)  # again each time: the cron drops streams it found empty

@@ -51,6 +51,13 @@ MAX_COUNT = (1 << 63) - 1
 Nack = tuple[int, int, bytes | None]
 
 
+def idle_consumer(pending: int, seen_ms: int, now_ms: int, idle_ms: int) -> bool:
+    """The seed's reclamation rule (``stream-consumer-idle-reclaim-ms``; Redis keeps consumers
+    for ever): a consumer with nothing pending, not seen for idle_ms, may be dropped. Plain
+    groups and a region's local consumers both ask it."""
+    return not pending and now_ms - seen_ms >= idle_ms
+
+
 def id_key(sid: StreamID) -> int:
     return sid[0] * KEY_BASE + sid[1]
 
@@ -58,6 +65,37 @@ def id_key(sid: StreamID) -> int:
 def key_id(key: int) -> StreamID:
     ms, seq = divmod(key, KEY_BASE)
     return (ms, seq)
+
+
+def claimed_count(
+    count: int | None,
+    idle_ms: int | None,
+    min_idle: int,
+    force: bool,
+    retrycount: int | None,
+    justid: bool,
+) -> int | None:
+    """XCLAIM's and XAUTOCLAIM's rule for one entry of the stream, on plain and region
+    streams and in replay: the delivery count it has once claimed, or None when it is not
+    claimed. ``count`` is its count (None: not pending, which only FORCE claims, as a new
+    NACK with count 1), ``idle_ms`` how long its owner has had it (None: nobody owns it, a
+    nacked entry, claimable whatever min-idle says). RETRYCOUNT sets the count; else a claim
+    counts as a delivery, except with JUSTID."""
+    if count is None:
+        if not force:
+            return None
+        count = 1
+    elif idle_ms is not None and min_idle and idle_ms < min_idle:
+        return None
+    if retrycount is not None:
+        return retrycount
+    return count if justid else bumped(count)
+
+
+def claim_time(time_ms: int | None, now_ms: int) -> int:
+    """The delivery time a claim gives (XCLAIM's IDLE/TIME, an effect's TIME): now, unless
+    one in [0, now] was asked for."""
+    return time_ms if time_ms is not None and 0 <= time_ms <= now_ms else now_ms
 
 
 def bumped(count: int) -> int:
@@ -160,7 +198,8 @@ class Group:
         return [
             name
             for name, consumer in self.consumers.items()
-            if not consumer.pel and now_ms - consumer.seen_time >= idle_ms and name != keep
+            if idle_consumer(len(consumer.pel), consumer.seen_time, now_ms, idle_ms)
+            and name != keep
         ]
 
     # -- the PEL ---------------------------------------------------------------------------

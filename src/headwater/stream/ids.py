@@ -24,6 +24,7 @@ MIN_ID: StreamID = (0, 0)
 MAX_ID: StreamID = (UINT64_MAX, UINT64_MAX)
 
 INVALID_ID = err("Invalid stream ID specified as stream command argument")
+ID_TOO_SMALL = err("The ID specified in XADD is equal or smaller than the target stream top item")
 
 #: Marker for ``<ms>-*`` (XADD only): the sequence is chosen by the stream.
 AUTO_SEQ = -1
@@ -171,3 +172,17 @@ def parse_range_bound(raw: bytes, *, is_start: bool) -> StreamID:
             raise err(f"invalid {which} ID for the interval")
         return moved
     return parse_id(raw, strict=False, missing_seq=0 if is_start else UINT64_MAX)
+
+
+def follows(sid: StreamID, last: StreamID) -> bool:
+    """The one rule of entry IDs: a new entry's ID is above the last ID its stream gave out,
+    whoever chose it (XADD's ``*`` or explicit ID, a replayed effect, a region's ID mode).
+    ``Stream.append``/``extend`` refuse any other (``above``)."""
+    return sid > last
+
+
+def above(sid: StreamID, last: StreamID) -> StreamID:
+    """``sid`` if it ``follows`` last, else XADD's error."""
+    if sid <= last:
+        raise ID_TOO_SMALL
+    return sid

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from headwater.errors import require
 from headwater.stream.idmp import IdmpState
-from headwater.stream.ids import MIN_ID, StreamID
+from headwater.stream.ids import MIN_ID, StreamID, above
 from headwater.stream.node import Node, total_size
 
 if TYPE_CHECKING:
@@ -103,8 +103,9 @@ class Stream:
         max_entries: int,
         size: int | None = None,
     ) -> None:
-        """Append an entry whose ID the caller checked is > last_id; ``size`` is the total
-        length of pairs, if the caller already has it."""
+        """Append an entry whose ID is above last_id (else ID_TOO_SMALL, nothing changed);
+        ``size`` is the total length of pairs, if the caller already has it."""
+        above(sid, self.last_id)
         tail = self.nodes[-1] if self.nodes else None
         if size is None:
             size = total_size(pairs)
@@ -124,10 +125,13 @@ class Stream:
         max_entries: int,
     ) -> None:
         """``append`` for each of ``(ID, pairs, total length of pairs)`` in turn, with the
-        same nodes as a result (AOF replay; the caller checked that the IDs increase past
-        last_id). The nodes fill themselves (``Node.extend``)."""
+        same nodes as a result (AOF replay), the IDs increasing past last_id (else
+        ID_TOO_SMALL, nothing changed). The nodes fill themselves (``Node.extend``)."""
         if not entries:
             return
+        last = self.last_id
+        for entry in entries:  # (all checked before any is appended: nothing half-done)
+            last = above(entry[0], last)
         limit = max_bytes if 0 < max_bytes <= LISTPACK_MAX_SIZE else LISTPACK_MAX_SIZE
         was_empty = self.length == 0
         i = 0
