@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import gc
 
+import pytest
+
+from headwater.errors import ReplyError
 from headwater.stream.stream import Stream
 from tests.unit.conftest import Harness
 from tests.unit.conftest import error_text as _err
@@ -275,3 +278,16 @@ def test_idmp_syntax_errors_are_exact() -> None:
     assert _err(h.call(c, "XADD", "s", "IDMPAUTO", "p", "IDMP", "p", "i", "*", "f", "v")) == (
         "ERR syntax error, IDMP/IDMPAUTO specified multiple times"
     )
+
+
+def test_a_stream_refuses_an_id_not_above_its_last() -> None:
+    """The ID rule lives in the stream: whoever chose the ID (XADD, a replay's batch, a
+    region's ID mode), an append at or below the last ID is refused and changes nothing."""
+    stream = Stream()
+    stream.append((5, 0), [b"f", b"v"], 4096, 100)
+    with pytest.raises(ReplyError, match="equal or smaller"):
+        stream.append((5, 0), [b"f", b"v"], 4096, 100)
+    with pytest.raises(ReplyError, match="equal or smaller"):
+        stream.extend([((6, 0), [b"f", b"v"], 2), ((6, 0), [b"f", b"w"], 2)], 4096, 100)
+    assert (stream.length, stream.last_id, stream.entries_added) == (1, (5, 0), 1)
+    stream.check_invariants()
