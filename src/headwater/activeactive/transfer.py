@@ -279,13 +279,17 @@ def _merge_sub(mine: Stream | None, theirs: Stream | None) -> Stream:
 
 def _removed_behind(ahead: Stream, behind: Stream) -> list[StreamID]:
     """The entries ``ahead`` holds that ``behind`` had (at or below its last ID) but holds
-    no longer."""
+    no longer: both walked once, in ID order."""
     horizon = behind.last_id
+    held = behind.iter_ids()
+    other = next(held, None)
     removed: list[StreamID] = []
     for sid in ahead.iter_ids():
         if sid > horizon:
             break
-        if behind.get(sid) is None:
+        while other is not None and other < sid:
+            other = next(held, None)
+        if other != sid:
             removed.append(sid)
     return removed
 
