@@ -2,7 +2,8 @@
 effects for lagging peers (``active-active-keep-effects``); one region is down (killed -9, or
 its links paused) while the others write and trim; when it comes back it takes a peer's whole
 state in one transfer (``+AASTATE``), then goes on with effects, and every region converges
-with no duplicate and no gap."""
+with no duplicate and no gap. Two regions cut both ways past what they keep exchange their
+states and merge them (issue 32, point 8)."""
 
 from __future__ import annotations
 

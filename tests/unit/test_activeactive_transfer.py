@@ -1,7 +1,9 @@
 """Issue 18: a full state transfer (``activeactive.transfer``), in memory. A region whose peers
 no longer keep the effects it needs (it was cut off while they trimmed, or it is new) takes
 one peer's state in one piece, keeps its own local group state, and then goes on with
-effects: every region converges, with no duplicate and no gap."""
+effects: every region converges, with no duplicate and no gap. Issue 32 (8): the state is
+merged with the receiver's whatever the vectors, so two regions that trimmed each other's
+effects during a two-way cut converge too, to what the effects would have made."""
 
 from __future__ import annotations
 
