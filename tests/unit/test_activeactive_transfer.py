@@ -10,6 +10,7 @@ from __future__ import annotations
 from headwater.activeactive.persist import dump_state
 from headwater.activeactive.region import Region
 from headwater.activeactive.transfer import adopt_state, covers
+from headwater.stream.idmp import IdmpState
 from headwater.stream.ids import MAX_ID, MIN_ID
 from tests.support.mesh import Mesh
 
@@ -268,3 +269,27 @@ def test_one_side_merges_then_the_other_takes_a_covering_state() -> None:
     take_state(mesh, 1, 2)
     mesh.check()
     assert mesh[1].dump() == mesh[2].dump() == reference[1].dump()
+
+
+def test_idmp_maps_stay_unless_the_donor_deleted_the_stream_unseen() -> None:
+    """IDMP maps are local: a merge keeps the receiver's, but not for a stream the donor
+    deleted (and wrote again) while the receiver did not see it, as a DEL would drop them."""
+    mesh = Mesh(2)
+    for key in (b"kept", b"deleted"):
+        mesh[2].xadd(key, b"*", [b"f", b"1"], 100)
+    mesh.sync()
+    for key in (b"kept", b"deleted"):
+        record = mesh[2].visible(key)
+        assert record is not None
+        record.idmp = IdmpState()
+        record.idmp.record(b"p", b"i", (100, 2), 10)
+    mesh.partition({1}, {2})
+    mesh[1].delete(b"deleted")
+    mesh[1].xadd(b"deleted", b"*", [b"f", b"2"], 200)
+    mesh[2].xadd(b"kept", b"*", [b"f", b"3"], 200)  # (region 2 applied what 1 has not)
+    mesh.collect()
+    trimmed(mesh, 2)
+    take_state(mesh, 2, 1)
+    kept, deleted = mesh[2].visible(b"kept"), mesh[2].visible(b"deleted")
+    assert kept is not None and kept.idmp is not None and kept.idmp.lookup(b"p", b"i")
+    assert deleted is not None and deleted.idmp is None

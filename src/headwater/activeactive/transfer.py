@@ -175,7 +175,7 @@ class _Merge:
             clocks = mine.destroy_clock.get(name, {}), theirs.destroy_clock.get(name, {})
             out.destroy_clock[name] = _later(*clocks)
         out.groups = self._groups(mine, theirs)
-        self._keep_idmp(out, mine)
+        self._keep_idmp(out, mine, theirs)
         return out
 
     def _adjustments(self, mine: dict[int, int], theirs: dict[int, int]) -> dict[int, int]:
@@ -222,11 +222,12 @@ class _Merge:
                 out[name] = _fresh(came)
         return out
 
-    def _keep_idmp(self, out: RegionStream, mine: RegionStream) -> None:
-        """This region's IDMP maps stay with a stream that still exists; cleared when the
-        XCFGSET setting in force changed (as XCFGSET does)."""
+    def _keep_idmp(self, out: RegionStream, mine: RegionStream, theirs: RegionStream) -> None:
+        """This region's IDMP maps stay with a stream that still exists and that the donor
+        did not delete unseen here (a DEL drops them, as in Redis); cleared when the XCFGSET
+        setting in force changed (as XCFGSET does)."""
         idmp = mine.idmp
-        if idmp is None or not out.exists():
+        if idmp is None or not out.exists() or _unseen(theirs.del_clock, self.mine):
             return
         out.idmp = idmp
         settings = (b"duration", b"maxsize")
@@ -247,12 +248,17 @@ def _later(mine: dict[int, int], theirs: dict[int, int]) -> dict[int, int]:
     return out
 
 
+def _unseen(clock: dict[int, int], vector: dict[int, int]) -> bool:
+    """Whether a side applied an effect of a clock (origin -> sequence of its last such
+    effect) that a side with ``vector`` has not."""
+    return any(seq > vector.get(origin, 0) for origin, seq in clock.items())
+
+
 def _deleted_unseen(record: RegionStream, group: bytes, vector: dict[int, int]) -> bool:
     """Whether the side of ``record`` applied a DEL of the key or a DESTROY of the group
     that a side with ``vector`` had not: every birth there is concurrent with it or before
     it, and does not survive it (delete wins)."""
-    clocks = [record.del_clock, record.destroy_clock.get(group, {})]
-    return any(seq > vector.get(origin, 0) for clock in clocks for origin, seq in clock.items())
+    return _unseen(record.del_clock, vector) or _unseen(record.destroy_clock.get(group, {}), vector)
 
 
 def _merge_sub(mine: Stream | None, theirs: Stream | None) -> Stream:
