@@ -10,15 +10,24 @@ inbox must buffer it); resend an effect already delivered (it must be dropped: e
 cut the mesh into sides and heal it; SELECT another database. Every effect crosses its link
 in its line form (``to_line``/``from_line``).
 
+Links also lose effects, as ``active-active-keep-effects`` trims them (issue 32, point 8): a
+link's queue keeps only its last few; the receiver can then only catch up by a state
+transfer (``transfer.adopt_state``), taken from one peer or exchanged by two at once, whatever
+the vectors (after a two-way cut neither covers the other: the states merge).
+
 After every step each region's ``check_invariants()`` holds (in strict mode that includes: no
 duplicate ID, every own ID in the region's sequence class). At the end the mesh heals and
 everything is delivered; then
 
-- every region's canonical dump is identical (convergence);
+- every region's canonical dump is identical (convergence), and equal to a reference region's
+  that applied every effect made (none lost);
 - XREADGROUP never skipped: each region drains every group with ``>``; every live entry of a
   surviving group's stream was delivered by ``>`` in some region, to that incarnation of the
   group (deliveries are keyed by the group's births, so a re-created group must deliver again);
 - ``>`` never served one entry twice in a region to one incarnation.
+
+At the end, a region that lost effects of a peer takes that peer's state (and the rest is
+delivered again) until nothing is lost.
 """
 
 from __future__ import annotations
@@ -28,6 +37,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from headwater.activeactive.envelope import Effect
+from headwater.activeactive.persist import dump_state
+from headwater.activeactive.transfer import adopt_state
 from headwater.errors import ReplyError
 from headwater.stream.ids import MAX_ID, MIN_ID, StreamID
 from tests.support.mesh import Mesh
@@ -41,6 +52,7 @@ CONSUMERS = st.sampled_from([b"c1", b"c2"])
 DATABASES = (0, 1)
 REFS = st.sampled_from([b"KEEPREF", b"DELREF", b"ACKED"])
 SIDES = st.sampled_from([({1}, {2, 3}), ({2}, {1, 3}), ({3}, {1, 2}), ({1}, {2}, {3})])
+LINKS = st.sampled_from([(a, b) for a in (1, 2, 3) for b in (1, 2, 3) if a != b])
 
 Tag = tuple[StreamID, int]
 #: (region, key, group, births at delivery) -> tags delivered by ``>``
@@ -56,6 +68,9 @@ class ActiveActive(RuleBasedStateMachine):
         self.now = 10
         self.sent: dict[tuple[int, int], list[Effect]] = {link: [] for link in self.mesh.queues}
         self.deliveries: Deliveries = {}
+        #: (origin, receiver) -> the last of origin's effects dropped from the link before the
+        #: receiver applied it: it needs a state transfer
+        self.lost: dict[tuple[int, int], int] = {}
 
     # -- writes ----------------------------------------------------------------------------
 
@@ -276,6 +291,44 @@ class ActiveActive(RuleBasedStateMachine):
     def heal(self) -> None:
         self.mesh.heal()
 
+    @rule(link=LINKS, keep=st.integers(0, 2))
+    def trim(self, link: tuple[int, int], keep: int) -> None:
+        """The origin keeps at most ``keep`` of its effects for this receiver (keep-effects)."""
+        self.mesh.collect()
+        queue = self.mesh.queues[link]
+        if len(queue) > keep:
+            dropped = queue[: len(queue) - keep]
+            del queue[: len(queue) - keep]
+            last = max(e.seq for e in dropped)
+            if last > self.mesh[link[1]].inbox.applied.get(link[0], 0):
+                self.lost[link] = max(self.lost.get(link, 0), last)
+
+    @rule(link=LINKS)
+    def transfer(self, link: tuple[int, int]) -> None:
+        """The receiver takes the origin's whole state (over the link, if it is not cut)."""
+        if link not in self.mesh.cut:
+            self.take_state(link[1], dump_state(self.mesh[link[0]]))
+
+    @rule(link=LINKS)
+    def exchange(self, link: tuple[int, int]) -> None:
+        """Both links of a pair transfer at once: each state is taken before either is
+        adopted."""
+        a, b = link
+        if link not in self.mesh.cut and (b, a) not in self.mesh.cut:
+            state_a, state_b = dump_state(self.mesh[a]), dump_state(self.mesh[b])
+            self.take_state(a, state_b)
+            self.take_state(b, state_a)
+
+    def take_state(self, receiver: int, state: bytes) -> None:
+        region = self.mesh[receiver]
+        before = dict(region.inbox.applied)
+        region.apply_ready(adopt_state(region, state))
+        after = region.inbox.applied
+        assert all(after.get(r, 0) >= s for r, s in before.items()), "a transfer lost effects"
+        for (origin, to), seq in list(self.lost.items()):
+            if to == receiver and after.get(origin, 0) >= seq:
+                del self.lost[(origin, to)]
+
     @invariant()
     def invariants_hold(self) -> None:
         self.mesh.check()
@@ -286,8 +339,14 @@ class ActiveActive(RuleBasedStateMachine):
         mesh = self.mesh
         mesh.heal()
         mesh.sync()
+        while self.lost:
+            origin, receiver = min(self.lost)
+            self.take_state(receiver, dump_state(mesh[origin]))
+            mesh.sync()
         mesh.check()
         assert mesh.converged(), "\n".join(mesh[r].dump() for r in (1, 2, 3))
+        # (and to what every effect makes, whatever the links lost and the transfers merged)
+        assert mesh[1].dump() == mesh.reference().dump()
         for region in (1, 2, 3):
             assert mesh[region].inbox.waiting_count() == 0
             for db in DATABASES:

@@ -21,6 +21,9 @@ class Mesh:
         self.cut: set[tuple[int, int]] = set()
         #: send every effect through its line form (to_line → from_line), as a link would
         self.wire = wire
+        #: every effect made so far, in the order collected (a reference region applies them
+        #: all: what the regions must converge to, whatever links lost)
+        self.made: list[Effect] = []
 
     def __getitem__(self, region: int) -> Region:
         return self.regions[region]
@@ -31,6 +34,7 @@ class Mesh:
             for effect in region.take_outbox():
                 if self.wire:
                     effect = from_line(effect.to_line())
+                self.made.append(effect)
                 for b in self.regions:
                     if b != a:
                         self.queues[(a, b)].append(effect)
@@ -63,6 +67,16 @@ class Mesh:
     def check(self) -> None:
         for region in self.regions.values():
             region.check_invariants()
+
+    def reference(self) -> Region:
+        """A region that applied every effect made (none lost, nothing cut): the state the
+        regions converge to."""
+        ids = [*self.regions, len(self.regions) + 1]
+        mode = next(iter(self.regions.values())).mode
+        shadow = Region(ids[-1], ids, mode)
+        for effect in self.made:
+            shadow.receive(effect)
+        return shadow
 
     def converged(self) -> bool:
         dumps = {region.dump() for region in self.regions.values()}

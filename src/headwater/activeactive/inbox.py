@@ -161,9 +161,9 @@ class Inbox:
         return self._drain()
 
     def adopt(self, vector: dict[int, int], vectors: dict[int, Vector]) -> list[Effect]:
-        """A state transfer made ``vector`` what is applied (it covers ``applied``), and
-        ``vectors`` its origins' last vectors: the waiting effects it already holds are
-        dropped; those now ready, in order."""
+        """A state transfer made ``vector`` what is applied (it covers ``applied``: the merge
+        takes the larger of each component), and ``vectors`` its origins' last vectors: the
+        waiting effects it already holds are dropped; those now ready, in order."""
         self.vectors = vectors
         self.applied.clear()
         self.applied.update(vector)

@@ -239,10 +239,10 @@ class RegionKeyspace:
         self._sync_all()
 
     def adopt(self, data: bytes) -> int:
-        """A state transfer (``activeactive.transfer``): a peer's state becomes this region's
-        (its vector must cover this one's; raises otherwise, changing nothing), logged as one
-        ``AARESTORE`` line of the whole new state, then the effects it made ready; how many
-        of those."""
+        """A state transfer (``activeactive.transfer``): a peer's state is merged into this
+        region's (whatever the two vectors; raises on a malformed state, changing nothing),
+        logged as one ``AARESTORE`` line of the whole new state, then the effects it made
+        ready; how many of those."""
         me = self.region.id
         own_seq = self.region.inbox.applied.get(me, 0)
         ready = adopt_state(self.region, data)

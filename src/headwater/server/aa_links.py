@@ -31,8 +31,9 @@ connect again: the test seam for partitions (and maintenance).
 
 A peer that asks for own effects no longer kept (``active-active-keep-effects`` trimmed them,
 it lost its data, or it is new) gets ``+AASTATE <region>`` and this region's whole state
-(``activeactive.transfer``) once it is durable here, then the own effects after it; only
-when this region's vector covers the peer's, else it is refused and the peer asks again.
+(``activeactive.transfer``) once it is durable here, then the own effects after it. The peer
+merges the state with its own, whatever the two vectors: after a two-way cut, both regions
+trimmed what the other needs and each is the other's donor (issue 32).
 
 Relaying: each second a region asks, for each peer whose own link is not connected, one
 connected peer to relay that peer's effects (``AARELAY origin next``, on its link); the
@@ -52,7 +53,7 @@ from typing import TYPE_CHECKING
 import hiredis
 
 from headwater.activeactive.envelope import Effect, from_line
-from headwater.activeactive.transfer import covers, not_covered
+from headwater.activeactive.transfer import covers
 from headwater.commands.context import Client
 from headwater.commands.region_keyspace import RegionKeyspace
 from headwater.errors import ReplyError, err
@@ -211,20 +212,10 @@ class RegionLinks:
         start = vector.get(self.region.id, 0) + 1
         state: bytes | None = None
         if start < self.rk.own_first:
-            # (a full state transfer: only when this region holds everything the peer has,
-            # so that the peer can take the state as it is; else the peer asks again later)
-            applied = self.region.inbox.applied
-            if not covers(applied, vector):
-                log.warning(
-                    "AAPSYNC from region %d: it needs effects from %d (kept from %d) and a "
-                    "state transfer, which waits until this region has what it holds",
-                    peer,
-                    start,
-                    self.rk.own_first,
-                )
-                raise not_covered(self.region.id, applied, vector)
+            # (a full state transfer, whatever the vectors: the peer merges it with its own
+            # state, so one that applied what this region has not is caught up too)
             state = self.rk.dump_state(with_own=False)
-            start = applied[self.region.id] + 1
+            start = self.region.inbox.applied[self.region.id] + 1
         conn.send()  # replies queued before this one leave first
         c.reply_on = False
         # (a region without peers of its own kept none: from now on, for this one)
@@ -236,11 +227,13 @@ class RegionLinks:
             log.warning("Region link from %s: sending own effects from %d", c.addr, start)
         else:
             feed.state, feed.state_bound = state, self.engine.effect_seq
+            merged = "" if covers(self.region.inbox.applied, vector) else " (to merge)"
             log.warning(
-                "Region link from %s (region %d): a full state transfer (%d bytes), then own "
-                "effects from %d",
+                "Region link from %s (region %d): a full state transfer%s (%d bytes), then "
+                "own effects from %d",
                 c.addr,
                 peer,
+                merged,
                 len(state),
                 start,
             )
@@ -633,7 +626,7 @@ class RegionLinks:
         engine.serve_ready()
         self.server.schedule_flush()
         log.warning(
-            "Region link %s: took region %d's state (%d bytes, %.0f ms); vector now %s",
+            "Region link %s: merged region %d's state (%d bytes, %.0f ms); vector now %s",
             link.name(),
             link.region,
             len(item),
