@@ -286,6 +286,9 @@ class ServerAPI:
     pubsub: PubSub
     #: the active-active region (``region-id``; commands/regions.py), None on a plain server
     region: RegionKeyspace | None
+    #: keyspace events the running command fired, (event, key, db), in order: the engine
+    #: publishes them after the command's change (commands/notify.py)
+    events: list[tuple[bytes, bytes, int]]
     #: the stream store the stream and group handlers call (commands/store.py): plain, or
     #: the region's
     streams: StreamStore[Any, Any]

@@ -1,13 +1,14 @@
 """Keyspace notifications: the events commands fire, published on ``__keyspace@<db>__:<key>``
 (the event as message) and ``__keyevent@<db>__:<event>`` (the key) as Redis publishes them.
 
-Why handlers fire them (and not the engine from a command's ``Change``): only the handler
-knows what happened (an XADD that also trimmed fires ``xadd`` then ``xtrim``, a DEL fires
-``del`` for each key it found, XREADGROUP fires ``xgroup-createconsumer`` for a new consumer),
-and it knows it at the moment Redis fires the event, before the command's reply. The engine
-would have to rebuild that from the effect lines, which are not built at all when nothing
-propagates. With nothing configured an event costs the handler one flag test
-(``keyspace.notify_flags``); commands that change nothing never get that far.
+Handlers say which events happened (only the handler knows: an XADD that also trimmed fires
+``xadd`` then ``xtrim``, a DEL fires ``del`` for each key it found, XREADGROUP fires
+``xgroup-createconsumer`` for a new consumer): ``notify`` adds the event to the engine's
+``events``, in order. The engine publishes them once the command's change went through its
+choke point (``Engine.call`` after ``apply_change``, ``_publish_events``), so that with
+appendfsync always the receivers' output waits for exactly the effects the command made
+(before the command's reply, as Redis publishes them). With nothing configured an event costs
+the handler one flag test (``keyspace.notify_flags``).
 """
 
 from __future__ import annotations
@@ -25,27 +26,22 @@ T = TypeVar("T")
 def notify(c: Client, event_class: int, event: bytes, key: bytes) -> None:
     """Fire ``event`` on ``key`` of the client's database, if its class is configured."""
     server = c.server
-    flags = server.keyspace.notify_flags
-    if flags & event_class:
-        hold = server.effect_seq + 1 if server.replies_wait_for_disk else 0
-        publish_event(server.pubsub, flags, event, key, c.db.index, hold)
+    if server.keyspace.notify_flags & event_class:
+        server.events.append((event, key, c.db.index))
 
 
 def notify_in(c: Client, db: int, event_class: int, event: bytes, key: bytes) -> None:
     """``notify`` for a key of another database than the client's (MOVE, COPY … DB)."""
     server = c.server
-    flags = server.keyspace.notify_flags
-    if flags & event_class:
-        hold = server.effect_seq + 1 if server.replies_wait_for_disk else 0
-        publish_event(server.pubsub, flags, event, key, db, hold)
+    if server.keyspace.notify_flags & event_class:
+        server.events.append((event, key, db))
 
 
 def publish_event(
     pubsub: PubSub, flags: int, event: bytes, key: bytes, db: int, hold: int = 0
 ) -> None:
     """Publish one event (its class is configured) as K and E ask. ``hold``: with
-    appendfsync always, the effect of the change (the next one: the command's effect is
-    emitted after its handler fired the event), which the receivers' output waits for."""
+    appendfsync always, the effect of the change, which the receivers' output waits for."""
     if flags & KEYSPACE:
         pubsub.publish(b"__keyspace@%d__:%s" % (db, key), event, hold)
     if flags & KEYEVENT:

@@ -121,6 +121,7 @@ class Engine(ScriptHost):
         self.clients: dict[int, Client] = {}
         self.next_client_id = 1
         self.dirty = 0
+        self.events: list[tuple[bytes, bytes, int]] = []
         self.dirty_at_last_save = 0
         self.last_save_time = self.info.start_time_ms // 1000
         self.blocking = BlockingRegistry()
@@ -208,8 +209,7 @@ class Engine(ScriptHost):
 
     def _new_key(self, db: int, key: bytes) -> None:
         """The ``new`` keyspace event (the keyspace calls it only while class n is on)."""
-        hold = self.effect_seq + 1 if self.replies_wait_for_disk else 0
-        publish_event(self.pubsub, self.keyspace.notify_flags, b"new", key, db, hold)
+        self.events.append((b"new", key, db))
 
     def kill_client(self, client: Client) -> None:
         self.on_kill(client)
@@ -332,6 +332,8 @@ class Engine(ScriptHost):
                 self._propagate_expired()
         if type(result) is Written:
             self.apply_change(c.db.index, argv, result.change)
+        if self.events:
+            self._publish_events()
         return None
 
     def _reject(self, c: Client, row: CommandSpec | None, error: ReplyError) -> None:
@@ -376,6 +378,8 @@ class Engine(ScriptHost):
                 self.apply_change(c.db.index, argv, written.change)
             else:  # nothing listens for effects: only the count (XADD's hot path, no AOF)
                 self.dirty += written.change.dirty
+        if self.events:
+            self._publish_events()
         if self.effect_seq != effects_before:
             c.effect_seq = self.effect_seq  # its replies wait until these effects are durable
         elif self.replies_wait_for_disk and row.sees_data:
@@ -540,6 +544,20 @@ class Engine(ScriptHost):
         for line in lines:
             self._emit(db, line)
         self._emit(NO_DB, _EXEC)
+
+    def _publish_events(self) -> None:
+        """The keyspace events the command fired, once its effects went out: with
+        appendfsync always their receivers wait for exactly those (``effect_seq``). Inside
+        EXEC or a script the effects go out at its end, as one transaction: the events then
+        wait for its first line (its lines are written and synced together, one write per
+        loop turn: that is the whole)."""
+        events, self.events = self.events, []
+        hold = 0
+        if self.replies_wait_for_disk:
+            hold = self.effect_seq if self._tx_effects is None else self.effect_seq + 1
+        flags = self.keyspace.notify_flags
+        for event, key, db in events:
+            publish_event(self.pubsub, flags, event, key, db, hold)
 
     @property
     def propagating(self) -> bool:
