@@ -109,13 +109,15 @@ def test_the_count_steps_of_a_long_run() -> None:
 def test_the_c_packer_leaves_what_the_python_loop_leaves(
     run: tuple[list[bytes], list[Entry]], limit: int, most: int
 ) -> None:
-    """``_pack.extend_same`` through ``Node.extend`` against ``Node._extend_loop`` (the pure
+    """``_pack.pack_run`` through ``Node.extend`` against its Python loop (no packer: the pure
     build's), entry for entry."""
-    if node_module._native_pack() is None:
+    packer = node_module._native_pack()
+    if packer is None:
         pytest.skip("the pure build (no _pack module)")
     master_fields, entries = run
     native, loop = Node(entries[0][0], master_fields), Node(entries[0][0], master_fields)
-    assert native.extend(entries, 0, limit, most) == loop._extend_loop(entries, 0, limit, most)
+    taken = native.extend(entries, 0, limit, most, packer)
+    assert taken == loop.extend(entries, 0, limit, most, None)
     assert _state(native) == _state(loop)
 
 
@@ -124,8 +126,8 @@ def test_the_compiled_build_packs_in_c() -> None:
     assert (pack is not None) == (build_kind() == "compiled")
     if pack is None:
         return
-    native, append_one = pack
-    args = (0, 100, 0, 0, 0, [b"f"], 0, 10, 0)
+    native, append_one = pack.pack_run, pack.append_one
+    args = (0, 0, 100, 10, 0, 0, [b"f"], 0)
     with pytest.raises(TypeError):
         native(b"", [], *args)  # type: ignore[arg-type]
     with pytest.raises(TypeError):
@@ -143,15 +145,15 @@ def test_the_compiled_build_packs_in_c() -> None:
         ((2**64, 2), [b"f", b"v"], 2),
     ]
     for entry in odd:
-        got = native(blob, [entry], 0, 100, 0, 0, 0, [b"f"], 0, 10, 0)  # type: ignore[list-item]
-        assert got == (0, 0, 10, False, b"", b"", b"")
+        got = native(blob, [entry], 0, 1, 100, 10, 0, 0, [b"f"], 0)  # type: ignore[list-item]
+        assert got == (0, 0, b"", b"", b"")
         assert blob == b"xy"
-    stop, count, lp_bytes, full, ms, seq, offsets = native(
+    stop, spent, ms, seq, offsets = native(
         blob,
         [((7, 1), [b"f", b"12"], 3), ((7, 2), [b"f", b"v"], 2)],
-        *(0, 100, 0, 7, 0, [b"f"], 0, 10, 0),
+        *(0, 0, 100, 10, 7, 0, [b"f"], 0),
     )
-    assert (stop, count, lp_bytes, full) == (2, 2, 10 + 10 + 11, False)
+    assert (stop, spent) == (2, 10 + 11)
     assert array("Q", ms).tolist() == [7, 7]
     assert array("Q", seq).tolist() == [1, 2]
     assert array("I", offsets).tolist() == [2, 9]

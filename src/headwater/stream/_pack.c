@@ -3,26 +3,37 @@
  * one entry. The compiled Python loop costs ~5.7k instructions an entry (a method call and a
  * boxed integer per ID column, a bytes object per value's length prefix, the listpack size
  * rules through several calls); this is a few hundred. Without this module (the pure build)
- * ``Node.extend`` runs the Python loop; both leave the same node (tests/unit/test_node_pack.py).
+ * ``Node.extend`` runs the Python loop; both leave the same nodes
+ * (tests/unit/test_node_pack.py, tests/unit/test_stream_pack_equivalence.py).
  *
- * ``extend_same(blob, entries, start, limit, max_entries, master_ms, master_seq, field_list,
- * count, lp_bytes, held) -> (stop, count, lp_bytes, full, ms, seq, offsets)``
+ * C packs bytes, Python decides. Where a node ends is not decided here: the rule (Redis's
+ * stream-node-max-bytes / stream-node-max-entries, and that a new node takes its first entry
+ * whatever its size) is written once, in ``room`` in stream/node.py, which hands this module
+ * a budget; ``pack_run`` only counts against it. What this file does repeat is how entries
+ * are laid out in a node's blob and how many bytes Redis's listpack gives each (node.py's
+ * module docstring, ``_append_packed``, ``lp_int``, ``lp_str``, ``_delta_lp``): the tests
+ * above compare the two byte for byte.
+ *
+ * ``pack_run(blob, entries, start, free, bytes_left, entries_left, master_ms, master_seq,
+ * field_list, count) -> (stop, spent, ms, seq, offsets)``
  *
  * Appends ``entries[start:]`` (``((ms, seq), pairs, size)``) to ``blob`` while each has the
- * node's field names (``field_list``) and fits by ``Stream.append``'s rule (a node holding
- * ``held`` entries takes one more while ``lp_bytes + size < limit`` and, when ``max_entries``
- * is not 0, ``held < max_entries``). It stops at the first entry that does not fit (``full``
- * true) or has other fields or other types (``full`` false: the caller appends that one its
- * own way, its fit already checked). ``ms``, ``seq`` and ``offsets`` are the new entries'
- * column values as native-order bytes, for ``array.frombytes``. ``count`` and ``lp_bytes``
- * come back updated by listpack's size rules (STREAMS-REFERENCE §1.4), as ``node.py`` computes
- * them.
+ * node's field names (``field_list``) and stays in the budget: the first ``free`` entries are
+ * taken whatever their size, the next while fewer than ``entries_left`` were taken in this
+ * call and ``spent + size <= bytes_left``, ``spent`` being the listpack bytes the entries
+ * taken in this call added (node.py's ``fits``, in the same terms). It stops at the first entry outside the budget or with other fields or other
+ * types, and says neither which: the caller decides what comes next. ``stop`` is the index of
+ * that entry (or ``len(entries)``), ``spent`` the listpack bytes added (the master's count
+ * widening included: ``count`` is the node's live entries before the call), and ``ms``,
+ * ``seq`` and ``offsets`` are the new entries' column values as native-order bytes, for
+ * ``array.frombytes``.
  *
  * ``append_one(blob, ms, seq, offsets, sid, pairs, field_list, master_ms, master_seq, count)
- * -> lp``: one entry (``Node.append``: XADD's), its ID and offset appended to the columns (the
- * arrays themselves: three method calls cost less than three bytes objects and a result tuple
- * for one entry) and its values to ``blob``; returns the listpack bytes it adds to the node,
- * or -1, changing nothing, when it has other field names or other types.
+ * -> lp``: one entry (``Node.append``: XADD's, placed by the caller), its ID and offset
+ * appended to the columns (the arrays themselves: three method calls cost less than three
+ * bytes objects and a result tuple for one entry) and its values to ``blob``; returns the
+ * listpack bytes it adds to the node, or -1, changing nothing, when it has other field names
+ * or other types.
  *
  * ``plain_id(raw) -> (ms, seq) | None``: a plain ``<ms>-<seq>`` ID parsed (``ids._plain_id``'s
  * rules, without its ~0.9k compiled instructions a digit at a time and a boxed tuple)
@@ -270,21 +281,20 @@ static PyObject *column_bytes(Column *c)
 }
 
 /* (Py_BuildValue parses its format on every call: ~1.4k instructions for this tuple) */
-static PyObject *columns_result(Py_ssize_t stop, long long count, long long lp_bytes, int full,
-                                Column *ms, Column *seq, Column *offsets)
+static PyObject *columns_result(Py_ssize_t stop, long long spent, Column *ms, Column *seq,
+                                Column *offsets)
 {
-    PyObject *result = PyTuple_New(7);
+    PyObject *result = PyTuple_New(5);
     if (result == NULL) {
         return NULL;
     }
-    PyObject *items[7] = {
-        PyLong_FromSsize_t(stop), PyLong_FromLongLong(count), PyLong_FromLongLong(lp_bytes),
-        PyBool_FromLong(full),    column_bytes(ms),           column_bytes(seq),
-        column_bytes(offsets),
+    PyObject *items[5] = {
+        PyLong_FromSsize_t(stop), PyLong_FromLongLong(spent), column_bytes(ms),
+        column_bytes(seq),        column_bytes(offsets),
     };
-    for (int k = 0; k < 7; k++) {
+    for (int k = 0; k < 5; k++) {
         if (items[k] == NULL) {
-            for (int j = k + 1; j < 7; j++) {
+            for (int j = k + 1; j < 5; j++) {
                 Py_XDECREF(items[j]);
             }
             Py_DECREF(result);
@@ -295,35 +305,34 @@ static PyObject *columns_result(Py_ssize_t stop, long long count, long long lp_b
     return result;
 }
 
-static PyObject *extend_same(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+static PyObject *pack_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    if (nargs != 11) {
-        PyErr_SetString(PyExc_TypeError, "extend_same takes 11 arguments");
+    if (nargs != 10) {
+        PyErr_SetString(PyExc_TypeError, "pack_run takes 10 arguments");
         return NULL;
     }
-    PyObject *blob = args[0], *entries = args[1], *field_list = args[7];
+    PyObject *blob = args[0], *entries = args[1], *field_list = args[8];
     if (!PyByteArray_CheckExact(blob) || !PyList_CheckExact(entries)
         || !PyList_CheckExact(field_list)) {
-        PyErr_SetString(PyExc_TypeError, "extend_same: a bytearray, a list, ..., a list");
+        PyErr_SetString(PyExc_TypeError, "pack_run: a bytearray, a list, ..., a list");
         return NULL;
     }
-    long long start, limit, max_entries, count, lp_bytes, held;
+    long long start, free, bytes_left, entries_left, count;
     uint64_t master_ms, master_seq;
-    if (!as_i64(args[2], &start) || !as_i64(args[3], &limit) || !as_i64(args[4], &max_entries)
-        || !as_i64(args[8], &count) || !as_i64(args[9], &lp_bytes)
-        || !as_i64(args[10], &held)) {
+    if (!as_i64(args[2], &start) || !as_i64(args[3], &free) || !as_i64(args[4], &bytes_left)
+        || !as_i64(args[5], &entries_left) || !as_i64(args[9], &count)) {
         return NULL;
     }
-    if (!as_u64(args[5], &master_ms) || !as_u64(args[6], &master_seq)) {
-        PyErr_SetString(PyExc_ValueError, "extend_same: the master ID is not two uint64");
+    if (!as_u64(args[6], &master_ms) || !as_u64(args[7], &master_seq)) {
+        PyErr_SetString(PyExc_ValueError, "pack_run: the master ID is not two uint64");
         return NULL;
     }
     Py_ssize_t nfields = PyList_GET_SIZE(field_list);
     Py_ssize_t end = PyList_GET_SIZE(entries);
     long long same_tail = lp_int(nfields + 3);
     Column ms = {0}, seq = {0}, offsets = {0};
-    int full = 0;
+    long long spent = 0, taken = 0;
     Py_ssize_t blob_start = PyByteArray_GET_SIZE(blob);
     Py_ssize_t i = start < 0 ? 0 : (Py_ssize_t)start;
     for (; i < end; i++) {
@@ -336,8 +345,8 @@ static PyObject *extend_same(PyObject *self, PyObject *const *args, Py_ssize_t n
             PyErr_Clear();
             break;
         }
-        if (held && (lp_bytes + size >= limit || (max_entries && held >= max_entries))) {
-            full = 1;
+        /* the budget node.py's ``room`` gave, counted as its ``fits`` counts */
+        if (taken >= free && (taken >= entries_left || spent + size > bytes_left)) {
             break;
         }
         uint64_t id_ms, id_seq;
@@ -364,10 +373,10 @@ static PyObject *extend_same(PyObject *self, PyObject *const *args, Py_ssize_t n
         if (is_count_step(count)) {
             lp += lp_int(count) - lp_int(count - 1);
         }
-        lp_bytes += lp;
-        held++;
+        spent += lp;
+        taken++;
     }
-    PyObject *result = columns_result(i, count, lp_bytes, full, &ms, &seq, &offsets);
+    PyObject *result = columns_result(i, spent, &ms, &seq, &offsets);
     if (result == NULL) {
         goto fail;
     }
@@ -560,8 +569,9 @@ static PyObject *plain_id(PyObject *self, PyObject *raw)
 static PyMethodDef methods[] = {
     {"plain_id", (PyCFunction)plain_id, METH_O,
      "The (ms, seq) of a plain '<ms>-<seq>' ID, or None (see the module)."},
-    {"extend_same", (PyCFunction)(void (*)(void))extend_same, METH_FASTCALL,
-     "Pack a run of same-field stream entries into a node's buffers (see the module)."},
+    {"pack_run", (PyCFunction)(void (*)(void))pack_run, METH_FASTCALL,
+     "Pack a run of same-field stream entries into a node's buffers, within the budget given "
+     "(see the module)."},
     {"append_one", (PyCFunction)(void (*)(void))append_one, METH_FASTCALL,
      "Pack one same-field stream entry into a node's buffers (see the module)."},
     {"format_id", (PyCFunction)(void (*)(void))format_id, METH_FASTCALL,

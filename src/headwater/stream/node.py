@@ -39,7 +39,9 @@ Listpack accounting
 Redis starts a new node when the tail's listpack would reach ``stream-node-max-bytes`` or holds
 ``stream-node-max-entries`` entries (live + deleted). Trimming with ``~`` only drops whole nodes,
 so to trim exactly as Redis does we keep ``lp_bytes``: the size Redis's listpack for this node
-would have, computed with listpack's encoding rules (STREAMS-REFERENCE §1.4).
+would have, computed with listpack's encoding rules (STREAMS-REFERENCE §1.4). The rule itself
+is written once, in ``room``: the C packer (``_pack.c``) is handed the budget it computes and
+only counts against it.
 """
 
 from __future__ import annotations
@@ -191,20 +193,53 @@ def _pack_values(blob: bytearray, pairs: Sequence[bytes]) -> int:
     return lp
 
 
-def _full(held: int, lp_bytes: int, size: int, limit: int, max_entries: int) -> bool:
-    """A node of ``held`` entries cannot take one of ``size`` more (``Stream.append``'s rule:
-    an empty node takes any one)."""
-    return bool(held) and (lp_bytes + size >= limit or (max_entries != 0 and held >= max_entries))
+# ---------------------------------------------------------------------------------------------
+# When a node is full: Redis's rule, written here and nowhere else
+
+#: Redis's STREAM_LISTPACK_MAX_SIZE: the byte cap when stream-node-max-bytes is 0 (or more)
+LISTPACK_MAX_SIZE: Final = 1 << 30
+#: the entry budget when stream-node-max-entries is 0: more entries than a node of
+#: ``LISTPACK_MAX_SIZE`` bytes can hold (a small int: unboxed, and Final: inlined, when
+#: compiled)
+NO_ENTRY_BOUND: Final = 1 << 60
 
 
-class _ExtendSame(Protocol):
-    """``_pack.extend_same`` (its module docstring)."""
+def byte_limit(max_bytes: int) -> int:
+    """The listpack size a node stays under, from stream-node-max-bytes (0, or more than
+    Redis's cap, means the cap)."""
+    return max_bytes if 0 < max_bytes <= LISTPACK_MAX_SIZE else LISTPACK_MAX_SIZE
+
+
+def room(held: int, lp_bytes: int, limit: int, max_entries: int) -> tuple[int, int, int]:
+    """What a node holding ``held`` entries (live and deleted) in ``lp_bytes`` listpack bytes
+    may still take: ``(free, bytes_left, entries_left)``, a budget read by ``fits``.
+
+    Redis's streamAppendItem starts a new node when the tail's listpack bytes plus the new
+    entry's raw size (its fields' and values' lengths) reach stream-node-max-bytes, or when
+    the tail holds stream-node-max-entries entries (0: no bound); it checks only a node that
+    exists, so a new node takes its first entry whatever its size (``free``). This is the one
+    place the rule is written: ``Node.takes``, ``Node.extend``'s loop and ``_pack.c`` (which
+    only counts against the budget) all read it."""
+    free = 0 if held else 1
+    entries_left = max_entries - held if max_entries else NO_ENTRY_BOUND
+    return free, limit - 1 - lp_bytes, entries_left
+
+
+def fits(free: int, bytes_left: int, entries_left: int, spent: int, taken: int, size: int) -> bool:
+    """An entry of raw size ``size`` fits in a ``room`` budget of which ``taken`` entries and
+    ``spent`` listpack bytes are used: one of the first ``free`` whatever its size, else while
+    the entries and the bytes last (``_pack.pack_run`` counts in the same terms)."""
+    return taken < free or (taken < entries_left and spent + size <= bytes_left)
+
+
+class _PackRun(Protocol):
+    """``_pack.pack_run`` (its module docstring)."""
 
     def __call__(
         self, blob: bytearray, entries: list[tuple[StreamID, Sequence[bytes], int]], start: int,
-        limit: int, max_entries: int, master_ms: int, master_seq: int, field_list: list[bytes],
-        count: int, lp_bytes: int, held: int, /,
-    ) -> tuple[int, int, int, bool, bytes, bytes, bytes]: ...  # fmt: skip
+        free: int, bytes_left: int, entries_left: int, master_ms: int, master_seq: int,
+        field_list: list[bytes], count: int, /,
+    ) -> tuple[int, int, bytes, bytes, bytes]: ...  # fmt: skip
 
 
 class _AppendOne(Protocol):
@@ -217,29 +252,30 @@ class _AppendOne(Protocol):
     ) -> int: ...  # fmt: skip
 
 
-def _native_pack() -> tuple[_ExtendSame, _AppendOne] | None:
-    """The C packer of same-field entries (``_pack.c``), or None when it is not built (the
-    pure build)."""
+class Packer:
+    """The C functions that write entries into a node's buffers (``_pack.c``): they pack and
+    measure the bytes, and take entries only within the budget ``room`` gives them. Where a
+    node is given None instead, it packs in Python (the pure build; the tests run both on the
+    same entries, ``tests/unit/test_stream_pack_equivalence.py``)."""
+
+    __slots__ = ("append_one", "pack_run")
+
+    def __init__(self, append_one: _AppendOne, pack_run: _PackRun) -> None:
+        self.append_one = append_one
+        self.pack_run = pack_run
+
+
+def _native_pack() -> Packer | None:
+    """The C packer (``_pack.c``), or None when it is not built (the pure build)."""
     try:
         module = importlib.import_module("headwater.stream._pack")
     except ImportError:
         return None
-    return cast(_ExtendSame, module.extend_same), cast(_AppendOne, module.append_one)
+    return Packer(cast(_AppendOne, module.append_one), cast(_PackRun, module.pack_run))
 
 
-def _native_extend_same() -> _ExtendSame | None:
-    pack = _native_pack()
-    return pack[0] if pack is not None else None
-
-
-def _native_append_one() -> _AppendOne | None:
-    pack = _native_pack()
-    return pack[1] if pack is not None else None
-
-
-# (two functions, not one Final tuple: mypyc miscompiles a narrowed ``Final`` optional tuple)
-_EXTEND_SAME: Final = _native_extend_same()
-_APPEND_ONE: Final = _native_append_one()
+#: the build's packer: what a stream packs its entries with unless told otherwise
+NATIVE_PACKER: Final = _native_pack()
 
 
 #: what a lazy node's buffers are until it is materialized (never written: every writer
@@ -377,14 +413,22 @@ class Node:
 
     # -- writing ---------------------------------------------------------------------------
 
-    def append(self, sid: StreamID, pairs: Sequence[bytes]) -> None:
-        """Append an entry; pairs is the flat field/value list. One with the node's field names
-        in C where built (``_pack.c``: XADD's usual entry)."""
+    def takes(self, size: int, limit: int, max_entries: int) -> bool:
+        """The node has room for one more entry of raw size ``size`` (``room``'s rule)."""
+        free, bytes_left, entries_left = room(len(self), self.lp_bytes, limit, max_entries)
+        return fits(free, bytes_left, entries_left, 0, 0, size)
+
+    def append(
+        self, sid: StreamID, pairs: Sequence[bytes], packer: Packer | None = NATIVE_PACKER
+    ) -> None:
+        """Append an entry the caller placed here (``takes``); pairs is the flat field/value
+        list. One with the node's field names by the packer where there is one (XADD's usual
+        entry), any other in Python."""
         if self._lazy is not None:
             self._materialize(self._lazy)
-        if _APPEND_ONE is not None:
+        if packer is not None:
             master_ms, master_seq = self.master
-            lp = _APPEND_ONE(
+            lp = packer.append_one(
                 self.blob, self.ms, self.seq, self.offsets, sid, pairs, self.field_list,
                 master_ms, master_seq, self.count,
             )  # fmt: skip
@@ -435,33 +479,37 @@ class Node:
 
     def extend(
         self, entries: Sequence[tuple[StreamID, Sequence[bytes], int]], start: int, limit: int,
-        max_entries: int,
+        max_entries: int, packer: Packer | None = NATIVE_PACKER,
     ) -> int:  # fmt: skip
         """``append`` for ``entries[start:]`` (``(ID, pairs, total length of pairs)``, IDs
-        increasing) while they fit by ``Stream.append``'s rule (``lp_bytes + size < limit``
-        and fewer than ``max_entries`` entries; an empty node takes one entry whatever its
-        size). Returns the index of the first entry not taken. The same bytes and listpack
-        accounting as ``append``: runs of entries with the node's field names in one C call
-        where it is built (``_pack.c``; a replica's link, AOF replay and a restart append
-        millions), the others one by one."""
+        increasing) while the node ``takes`` them; returns the index of the first entry not
+        taken. The packer, where there is one, packs the runs of entries with the node's field
+        names in one call each (a replica's link, AOF replay and a restart append millions),
+        within the budget ``room`` gives it; the others go one by one."""
         if self._lazy is not None:
             self._materialize(self._lazy)
-        if _EXTEND_SAME is None or type(entries) is not list:
-            return self._extend_loop(entries, start, limit, max_entries)
+        if packer is None or type(entries) is not list:
+            return self._extend_loop(entries, start, limit, max_entries, packer)
         i, end = start, len(entries)
         master_ms, master_seq = self.master
         while i < end:
-            i, self.count, self.lp_bytes, full, ms, seq, offsets = _EXTEND_SAME(
-                self.blob, entries, i, limit, max_entries, master_ms, master_seq,
-                self.field_list, self.count, self.lp_bytes, len(self.ms),
+            free, bytes_left, entries_left = room(len(self.ms), self.lp_bytes, limit, max_entries)
+            stop, spent, ms, seq, offsets = packer.pack_run(
+                self.blob, entries, i, free, bytes_left, entries_left, master_ms, master_seq,
+                self.field_list, self.count,
             )  # fmt: skip
             self.ms.frombytes(ms)
             self.seq.frombytes(seq)
             self.offsets.frombytes(offsets)
-            if full or i >= end:
+            self.count += stop - i
+            self.lp_bytes += spent
+            i = stop
+            if i >= end:
                 break
-            sid, pairs, size = entries[i]  # other field names: appended here
-            if _full(len(self.ms), self.lp_bytes, size, limit, max_entries):
+            # the run stopped at an entry the budget has no room for, or at one the packer
+            # leaves to Python (field names of its own)
+            sid, pairs, size = entries[i]
+            if not self.takes(size, limit, max_entries):
                 break
             self._append_packed(sid, pairs)
             i += 1
@@ -469,9 +517,10 @@ class Node:
 
     def _extend_loop(
         self, entries: Sequence[tuple[StreamID, Sequence[bytes], int]], start: int, limit: int,
-        max_entries: int,
+        max_entries: int, packer: Packer | None,
     ) -> int:  # fmt: skip
-        """``extend`` in Python, the loop's lookups hoisted (the pure build)."""
+        """``extend`` in Python, the loop's lookups hoisted (the pure build, and entries not
+        in a list)."""
         ms_append, seq_append, offsets_append = self.ms.append, self.seq.append, self.offsets.append
         blob = self.blob
         master_ms, master_seq = self.master
@@ -480,21 +529,22 @@ class Node:
         first_field = field_list[0] if nfields == 1 else None  # the usual shape, tested cheaper
         same_tail = lp_int(nfields + 3)
         pack = _U32.pack
-        count, lp_bytes, held = self.count, self.lp_bytes, len(self.ms)
+        count, lp_bytes = self.count, self.lp_bytes
+        free, bytes_left, entries_left = room(len(self.ms), lp_bytes, limit, max_entries)
+        lp_start = lp_bytes
         i, end = start, len(entries)
         while i < end:
             sid, pairs, size = entries[i]
-            if _full(held, lp_bytes, size, limit, max_entries):
+            if not fits(free, bytes_left, entries_left, lp_bytes - lp_start, i - start, size):
                 break
             i += 1
-            held += 1
             if (
                 len(pairs) != 2 or pairs[0] != first_field
                 if first_field is not None
                 else len(pairs) != 2 * nfields or list(pairs[0::2]) != field_list
             ):
                 self.count, self.lp_bytes = count, lp_bytes
-                self.append(sid, pairs)
+                self.append(sid, pairs, packer)
                 count, lp_bytes = self.count, self.lp_bytes
                 continue
             ms, seq = sid

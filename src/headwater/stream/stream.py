@@ -4,7 +4,8 @@ Theory of operation
 -------------------
 ``nodes`` holds the nodes in ID order and ``firsts`` their master (first) IDs, so finding the
 node that may hold an ID is one ``bisect`` (O(log n)); appends go to the last node until it is
-full by Redis's rule (``stream-node-max-entries`` / ``-bytes``), then a new node starts.
+full by Redis's rule (``stream-node-max-entries`` / ``-bytes``, written once: ``node.room``),
+then a new node starts.
 
 XDEL tombstones entries in place (they keep occupying node slots, as in Redis) and frees a node
 whose live entries reach zero. Trimming walks nodes from the head: whole nodes go while they may;
@@ -25,13 +26,10 @@ from typing import TYPE_CHECKING
 from headwater.errors import require
 from headwater.stream.idmp import IdmpState
 from headwater.stream.ids import MIN_ID, StreamID, above
-from headwater.stream.node import Node, total_size
+from headwater.stream.node import NATIVE_PACKER, Node, Packer, byte_limit, total_size
 
 if TYPE_CHECKING:
     from headwater.stream.groups import Group
-
-#: Redis's STREAM_LISTPACK_MAX_SIZE: the byte cap when stream-node-max-bytes is 0.
-LISTPACK_MAX_SIZE = 1 << 30
 
 Entry = tuple[StreamID, list[bytes]]
 
@@ -53,9 +51,13 @@ class Stream:
         "length",
         "max_deleted_id",
         "nodes",
+        "packer",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, packer: Packer | None = NATIVE_PACKER) -> None:
+        """An empty stream whose nodes are packed by ``packer`` (the build's; None packs in
+        Python, as the pure build does)."""
+        self.packer = packer
         self.nodes: list[Node] = []
         self.firsts: list[StreamID] = []
         self.length = 0
@@ -78,7 +80,7 @@ class Stream:
         """An independent twin (Redis's streamDup, for COPY): the entries in nodes of their
         own, the counters, the consumer groups with their PELs and consumers, and the IDMP
         maps and settings."""
-        twin = Stream()
+        twin = Stream(self.packer)
         twin.nodes = [node.copy() for node in self.nodes]
         twin.firsts = list(self.firsts)
         twin.length = self.length
@@ -104,14 +106,16 @@ class Stream:
         size: int | None = None,
     ) -> None:
         """Append an entry whose ID is above last_id (else ID_TOO_SMALL, nothing changed);
-        ``size`` is the total length of pairs, if the caller already has it."""
+        ``size`` is the total length of pairs, if the caller already has it. It goes to the
+        tail if the tail ``takes`` it, else to a new node (which takes any first entry)."""
         above(sid, self.last_id)
-        tail = self.nodes[-1] if self.nodes else None
         if size is None:
             size = total_size(pairs)
-        if tail is None or self._tail_full(tail, size, max_bytes, max_entries):
-            tail = self._new_tail(tail, sid, pairs)
-        tail.append(sid, pairs)
+        nodes = self.nodes
+        tail = nodes[-1] if nodes else None
+        if tail is None or not tail.takes(size, byte_limit(max_bytes), max_entries):
+            tail = self._new_node(sid, pairs)
+        tail.append(sid, pairs, self.packer)
         self.length += 1
         self.entries_added += 1
         self.last_id = sid
@@ -126,42 +130,39 @@ class Stream:
     ) -> None:
         """``append`` for each of ``(ID, pairs, total length of pairs)`` in turn, with the
         same nodes as a result (AOF replay), the IDs increasing past last_id (else
-        ID_TOO_SMALL, nothing changed). The nodes fill themselves (``Node.extend``)."""
+        ID_TOO_SMALL, nothing changed). The tail takes what it has room for
+        (``Node.extend``), then a new node (which takes at least its first entry), and so
+        on."""
         if not entries:
             return
         last = self.last_id
         for entry in entries:  # (all checked before any is appended: nothing half-done)
             last = above(entry[0], last)
-        limit = max_bytes if 0 < max_bytes <= LISTPACK_MAX_SIZE else LISTPACK_MAX_SIZE
+        limit = byte_limit(max_bytes)
         was_empty = self.length == 0
-        i = 0
-        while i < len(entries):
-            tail = self.nodes[-1] if self.nodes else None
-            sid, pairs, size = entries[i]
-            if tail is None or self._tail_full(tail, size, max_bytes, max_entries):
-                tail = self._new_tail(tail, sid, pairs)
-            i = tail.extend(entries, i, limit, max_entries)
+        i, end = 0, len(entries)
+        while True:
+            if self.nodes:
+                i = self.nodes[-1].extend(entries, i, limit, max_entries, self.packer)
+            if i >= end:
+                break
+            sid, pairs, _ = entries[i]
+            self._new_node(sid, pairs)
         self.length += len(entries)
         self.entries_added += len(entries)
         self.last_id = entries[-1][0]
         if was_empty:
             self.first_id = entries[0][0]
 
-    def _new_tail(self, full: Node | None, sid: StreamID, pairs: Sequence[bytes]) -> Node:
-        """Seal the full tail (if any) and start a node whose first entry will be ``sid``."""
-        if full is not None:
-            full.seal()
+    def _new_node(self, sid: StreamID, pairs: Sequence[bytes]) -> Node:
+        """Seal the tail (if any) and start an empty node for the entry ``sid``, ``pairs``
+        (its master ID and field names)."""
+        if self.nodes:
+            self.nodes[-1].seal()
         tail = Node(sid, pairs[0::2])
         self.nodes.append(tail)
         self.firsts.append(sid)
         return tail
-
-    @staticmethod
-    def _tail_full(tail: Node, size: int, max_bytes: int, max_entries: int) -> bool:
-        limit = max_bytes if 0 < max_bytes <= LISTPACK_MAX_SIZE else LISTPACK_MAX_SIZE
-        if tail.lp_bytes + size >= limit:
-            return True
-        return bool(max_entries) and len(tail) >= max_entries
 
     # -- lookups ---------------------------------------------------------------------------
 
