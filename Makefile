@@ -103,10 +103,20 @@ unit: setup
 	$(BIN)/pytest -q tests/unit
 
 # The whole suite on the build `make setup` made (compiled unless it fell back), then the unit
-# and model tests on the pure source: a copy of src/ without the .so files.
+# and model tests and PURE_TIER on the pure source: a copy of src/ without the .so files.
 # Two pytest workers (TEST_WORKERS=0: one process); the Spark tests share one worker, and so
 # their one SparkSession (tests/spark/conftest.py groups them).
 PURE_SRC := build/pure-src
+# The pure build's tier beyond unit and model tests (what users without a compiler run):
+# the differential tests of streams, groups, the XREAD caps and the replication stream (bytes
+# against redis-server), and the replication and active-active e2e tests; the servers they
+# start run the pure copy too (tests/e2e/test_build_e2e.py checks it). The rest of the suite
+# runs on the compiled build only (CI's 20 minutes).
+PURE_TIER := tests/e2e/test_build_e2e.py tests/differential/test_streams.py \
+	tests/differential/test_groups.py tests/differential/test_xread_caps.py \
+	tests/differential/test_replication_stream.py tests/e2e/test_replication_e2e.py \
+	tests/e2e/test_replication_stream_e2e.py tests/e2e/test_activeactive_e2e.py \
+	tests/e2e/test_activeactive_transfer_tcp.py tests/e2e/test_idmp_e2e.py
 TEST_WORKERS ?= 2
 XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
 test: setup redis-server postgres lint
@@ -115,7 +125,7 @@ test: setup redis-server postgres lint
 	@rm -rf $(PURE_SRC) && mkdir -p $(PURE_SRC)
 	@cp -R src/headwater $(PURE_SRC)/ && find $(PURE_SRC) -name '*.so' -delete
 	PYTHONPATH=$(PURE_SRC) HEADWATER_EXPECT_BUILD=pure $(BIN)/pytest -q -p no:cacheprovider \
-		$(XDIST) tests/unit tests/model
+		$(XDIST) tests/unit tests/model $(PURE_TIER)
 
 # Redis's own test suite (7.4.1, external mode) on every unit against this build; writes
 # tests/REDIS-SUITE.md. REDIS_TESTS names the suite's directory (Redis's tests/ and runtest
