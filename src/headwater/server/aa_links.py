@@ -68,7 +68,7 @@ from headwater.resp.types import Raw, Reply
 from headwater.server.protocol import Connection
 
 if TYPE_CHECKING:
-    from headwater.server.app import Server
+    from headwater.server.hosts import LinkHost
 
 log = logging.getLogger("headwater")
 
@@ -161,7 +161,7 @@ class _Watchdog:
 
 
 class RegionLinks:
-    def __init__(self, server: Server, rk: RegionKeyspace) -> None:
+    def __init__(self, server: LinkHost, rk: RegionKeyspace) -> None:
         self.server = server
         self.engine = server.engine
         self.rk = rk

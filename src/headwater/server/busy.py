@@ -31,7 +31,7 @@ from headwater.commands.context import Client
 from headwater.server.protocol import READ_SIZE, Connection
 
 if TYPE_CHECKING:
-    from headwater.server.app import Server
+    from headwater.server.hosts import PollerHost
 
 log = logging.getLogger("headwater")
 
@@ -94,7 +94,7 @@ class InterimTransport:
 
 
 class BusyPoller:
-    def __init__(self, server: Server) -> None:
+    def __init__(self, server: PollerHost) -> None:
         self.server = server
         self.listening: dict[int, socket.socket] = {}
         self.interim: list[InterimTransport] = []

@@ -44,7 +44,7 @@ from headwater.resp.parser import RequestError, RequestParser
 from headwater.server.querybuf import note_held, note_read
 
 if TYPE_CHECKING:
-    from headwater.server.app import Server
+    from headwater.server.hosts import ConnectionHost
 
 log = logging.getLogger("headwater")
 
@@ -74,7 +74,7 @@ def _peer(sock: socket.socket | None, local: bool) -> str:
 
 
 class Connection(asyncio.Protocol):
-    def __init__(self, server: Server) -> None:
+    def __init__(self, server: ConnectionHost) -> None:
         self.server = server
         self.engine = server.engine
         self.transport: asyncio.Transport | None = None

@@ -62,7 +62,7 @@ from headwater.resp.split import CommandSplitter, new_splitter
 from headwater.stream.node import Node
 
 if TYPE_CHECKING:
-    from headwater.server.app import Server
+    from headwater.server.hosts import LinkHost
     from headwater.server.replication import Replication
 
 log = logging.getLogger("headwater")
@@ -81,7 +81,7 @@ class LinkError(Exception):
 
 
 class ReplicaLink:
-    def __init__(self, server: Server, repl: Replication, host: str, port: int) -> None:
+    def __init__(self, server: LinkHost, repl: Replication, host: str, port: int) -> None:
         self.server = server
         self.repl = repl
         self.engine = server.engine

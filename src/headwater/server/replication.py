@@ -47,7 +47,7 @@ from headwater.server.repl_sync import FullSync, Peer
 from headwater.server.repl_wait import Waits
 
 if TYPE_CHECKING:
-    from headwater.server.app import Server
+    from headwater.server.hosts import LinkHost
     from headwater.server.protocol import Connection
     from headwater.server.replica_link import ReplicaLink
 
@@ -73,7 +73,7 @@ STATE_FILE = "replication.state"
 
 
 class Replication:
-    def __init__(self, server: Server, data_dir: str) -> None:
+    def __init__(self, server: LinkHost, data_dir: str) -> None:
         self.server = server
         self.engine = engine = server.engine
         self.config = engine.config
