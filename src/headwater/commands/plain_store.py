@@ -39,7 +39,6 @@ from headwater.commands.notify import count_read, lookup_read, notify
 from headwater.commands.store import StreamStore
 from headwater.commands.streams import (
     EXHAUSTED,
-    LISTPACK_MAX,
     TOO_LARGE,
     ReplyCaps,
     TrimOpts,
@@ -76,7 +75,7 @@ from headwater.stream.groups import (
 )
 from headwater.stream.idmp import auto_iid
 from headwater.stream.ids import MAX_ID, MIN_ID, StreamID, format_id, incr_id
-from headwater.stream.node import total_size
+from headwater.stream.node import entry_fits, total_size
 from headwater.stream.stream import Stream
 
 
@@ -119,7 +118,7 @@ class PlainStreams(StreamStore[Stream, Group]):
             raise EXHAUSTED
         sid = next_id(stream, opts.id, c.server.keyspace.now_ms)
         size = total_size(pairs)
-        if size > LISTPACK_MAX:
+        if not entry_fits(size):
             raise TOO_LARGE
         settings = c.server.config.values  # (the dict itself: no method call per lookup)
         max_bytes: int = settings["stream-node-max-bytes"]

@@ -37,7 +37,6 @@ from headwater.commands.notify import lookup_read, notify
 from headwater.commands.region_keyspace import RegionKeyspace, region_of, stream_at
 from headwater.commands.store import StreamStore
 from headwater.commands.streams import (
-    LISTPACK_MAX,
     TOO_LARGE,
     ReplyCaps,
     TrimOpts,
@@ -54,7 +53,7 @@ from headwater.resp.types import NULL_ARRAY, OK, PairMap, Raw, Reply
 from headwater.stream.groups import UNKNOWN, Group, advance, claimed_count, lag
 from headwater.stream.idmp import auto_iid
 from headwater.stream.ids import MAX_ID, MIN_ID, StreamID, format_id, incr_id
-from headwater.stream.node import total_size
+from headwater.stream.node import entry_fits, total_size
 
 _NULL_ENTRY = Raw(b"*-1\r\n")
 _NULL_ENTRY3 = Raw(b"_\r\n")
@@ -99,7 +98,7 @@ class RegionStreams(StreamStore[RegionStream, RegionGroup]):
                 c.db.signal_modified(key)
                 return rk.written(format_id(original), 1)
         size = total_size(pairs)
-        if size > LISTPACK_MAX:
+        if not entry_fits(size):
             raise TOO_LARGE
         region = rk.region
         sid = region.xadd(key, argv[opts.id_index], pairs, c.server.keyspace.now_ms, size)

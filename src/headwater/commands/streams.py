@@ -51,7 +51,6 @@ LIMIT_NO_TILDE = err("syntax error, LIMIT cannot be used without the special ~ o
 XTRIM_NO_STRATEGY = err("syntax error, XTRIM must be called with a trimming strategy")
 IDMP_TWICE = err("syntax error, IDMP/IDMPAUTO specified multiple times")
 IDMP_AUTO_ONLY = err("syntax error, IDMP/IDMPAUTO can be used only with auto-generated IDs")
-LISTPACK_MAX = 1 << 30
 _REF_STRATEGIES = (b"KEEPREF", b"DELREF", b"ACKED")
 
 

@@ -68,7 +68,6 @@ import hiredis
 
 from headwater.commands.args import strict_int
 from headwater.commands.context import Client, CommandSpec
-from headwater.commands.streams import LISTPACK_MAX
 from headwater.engine.core import Engine
 from headwater.errors import ReplyError, err
 from headwater.keyevents import STREAM
@@ -88,6 +87,7 @@ from headwater.resp.split import CommandSplitter
 from headwater.stream.groups import claim_time, claimed_count, id_key
 from headwater.stream.idmp import auto_iid
 from headwater.stream.ids import StreamID, follows, parse_id
+from headwater.stream.node import entry_fits
 from headwater.stream.stream import Stream
 
 log = logging.getLogger("headwater")
@@ -97,7 +97,6 @@ READ_CHUNK = 64 * 1024
 #: queued XADDs are appended at least every this many (the argv lists stay small in memory)
 RUN_MAX: Final = 1024
 #: (Final: compiled, a constant rather than a module dictionary lookup per XADD)
-_LISTPACK_MAX: Final = LISTPACK_MAX
 
 
 def _is_xadd(name: bytes) -> bool:
@@ -490,7 +489,7 @@ class _XaddBatch:
             key = argv[1]  # (compiled: raises TypeError unless bytes)
         except (TypeError, AttributeError, ReplyError):  # a nested array, an integer… where
             return False  # bytes go, or not an ID
-        if size < 0 or size > _LISTPACK_MAX or (key != self.key and not self._open(key)):
+        if not entry_fits(size) or (key != self.key and not self._open(key)):
             return False
         if not follows(sid, self.last):
             return False  # (the handler answers it: ID_TOO_SMALL)
@@ -506,7 +505,11 @@ class _XaddBatch:
         return True
 
     def _open(self, key: bytes) -> bool:
-        """Start a run for key (ending the current one)."""
+        """Start a run for key (ending the current one), where a run does what each
+        handler call would: not when something watches the key, waits on it, may expire it,
+        tracks it or hears its events (the handler tells them per XADD). These say when the
+        batch may stand in for the handler; the rules it applies are the store's (the ID
+        rule in ``Stream.extend``, ``entry_fits``, IDMP in ``ops.streams``)."""
         if self.queued:
             self._append_queued()
         if type(key) is not bytes:

@@ -68,6 +68,17 @@ INT64_MAX = 2**63 - 1
 # Listpack element sizes
 
 
+#: the largest entry a stream takes (fields and values together): Redis's limit of a
+#: listpack element, checked before any ID is taken
+ENTRY_MAX: Final = 1 << 30
+
+
+def entry_fits(size: int) -> bool:
+    """Whether an entry of this ``total_size`` may be added (XADD, plain or region, and the
+    replay's runs; XADD answers TOO_LARGE otherwise)."""
+    return 0 <= size <= ENTRY_MAX
+
+
 def total_size(parts: Sequence[bytes]) -> int:
     """The bytes of an entry's fields and values together (a loop: compiled, ``sum(map(len,
     …))`` reads three builtins by name and calls through them on every XADD)."""
