@@ -54,7 +54,7 @@ from headwater.activeactive.rstream import (
     db_streams,
 )
 from headwater.errors import NO_SUCH_KEY, ReplyError, err, require
-from headwater.stream.groups import bumped
+from headwater.stream.groups import bumped, claimed_count
 from headwater.stream.ids import MAX_ID, MIN_ID, StreamID, decr_id, format_id, parse_id
 
 Entry = tuple[StreamID, list[bytes]]
@@ -595,16 +595,17 @@ class Region:
             if count is not None and len(out) >= count:
                 break
             pending = g.pel[tag]
-            if pending.consumer is not None and now_ms - pending.delivery_ms < min_idle:
+            owned_for = None if pending.consumer is None else now_ms - pending.delivery_ms
+            new_count = claimed_count(pending.count, owned_for, min_idle, False, None, False)
+            if new_count is None:
                 break  # in delivery-time order: nothing after this one is idle enough either
-            # (a nacked entry is claimable whatever min-idle says)
             pairs = record.entry(tag[1], tag[0])
             if pairs is None:
                 continue
             idle, old = max(now_ms - pending.delivery_ms, 0), pending.count
             if admit is not None and not admit(tag[0], pairs, idle, old):
                 break
-            g.claim(tag, consumer, now_ms, bumped(old))
+            g.claim(tag, consumer, now_ms, new_count)
             out.append((tag[0], pairs, idle, old))
         return out
 

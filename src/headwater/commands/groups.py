@@ -46,6 +46,7 @@ from headwater.stream.groups import (
     advance,
     bumped,
     claim_time,
+    claimed_count,
     id_key,
     key_id,
 )
@@ -435,8 +436,9 @@ def _serve_with_claim(
     limit = caps.per_stream(count)
     claimable: list[tuple[int, int, StreamID, list[bytes]]] = []
     for key in group.claim_order():
-        delivery_ms = group.pel[key][0]
-        if now - delivery_ms < min_idle:
+        delivery_ms, count, owner = group.pel[key]
+        owned_for = None if owner is None else now - delivery_ms
+        if claimed_count(count, owned_for, min_idle, False, None, False) is None:
             break  # in delivery-time order: nothing after this one is idle enough either
         sid = key_id(key)
         pairs = stream.get(sid)
