@@ -34,7 +34,7 @@ from headwater.commands.groups import (
     reclaim_idle_everywhere,
     touch_consumer,
 )
-from headwater.commands.idmp import NO_SUCH_MESSAGE, apply_idmp_settings, recorded
+from headwater.commands.idmp import NO_SUCH_MESSAGE, apply_idmp_settings, expire_idmp, recorded
 from headwater.commands.notify import count_read, lookup_read, notify
 from headwater.commands.store import StreamStore
 from headwater.commands.streams import (
@@ -529,6 +529,9 @@ class PlainStreams(StreamStore[Stream, Group]):
         cursor = format_id(key_id(keys[i])) if i < len(keys) else b"0-0"
         drop_creation_if_claimed(fx, created_at)
         return claimer.finish([cursor, claimer.items, deleted])
+
+    def expire_idmp(self, dbs: list[Database], now_ms: int, duration_s: int) -> int:
+        return sum(expire_idmp(db, now_ms) for db in dbs if db.idmp_keys)
 
     def reclaim_idle(self, db: Database, now_ms: int, idle_ms: int) -> list[Change]:
         return reclaim_idle_everywhere(db, now_ms, idle_ms)

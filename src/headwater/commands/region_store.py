@@ -32,7 +32,7 @@ from headwater.commands.groups import (
     XPendingOpts,
     nacked_count,
 )
-from headwater.commands.idmp import NO_SUCH_MESSAGE, recorded
+from headwater.commands.idmp import NO_SUCH_MESSAGE, expire_idmp, recorded
 from headwater.commands.notify import lookup_read, notify
 from headwater.commands.region_keyspace import RegionKeyspace, region_of, stream_at
 from headwater.commands.store import StreamStore
@@ -561,6 +561,14 @@ class RegionStreams(StreamStore[RegionStream, RegionGroup]):
             group.touch(argv[3], now, active=True)
         cursor = format_id(tags[i][0]) if i < len(tags) else b"0-0"
         return rk.written([cursor, items, deleted], changed)
+
+    def expire_idmp(self, dbs: list[Database], now_ms: int, duration_s: int) -> int:
+        """This region's maps (local to it), and any plain stream's (none is made here: a
+        database's ``idmp_keys`` stays empty)."""
+        expired = sum(expire_idmp(db, now_ms) for db in dbs if db.idmp_keys)
+        if self.rk.idmp_keys:
+            expired += self.rk.expire_idmp(now_ms, duration_s)
+        return expired
 
     def reclaim_idle(self, db: Database, now_ms: int, idle_ms: int) -> list[Change]:
         """Consumers are local: an idle one with nothing pending is dropped here, and its

@@ -186,6 +186,11 @@ class StreamStore(Generic[S, G]):
         """XAUTOCLAIM's (min-idle, start, count, justid)."""
         raise NotImplementedError
 
+    def expire_idmp(self, dbs: list[Database], now_ms: int, duration_s: int) -> int:
+        """The once-a-second cron (a primary only): iids older than their stream's duration
+        (``duration_s``: the server's default) forgotten; how many."""
+        raise NotImplementedError
+
     def reclaim_idle(self, db: Database, now_ms: int, idle_ms: int) -> list[Change]:
         """The cron's pass (``stream-consumer-idle-reclaim-ms``): idle consumers with nothing
         pending dropped from every group; a change per consumer."""

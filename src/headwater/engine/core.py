@@ -39,7 +39,6 @@ from headwater.commands.context import (
     Stats,
 )
 from headwater.commands.gate import ReplyGate
-from headwater.commands.idmp import expire_idmp
 from headwater.commands.notify import publish_event
 from headwater.commands.plain_store import PlainStreams
 from headwater.commands.pubsub import PUSH_REPLIES, PubSub, hooked_call
@@ -829,11 +828,7 @@ class Engine(ScriptHost):
             # (a replica forgets IDMP iids only with its primary, as it expires keys: by its
             # own clock it would refuse the primary's later retry of an iid it dropped)
             self._last_second_ms = now
-            for db in self.keyspace.dbs:
-                if db.idmp_keys:
-                    expire_idmp(db, now)
-            if self.region is not None and self.region.idmp_keys:
-                self.region.expire_idmp(now, self.config["stream-idmp-duration"])
+            self.streams.expire_idmp(self.keyspace.dbs, now, self.config["stream-idmp-duration"])
         self._reclaim_idle_consumers()
         if keyspace.tracking_on:
             self.tracking.limit_used_slots()
