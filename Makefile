@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 PORT ?= 6379
 DATA ?= ./data
 
-.PHONY: setup run test lint unit demo bench redis-server redis-suite postgres clean
+.PHONY: setup run test lint lint-sources system-deps unit demo bench redis-server redis-suite postgres clean
 
 # `make setup` also compiles the hot modules with mypyc (src/headwater/_build.py lists them;
 # the .so files land next to their .py in src/). HEADWATER_PURE=1 skips that, and a failed
@@ -92,12 +92,22 @@ postgres:
 	@-service postgresql start >/dev/null 2>&1 || true
 	@-su postgres -c "psql -qc \"ALTER USER postgres PASSWORD 'headwater'\"" >/dev/null 2>&1 || true
 
-lint: setup
+lint: setup lint-sources
+
+# The checks of `make lint`, which need the installed tools but not the compiled build:
+# `make test` runs them beside the compile (their own mypy cache: mypyc's build uses
+# .mypy_cache at the same time).
+LINT_MYPY := MYPY_CACHE_DIR=build/mypy-lint-cache $(BIN)/mypy
+lint-sources: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks tools examples
 	$(BIN)/ruff format --check src tests benchmarks tools examples
-	$(BIN)/mypy --strict --follow-imports=silent --ignore-missing-imports examples/rocket_rides
-	$(BIN)/mypy
+	$(LINT_MYPY) --strict --follow-imports=silent --ignore-missing-imports examples/rocket_rides
+	$(LINT_MYPY)
 	$(BIN)/lint-imports
+
+# Debian's packages the tests use, one apt-get after the other (dpkg's lock).
+system-deps:
+	@$(MAKE) --no-print-directory -j1 redis-server postgres
 
 unit: setup
 	$(BIN)/pytest -q tests/unit
@@ -119,7 +129,10 @@ PURE_TIER := tests/e2e/test_build_e2e.py tests/differential/test_streams.py \
 	tests/e2e/test_activeactive_transfer_tcp.py tests/e2e/test_idmp_e2e.py
 TEST_WORKERS ?= 2
 XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
-test: setup redis-server postgres lint
+# The compile, the lint and the system packages at once (the compile's mypy phase and apt's
+# downloads leave a core free), then the tests.
+test: $(STAMP)
+	@$(MAKE) --no-print-directory -j3 setup lint-sources system-deps
 	HEADWATER_EXPECT_BUILD=$$(cat $(BUILD_STAMP)) HEADWATER_TEST_PG_URL=$(PG_URL) $(BIN)/pytest -q $(XDIST) \
 		--durations=25
 	@rm -rf $(PURE_SRC) && mkdir -p $(PURE_SRC)
