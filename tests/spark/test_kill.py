@@ -149,7 +149,20 @@ def test_two_driver_kills_lose_and_duplicate_nothing(
 
 
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("idempotence", ["position", "none"])
+@pytest.mark.parametrize(
+    "idempotence",
+    [
+        "position",
+        # what IDMP prevents, shown: ~80 s of CI's 20 minutes, and the position variant already
+        # checks that batch 1 was appended and not committed before the restart (XLEN 2000)
+        pytest.param(
+            "none",
+            marks=pytest.mark.skipif(
+                os.environ.get("HW_SLOW") != "1", reason="the control run: set HW_SLOW=1"
+            ),
+        ),
+    ],
+)
 def test_driver_killed_between_write_and_commit(
     hw_url: str, r: redis.Redis, checkpoint: Path, scratch: Path, idempotence: str
 ) -> None:

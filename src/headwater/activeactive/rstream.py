@@ -29,7 +29,7 @@ from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import islice
 
-from headwater.errors import InvariantViolation, require
+from headwater.errors import require
 from headwater.stream.groups import idle_consumer
 from headwater.stream.idmp import IdmpState
 from headwater.stream.ids import MAX_ID, MIN_ID, StreamID, incr_id
@@ -511,12 +511,7 @@ class RegionStream:
         stream = self.subs.get(region)
         if stream is None:
             stream = self.subs[region] = Stream()
-        # (by parts: compiled, a comparison of the two IDs boxed both; the message is built
-        # only when it is raised)
-        last_ms, last_seq = stream.last_id
-        if sid[0] < last_ms or (sid[0] == last_ms and sid[1] <= last_seq):
-            raise InvariantViolation(f"sub-log {region} got {sid} at or below its last ID")
-        limits = self.limits
+        limits = self.limits  # (the sub-log refuses an ID at or below its last: Stream.append)
         stream.append(sid, pairs, limits.max_bytes, limits.max_entries, size if size >= 0 else None)
 
     def insert(self, region: int, entries: list[MergedEntry]) -> None:
@@ -524,8 +519,7 @@ class RegionStream:
         sub-log grows by its origin's effects, in that origin's order, and a moved sub-log
         is filled once (RENAME). Anything else is a bug."""
         stream = self.sub(region)
-        for sid, _, pairs in entries:
-            require(sid > stream.last_id, f"sub-log {region} got {sid} at or below its last ID")
+        for sid, _, pairs in entries:  # (an ID at or below the last: Stream.append refuses it)
             stream.append(sid, pairs, self.limits.max_bytes, self.limits.max_entries)
 
     # -- introspection ---------------------------------------------------------------------
