@@ -366,9 +366,9 @@ class Replayer:
         consumer, dirty = touch_consumer(group, argv[3], now)
         pel_key = id_key(sid)
         found = stream.find(sid)
-        nack = group.pel.get(pel_key)
-        # the effect's shape (min-idle 0, FORCE, RETRYCOUNT, JUSTID) always claims
-        claimed = claimed_count(None if nack is None else nack[1], None, 0, True, count, True)
+        # the effect's shape (min-idle 0, FORCE, RETRYCOUNT, JUSTID) always claims, with its
+        # RETRYCOUNT whatever the entry's count: no PEL lookup for it
+        claimed = claimed_count(None, None, 0, True, count, True)
         if found is not None and found[0].is_live(found[1]) and claimed is not None:
             delivery_ms = claim_time(time_ms, now)
             dirty += claim_entry(group, pel_key, consumer, delivery_ms, claimed, now)
