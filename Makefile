@@ -130,9 +130,16 @@ PURE_TIER := tests/e2e/test_build_e2e.py tests/differential/test_streams.py \
 TEST_WORKERS ?= 2
 XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
 # The compile, the lint and the system packages at once (the compile's mypy phase and apt's
-# downloads leave a core free), then the tests.
+# downloads leave a core free), then the tests. apt runs beside make, never under a -j make:
+# debconf talks on file descriptor 3, which a parallel make's jobserver pipe may hold (CI saw
+# make lose its children and hang); its output is shown once it is done.
 test: $(STAMP)
-	@$(MAKE) --no-print-directory -j3 setup lint-sources system-deps
+	@mkdir -p build; \
+	$(MAKE) --no-print-directory system-deps >build/system-deps.log 2>&1 </dev/null & deps=$$!; \
+	$(MAKE) --no-print-directory -j2 setup lint-sources; built=$$?; \
+	wait $$deps; got=$$?; cat build/system-deps.log; \
+	[ $$got = 0 ] || echo "make system-deps failed (build/system-deps.log)"; \
+	[ $$built = 0 ] && [ $$got = 0 ]
 	HEADWATER_EXPECT_BUILD=$$(cat $(BUILD_STAMP)) HEADWATER_TEST_PG_URL=$(PG_URL) $(BIN)/pytest -q $(XDIST) \
 		--durations=25
 	@rm -rf $(PURE_SRC) && mkdir -p $(PURE_SRC)

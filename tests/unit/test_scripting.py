@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from headwater.engine.replay import Replayer
+from headwater.scripting.runtime import _c_bridge
 from tests.unit.conftest import Harness, error_text
 from tests.unit.test_replay_roundtrip import _without_consumer_times
 from tests.unit.test_rewrite import exact_state
@@ -273,6 +274,23 @@ def test_bad_scripts_get_errors_and_the_engine_goes_on() -> None:
     big = _eval(h, c, "return string.rep('x', 5000000)")
     assert len(big) == 5000000
     assert _eval(h, c, "return 1") == 1
+
+
+def test_a_call_with_thousands_of_arguments_from_unpack() -> None:
+    # Redis's suite passes 7,999 values from unpack; the C bridge takes them all. lupa's
+    # crossing (the pure build's) checks Lua's C stack first and refuses a call of 7,998
+    # arguments or more (command and key included): an error reply, nothing written, the
+    # engine goes on.
+    h = Harness()
+    c = h.client()
+    body = "local a = {} for i = 1, %d do a[i] = i end return redis.call('rpush', 'l', unpack(a))"
+    assert _eval(h, c, body % 7995) == 7995
+    if _c_bridge() is not None:
+        assert _eval(h, c, body % 7999) == 7995 + 7999
+    else:
+        assert "not a python object" in error_text(_eval(h, c, body % 7999))
+        assert h.call(c, "LLEN", "l") == 7995
+    assert _eval(h, c, "return redis.call('llen', 'l')") == h.call(c, "LLEN", "l")
 
 
 # -- functions ----------------------------------------------------------------------------------
