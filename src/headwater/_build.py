@@ -103,6 +103,8 @@ HOT_MODULES = (
     "headwater.commands.region_store",
     "headwater.commands.store",
     "headwater.commands.plain_store",
+    # every call records its duration in its command's histogram (LATENCY HISTOGRAM)
+    "headwater.commands.latency",
     # the links of a region: per chunk read (parse, from_line, the inbox) and per loop turn
     # (the feeds); it imports ``server.protocol`` for real (see its import of ``Connection``)
     "headwater.server.aa_links",

@@ -129,6 +129,31 @@ def _save(text: str) -> list[tuple[int, int]]:
     return rules
 
 
+def _percentiles(text: str) -> list[float]:
+    """``latency-tracking-info-percentiles``: numbers in [0, 100], space-separated."""
+    values = []
+    for part in text.split():
+        try:
+            value = float(part)
+        except ValueError:
+            raise ConfigError("Invalid latency-tracking-info-percentiles parameters") from None
+        if value != value or not 0.0 <= value <= 100.0:
+            raise ConfigError(
+                "latency-tracking-info-percentiles parameters should sit between [0.0,100.0]"
+            )
+        values.append(value)
+    return values
+
+
+def print_percentile(value: float) -> str:
+    """A percentile as Redis prints it (``%f``, trailing zeros trimmed)."""
+    return f"{value:f}".rstrip("0").rstrip(".")
+
+
+def _print_percentiles(values: list[float]) -> str:
+    return " ".join(print_percentile(v) for v in values)
+
+
 def _print_save(rules: list[tuple[int, int]]) -> str:
     return " ".join(f"{s} {c}" for s, c in rules)
 
@@ -381,6 +406,14 @@ PARAMS: tuple[Param, ...] = (
     Param("slowlog-log-slower-than", _int_parser(-1, INT64_MAX), "10000"),
     Param("slowlog-max-len", _int_parser(0, INT64_MAX), "128"),
     Param("latency-monitor-threshold", _int_parser(0, INT64_MAX), "0"),
+    Param("latency-tracking", _bool, "yes", printer=_yn),
+    Param(
+        "latency-tracking-info-percentiles",
+        _percentiles,
+        "50 99 99.9",
+        printer=_print_percentiles,
+        variadic=True,
+    ),
     Param("lazyfree-lazy-user-del", _bool, "no", printer=_yn),
     #: SCRIPT FLUSH and FUNCTION FLUSH without SYNC|ASYNC free in the background
     Param("lazyfree-lazy-user-flush", _bool, "no", printer=_yn),

@@ -28,10 +28,6 @@ EXCLUDED = {
     # operability, later
     "acl": "ACL",
     "acl|*": "ACL",
-    "slowlog": "SLOWLOG",
-    "slowlog|*": "SLOWLOG",
-    "latency": "LATENCY",
-    "latency|*": "LATENCY",
     "memory|doctor": "MEMORY DOCTOR",
     # replication commands, in the replication issue
     "failover": "replication",

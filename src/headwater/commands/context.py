@@ -24,8 +24,10 @@ from headwater.keyspace import Database, Keyspace, WatchedKey
 from headwater.resp.types import Reply, Status
 
 if TYPE_CHECKING:
+    from headwater.commands.latency import LatencyMonitor
     from headwater.commands.pubsub import PubSub
     from headwater.commands.region_keyspace import RegionKeyspace
+    from headwater.commands.slowlog import SlowLog
     from headwater.commands.store import StreamStore
     from headwater.commands.tracking import Tracking
 
@@ -70,6 +72,8 @@ class CommandSpec:
         self.usec = 0.0
         self.rejected_calls = 0
         self.failed_calls = 0
+        #: its calls' durations, an HDR histogram's buckets (commands/latency.py)
+        self.latency_counts: dict[int, int] = {}
 
     def fresh(self, parent: CommandSpec | None = None) -> CommandSpec:
         """A copy with zeroed statistics: each engine owns its table (the SPECS rows are
@@ -284,6 +288,9 @@ class ServerAPI:
     busy_reply: ReplyError | None
     #: channels, patterns and monitors (commands/pubsub.py)
     pubsub: PubSub
+    #: SLOWLOG (commands/slowlog.py) and LATENCY's events (commands/latency.py)
+    slowlog: SlowLog
+    latency: LatencyMonitor
     #: the active-active region (``region-id``; commands/regions.py), None on a plain server
     region: RegionKeyspace | None
     #: keyspace events the running command fired, (event, key, db), in order: the engine

@@ -3,9 +3,9 @@
 A line is a status reply ``+<unix seconds>.<micros> [<db> <addr>] "arg" ...`` with each
 argument quoted as Redis's ``sdscatrepr`` quotes it. Commands are shown after they ran (as in
 Redis 7: a transaction's commands before its EXEC, rejected commands never), except admin
-commands and what an AOF replays; passwords are redacted as Redis redacts them (AUTH, HELLO
-... AUTH). While a monitor is open every client is ``hooked`` (commands/pubsub.py), so a
-server without one pays nothing for this.
+commands and what an AOF replays; passwords are redacted as Redis redacts them
+(``commands/redact.py``). While a monitor is open every client is ``hooked``
+(commands/pubsub.py), so a server without one pays nothing for this.
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ import time
 from typing import TYPE_CHECKING
 
 from headwater.commands.context import Client, spec
+from headwater.commands.redact import redacted
 from headwater.resp.types import Raw, Reply
 
 if TYPE_CHECKING:
     from headwater.commands.context import CommandSpec
     from headwater.commands.pubsub import PubSub
 
-_REDACTED = b"(redacted)"
 _ESCAPES = {
     ord("\\"): b"\\\\",
     ord('"'): b'\\"',
@@ -39,21 +39,6 @@ def quote(arg: bytes) -> bytes:
     if all(b in _PLAIN for b in arg):
         return b'"%s"' % arg
     return b'"%s"' % b"".join(_REPR[b] for b in arg)
-
-
-def redacted(argv: list[bytes]) -> list[bytes]:
-    """The arguments a monitor may see (Redis: redactClientCommandArgument)."""
-    name = argv[0].lower()
-    if name == b"auth":
-        return [argv[0]] + [_REDACTED] * (len(argv) - 1)
-    if name == b"hello":
-        shown = list(argv)
-        for i in range(2, len(argv) - 2):
-            if argv[i].upper() == b"AUTH":
-                shown[i + 1] = shown[i + 2] = _REDACTED
-                break
-        return shown
-    return argv
 
 
 def monitor_line(c: Client, argv: list[bytes], now_us: int, source: str | None = None) -> bytes:

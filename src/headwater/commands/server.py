@@ -20,7 +20,8 @@ from headwater.commands.context import (
     reject_subcommand,
     spec,
 )
-from headwater.config import InvalidConfig, UnknownConfig
+from headwater.commands.latency import percentile
+from headwater.config import InvalidConfig, UnknownConfig, print_percentile
 from headwater.errors import SYNTAX, err, subcommand_syntax, wrong_arity
 from headwater.resp.types import OK, Raw, Reply, Status, Verbatim
 
@@ -38,7 +39,7 @@ DEFAULT_SECTIONS = (
     "errorstats",
     "keyspace",
 )
-ALL_SECTIONS = (*DEFAULT_SECTIONS[:7], "commandstats", "errorstats", "keyspace")
+ALL_SECTIONS = (*DEFAULT_SECTIONS[:7], "commandstats", "errorstats", "latencystats", "keyspace")
 
 
 #: ``compiled`` (hot modules built by mypyc) or ``pure``; fixed once the modules are imported.
@@ -206,6 +207,21 @@ def _section_commandstats(c: Client) -> list[str]:
     return lines
 
 
+def _section_latencystats(c: Client) -> list[str]:
+    """Each command's latency percentiles (``latency-tracking-info-percentiles``), from
+    its histogram (commands/latency.py), in µs as Redis prints them."""
+    wanted = c.server.config["latency-tracking-info-percentiles"]
+    lines = []
+    for row in _all_rows(c):
+        if not row.latency_counts:
+            continue
+        figures = ",".join(
+            f"p{print_percentile(p)}={percentile(row.latency_counts, p) / 1000:.3f}" for p in wanted
+        )
+        lines.append(f"latency_percentiles_usec_{row.name}:{figures}")
+    return lines
+
+
 def _all_rows(c: Client) -> list[CommandSpec]:
     rows: list[CommandSpec] = []
     for row in c.server.table.values():
@@ -241,6 +257,7 @@ SECTIONS = {
     "cpu": _section_cpu,
     "commandstats": _section_commandstats,
     "errorstats": _section_errorstats,
+    "latencystats": _section_latencystats,
     "keyspace": _section_keyspace,
     "active-active": _section_active_active,
 }
@@ -303,6 +320,7 @@ def cmd_config_resetstat(c: Client, argv: list[bytes]) -> Reply:
     for row in _all_rows(c):
         row.calls = row.rejected_calls = row.failed_calls = 0
         row.usec = 0.0
+        row.latency_counts = {}
     return OK
 
 

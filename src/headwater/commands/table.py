@@ -15,6 +15,7 @@ from headwater.commands import (
     idmp,
     introspection,
     keys,
+    latency,
     lists,
     memory,
     monitor,
@@ -22,6 +23,7 @@ from headwater.commands import (
     replication,
     server,
     sets,
+    slowlog,
     sort,
     streams,
     strings,
@@ -55,6 +57,8 @@ FAMILIES = (
     sort,
     memory,
     hll,
+    slowlog,
+    latency,
 )
 
 

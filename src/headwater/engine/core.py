@@ -39,12 +39,14 @@ from headwater.commands.context import (
     Stats,
 )
 from headwater.commands.gate import ReplyGate
+from headwater.commands.latency import LatencyMonitor, record
 from headwater.commands.notify import publish_event
 from headwater.commands.plain_store import PlainStreams
 from headwater.commands.pubsub import PUSH_REPLIES, PubSub, hooked_call
 from headwater.commands.region_keyspace import RegionKeyspace, attach_region
 from headwater.commands.region_store import RegionStreams
 from headwater.commands.regions import overlay
+from headwater.commands.slowlog import SlowLog
 from headwater.commands.store import StreamStore
 from headwater.commands.table import build_table
 from headwater.commands.tracking import Tracking
@@ -79,6 +81,7 @@ EffectSink = Callable[[int, Line], None]
 _MULTI: Final = [b"MULTI"]
 _EXEC: Final = [b"EXEC"]
 _NOT_IN_MULTI = err("Command not allowed inside a transaction")
+_INFINITY: Final = float("inf")
 _INTERNAL = err("internal error while executing the command; see the server log")
 
 
@@ -134,7 +137,23 @@ class Engine(ScriptHost):
         self.tracking = Tracking(self.keyspace, self.clients, self.pending, self.config)
         self.keyspace.notify_flags = self.config["notify-keyspace-events"]
         self.keyspace.on_new_key = self._new_key
-        for name in ("maxmemory-policy", "lfu-log-factor", "lfu-decay-time"):
+        #: SLOWLOG, and the duration (µs) from which a call goes into it (infinite: off)
+        self.slowlog = SlowLog()
+        self.slowlog_floor = self.slowlog.floor
+        #: LATENCY: the monitor's events, the duration (µs) from which a call is one
+        #: (infinite: off), and whether calls go into their command's histogram
+        self.latency = LatencyMonitor()
+        self.latency_floor = _INFINITY
+        self.latency_tracking = True
+        for name in (
+            "maxmemory-policy",
+            "lfu-log-factor",
+            "lfu-decay-time",
+            "slowlog-log-slower-than",
+            "slowlog-max-len",
+            "latency-monitor-threshold",
+            "latency-tracking",
+        ):
             self._config_changed(name, self.config[name])
         self.config.listeners.append(self._config_changed)
         self.effect_sinks: list[EffectSink] = []
@@ -205,6 +224,18 @@ class Engine(ScriptHost):
             self.keyspace.lfu_log_factor = value
         elif name == "lfu-decay-time":
             self.keyspace.lfu_decay_time = value
+        elif name == "slowlog-log-slower-than":
+            self.slowlog.set_threshold(value)
+            self.slowlog_floor = self.slowlog.floor
+            self.slowlog.trim()
+        elif name == "slowlog-max-len":
+            self.slowlog.max_len = value
+            self.slowlog.trim()
+        elif name == "latency-monitor-threshold":
+            self.latency.threshold_ms = value
+            self.latency_floor = value * 1000.0 if value else _INFINITY
+        elif name == "latency-tracking":
+            self.latency_tracking = value
 
     def _new_key(self, db: int, key: bytes) -> None:
         """The ``new`` keyspace event (the keyspace calls it only while class n is on)."""
@@ -366,8 +397,17 @@ class Engine(ScriptHost):
             log.exception("unexpected error executing %r", argv[:8])
             row.failed_calls += 1
             reply = self._error(_INTERNAL)
+        elapsed_us = (_perf_counter() - started) * 1e6
         row.calls += 1
-        row.usec += (_perf_counter() - started) * 1e6
+        row.usec += elapsed_us
+        if type(reply) is not Block:  # (a blocked call counts once served, as in Redis)
+            if self.latency_tracking:
+                record(row.latency_counts, elapsed_us)
+            if elapsed_us >= self.slowlog_floor:
+                self._log_slow(c, row, argv, elapsed_us)
+            if elapsed_us >= self.latency_floor:
+                event = "fast-command" if "fast" in row.flags else "command"
+                self.latency.sample(event, elapsed_us / 1000)
         if tracking_on and row.readonly:
             self.tracking.remember(row, argv, c)
         if type(reply) is Written:
@@ -384,6 +424,12 @@ class Engine(ScriptHost):
         elif self.replies_wait_for_disk and row.sees_data:
             c.seen_seq = self.effect_seq  # it may have read effects not yet on disk
         return reply  # type: ignore[no-any-return]
+
+    def _log_slow(self, c: Client, row: CommandSpec, argv: list[bytes], elapsed_us: float) -> None:
+        """A call at or over the SLOWLOG threshold (not EXEC: its commands are logged; not
+        the AOF's replay)."""
+        if "skip_slowlog" not in row.flags and not c.replaying:
+            self.slowlog.push(argv, elapsed_us, c.addr, c.name)
 
     def _call_untouched(self, c: Client, row: CommandSpec, argv: list[bytes]) -> Reply | Block:
         """``call`` for a CLIENT NO-TOUCH client: its lookups leave the keys' access times
@@ -816,6 +862,7 @@ class Engine(ScriptHost):
         budget = 200
         keyspace = self.keyspace
         expire = not keyspace.replica and not keyspace.expiry_paused
+        started = _perf_counter()
         for db in keyspace.dbs:
             if db.field_deadlines and expire:
                 self._expire_hash_fields(db, budget)
@@ -823,6 +870,8 @@ class Engine(ScriptHost):
                 db.active_expire(budget)
         if self.keyspace.expired:
             self._propagate_expired()
+        if self.latency.threshold_ms:
+            self.latency.sample("expire-cycle", (_perf_counter() - started) * 1000)
         now = self.keyspace.now_ms
         if now - self._last_second_ms >= 1000 and expire:
             # (a replica forgets IDMP iids only with its primary, as it expires keys: by its

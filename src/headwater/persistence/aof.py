@@ -168,6 +168,10 @@ class AofWriter:
         self.fsyncs = 0
         #: called from the worker thread when a background sync has ended
         self.notify = notify
+        #: the latency monitor's sampler (event, ms), called on the loop thread for each
+        #: write and each sync (LATENCY's aof-write and aof-fsync-always); none by default
+        self.on_latency: Callable[[str, float], object] | None = None
+        self._sync_ms = 0.0  # the last background sync's duration (set by the worker)
         #: a background sync was started and its outcome is not collected yet
         self.syncing = False
         # Plain locks used as semaphores (the cheapest hand-off between threads): ``_go`` is
@@ -233,6 +237,7 @@ class AofWriter:
             return True
         data = bytes(self.buf)
         written = 0
+        started = time.perf_counter()
         try:
             while written < len(data):
                 written += self.ops.write(self.fd, data[written:])
@@ -248,18 +253,26 @@ class AofWriter:
         self.buf.clear()
         self.error = None
         self.unsynced = True
+        if self.on_latency is not None:
+            self.on_latency("aof-write", (time.perf_counter() - started) * 1000)
         return True
+
+    def _sampled_sync(self, ms: float) -> None:
+        if self.on_latency is not None and self.fsync_policy == "always":
+            self.on_latency("aof-fsync-always", ms)
 
     def sync(self) -> bool:
         """``fdatasync`` now, on this thread; False (and ``error`` set) if it failed."""
         self.last_fsync = time.monotonic()
         size = self.size
+        started = time.perf_counter()
         try:
             self.ops.fdatasync(self.fd)
         except OSError as exc:
             self.error = exc
             self.unsynced = True
             return False
+        self._sampled_sync((time.perf_counter() - started) * 1000)
         self.unsynced = False
         self.synced_size = size
         self.fsyncs += 1
@@ -295,6 +308,7 @@ class AofWriter:
             return False
         self.synced_size = self._sync_size
         self.fsyncs += 1
+        self._sampled_sync(self._sync_ms)
         self._synced()
         return True
 
@@ -311,11 +325,13 @@ class AofWriter:
             self._go.acquire()
             if self._stopping:
                 return
+            started = time.perf_counter()
             try:
                 self.ops.fdatasync(self.fd)
                 self._sync_error = None
             except OSError as exc:
                 self._sync_error = exc
+            self._sync_ms = (time.perf_counter() - started) * 1000
             self._busy.release()
             notify = self.notify
             if notify is not None:

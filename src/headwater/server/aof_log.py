@@ -173,6 +173,7 @@ class AofLog:
     def start_writer(self, path: Path) -> None:
         notify = None if self.wake is None else functools.partial(self.wake, self._synced)
         self.writer = writer = AofWriter(path, self.config["appendfsync"], notify, self.ops)
+        writer.on_latency = self.engine.latency.sample
         self.clean_close = False
         self._written.clear()
         # what came before is in files closed (and synced) already, or in the base to come

@@ -150,6 +150,7 @@ class Snapshots:
         if self.child is not None:
             raise err("Background save already in progress")
         dirty = self.engine.dirty
+        started = time.perf_counter()
         try:
             write_snapshot(
                 self.path, self.engine.keyspace.dbs, self.engine.scripting.library_codes()
@@ -157,6 +158,8 @@ class Snapshots:
         except OSError as exc:
             self._saved(ok=False, dirty=dirty)
             raise err(f"Error saving DB on disk: {exc.strerror or exc}") from None
+        finally:
+            self.engine.latency.sample("snapshot", (time.perf_counter() - started) * 1000)
         self._saved(ok=True, dirty=dirty)
 
     def save_after_flush(self) -> None:
