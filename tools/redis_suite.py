@@ -3,7 +3,8 @@
 Runs the suite's ``run-external.sh`` once per unit (each unit on a fresh server it starts),
 reads each unit's log, and holds every failure against the list of known ones
 (``tests/redis_suite/known-failures.txt``: each names a unit, a test and the reason, which is a
-feature of a later issue or a documented exclusion). It writes the table to
+feature of a later issue or a documented exclusion; a reason that starts ``[pure build]`` is a
+limit of the pure build, held only when the build under test is pure). It writes the table to
 ``tests/REDIS-SUITE.md`` when asked and exits non-zero when a unit did not finish or a test
 failed that the list does not name.
 
@@ -29,6 +30,8 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from headwater._build import build_kind
 
 ROOT = Path(__file__).resolve().parent.parent
 KNOWN_FAILURES = ROOT / "tests" / "redis_suite" / "known-failures.txt"
@@ -74,8 +77,13 @@ class Known:
     reason: str
 
 
-def read_known(path: Path) -> dict[tuple[str, str], Known]:
-    """``unit | test name | reason`` a line; ``#`` starts a comment line."""
+#: a reason that starts so is a limit of the pure build alone: the compiled build must pass
+PURE_ONLY = "[pure build]"
+
+
+def read_known(path: Path, build: str) -> dict[tuple[str, str], Known]:
+    """``unit | test name | reason`` a line; ``#`` starts a comment line. ``build``: the
+    build under test (``compiled`` or ``pure``): pure-only lines count for the pure one."""
     known: dict[tuple[str, str], Known] = {}
     for number, line in enumerate(path.read_text().splitlines(), 1):
         if not line.strip() or line.startswith("#"):
@@ -84,6 +92,8 @@ def read_known(path: Path) -> dict[tuple[str, str], Known]:
         test, _, reason = rest.rpartition(" | ")
         if not (unit and test and reason):
             raise SystemExit(f"{path}:{number}: expected 'unit | test | reason': {line!r}")
+        if reason.strip().startswith(PURE_ONLY) and build != "pure":
+            continue
         known[(unit.strip(), test.strip())] = Known(unit.strip(), test.strip(), reason.strip())
     return known
 
@@ -214,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.suite / "run-external.sh").exists():
         print(f"no Redis test suite at {args.suite} (set REDIS_TESTS or --suite)", file=sys.stderr)
         return 2
-    known = read_known(args.known)
+    known = read_known(args.known, build_kind())
     units = args.units or all_units(args.suite)
     with (
         tempfile.TemporaryDirectory(prefix="redis-suite-") as logs,
