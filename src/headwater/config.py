@@ -136,8 +136,10 @@ def _percentiles(text: str) -> list[float]:
         try:
             value = float(part)
         except ValueError:
-            raise ConfigError("Invalid latency-tracking-info-percentiles parameters") from None
-        if value != value or not 0.0 <= value <= 100.0:
+            value = float("nan")
+        if value != value:  # (Redis's string2d refuses nan as it refuses a non-number)
+            raise ConfigError("Invalid latency-tracking-info-percentiles parameters")
+        if not 0.0 <= value <= 100.0:
             raise ConfigError(
                 "latency-tracking-info-percentiles parameters should sit between [0.0,100.0]"
             )

@@ -21,11 +21,16 @@ def argv_of(command: Command) -> list[bytes]:
     return [w if isinstance(w, bytes) else w.encode() for w in command]
 
 
-def _sorted_array(reply: bytes) -> object:
-    """Parse a reply and sort its (possibly nested, as in SCAN) arrays of bulk strings."""
+def parse(reply: bytes) -> object:
+    """One raw reply as hiredis reads it."""
     reader = hiredis.Reader()
     reader.feed(reply)
-    value = reader.gets()
+    return reader.gets()
+
+
+def _sorted_array(reply: bytes) -> object:
+    """Parse a reply and sort its (possibly nested, as in SCAN) arrays of bulk strings."""
+    value = parse(reply)
 
     def norm(v: object) -> object:
         if isinstance(v, list):

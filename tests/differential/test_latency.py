@@ -13,11 +13,10 @@ import re
 import time
 from collections.abc import Iterator
 
-import hiredis
 import pytest
 
 from headwater.commands.latency import bucket_of, highest_equivalent
-from tests.differential.harness import argv_of
+from tests.differential.harness import argv_of, parse
 from tests.helpers import RawClient, ServerProcess
 
 REPLIES = [
@@ -38,6 +37,16 @@ REPLIES = [
     "LATENCY DOCTOR x",
     "LATENCY NOPE",
     "LATENCY",
+    "CONFIG SET latency-tracking-info-percentiles abc",
+    "CONFIG SET latency-tracking-info-percentiles '50 101'",
+    "CONFIG SET latency-tracking-info-percentiles -1",
+    "CONFIG SET latency-tracking-info-percentiles nan",
+    "CONFIG SET latency-tracking maybe",
+    "CONFIG SET latency-tracking-info-percentiles '50.5000 99 0'",
+    "CONFIG GET latency-tracking-info-percentiles",
+    "CONFIG SET latency-tracking-info-percentiles ''",
+    "CONFIG GET latency-tracking-info-percentiles",
+    "CONFIG SET latency-tracking-info-percentiles '50 99 99.9'",
 ]
 
 
@@ -49,12 +58,6 @@ def clients(headwater: ServerProcess, redis_server: ServerProcess) -> Iterator[l
         client.call("CONFIG", "SET", "latency-monitor-threshold", "0")
         client.call("LATENCY", "RESET")
         client.close()
-
-
-def _parse(raw: bytes) -> object:
-    reader = hiredis.Reader()
-    reader.feed(raw)
-    return reader.gets()
 
 
 @pytest.mark.parametrize("resp", [2, 3])
@@ -75,16 +78,16 @@ def _events(client: RawClient) -> dict[str, object]:
     time.sleep(1.1)
     client.call("DEBUG", "SLEEP", "0.15")
     client.call("CONFIG", "SET", "latency-monitor-threshold", "0")
-    latest = _parse(client.call("LATENCY", "LATEST"))
-    history = _parse(client.call("LATENCY", "HISTORY", "command"))
-    graph = _parse(client.call("LATENCY", "GRAPH", "command"))
+    latest = parse(client.call("LATENCY", "LATEST"))
+    history = parse(client.call("LATENCY", "HISTORY", "command"))
+    graph = parse(client.call("LATENCY", "GRAPH", "command"))
     assert isinstance(latest, list) and isinstance(history, list) and isinstance(graph, bytes)
     [[event, when, last, worst]] = latest
     assert 150 <= last <= worst < 400 and abs(when - time.time()) < 5
     assert [len(sample) for sample in history] == [2, 2]
     assert 50 <= history[0][1] < 150 <= history[1][1]
     assert history[0][0] < history[1][0] == when
-    doctor = _parse(client.call("LATENCY", "DOCTOR"))
+    doctor = parse(client.call("LATENCY", "DOCTOR"))
     assert isinstance(doctor, bytes) and b"command" in doctor
     return {"event": event, "graph": re.sub(rb"\d+", b"N", graph)}
 
@@ -105,7 +108,7 @@ def _histograms(client: RawClient, sleeps: list[str]) -> dict[bytes, object]:
     client.call("CLIENT", "ID")
     for seconds in sleeps:
         client.call("DEBUG", "SLEEP", seconds)
-    value = _parse(client.call("LATENCY", "HISTOGRAM", "set", "get", "client", "debug", "nope"))
+    value = parse(client.call("LATENCY", "HISTOGRAM", "set", "get", "client", "debug", "nope"))
     assert isinstance(value, list)
     shapes: dict[bytes, object] = {}
     for name, body in zip(value[::2], value[1::2], strict=True):

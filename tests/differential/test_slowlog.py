@@ -8,10 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-import hiredis
 import pytest
 
-from tests.differential.harness import argv_of
+from tests.differential.harness import argv_of, parse
 from tests.helpers import RawClient, ServerProcess
 
 #: each scenario: its commands (``slowlog-log-slower-than 0``, so every one is logged)
@@ -45,16 +44,10 @@ def clients(headwater: ServerProcess, redis_server: ServerProcess) -> Iterator[l
         client.close()
 
 
-def _parse(raw: bytes) -> object:
-    reader = hiredis.Reader()
-    reader.feed(raw)
-    return reader.gets()
-
-
 def _masked(raw: bytes) -> object:
     """An entry list with each entry's id, time, duration and address masked (their types
     checked: integers and an ip:port)."""
-    value = _parse(raw)
+    value = parse(raw)
     if not isinstance(value, list):
         return value
     masked = []
@@ -77,7 +70,7 @@ def _session(client: RawClient, resp: int, commands: Sequence[str]) -> list[obje
     for command in commands:
         client.call(*argv_of(command))
     client.call("CONFIG", "SET", "slowlog-log-slower-than", "-1")
-    return [_masked(client.call("SLOWLOG", "GET", "-1")), _parse(client.call("SLOWLOG", "LEN"))]
+    return [_masked(client.call("SLOWLOG", "GET", "-1")), parse(client.call("SLOWLOG", "LEN"))]
 
 
 @pytest.mark.parametrize("resp", [2, 3])

@@ -7,7 +7,8 @@ import re
 
 import pytest
 
-from headwater.commands.monitor import monitor_line, quote, redacted
+from headwater.commands.monitor import monitor_line, quote
+from headwater.commands.redact import redacted
 from headwater.glob import compile_glob
 from headwater.keyevents import INVALID, flags_string, parse_flags
 from tests.unit.conftest import Harness
@@ -89,6 +90,13 @@ def test_monitor_quoting_and_redaction() -> None:
         b"n",
     ]
     assert redacted([b"HELLO", b"3", b"SETNAME", b"auth"]) == [b"HELLO", b"3", b"SETNAME", b"auth"]
+    r = b"(redacted)"
+    assert redacted([b"ACL", b"SETUSER", b"u", b"on", b">p"]) == [b"ACL", b"SETUSER", r, r, r]
+    assert redacted([b"acl", b"getuser", b"u", b"x"]) == [b"acl", b"getuser", r, b"x"]
+    assert redacted([b"ACL", b"DELUSER", b"u", b"v"]) == [b"ACL", b"DELUSER", r, r]
+    assert redacted([b"ACL", b"WHOAMI", b"x"]) == [b"ACL", b"WHOAMI", b"x"]
+    setting = [b"CONFIG", b"SET", b"maxmemory", b"1", b"MasterAuth", b"s"]
+    assert redacted(setting) == [b"CONFIG", b"SET", b"maxmemory", b"1", b"MasterAuth", r]
     h = Harness()
     c = h.client()
     assert monitor_line(c, [b"GET", b"k"], 1_700_000_000_000_042) == (

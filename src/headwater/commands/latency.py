@@ -239,8 +239,9 @@ def doctor(monitor: LatencyMonitor, slowlog_threshold_us: int, now: int) -> str:
     lines = ["Latency spikes were observed in this server:\n\n"]
     advice: list[str] = []
     for number, (name, series) in enumerate(monitor.events.items(), 1):
-        samples = [ms for _, ms in series.history()]
-        oldest = min(when for when, _ in series.history())
+        history = series.history()
+        samples = [ms for _, ms in history]
+        oldest = min(when for when, _ in history)
         average = sum(samples) // len(samples)
         deviation = sum(abs(average - ms) for ms in samples) // len(samples)
         period = max(now - oldest, 1)

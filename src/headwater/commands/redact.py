@@ -15,7 +15,8 @@ SENSITIVE_CONFIGS = frozenset(
         b"tls-client-key-file-pass",
     )
 )
-_ACL_SECRET_FROM = {b"setuser": 2, b"getuser": 2, b"deluser": 2}
+#: the ACL subcommands whose arguments are secrets: every one, GETUSER's one user
+_ACL_SECRET = frozenset((b"setuser", b"getuser", b"deluser"))
 
 
 def redacted(argv: list[bytes]) -> list[bytes]:
@@ -27,11 +28,9 @@ def redacted(argv: list[bytes]) -> list[bytes]:
         return _hello(argv)
     if name == b"config" and len(argv) > 3 and argv[1].lower() == b"set":
         return _config_set(argv)
-    if name == b"acl" and len(argv) > 2:
-        start = _ACL_SECRET_FROM.get(argv[1].lower())
-        if start is not None:
-            stop = start + 1 if argv[1].lower() == b"getuser" else len(argv)
-            return [REDACTED if start <= i < stop else arg for i, arg in enumerate(argv)]
+    if name == b"acl" and len(argv) > 2 and argv[1].lower() in _ACL_SECRET:
+        hidden = 1 if argv[1].lower() == b"getuser" else len(argv) - 2
+        return [*argv[:2], *[REDACTED] * hidden, *argv[2 + hidden :]]
     return argv
 
 
