@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from headwater.clock import Clock
 from headwater.commands.gate import ReplyGate
@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     from headwater.commands.tracking import Tracking
 
 Handler = Callable[["Client", list[bytes]], Any]
+#: the durations (whole µs) a command's histogram counts one by one
+LATENCY_SMALL_US: Final = 64
 
 
 @dataclass(eq=False)
@@ -72,8 +74,14 @@ class CommandSpec:
         self.usec = 0.0
         self.rejected_calls = 0
         self.failed_calls = 0
-        #: its calls' durations, an HDR histogram's buckets (commands/latency.py)
+        #: its calls' durations (commands/latency.py): calls by whole µs below
+        #: LATENCY_SMALL_US (most calls: one list increment), the rest in HDR buckets
+        self.latency_small = [0] * LATENCY_SMALL_US
         self.latency_counts: dict[int, int] = {}
+
+    def reset_latency(self) -> None:
+        self.latency_small = [0] * LATENCY_SMALL_US
+        self.latency_counts = {}
 
     def fresh(self, parent: CommandSpec | None = None) -> CommandSpec:
         """A copy with zeroed statistics: each engine owns its table (the SPECS rows are

@@ -11,7 +11,9 @@ in the foreground). Threshold 0: nothing is sampled, as in Redis.
 **Histograms.** With ``latency-tracking yes`` every call's duration goes into its command's
 histogram, counted as Redis's HDR histogram counts (nanoseconds, two significant digits,
 1 ns to 1 s): the same buckets, so LATENCY HISTOGRAM and INFO latencystats report the same
-figures Redis would for the same durations. A histogram is a dict of bucket index to count.
+figures Redis would for the same durations. A command counts its calls by whole µs below
+``LATENCY_SMALL_US`` (one list increment: most calls) and the rest in a dict of bucket index
+to count; ``histogram_of`` folds the two when one is read.
 
 DOCTOR's statistics are Redis's (samples, average, mean deviation, period, worst); its
 advice is Headwater's own, for the sources Headwater has.
@@ -55,6 +57,16 @@ def record(counts: dict[int, int], duration_us: float) -> None:
         ns = HISTOGRAM_MAX_NS
     index = bucket_of(ns)
     counts[index] = counts.get(index, 0) + 1
+
+
+def histogram_of(row: CommandSpec) -> dict[int, int]:
+    """A command's histogram: its HDR buckets with its calls counted by µs folded in."""
+    counts = dict(row.latency_counts)
+    for us, calls in enumerate(row.latency_small):
+        if calls:
+            index = bucket_of(max(us * 1000, HISTOGRAM_MIN_NS))
+            counts[index] = counts.get(index, 0) + calls
+    return counts
 
 
 def _lowest(index: int) -> tuple[int, int]:
@@ -327,16 +339,21 @@ def cmd_latency_reset(c: Client, argv: list[bytes]) -> Reply:
 
 
 def _histogram_reply(row: CommandSpec) -> Reply:
+    counts = histogram_of(row)
     buckets: dict[Reply, Reply] = {}
-    for micros, calls in cumulative_buckets(row.latency_counts):
+    for micros, calls in cumulative_buckets(counts):
         buckets[micros] = calls
-    return {b"calls": sum(row.latency_counts.values()), b"histogram_usec": buckets}
+    return {b"calls": sum(counts.values()), b"histogram_usec": buckets}
 
 
 def _with_histograms(row: CommandSpec) -> list[CommandSpec]:
     """A command's row and its subcommands' that have recorded calls."""
     rows = [row, *row.subcommands.values()]
-    return [r for r in rows if r.latency_counts]
+    return [r for r in rows if _has_calls(r)]
+
+
+def _has_calls(row: CommandSpec) -> bool:
+    return bool(row.latency_counts) or any(row.latency_small)
 
 
 def cmd_latency_histogram(c: Client, argv: list[bytes]) -> Reply:
@@ -352,7 +369,7 @@ def cmd_latency_histogram(c: Client, argv: list[bytes]) -> Reply:
         found = table.get(parent.upper())
         if found is not None and sub:
             child = found.subcommands.get(sub.lower())
-            if child is not None and child.latency_counts:
+            if child is not None and _has_calls(child):
                 rows.append(child)
         elif found is not None:
             rows.extend(_with_histograms(found))

@@ -20,7 +20,7 @@ from headwater.commands.context import (
     reject_subcommand,
     spec,
 )
-from headwater.commands.latency import percentile
+from headwater.commands.latency import histogram_of, percentile
 from headwater.config import InvalidConfig, UnknownConfig, print_percentile
 from headwater.errors import SYNTAX, err, subcommand_syntax, wrong_arity
 from headwater.resp.types import OK, Raw, Reply, Status, Verbatim
@@ -213,10 +213,11 @@ def _section_latencystats(c: Client) -> list[str]:
     wanted = c.server.config["latency-tracking-info-percentiles"]
     lines = []
     for row in _all_rows(c):
-        if not row.latency_counts:
+        counts = histogram_of(row)
+        if not counts:
             continue
         figures = ",".join(
-            f"p{print_percentile(p)}={percentile(row.latency_counts, p) / 1000:.3f}" for p in wanted
+            f"p{print_percentile(p)}={percentile(counts, p) / 1000:.3f}" for p in wanted
         )
         lines.append(f"latency_percentiles_usec_{row.name}:{figures}")
     return lines
@@ -320,7 +321,7 @@ def cmd_config_resetstat(c: Client, argv: list[bytes]) -> Reply:
     for row in _all_rows(c):
         row.calls = row.rejected_calls = row.failed_calls = 0
         row.usec = 0.0
-        row.latency_counts = {}
+        row.reset_latency()
     return OK
 
 

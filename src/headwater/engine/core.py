@@ -29,6 +29,7 @@ import hiredis
 
 from headwater.clock import Clock, SystemClock
 from headwater.commands.context import (
+    LATENCY_SMALL_US,
     Block,
     Client,
     CommandSpec,
@@ -402,7 +403,11 @@ class Engine(ScriptHost):
         row.usec += elapsed_us
         if type(reply) is not Block:  # (a blocked call counts once served, as in Redis)
             if self.latency_tracking:
-                record(row.latency_counts, elapsed_us)
+                us = int(elapsed_us)
+                if us < LATENCY_SMALL_US:
+                    row.latency_small[us] += 1
+                else:
+                    record(row.latency_counts, elapsed_us)
             if elapsed_us >= self.slowlog_floor:
                 self._log_slow(c, row, argv, elapsed_us)
             if elapsed_us >= self.latency_floor:
