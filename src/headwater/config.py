@@ -292,6 +292,9 @@ PARAMS: tuple[Param, ...] = (
     Param("daemonize", _bool, "no", mutable=False, printer=_yn),
     Param("databases", _int_parser(1, INT64_MAX), "16", mutable=False),
     Param("requirepass", _string, ""),
+    Param("aclfile", _string, "", mutable=False),
+    Param("acllog-max-len", _int_parser(0, 2**63 - 1), "128"),
+    Param("acl-pubsub-default", _enum("allchannels", "resetchannels"), "resetchannels"),
     Param("maxclients", _int_parser(1, UINT32_MAX), "10000"),
     Param("timeout", _int_parser(0, INT64_MAX), "0"),
     Param("tcp-keepalive", _int_parser(0, INT64_MAX), "300"),
@@ -492,6 +495,8 @@ class Config:
                 self.names[alias] = param.name
         self.values: dict[str, Any] = {p.name: p.parse(p.default) for p in self.params.values()}
         self.file: str | None = None
+        #: the ``user`` directives, each ``[name, rule, ...]`` (loaded by the engine's ACL)
+        self.user_lines: list[list[bytes]] = []
         self._seen_in_load: set[str] = set()
         self.listeners: list[Callable[[str, Any], None]] = []
         #: what a CONFIG SET of that parameter must do to take effect, which may fail (the
@@ -508,6 +513,9 @@ class Config:
 
     def load_value(self, name: str, args: list[str]) -> None:
         """Apply one directive from the command line or config file (raises ConfigError)."""
+        if name.lower() == "user" and args:
+            self.user_lines.append([arg.encode("utf-8", "surrogateescape") for arg in args])
+            return
         param = self.lookup(name)
         if param is None or (len(args) != 1 and not param.variadic):
             raise ConfigError("Bad directive or wrong number of arguments")

@@ -26,8 +26,6 @@ EXCLUDED = {
     "migrate": "MIGRATE",
     "lolwut": "LOLWUT",
     # operability, later
-    "acl": "ACL",
-    "acl|*": "ACL",
     "memory|doctor": "MEMORY DOCTOR",
     # replication commands, in the replication issue
     "failover": "replication",

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import hmac
-
 from headwater import REDIS_COMPAT_VERSION
+from headwater.acl.users import DENIED_AUTH
 from headwater.commands import tracking
 from headwater.commands.args import parse_int, strict_int
 from headwater.commands.context import Client, help_handler, reject_subcommand, spec
@@ -48,13 +47,18 @@ def cmd_echo(c: Client, argv: list[bytes]) -> Reply:
     return argv[1]
 
 
-def _check_password(c: Client, user: bytes, password: bytes) -> None:
-    """Authenticate as the default user (requirepass) or raise WRONGPASS."""
-    required = c.server.config["requirepass"].encode()
-    if user != b"default":
+def _check_password(c: Client, argv: list[bytes], name: bytes, password: bytes) -> None:
+    """Log in as the user or raise WRONGPASS (logged in ACL LOG, the object being the
+    command's name as sent)."""
+    acl = c.server.acl
+    user = acl.authenticate(name, password)
+    if user is None:
+        info = client_info_line(c).rstrip("\n")
+        context = "multi" if c.in_multi else "toplevel"
+        now, limit = c.server.clock.now_ms(), c.server.config["acllog-max-len"]
+        acl.log.add(DENIED_AUTH, context, argv[0], name, info, now, limit)
         raise WRONGPASS
-    if required and not hmac.compare_digest(required, password):
-        raise WRONGPASS
+    c.user = user
     c.authenticated = True
 
 
@@ -63,11 +67,11 @@ def cmd_auth(c: Client, argv: list[bytes]) -> Reply:
     if len(argv) > 3:
         raise SYNTAX
     if len(argv) == 2:
-        if not c.server.config["requirepass"]:
+        if c.server.acl.default.nopass:
             raise NO_PASSWORD_CONFIGURED
-        _check_password(c, b"default", argv[1])
+        _check_password(c, argv, b"default", argv[1])
     else:
-        _check_password(c, argv[1], argv[2])
+        _check_password(c, argv, argv[1], argv[2])
     return OK
 
 
@@ -102,7 +106,7 @@ def cmd_hello(c: Client, argv: list[bytes]) -> Reply:
         else:
             raise err(f"Syntax error in HELLO option '{argv[i].decode('utf-8', 'replace')}'")
     if auth is not None:
-        _check_password(c, *auth)
+        _check_password(c, argv, *auth)
     if not c.authenticated:
         raise HELLO_NOAUTH
     if name is not None:
@@ -148,7 +152,8 @@ def cmd_reset(c: Client, argv: list[bytes]) -> Reply:
     c.skip_next_reply = False
     c.no_evict = c.no_touch = False
     c.server.tracking.disable(c)
-    c.authenticated = not c.server.config["requirepass"]
+    c.user = c.server.acl.default
+    c.authenticated = not c.server.acl.auth_required()
     return Status(b"RESET")
 
 
@@ -176,10 +181,16 @@ def client_info_line(c: Client, running: list[bytes] | None = None) -> str:
         f"qbuf={query} qbuf-free={max(c.qbuf_alloc - query, 0)} "
         f"argv-mem={argv_mem} multi-mem={multi_mem} "
         f"rbs={REPLY_BUFFER_SIZE} rbp=0 obl=0 oll={len(c.out)} "
-        f"omem={c.out_bytes} tot-mem={total} events=r cmd={cmd} user=default "
+        f"omem={c.out_bytes} tot-mem={total} events=r cmd={cmd} user={_user_name(c)} "
         f"redir={_redirect_shown(c)} resp={c.resp} lib-name={_text(c.lib_name)} "
         f"lib-ver={_text(c.lib_ver)}\n"
     )
+
+
+def _user_name(c: Client) -> str:
+    """CLIENT LIST's ``user``: the primary's link and the AOF have none (Redis's
+    "(superuser)")."""
+    return _text(c.user.name) if c.user is not None else "(superuser)"
 
 
 #: the reply buffer Redis gives every client (PROTO_REPLY_CHUNK_BYTES), shown as ``rbs``
@@ -277,8 +288,10 @@ def _kill_filters(c: Client, argv: list[bytes]) -> list[Client]:
             kind = b"slave" if value.lower() == b"replica" else value.lower()
             candidates = [x for x in candidates if _client_type(x) == kind]
         elif option == b"USER":
-            if value != b"default":
+            user = c.server.acl.get(value)
+            if user is None:
                 raise err(f"No such user '{_text(value)}'")
+            candidates = [x for x in candidates if x.user is user]
         elif option == b"SKIPME":
             if value.lower() not in (b"yes", b"no"):
                 raise SYNTAX

@@ -24,6 +24,8 @@ from headwater.keyspace import Database, Keyspace, WatchedKey
 from headwater.resp.types import Reply, Status
 
 if TYPE_CHECKING:
+    from headwater.acl.access import AccessControl
+    from headwater.acl.users import User
     from headwater.commands.latency import LatencyMonitor
     from headwater.commands.pubsub import PubSub
     from headwater.commands.region_keyspace import RegionKeyspace
@@ -296,6 +298,8 @@ class ServerAPI:
     busy_reply: ReplyError | None
     #: channels, patterns and monitors (commands/pubsub.py)
     pubsub: PubSub
+    #: ACL users and log (acl/access.py)
+    acl: AccessControl
     #: SLOWLOG (commands/slowlog.py) and LATENCY's events (commands/latency.py)
     slowlog: SlowLog
     latency: LatencyMonitor
@@ -390,7 +394,10 @@ class Client:
         self.lib_ver = b""
         self.resp = 2
         self.db: Database = server.keyspace.dbs[0]
-        self.authenticated = not server.config["requirepass"]
+        #: its ACL user (None: the primary's link and the AOF, which may run anything) and
+        #: whether it logged in, or needed not (Redis's clientSetDefaultAuth)
+        self.user: User | None = server.acl.default
+        self.authenticated = not server.acl.auth_required()
         self.created_ms = server.clock.monotonic_ms()
         self.last_interaction_ms = self.created_ms
         #: the query buffer: bytes held (an unfinished command), the size of the big

@@ -13,6 +13,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from headwater.acl.users import CATEGORIES
 from headwater.commands.context import Client, CommandSpec, help_handler, spec
 from headwater.commands.getkeys import KeyRef, KeySpec, command_keys, has_keys, key_specs
 from headwater.errors import err, unknown_subcommand
@@ -57,6 +58,62 @@ def _captured_info(row: CommandSpec) -> Any:
     return None
 
 
+#: the categories Redis's command files give the commands Redis 7.0 does not have (the rest
+#: follows from their flags, as Redis's setImplicitACLCategories does)
+_NEWER_CATEGORIES: dict[str, tuple[str, ...]] = {
+    **dict.fromkeys(
+        (
+            "hexpire",
+            "hpexpire",
+            "hexpireat",
+            "hpexpireat",
+            "httl",
+            "hpttl",
+            "hexpiretime",
+            "hpexpiretime",
+            "hpersist",
+        ),
+        ("hash",),
+    ),
+    **dict.fromkeys(
+        ("xdelex", "xackdel", "xcfgset", "xidmprecord", "xidmp|cfgget", "xidmp|cfgset"),
+        ("stream",),
+    ),
+    **dict.fromkeys(
+        (
+            "client|setinfo",
+            "client|no-touch",
+            "client|tracking",
+            "client|caching",
+            "client|getredir",
+            "client|trackinginfo",
+            "waitaof",
+        ),
+        ("connection",),
+    ),
+}
+
+
+def categories_of(row: CommandSpec) -> frozenset[str]:
+    """The command's ACL categories: as Redis 7.0 shows them in COMMAND INFO, or as Redis
+    derives them for a newer command (its file's categories plus those its flags imply)."""
+    tree = _captured_info(row)
+    if tree is not None:
+        return frozenset(item["+"][1:] for item in tree["a"][6]["s"])
+    flags = row.flags
+    found = set(_NEWER_CATEGORIES.get(row.name, ()))
+    implied = {"write": "write", "admin": "admin", "pubsub": "pubsub", "fast": "fast"}
+    found.update(category for flag, category in implied.items() if flag in flags)
+    found.update(("blocking",) if "blocking" in flags else ())
+    if "readonly" in flags and "scripting" not in found:
+        found.add("read")
+    if "admin" in flags:
+        found.add("dangerous")
+    if "fast" not in found:
+        found.add("slow")
+    return frozenset(found)
+
+
 def key_specs_of(row: CommandSpec) -> list[KeySpec]:
     """The command's key specs, as COMMAND INFO shows them (client tracking reads its
     keys with them)."""
@@ -94,11 +151,15 @@ def command_info(row: CommandSpec) -> Reply:
         row.first_key,
         row.last_key,
         row.step,
-        RSet(),
+        RSet(Status(b"@" + name.encode()) for name in _in_redis_order(categories_of(row))),
         RSet(),
         [],
         [command_info(sub) for sub in row.subcommands.values()],
     ]
+
+
+def _in_redis_order(categories: frozenset[str]) -> list[str]:
+    return [name for name in CATEGORIES if name in categories]
 
 
 def command_docs(row: CommandSpec) -> Reply:
@@ -182,11 +243,7 @@ def cmd_command_list(c: Client, argv: list[bytes]) -> Reply:
 
 
 def _in_category(row: CommandSpec, category: bytes) -> bool:
-    tree = _captured_info(row)
-    if tree is None:
-        return False
-    categories = tree["a"][6]["s"]
-    return any(item["+"].encode() == b"@" + category for item in categories)
+    return category.decode("latin-1") in categories_of(row)
 
 
 def _keys_of(c: Client, argv: list[bytes]) -> tuple[list[bytes], list[KeyRef]]:

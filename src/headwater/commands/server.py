@@ -10,6 +10,7 @@ import time
 
 from headwater import REDIS_COMPAT_VERSION, __version__
 from headwater._build import build_kind
+from headwater.acl.users import DENIED_AUTH, DENIED_CHANNEL, DENIED_CMD, DENIED_KEY
 from headwater.commands import regions
 from headwater.commands.args import parse_float
 from headwater.commands.context import (
@@ -141,6 +142,7 @@ def _section_persistence(c: Client) -> list[str]:
 
 def _section_stats(c: Client) -> list[str]:
     s = c.server.stats
+    denied = c.server.acl.log.denied
     return [
         f"total_connections_received:{s.total_connections_received}",
         f"total_commands_processed:{s.total_commands_processed}",
@@ -167,6 +169,10 @@ def _section_stats(c: Client) -> list[str]:
         f"total_blocking_timeouts:{s.total_blocking_timeouts}",
         f"client_query_buffer_limit_disconnections:{s.client_query_buffer_limit_disconnections}",
         f"client_output_buffer_limit_disconnections:{s.client_output_buffer_limit_disconnections}",
+        f"acl_access_denied_auth:{denied[DENIED_AUTH]}",
+        f"acl_access_denied_cmd:{denied[DENIED_CMD]}",
+        f"acl_access_denied_key:{denied[DENIED_KEY]}",
+        f"acl_access_denied_channel:{denied[DENIED_CHANNEL]}",
         f"stream_idmp_iids_added:{s.stream_idmp_iids_added}",
         f"stream_idmp_iids_duplicates:{s.stream_idmp_iids_duplicates}",
     ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from headwater.commands import (
+    acl,
     bitops,
     connection,
     dump,
@@ -59,6 +60,7 @@ FAMILIES = (
     hll,
     slowlog,
     latency,
+    acl,
 )
 
 

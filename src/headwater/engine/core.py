@@ -27,7 +27,9 @@ from typing import Any, Final, Protocol
 
 import hiredis
 
+from headwater.acl.access import AccessControl
 from headwater.clock import Clock, SystemClock
+from headwater.commands import acl as acl_checks
 from headwater.commands.context import (
     LATENCY_SMALL_US,
     Block,
@@ -52,7 +54,7 @@ from headwater.commands.store import StreamStore
 from headwater.commands.table import build_table
 from headwater.commands.tracking import Tracking
 from headwater.commands.transactions import discard
-from headwater.config import Config
+from headwater.config import Config, ConfigError
 from headwater.engine.blocking import BlockingRegistry, Waiter
 from headwater.engine.pause import PAUSE_OFF, Held, Pause, covers, pause_end
 from headwater.errors import (
@@ -114,6 +116,9 @@ class Engine(ScriptHost):
         if self.region is not None:
             overlay(self.table)
             self.streams = RegionStreams(self.region)
+        #: ACL users (the default one until the configuration names others) and their log
+        self.acl = AccessControl(acl_checks.build_catalog(self.table))
+        self._load_users()
         # The names clients actually send (SET, set): one dict probe, no upper() per command.
         self.lookup = {**self.table, **{name.lower(): row for name, row in self.table.items()}}
         self.stats = Stats()
@@ -154,6 +159,8 @@ class Engine(ScriptHost):
             "slowlog-max-len",
             "latency-monitor-threshold",
             "latency-tracking",
+            "requirepass",
+            "acllog-max-len",
         ):
             self._config_changed(name, self.config[name])
         self.config.listeners.append(self._config_changed)
@@ -237,6 +244,34 @@ class Engine(ScriptHost):
             self.latency_floor = value * 1000.0 if value else _INFINITY
         elif name == "latency-tracking":
             self.latency_tracking = value
+        elif name == "requirepass":
+            self.acl.set_default_password(value)
+        elif name == "acllog-max-len":
+            self.acl.log.trim(value)
+        elif name == "acl-pubsub-default":
+            self.acl.pubsub_default = value == "allchannels"
+
+    def _load_users(self) -> None:
+        """The users of the configuration's ``user`` lines or of its ``aclfile`` (not both,
+        as Redis); ConfigError when they cannot all load."""
+        config = self.config
+        self.acl.pubsub_default = config["acl-pubsub-default"] == "allchannels"
+        lines = config.user_lines
+        if lines and config["aclfile"]:
+            raise ConfigError(
+                "Configuring Headwater with users defined in the configuration and an ACL "
+                "file at the same time is invalid: define either an ACL file or the users "
+                "in the configuration, not both."
+            )
+        problem = self.acl.load_lines(lines)
+        if problem is None and config["aclfile"]:
+            loaded = self.acl.read_file(config["aclfile"])
+            if isinstance(loaded, str):
+                problem = f"Aborting startup because of ACL errors: {loaded}"
+            else:
+                self.acl.replace_users(loaded)
+        if problem is not None:
+            raise ConfigError(problem)
 
     def _new_key(self, db: int, key: bytes) -> None:
         """The ``new`` keyspace event (the keyspace calls it only while class n is on)."""
@@ -285,9 +320,15 @@ class Engine(ScriptHost):
         if not row.arity_ok(len(argv)):
             self._reject(c, row, wrong_arity(row.name))
             return
-        if not c.authenticated and not row.no_auth:
+        if not c.authenticated and not row.no_auth and self.acl.auth_required():
             self._reject(c, row, NOAUTH)
             return
+        user = c.user
+        if user is not None and not user.unrestricted and not (c.in_multi and row.no_multi):
+            denied = acl_checks.refusal(c, row, argv, "multi" if c.in_multi else "toplevel")
+            if denied is not None:
+                self._reject(c, row, ReplyError("NOPERM", denied))
+                return
         if self.busy_reply is not None and not _allowed_while_busy(row):
             self._reject(c, row, self.busy_reply)
             return
@@ -485,6 +526,12 @@ class Engine(ScriptHost):
             out = c.out
             for row, argv in queued:
                 sent = len(out)
+                user = c.user
+                if user is not None and not user.unrestricted:
+                    denied = acl_checks.exec_refusal(c, row, argv)
+                    if denied is not None:
+                        replies.append(self._error(denied))
+                        continue
                 if c.hooked:
                     reply = hooked_call(self, c, row, argv, queued=True)
                 else:

@@ -158,6 +158,7 @@ class Replayer:
         # The file holds what the server accepted: ``requirepass`` does not apply to it (it
         # refused XGROUP and MULTI, which go through ``execute``, with NOAUTH before).
         self.client.authenticated = True
+        self.client.user = None
         self.fast = fast
         self._direct_rows = _direct_rows(engine) if fast else {}
         self._streamed = _XaddBatch(engine, self.client, emit=True) if fast else None

@@ -27,6 +27,7 @@ from typing import Any, Final
 from lupa import lua51
 
 from headwater import REDIS_COMPAT_VERSION
+from headwater.commands.acl import refusal as acl_refusal
 from headwater.commands.context import Block, Client, CommandSpec, ServerAPI
 from headwater.commands.monitor import feed_monitors
 from headwater.commands.server import _human
@@ -518,6 +519,7 @@ class Scripting:
         if vm is None or client is None:
             raise ScriptError("a script ran before its Lua state was built")
         client.db = caller.db
+        client.user = caller.user  # (its commands are checked against the caller's rules)
         self.vm = vm
         run = self.run = Run(caller, name, is_eval, read_only, _monotonic(), command)
         host = self.host
@@ -685,6 +687,9 @@ class Scripting:
         flags = row.flags
         if "noscript" in flags:
             return b"ERR " + _NOSCRIPT
+        denied = acl_refusal(run.caller, row, argv, "lua")
+        if denied is not None:
+            return b"ERR ACL failure in script: " + denied.encode("utf-8", "surrogateescape")
         if run.read_only and (row.is_write or "x_may_replicate" in flags):
             return b"ERR " + _RO_WRITE
         if row.is_write:

@@ -54,7 +54,10 @@ class Server:
     ) -> None:
         self.config = config
         self.loop = loop
-        self.engine = Engine(config, scheduler=loop, extra_commands=extra_commands)
+        try:
+            self.engine = Engine(config, scheduler=loop, extra_commands=extra_commands)
+        except ConfigError as exc:  # (the ACL users of the configuration)
+            raise StartupError(str(exc)) from None
         wake = loop.call_soon_threadsafe
         self.durability = Durability(config, self.engine, data_dir, wake, ops)
         self.durability.on_durable = self._durable
