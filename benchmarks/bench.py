@@ -328,6 +328,37 @@ def row_idmpauto(h: Harness) -> RatioRow:
         h.args.keyspace = old
 
 
+def row_acl_xadd(h: Harness) -> RatioRow:
+    """Headwater's own ratio (issue 33): XADD by a user whose rules name commands and key
+    patterns (every XADD checked: the command, then its key against the patterns) over XADD
+    by the default user (no check), 50 clients, both logged in (the default user takes any
+    password)."""
+    _, headwater = h.pair("plain")
+    n = h.n(100_000)
+    command = ["XADD", "bench:acl", "*", "f", "__rand_int__"]
+    client = headwater.client()
+    client.acl_setuser(
+        "bench", enabled=True, passwords=["+benchpw"], keys=["bench:*", "app:*"],
+        commands=["-@all", "+xadd", "+ping", "+config|get"],
+    )  # fmt: skip
+
+    def side(user: str, password: str) -> Side:
+        def run() -> float:
+            headwater.client().delete("bench:acl")
+            return redis_benchmark(
+                h, headwater.port, command, clients=50, n=n, user=(user, password)
+            )
+
+        return Side(f"headwater {user}", headwater, run)
+
+    row = RatioRow(
+        "acl-xadd", "XADD by a user with key patterns / by an unrestricted user, 50 clients",
+        0.95, (side("default", "any"), side("bench", "benchpw")),
+    )  # fmt: skip
+    row.note = "both sides are Headwater (issue 33 compares the same server's two users)"
+    return run_pairs(h, row)
+
+
 def row_evalsha(h: Harness) -> RatioRow:
     """EVALSHA of redis-py's lock-release script (``Lock.release``: the token compared, the
     key deleted if it matches), 50 clients over random lock keys. 5,000 of them hold the
@@ -604,6 +635,7 @@ RATIO_ROWS: dict[str, Callable[[Harness], RatioRow]] = {
     "xack": row_xack,
     "xadd-always": row_xadd_always,
     "idmpauto": row_idmpauto,
+    "acl-xadd": row_acl_xadd,
     "evalsha": row_evalsha,
     "fcall": row_fcall,
     "publish": row_publish,
@@ -1390,6 +1422,7 @@ ROW_INFO = {
     "xack": "XACK of 10 pending IDs, 50 clients (hiredis load client), >= 0.5x",
     "xadd-always": "XADD, appendfsync always, 50 clients (redis-benchmark), >= 0.7x",
     "idmpauto": "XADD IDMPAUTO / plain XADD on Headwater (Redis 7.0 has no IDMP), >= 0.95x",
+    "acl-xadd": "XADD by a user with key patterns / by an unrestricted user, >= 0.95x",
     "evalsha": "EVALSHA of redis-py's Lock release script, 50 clients (redis-benchmark), >= 0.5x",
     "fcall": "FCALL of a function doing one XADD, 50 clients (redis-benchmark), >= 0.5x",
     "publish": "PUBLISH, 1 channel, 10 subscribers, 50 publishers: messages delivered/s, >= 0.6x",

@@ -283,12 +283,15 @@ def redis_benchmark(
     n: int,
     pipeline: int = 1,
     cpus: str | None = None,
+    user: tuple[str, str] | None = None,
 ) -> float:
     """Requests per second of one redis-benchmark run of ``command`` (pinned to ``cpus``, a
-    taskset CPU list, if given)."""
+    taskset CPU list, if given; logged in as ``user``, a (name, password) pair, if given)."""
+    login = ["--user", user[0], "-a", user[1]] if user is not None else []
     argv = [
         h.args.redis_benchmark, "-h", HOST, "-p", str(port), "-c", str(clients),
-        "-n", str(n), "-P", str(pipeline), "-r", str(h.args.keyspace), "--csv", *command,
+        "-n", str(n), "-P", str(pipeline), "-r", str(h.args.keyspace), *login, "--csv",
+        *command,
     ]  # fmt: skip
     if cpus is not None:
         argv = ["taskset", "-c", cpus, *argv]

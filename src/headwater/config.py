@@ -302,6 +302,7 @@ PARAMS: tuple[Param, ...] = (
     Param("hz", _int_parser(0, INT64_MAX), "10"),
     Param("protected-mode", _bool, "yes", printer=_yn),
     Param("enable-debug-command", _enum("no", "yes", "local"), "local", mutable=False),
+    Param("enable-protected-configs", _enum("no", "yes", "local"), "no", mutable=False),
     Param("proto-max-bulk-len", _int_parser(1024 * 1024, INT64_MAX, memory=True), "536870912"),
     Param(
         "client-query-buffer-limit",
@@ -525,8 +526,10 @@ class Config:
         self.values[param.name] = value
         self._seen_in_load.add(param.name)
 
-    def set_many(self, pairs: list[tuple[str, str]]) -> None:
-        """CONFIG SET semantics: validate all, then apply all; raises (name, message)."""
+    def set_many(self, pairs: list[tuple[str, str]], allow_protected: bool = False) -> None:
+        """CONFIG SET semantics: validate all, then apply all; raises (name, message).
+        ``allow_protected``: enable-protected-configs lets this client set ``dir`` and
+        ``dbfilename``."""
         staged: dict[str, Any] = {}
         for name, text in pairs:
             param = self.lookup(name)
@@ -536,7 +539,7 @@ class Config:
                 raise InvalidConfig(name, "duplicate parameter")
             if not param.mutable and not param.fixed:
                 raise InvalidConfig(name, "can't set immutable config")
-            if param.protected:
+            if param.protected and not allow_protected:
                 raise InvalidConfig(name, "can't set protected config")
             if param.fixed and text != self.render(param.name):
                 raise InvalidConfig(name, "can't set immutable config")

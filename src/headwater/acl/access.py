@@ -79,6 +79,7 @@ class AccessControl:
         self.default.apply(b"resetpass", self.catalog, self.pubsub_default)
         rule = b">" + password.encode() if password else b"nopass"
         self.default.apply(rule, self.catalog, self.pubsub_default)
+        self.default.refresh()
 
     def load_lines(self, lines: Sequence[Sequence[bytes]]) -> str | None:
         """The ``user`` lines of the configuration (Redis's ACLLoadConfiguredUsers), each

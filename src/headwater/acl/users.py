@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from headwater.errors import require
-from headwater.glob import glob_match
+from headwater.glob import compile_glob, glob_match
 
 #: Redis's category table, in its order (ACL CAT, COMMAND INFO)
 CATEGORIES: Final = (
@@ -143,6 +143,9 @@ def has_spaces(text: bytes) -> bool:
 class KeyPattern:
     pattern: bytes
     flags: int
+
+    def __post_init__(self) -> None:
+        self.matches = compile_glob(self.pattern)
 
     def render(self) -> str:
         prefix = {READ_WRITE: "~", READ: "%R~", WRITE: "%W~"}[self.flags]
@@ -368,10 +371,7 @@ class Selector:
     def allows_key(self, key: bytes, needs: int) -> bool:
         if self.all_keys:
             return True
-        for pattern in self.keys:
-            if pattern.flags & needs == needs and glob_match(pattern.pattern, key):
-                return True
-        return False
+        return any(p.flags & needs == needs and p.matches(key) for p in self.keys)
 
     def allows_channel(self, channel: bytes, is_pattern: bool) -> bool:
         if self.all_channels:
@@ -419,6 +419,9 @@ class User:
     selectors: list[Selector] = field(default_factory=lambda: [Selector(root=True)])
     #: the root selector may run anything on any key and channel: no check at all
     unrestricted: bool = False
+    #: decisions already made, by (command, its first argument) for the commands whose
+    #: verdict depends on no other argument (commands/acl.py); emptied by any change
+    verdicts: dict[tuple[str, bytes], tuple[int, int]] = field(default_factory=dict)
 
     @property
     def root(self) -> Selector:
@@ -441,6 +444,7 @@ class User:
         return twin
 
     def refresh(self) -> None:
+        self.verdicts = {}
         root = self.root
         self.unrestricted = root.all_commands and root.all_keys and root.all_channels
 

@@ -58,7 +58,7 @@ class _KeyPlan:
     command: ``single`` is (index, access) when the command names one key at a fixed
     place (most commands: no key-spec walk per call)."""
 
-    __slots__ = ("has_keys", "single", "specs")
+    __slots__ = ("has_keys", "single", "specs", "verdict_at")
 
     def __init__(self, row: CommandSpec) -> None:
         self.specs: list[KeySpec] = key_specs_of(row)
@@ -69,6 +69,13 @@ class _KeyPlan:
             fixed = only.begin[0] == "index" and only.find[:3] == ("range", 0, 1)
             if fixed and not {"not_key", "incomplete", "variable_flags"} & set(only.flags):
                 self.single = (only.begin[1], needed_access(only.flags))
+        #: the one argument the verdict depends on besides the command (its first argument,
+        #: which may be its key), when that is all: the user keeps such verdicts; else -1
+        first_at = 2 if row.parent is not None else 1
+        self.verdict_at = -1
+        keys_ok = not self.has_keys or (self.single is not None and self.single[0] == first_at)
+        if keys_ok and row.name not in _CHANNEL_COMMANDS:
+            self.verdict_at = first_at
 
 
 _PLANS: dict[str, _KeyPlan] = {}
@@ -127,12 +134,31 @@ def _check_selector(
     return 0, 0
 
 
+#: how many verdicts a user keeps (then it starts again: keys vary without end)
+_VERDICTS_KEPT: Final = 4096
+
+
 def check(user: User, row: CommandSpec, argv: list[bytes]) -> tuple[int, int]:
     """(0, 0) when one of the user's selectors allows the command; else the reason and the
     argument at fault, picked as Redis picks them (ACLCheckAllUserCommandPerm)."""
     plan = _PLANS.get(row.name)
     if plan is None:
         plan = _PLANS[row.name] = _KeyPlan(row)
+    at = row.acl_at = plan.verdict_at
+    if at < 0:
+        return _check(user, row, argv, plan)
+    memo = (row.name, argv[at] if at < len(argv) else b"")
+    verdicts = user.verdicts
+    verdict = verdicts.get(memo)
+    if verdict is None:
+        verdict = _check(user, row, argv, plan)
+        if len(verdicts) >= _VERDICTS_KEPT:
+            verdicts.clear()
+        verdicts[memo] = verdict
+    return verdict
+
+
+def _check(user: User, row: CommandSpec, argv: list[bytes], plan: _KeyPlan) -> tuple[int, int]:
     keys = _keys(row, plan, argv) if plan.has_keys else None
     relevant, last = DENIED_CMD, 0
     for selector in user.selectors:
@@ -185,12 +211,18 @@ def refusal(c: Client, row: CommandSpec, argv: list[bytes], context: str) -> str
     user = c.user
     if user is None or user.unrestricted:
         return None
-    reason, pos = check(user, row, argv)
-    if not reason:
-        return None
+    verdict = check(user, row, argv)
+    return refused(c, row, argv, verdict, context) if verdict[0] else None
+
+
+def refused(
+    c: Client, row: CommandSpec, argv: list[bytes], verdict: tuple[int, int], context: str
+) -> str:
+    """A refusal ``check`` decided: logged, and its NOPERM text."""
+    reason, pos = verdict
     obj = row.name_bytes if reason == DENIED_CMD else argv[pos]
     log_denial(c, reason, context, obj)
-    return denial_text(reason, user, row, argv, pos)
+    return denial_text(reason, c.user, row, argv, pos)  # type: ignore[arg-type]
 
 
 _EXEC_REASONS: Final = {

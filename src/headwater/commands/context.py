@@ -80,6 +80,9 @@ class CommandSpec:
         #: LATENCY_SMALL_US (most calls: one list increment), the rest in HDR buckets
         self.latency_small = [0] * LATENCY_SMALL_US
         self.latency_counts: dict[int, int] = {}
+        #: the argument besides the command that a restricted user's verdict depends on,
+        #: when no other does (-1: several do; -2: not worked out yet): commands/acl.py
+        self.acl_at = -2
 
     def reset_latency(self) -> None:
         self.latency_small = [0] * LATENCY_SMALL_US

@@ -312,7 +312,7 @@ def cmd_config_set(c: Client, argv: list[bytes]) -> Reply:
         for i in range(2, len(argv), 2)
     ]
     try:
-        c.server.config.set_many(pairs)
+        c.server.config.set_many(pairs, allows_protected_action(c, "enable-protected-configs"))
     except UnknownConfig as exc:
         raise err(f"Unknown option or number of arguments for CONFIG SET - '{exc.name}'") from None
     except InvalidConfig as exc:
@@ -435,10 +435,15 @@ DEBUG_NOT_ALLOWED = err(
 )
 
 
+def allows_protected_action(c: Client, setting: str) -> bool:
+    """Redis's allowProtectedAction: ``yes``, or ``local`` and a local connection."""
+    mode = c.server.config[setting]
+    return bool(mode == "yes" or (mode == "local" and c.is_local))
+
+
 def cmd_debug(c: Client, argv: list[bytes]) -> Reply:
     """DEBUG SLEEP <seconds> | DEBUG LOG <message> | DEBUG HELP"""
-    mode = c.server.config["enable-debug-command"]
-    if mode == "no" or (mode == "local" and not c.is_local):
+    if not allows_protected_action(c, "enable-debug-command"):
         raise DEBUG_NOT_ALLOWED
     sub = argv[1].upper()
     if sub == b"SLEEP" and len(argv) == 3:

@@ -30,6 +30,7 @@ import hiredis
 from headwater.acl.access import AccessControl
 from headwater.clock import Clock, SystemClock
 from headwater.commands import acl as acl_checks
+from headwater.commands.acl import check as acl_check
 from headwater.commands.context import (
     LATENCY_SMALL_US,
     Block,
@@ -118,6 +119,8 @@ class Engine(ScriptHost):
             self.streams = RegionStreams(self.region)
         #: ACL users (the default one until the configuration names others) and their log
         self.acl = AccessControl(acl_checks.build_catalog(self.table))
+        if self.config["requirepass"]:  # (then the users of the configuration, as Redis)
+            self.acl.set_default_password(self.config["requirepass"])
         self._load_users()
         # The names clients actually send (SET, set): one dict probe, no upper() per command.
         self.lookup = {**self.table, **{name.lower(): row for name, row in self.table.items()}}
@@ -159,7 +162,6 @@ class Engine(ScriptHost):
             "slowlog-max-len",
             "latency-monitor-threshold",
             "latency-tracking",
-            "requirepass",
             "acllog-max-len",
         ):
             self._config_changed(name, self.config[name])
@@ -325,8 +327,15 @@ class Engine(ScriptHost):
             return
         user = c.user
         if user is not None and not user.unrestricted and not (c.in_multi and row.no_multi):
-            denied = acl_checks.refusal(c, row, argv, "multi" if c.in_multi else "toplevel")
-            if denied is not None:
+            verdict: tuple[int, int] | None = None
+            at = row.acl_at
+            if at >= 0:  # (a verdict the user keeps: one probe)
+                verdict = user.verdicts.get((row.name, argv[at] if at < len(argv) else b""))
+            if verdict is None:
+                verdict = acl_check(user, row, argv)
+            if verdict[0]:
+                context = "multi" if c.in_multi else "toplevel"
+                denied = acl_checks.refused(c, row, argv, verdict, context)
                 self._reject(c, row, ReplyError("NOPERM", denied))
                 return
         if self.busy_reply is not None and not _allowed_while_busy(row):

@@ -60,6 +60,30 @@ UNAUTH_OUTPUT_LIMIT = 16 * 1024
 READ_SIZE = 16 * 1024
 
 
+#: what a client from another host gets from a server without a password in protected mode
+#: (Redis's text, typos included: clients and scripts match on it)
+PROTECTED_MODE_DENIED = (
+    b"-DENIED Redis is running in protected mode because protected mode is enabled and no "
+    b"password is set for the default user. In this mode connections are only accepted from "
+    b"the loopback interface. If you want to connect from external computers to Redis you "
+    b"may adopt one of the following solutions: 1) Just disable protected mode sending the "
+    b"command 'CONFIG SET protected-mode no' from the loopback interface by connecting to "
+    b"Redis from the same host the server is running, however MAKE SURE Redis is not "
+    b"publicly accessible from internet if you do so. Use CONFIG REWRITE to make this change "
+    b"permanent. 2) Alternatively you can just disable the protected mode by editing the "
+    b"Redis configuration file, and setting the protected mode option to 'no', and then "
+    b"restarting the server. 3) If you started the server manually just for testing, restart "
+    b"it with the '--protected-mode no' option. 4) Setup a an authentication password for the "
+    b"default user. NOTE: You only need to do one of the above things in order for the server "
+    b"to start accepting connections from the outside.\r\n"
+)
+
+
+def _loopback(peer: str) -> bool:
+    """Redis's connIsLocal: a loopback or unix-socket peer."""
+    return peer.startswith(("127.", "[::1]", "unix:"))
+
+
 def _peer(sock: socket.socket | None, local: bool) -> str:
     if sock is None:
         return ""
@@ -103,7 +127,13 @@ class Connection(asyncio.Protocol):
             transport.close()
             return
         sock = transport.get_extra_info("socket")
-        c = engine.new_client(_peer(sock, False), _peer(sock, True), self.gate)
+        peer = _peer(sock, False)
+        if engine.config["protected-mode"] and engine.acl.default.nopass and not _loopback(peer):
+            engine.stats.rejected_connections += 1
+            self.transport.write(PROTECTED_MODE_DENIED)  # type: ignore[union-attr]
+            transport.close()
+            return
+        c = engine.new_client(peer, _peer(sock, True), self.gate)
         c.fd = sock.fileno() if sock is not None else -1
         self.client = c
         self.parser = RequestParser(
