@@ -203,3 +203,31 @@ def test_a_bad_acl_file_stops_the_start(content: str, reason: str) -> None:
     assert done.returncode == 1
     assert reason in (done.stdout + done.stderr).decode()
     shutil.rmtree(workdir, ignore_errors=True)
+
+
+def test_the_locked_down_setup_of_the_docs_works() -> None:
+    """docs/security.md's ACL file, as written there, does what the page says."""
+    text = (ROOT / "docs" / "security.md").read_text()
+    block = text.split("`users.acl`", 1)[1].split("```", 2)[1]
+    workdir = Path(tempfile.mkdtemp(prefix="hw-acl-"))
+    (workdir / "users.acl").write_text(block.strip() + "\n")
+    server = start_headwater("--aclfile", str(workdir / "users.acl"))
+    try:
+        port = server.port
+        api = redis.Redis(port=port, username="api", password="api-secret", socket_timeout=10)
+        api.xadd("rides", {"fare": "12.5"})
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            api.xadd("payments", {"a": "1"})
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            api.xrange("rides")
+        reports = redis.Redis(port=port, username="reports", password="reports-secret")
+        assert len(reports.xrange("rides", count=10)) == 1
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            reports.xadd("rides", {"fare": "1"})
+        admin = redis.Redis(port=port, password="change-me-admin", decode_responses=True)
+        assert admin.acl_log(count=1)[0]["username"] == "reports"
+        denied = admin.acl_dryrun("api", "XADD", "payments", "*", "a", "1")
+        assert denied == "User api has no permissions to access the 'payments' key"
+    finally:
+        server.stop()
+        shutil.rmtree(workdir, ignore_errors=True)

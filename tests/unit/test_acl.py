@@ -327,3 +327,22 @@ def test_scripts_run_with_the_callers_rules(engine: Engine) -> None:
     )
     run(engine, c, "AUTH default x")
     assert b"lua" in run(engine, c, "ACL LOG 1")
+
+
+def test_config_rewrite_keeps_the_users(tmp_path: Path) -> None:
+    conf = tmp_path / "headwater.conf"
+    conf.write_text("user alice on >pw ~a* +get\n")
+    config = Config()
+    config.load_value("user", ["alice", "on", ">pw", "~a*", "+get"])
+    config.file = str(conf)
+    engine = Engine(config)
+    c = engine.new_client()
+    run(engine, c, "ACL SETUSER bob on nopass +@all ~*")
+    assert run(engine, c, "CONFIG REWRITE") == b"+OK\r\n"
+    written = [line for line in conf.read_text().splitlines() if line.startswith("user ")]
+    assert written == _list(engine)
+    reread = Config()
+    for line in written:
+        words = line.split()
+        reread.load_value(words[0], words[1:])
+    assert _list(Engine(reread)) == _list(engine)
