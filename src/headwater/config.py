@@ -293,6 +293,34 @@ PARAMS: tuple[Param, ...] = (
     Param("databases", _int_parser(1, INT64_MAX), "16", mutable=False),
     Param("requirepass", _string, ""),
     Param("aclfile", _string, "", mutable=False),
+    # TLS (server/tls.py): Redis's names and defaults; any change builds new contexts
+    Param("tls-port", _int_parser(0, 65535), "0"),
+    *(
+        Param(name, _string, "")
+        for name in (
+            "tls-cert-file",
+            "tls-key-file",
+            "tls-key-file-pass",
+            "tls-client-cert-file",
+            "tls-client-key-file",
+            "tls-client-key-file-pass",
+            "tls-dh-params-file",
+            "tls-ca-cert-file",
+            "tls-ca-cert-dir",
+            "tls-protocols",
+            "tls-ciphers",
+            "tls-ciphersuites",
+        )
+    ),
+    Param("tls-auth-clients", _enum("yes", "no", "optional"), "yes"),
+    Param("tls-prefer-server-ciphers", _bool, "no", printer=_yn),
+    Param("tls-session-caching", _bool, "yes", printer=_yn),
+    Param("tls-session-cache-size", _int_parser(0, 2**31 - 1), "20480"),
+    Param("tls-session-cache-timeout", _int_parser(0, 2**31 - 1), "300"),
+    Param("tls-replication", _bool, "no", printer=_yn),
+    Param("tls-cluster", _bool, "no", printer=_yn),
+    # Headwater's own: the links between active-active regions use TLS (the peers' TLS ports)
+    Param("peers-tls", _bool, "no", mutable=False, printer=_yn, fixed=True),
     Param("acllog-max-len", _int_parser(0, 2**63 - 1), "128"),
     Param("acl-pubsub-default", _enum("allchannels", "resetchannels"), "resetchannels"),
     Param("maxclients", _int_parser(1, UINT32_MAX), "10000"),

@@ -467,3 +467,17 @@ def test_genpass_shapes(clients: list[RawClient]) -> None:
             value = parse(client.call(*args))
             assert isinstance(value, bytes) and re.fullmatch(rb"[0-9a-f]*", value)
             assert len(value) == chars
+
+
+@pytest.mark.parametrize(
+    "pattern", ["acl*", "tls-*", "protected-mode", "enable-protected-configs", "requirepass"]
+)
+def test_security_settings_match_redis(clients: list[RawClient], pattern: str) -> None:
+    """The ACL, TLS and protection settings: same names, same defaults (Redis lists them in
+    hash order: compared as pairs)."""
+    ours, theirs = (parse(c.call("CONFIG", "GET", pattern)) for c in clients)
+    assert isinstance(ours, list) and isinstance(theirs, list)
+    assert sorted(zip(ours[0::2], ours[1::2], strict=True)) == sorted(
+        zip(theirs[0::2], theirs[1::2], strict=True)
+    )
+    assert ours  # (each pattern names something)

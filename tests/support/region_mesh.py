@@ -51,15 +51,28 @@ class Region:
 
 
 class TcpMesh:
-    def __init__(self, n: int = 3, mode: str = "strict", extra: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        n: int = 3,
+        mode: str = "strict",
+        extra: tuple[str, ...] = (),
+        tls: tuple[str, ...] | None = None,
+    ) -> None:
+        """``tls``: the regions' TLS options; each gets a TLS port, and the links use it."""
         self.root = Path(tempfile.mkdtemp(prefix="hw-mesh-"))
         ports = [free_port() for _ in range(n)]
+        link_ports = [free_port() for _ in range(n)] if tls is not None else ports
         self.regions: dict[int, Region] = {}
         for r in range(1, n + 1):
-            others = ",".join(f"127.0.0.1:{p}" for i, p in enumerate(ports, 1) if i != r)
+            others = ",".join(f"127.0.0.1:{p}" for i, p in enumerate(link_ports, 1) if i != r)
             workdir = self.root / f"r{r}"
             workdir.mkdir()
-            region = Region(workdir, r, "--peers", others, "--active-active-id-mode", mode, *extra)
+            own: tuple[str, ...] = ()
+            if tls is not None:
+                own = ("--tls-port", str(link_ports[r - 1]), "--peers-tls", "yes", *tls)
+            region = Region(
+                workdir, r, "--peers", others, "--active-active-id-mode", mode, *own, *extra
+            )
             region.port = ports[r - 1]
             self.regions[r] = region
         for region in self.regions.values():

@@ -46,6 +46,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -495,11 +496,15 @@ class RegionLinks:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(link.wake.wait(), RETRY_S)
 
+    def _tls(self) -> ssl.SSLContext | None:
+        """The links' TLS context with ``peers-tls yes`` (the peers' TLS ports)."""
+        return self.server.tls.client if self.engine.config["peers-tls"] else None
+
     async def _session(self, link: PeerLink) -> None:
         link.state = "connecting"
         limit_s = float(self.engine.config["repl-timeout"])
         reader, writer = await asyncio.wait_for(
-            asyncio.open_connection(link.host, link.port), limit_s
+            asyncio.open_connection(link.host, link.port, ssl=self._tls()), limit_s
         )
         link.writer = writer
         link.expect_state = False

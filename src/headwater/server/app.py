@@ -36,6 +36,7 @@ from headwater.server.listen import Listeners
 from headwater.server.protocol import Connection, send_replies
 from headwater.server.querybuf import resize as resize_query_buffer
 from headwater.server.replication import Replication
+from headwater.server.tls import TLS_SETTINGS, TlsContexts, TlsError
 
 log = logging.getLogger("headwater")
 
@@ -74,6 +75,14 @@ class Server:
         #: connections past the soft output limit: the cron re-checks them (Redis: clientsCron)
         self.soft_limited: set[Connection] = set()
         self.listeners = Listeners(loop, lambda: Connection(self))
+        #: TLS (server/tls.py): the contexts, and the listeners of ``tls-port``
+        self.tls = TlsContexts()
+        try:
+            self.tls.configure(config)
+        except TlsError as exc:
+            log.warning("%s", exc)
+            raise StartupError("Failed to configure TLS. Check logs for more info.") from None
+        self.tls_listeners = Listeners(loop, lambda: Connection(self), self.tls.listening)
         #: clients whose replies wait for the AOF (their gate's ``may_reply``), in order
         self.held: dict[Client, None] = {}
         #: a ``flush`` is queued for this loop turn (read by the connections: no call per batch)
@@ -107,11 +116,19 @@ class Server:
         config = self.config
         try:
             await self.listeners.start(config["bind"], config["port"], config["tcp-backlog"])
+            if config["tls-port"]:
+                await self.tls_listeners.start(
+                    config["bind"], config["tls-port"], config["tcp-backlog"]
+                )
         except OSError:
             self.listeners.close()
+            self.tls_listeners.close()
             raise
         self.config.appliers["port"] = self._move_port
         self.config.appliers["bind"] = self._move_bind
+        self.config.appliers["tls-port"] = self._move_tls_port
+        for name in TLS_SETTINGS:
+            self.config.appliers[name] = self._reconfigure_tls
         self._schedule_cron()
 
     # -- CONFIG SET port / bind: the listeners move -------------------------------------------
@@ -123,6 +140,29 @@ class Server:
 
     def _move_bind(self, hosts: list[str]) -> None:
         self._relisten(hosts, self.config["port"], "Failed to bind to specified addresses.")
+        if self.config["tls-port"]:
+            self._relisten_tls(hosts, self.config["tls-port"])
+
+    def _move_tls_port(self, port: int) -> None:
+        if port:
+            self._reconfigure_tls(port)
+        self._relisten_tls(self.config["bind"], port)
+
+    def _relisten_tls(self, hosts: list[str], port: int) -> None:
+        try:
+            self.tls_listeners.move(hosts, port, self.config["tcp-backlog"])
+        except OSError as exc:
+            log.warning("could not listen on %s TLS port %d: %s", hosts, port, exc.strerror or exc)
+            raise ConfigError("Unable to listen on this port. Check server logs.") from None
+
+    def _reconfigure_tls(self, value: object) -> None:
+        """A ``tls-*`` setting changed (already in the configuration): new contexts for new
+        connections, or Redis's refusal with the old ones kept."""
+        try:
+            self.tls.configure(self.config)
+        except TlsError as exc:
+            log.warning("%s", exc)
+            raise ConfigError("Unable to update TLS configuration. Check server logs.") from None
 
     def _relisten(self, hosts: list[str], port: int, failure: str) -> None:
         """Redis's changeListener: when a bind fails, CONFIG SET answers ``failure`` and the
@@ -137,6 +177,7 @@ class Server:
     async def serve_until_stopped(self) -> None:
         await self._stopped
         self.listeners.close()
+        self.tls_listeners.close()
         requested = self.engine.shutdown_requested
         self.replication.close()
         if self.region_links is not None:

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from headwater.server.durability import Durability
     from headwater.server.listen import Listeners
     from headwater.server.protocol import Connection
+    from headwater.server.tls import TlsContexts
 
 
 class Host(Protocol):
@@ -64,6 +65,10 @@ class LinkHost(Host, Protocol):
     def durability(self) -> Durability: ...
     @property
     def connections(self) -> dict[Client, Connection]: ...
+    @property
+    def tls(self) -> TlsContexts:
+        """The TLS contexts (the links' own with tls-replication or peers-tls)."""
+        ...
 
 
 class PollerHost(ConnectionHost, Protocol):

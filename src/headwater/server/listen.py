@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import errno
 import socket
+import ssl
 from collections.abc import Callable
 from typing import Any
 
@@ -61,9 +62,16 @@ def bind(address: Address, backlog: int) -> socket.socket:
 class Listeners:
     """The server's listening sockets, each served by its own asyncio server."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, protocol: Callable[[], Any]) -> None:
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        protocol: Callable[[], Any],
+        tls: Callable[[], ssl.SSLContext] | None = None,
+    ) -> None:
         self.loop = loop
         self.protocol = protocol
+        #: the TLS listeners' context (server/tls.py), asked when a server starts; None: plain
+        self.tls = tls
         #: every listening socket by address, from its bind on (its server may be starting)
         self.bound: dict[Address, socket.socket] = {}
         self.servers: dict[Address, asyncio.AbstractServer] = {}
@@ -90,7 +98,10 @@ class Listeners:
 
     async def _serve(self, address: Address, sock: socket.socket, backlog: int) -> None:
         # (the server listens again: with the backlog given, not asyncio's default of 100)
-        server = await self.loop.create_server(self.protocol, sock=sock, backlog=backlog)
+        context = self.tls() if self.tls is not None else None
+        server = await self.loop.create_server(
+            self.protocol, sock=sock, backlog=backlog, ssl=context
+        )
         if self.bound.get(address) is sock:
             self.servers[address] = server
         else:  # closed by a later change while it started

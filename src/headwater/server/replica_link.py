@@ -40,6 +40,7 @@ import contextlib
 import functools
 import logging
 import os
+import ssl
 import time
 from collections import deque
 from collections.abc import Callable
@@ -170,12 +171,19 @@ class ReplicaLink:
             self._replayer.close()
             self._replayer = None
 
+    def _tls(self) -> ssl.SSLContext | None:
+        """The link's TLS context with ``tls-replication yes`` (the primary's TLS port)."""
+        return self.server.tls.client if self.engine.config["tls-replication"] else None
+
     async def _session(self) -> None:
         limit_s = self.engine.config["repl-timeout"]
         self.role_state = "connecting"
         log.warning("Connecting to MASTER %s:%d", self.host, self.port)
         reader, writer = await asyncio.wait_for(
-            asyncio.open_connection(self.host, self.port, limit=SNAPSHOT_READ_SIZE), limit_s
+            asyncio.open_connection(
+                self.host, self.port, limit=SNAPSHOT_READ_SIZE, ssl=self._tls()
+            ),
+            limit_s,
         )
         self._writer = writer
         log.warning("MASTER <-> REPLICA sync started")
