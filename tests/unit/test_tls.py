@@ -89,7 +89,8 @@ def test_protocols_limit_the_versions(certs: Certs) -> None:
     ],
 )
 def test_bad_settings_are_refused(certs: Certs, settings: dict[str, str], reason: str) -> None:
-    settings = {k: v.replace("ENC", certs.path("server-encrypted.key")) for k, v in settings.items()}
+    encrypted = certs.path("server-encrypted.key")
+    settings = {k: v.replace("ENC", encrypted) for k, v in settings.items()}
     with pytest.raises(TlsError, match=reason.replace("(", r"\(").replace(")", r"\)")):
         server_context(_config(certs, **settings))
 
