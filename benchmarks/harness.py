@@ -187,12 +187,17 @@ class Harness:
     tmp: Path
     details: list[str] = field(default_factory=list)
     _started: dict[str, tuple[ServerProcess, ServerProcess]] = field(default_factory=dict)
+    #: servers rows started themselves (``adopt``)
+    _own: list[ServerProcess] = field(default_factory=list)
 
-    def make_pair(self, label: str, aof: str | None = None) -> tuple[ServerProcess, ServerProcess]:
+    def make_pair(
+        self, label: str, aof: str | None = None, extra: tuple[str, ...] = ()
+    ) -> tuple[ServerProcess, ServerProcess]:
         """A (redis, headwater) pair in fresh directories, not started; ``aof`` is an
-        ``appendfsync`` mode for append-only servers."""
+        ``appendfsync`` mode for append-only servers; ``extra``: options for both."""
         redis_extra = (*aof_options(aof), "--aof-use-rdb-preamble", "no") if aof else ()
         hw_extra = aof_options(aof) if aof else ()
+        redis_extra, hw_extra = (*redis_extra, *extra), (*hw_extra, *extra)
         pair = []
         for name in ("redis", "headwater"):
             data = self.tmp / f"{label}-{name}"
@@ -208,20 +213,27 @@ class Harness:
             pair.append(ServerProcess(name, argv, port, self.tmp / f"{label}-{name}.log", env))
         return pair[0], pair[1]
 
-    def pair(self, label: str, aof: str | None = None) -> tuple[ServerProcess, ServerProcess]:
+    def pair(
+        self, label: str, aof: str | None = None, extra: tuple[str, ...] = ()
+    ) -> tuple[ServerProcess, ServerProcess]:
         """A started pair, shared by every row that asks for the same label."""
         if label not in self._started:
-            servers = self.make_pair(label, aof)
+            servers = self.make_pair(label, aof, extra)
             self._started[label] = servers
             for server in servers:
                 server.start()
         return self._started[label]
 
+    def adopt(self, label: str, server: ServerProcess) -> None:
+        """A server a row started itself, stopped with the rest."""
+        self._own.append(server)
+
     def stop_all(self) -> None:
-        for servers in self._started.values():
+        for servers in [*self._started.values(), self._own]:
             for server in servers:
                 server.stop()
         self._started.clear()
+        self._own.clear()
 
     def note(self, text: str) -> None:
         print(f"  {text}", flush=True)
@@ -284,13 +296,15 @@ def redis_benchmark(
     pipeline: int = 1,
     cpus: str | None = None,
     user: tuple[str, str] | None = None,
+    tls: Sequence[str] = (),
 ) -> float:
     """Requests per second of one redis-benchmark run of ``command`` (pinned to ``cpus``, a
-    taskset CPU list, if given; logged in as ``user``, a (name, password) pair, if given)."""
+    taskset CPU list, if given; logged in as ``user``, a (name, password) pair, if given;
+    ``tls``: redis-benchmark's TLS options, ``port`` being a TLS port)."""
     login = ["--user", user[0], "-a", user[1]] if user is not None else []
     argv = [
         h.args.redis_benchmark, "-h", HOST, "-p", str(port), "-c", str(clients),
-        "-n", str(n), "-P", str(pipeline), "-r", str(h.args.keyspace), *login, "--csv",
+        "-n", str(n), "-P", str(pipeline), "-r", str(h.args.keyspace), *login, *tls, "--csv",
         *command,
     ]  # fmt: skip
     if cpus is not None:

@@ -36,7 +36,7 @@ from headwater.server.listen import Listeners
 from headwater.server.protocol import Connection, send_replies
 from headwater.server.querybuf import resize as resize_query_buffer
 from headwater.server.replication import Replication
-from headwater.server.tls import TLS_SETTINGS, TlsContexts, TlsError
+from headwater.server.tls import TLS_SETTINGS, TlsConnection, TlsContexts, TlsError
 
 log = logging.getLogger("headwater")
 
@@ -82,7 +82,9 @@ class Server:
         except TlsError as exc:
             log.warning("%s", exc)
             raise StartupError("Failed to configure TLS. Check logs for more info.") from None
-        self.tls_listeners = Listeners(loop, lambda: Connection(self), self.tls.listening)
+        self.tls_listeners = Listeners(
+            loop, lambda: TlsConnection(Connection(self)), self.tls.listening
+        )
         #: clients whose replies wait for the AOF (their gate's ``may_reply``), in order
         self.held: dict[Client, None] = {}
         #: a ``flush`` is queued for this loop turn (read by the connections: no call per batch)
