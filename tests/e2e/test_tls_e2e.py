@@ -199,3 +199,26 @@ def test_tls_settings_that_stop_the_start(certs: Certs, args: list[str], reason:
     assert done.returncode == 1, output
     assert reason in output and "Failed to configure TLS" in output
     shutil.rmtree(workdir, ignore_errors=True)
+
+
+def test_a_tls_only_server(certs: Certs) -> None:
+    """``--port 0 --tls-port P``: no plain port at all, as docs/security.md shows."""
+    tls_port = free_port()
+    workdir = Path(tempfile.mkdtemp(prefix="hw-tls-"))
+    cmd = [*HEADWATER, "server", "--port", "0", "--tls-port", str(tls_port), "--dir", str(workdir)]
+    proc = subprocess.Popen([*cmd, *certs.server_args()], cwd=ROOT)
+    try:
+        client = _client(certs, tls_port)
+        wait_until(lambda: _pings(client), what="the TLS port")
+        assert client.config_get("port") == {"port": "0"}
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _pings(client: redis.Redis) -> bool:
+    try:
+        return bool(client.ping())
+    except redis.exceptions.ConnectionError:
+        return False

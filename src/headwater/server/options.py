@@ -81,10 +81,10 @@ def parse_args(argv: list[str]) -> Config:
             raise OptionsError(
                 f"\n*** FATAL CONFIG ERROR (Headwater) ***\n>>> '--{name} {shown}'\n{exc}"
             ) from None
-    if config["port"] == 0:
+    if config["port"] == 0 and not config["tls-port"]:
         raise OptionsError(
-            "--port 0 is not supported: Headwater only serves TCP, so it needs a port "
-            "between 1 and 65535"
+            "--port 0 is not supported without --tls-port: Headwater only serves TCP, so it "
+            "needs a port between 1 and 65535"
         )
     check_regions(config)
     return config

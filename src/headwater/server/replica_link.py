@@ -222,7 +222,9 @@ class ReplicaLink:
             reply = await self._line(reader, limit_s)
             if not reply.startswith(b"+"):
                 raise LinkError(f"Unable to AUTH to MASTER: {_show(reply)}")
-        port = b"%d" % self.engine.config["port"]
+        # (over TLS the replica is reached on its TLS port, as Redis announces it)
+        tls = config["tls-replication"] and config["tls-port"]
+        port = b"%d" % (config["tls-port"] if tls else config["port"])
         writer.write(encode_command([b"REPLCONF", b"listening-port", port]))
         reply = await self._line(reader, limit_s)
         if not reply.startswith(b"+"):
