@@ -27,8 +27,6 @@ EXCLUDED = {
     "lolwut": "LOLWUT",
     # operability, later
     "memory|doctor": "MEMORY DOCTOR",
-    # replication commands, in the replication issue
-    "failover": "replication",
 }
 
 

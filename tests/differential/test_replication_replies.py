@@ -1,6 +1,6 @@
 """Replication replies against a real redis-server 7.0, byte for byte where they are
 comparable (issue 17): ROLE of a primary without replicas, WAIT's answers and errors,
-REPLICAOF's, REPLCONF's and PSYNC's errors, READONLY on a replica, WAIT on a replica, ROLE
+REPLICAOF's, REPLCONF's, PSYNC's and FAILOVER's errors, READONLY on a replica, WAIT on a replica, ROLE
 of a replica whose primary is down. (A Headwater replica of a Redis primary is not a goal:
 the snapshot formats differ.)"""
 
@@ -51,6 +51,20 @@ PRIMARY_CASES: list[tuple[str, ...]] = [
     ("CONFIG", "GET", "masterauth"),
     ("CLIENT", "KILL", "TYPE", "replica"),
     ("CLIENT", "KILL", "TYPE", "master"),
+    # FAILOVER's answers without a replica (issue 33)
+    ("FAILOVER",),
+    ("FAILOVER", "ABORT"),
+    ("FAILOVER", "abort", "x"),
+    ("FAILOVER", "TIMEOUT", "0"),
+    ("FAILOVER", "TIMEOUT", "-5"),
+    ("FAILOVER", "TIMEOUT", "x"),
+    ("FAILOVER", "TIMEOUT", "10", "TIMEOUT", "10"),
+    ("FAILOVER", "TO", "127.0.0.1"),
+    ("FAILOVER", "TO", "127.0.0.1", "x"),
+    ("FAILOVER", "TO", "127.0.0.1", "1", "FORCE"),
+    ("FAILOVER", "FORCE", "FORCE"),
+    ("FAILOVER", "nonsense"),
+    ("PSYNC", "?", "-1", "FAILOVER"),
 ]
 
 

@@ -1,4 +1,4 @@
-"""Replication commands: REPLICAOF/SLAVEOF, REPLCONF, PSYNC/SYNC, ROLE, WAIT.
+"""Replication commands: REPLICAOF/SLAVEOF, REPLCONF, PSYNC/SYNC, ROLE, WAIT, FAILOVER.
 
 The work is the server layer's (``engine.replication``: server/replication.py); these
 handlers parse and check arguments with Redis's texts (replication.c) and pass them on.
@@ -6,10 +6,10 @@ handlers parse and check arguments with Redis's texts (replication.c) and pass t
 
 from __future__ import annotations
 
-from headwater.commands.args import strict_int
+from headwater.commands.args import parse_int, strict_int
 from headwater.commands.context import Block, Client, Replication, spec
 from headwater.commands.streams import parse_block_timeout
-from headwater.errors import NOT_INTEGER, ReplyError, err
+from headwater.errors import NOT_INTEGER, SYNTAX, ReplyError, err
 from headwater.resp.types import Reply
 
 WAIT_ON_REPLICA = err(
@@ -50,11 +50,38 @@ def cmd_replconf(c: Client, argv: list[bytes]) -> Reply:
 
 
 def cmd_psync(c: Client, argv: list[bytes]) -> Reply:
-    """PSYNC <replid> <offset>: ``?`` and -1 (or any unknown history) ask for a full sync."""
+    """PSYNC <replid> <offset> [FAILOVER]: ``?`` and -1 (or any unknown history) ask for a
+    full sync; FAILOVER: the primary hands its role to this replica."""
     offset = strict_int(argv[2])
     if offset is None:
         raise NOT_INTEGER
-    return _replication(c).psync(c, argv[1].decode("utf-8", "replace"), offset)
+    failover = len(argv) > 3 and argv[3].lower() == b"failover"
+    return _replication(c).psync(c, argv[1].decode("utf-8", "replace"), offset, failover)
+
+
+def cmd_failover(c: Client, argv: list[bytes]) -> Reply:
+    """FAILOVER [TO host port [FORCE]] [ABORT] [TIMEOUT ms] (server/failover.py)."""
+    if len(argv) == 2 and argv[1].lower() == b"abort":
+        return _replication(c).failover_command(None, 0, False, abort=True)
+    timeout_ms, force, target = 0, False, None
+    i = 1
+    while i < len(argv):
+        word, more = argv[i].lower(), len(argv) - i - 1
+        if word == b"timeout" and more >= 1 and timeout_ms == 0:
+            timeout_ms = parse_int(argv[i + 1])
+            if timeout_ms <= 0:
+                raise err("FAILOVER timeout must be greater than 0")
+            i += 2
+        elif word == b"to" and more >= 2 and target is None:
+            port = parse_int(argv[i + 2])
+            target = (argv[i + 1].decode("utf-8", "replace"), port)
+            i += 3
+        elif word == b"force" and not force:
+            force = True
+            i += 1
+        else:
+            raise SYNTAX
+    return _replication(c).failover_command(target, timeout_ms, force, abort=False)
 
 
 def cmd_sync(c: Client, argv: list[bytes]) -> Reply:
@@ -116,5 +143,6 @@ SPECS = (
     spec("sync", 1, "admin noscript no_async_loading no_multi", (0, 0, 0), cmd_sync),
     spec("role", 1, "noscript loading stale fast", (0, 0, 0), cmd_role),
     spec("wait", 3, "blocking", (0, 0, 0), cmd_wait),
+    spec("failover", -1, "admin noscript stale", (0, 0, 0), cmd_failover),
     spec("waitaof", 4, "blocking", (0, 0, 0), cmd_waitaof),
 )

@@ -57,7 +57,15 @@ from headwater.commands.tracking import Tracking
 from headwater.commands.transactions import discard
 from headwater.config import Config, ConfigError
 from headwater.engine.blocking import BlockingRegistry, Waiter
-from headwater.engine.pause import PAUSE_OFF, Held, Pause, covers, pause_end
+from headwater.engine.pause import (
+    INT64_MAX,
+    PAUSE_OFF,
+    PAUSE_WRITE,
+    Held,
+    Pause,
+    covers,
+    pause_end,
+)
 from headwater.errors import (
     NOAUTH,
     UNBLOCKED,
@@ -140,6 +148,9 @@ class Engine(ScriptHost):
         #: pays), and the pause's end and held clients
         self.pause_mode = PAUSE_OFF
         self.pause = Pause()
+        #: a FAILOVER holds writes until it ends (server/replication.py), whatever CLIENT
+        #: PAUSE and UNPAUSE do meanwhile
+        self.failover_paused = False
         self.pending = PendingReplies()  # clients with output to flush, in order
         self.pubsub = PubSub(self.pending)
         #: client-side caching (CLIENT TRACKING): the keyspace tells it of every change
@@ -875,6 +886,10 @@ class Engine(ScriptHost):
         if pause.timer is not None:
             pause.timer.cancel()
             pause.timer = None
+        if self.failover_paused:  # (a FAILOVER's hold of writes outlives CLIENT UNPAUSE)
+            self.pause_mode = PAUSE_WRITE
+            pause.end_ms = INT64_MAX
+            self.keyspace.expiry_paused = True
         if not pause.held or pause.release_scheduled:
             return
         if self.scheduler is None:

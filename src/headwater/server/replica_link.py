@@ -101,6 +101,9 @@ class ReplicaLink:
         self._writer: asyncio.StreamWriter | None = None
         self._replayer: Replayer | None = None
         self._stopped = False
+        #: this server is handing its role to the primary it links to (FAILOVER): the
+        #: PSYNC says so, and its answer ends the failover (or aborts it)
+        self.failover = False
         #: (engine.effect_seq, stream offset) after each batch applied, not known fsynced
         #: yet, and the stream offset known fsynced (FACK)
         self._applied: deque[tuple[int, int]] = deque()
@@ -150,6 +153,10 @@ class ReplicaLink:
                 log.warning("Bad reply from MASTER %s:%d: %s", self.host, self.port, exc)
             finally:
                 self._close()
+            if self.failover:  # (the target could not be asked: the switch is undone)
+                self.failover = False
+                abort = self.repl.failover.abort
+                self.server.loop.call_soon(abort, "Failover target could not be reached")
             await asyncio.sleep(RETRY_S)
 
     def _close(self) -> None:
@@ -194,8 +201,11 @@ class ReplicaLink:
             replid, start = state.replid, state.offset + 1
         else:
             replid, start = "?", -1
-        writer.write(encode_command([b"PSYNC", replid.encode(), b"%d" % start]))
+        psync = [b"PSYNC", replid.encode(), b"%d" % start]
+        writer.write(encode_command([*psync, b"FAILOVER"] if self.failover else psync))
         reply = await self._line(reader, limit_s)
+        if self.failover:
+            self._failover_answered(reply)
         rest = b""
         if reply.startswith(b"+FULLRESYNC"):
             rest = await self._full_sync(reader, reply, limit_s)
@@ -204,6 +214,17 @@ class ReplicaLink:
         else:
             raise LinkError(f"Unexpected reply to PSYNC from master: {_show(reply)}")
         await self._stream(reader, writer, limit_s, rest)
+
+    def _failover_answered(self, reply: bytes) -> None:
+        """The target's answer to PSYNC … FAILOVER: taken (the failover is over) or refused
+        (aborted: this server is a primary again, later in this loop turn)."""
+        self.failover = False
+        failover = self.repl.failover
+        if reply.startswith((b"+FULLRESYNC", b"+CONTINUE")):
+            failover.psync_answered()
+            return
+        self.server.loop.call_soon(failover.abort, "Failover target rejected psync request")
+        raise LinkError(f"Failover target rejected psync request: {_show(reply)}")
 
     async def _handshake(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, limit_s: float

@@ -37,12 +37,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from headwater.commands.context import Block, Client
+from headwater.engine.pause import Held
 from headwater.errors import NOT_INTEGER, ReplyError, err
 from headwater.persistence.effect_log import EffectLog
 from headwater.replication.hold import TimedHold
 from headwater.replication.state import ReplicationState, new_replid, valid_replid
 from headwater.resp.encoder import encode_command
 from headwater.resp.types import Raw, Reply, Status
+from headwater.server.failover import NO_FAILOVER, Failover
 from headwater.server.repl_sync import FullSync, Peer
 from headwater.server.repl_wait import Waits
 
@@ -103,6 +105,8 @@ class Replication:
         self.waits = Waits(self)
         self._getack_due = False
         self._last_ping = time.monotonic()
+        #: FAILOVER (server/failover.py)
+        self.failover = Failover(self)
         engine.replication = self
         self.config.listeners.append(self._config_changed)
 
@@ -351,11 +355,17 @@ class Replication:
         peer.ack_time = time.monotonic()
         self.waits.check()
         self.update_refusal()
+        self.failover.check()
 
-    def psync(self, c: Client, replid: str, offset: int | None) -> Reply:
-        """PSYNC (``offset`` given) or SYNC (None)."""
+    def psync(self, c: Client, replid: str, offset: int | None, failover: bool = False) -> Reply:
+        """PSYNC (``offset`` given) or SYNC (None). ``failover``: PSYNC … FAILOVER from a
+        primary handing its role to this replica (server/failover.py)."""
         if c.is_replica:
             return NO_REPLY
+        if failover:
+            self._take_over(c, replid, offset)
+        if self.failover.state != NO_FAILOVER:
+            raise ReplyError("NOMASTERLINK", "Can't SYNC while failing over")
         if self.master is not None and (self.link is None or not self.link.connected):
             raise NOMASTERLINK
         conn = self.server.connections.get(c)
@@ -395,6 +405,16 @@ class Replication:
         peer.old_sync = offset is None
         self.full_sync.start(peer)
         return NO_REPLY
+
+    def _take_over(self, c: Client, replid: str, offset: int | None) -> None:
+        """The primary hands its role over (Redis's syncCommand, PSYNC … FAILOVER): this
+        replica becomes the primary, its history going on under a new ID."""
+        if self.master is None:
+            raise err("PSYNC FAILOVER can't be sent to a master.")
+        if replid != self.state.replid:
+            raise err("PSYNC FAILOVER replid must match my replid.")
+        self._become_primary()
+        log.warning("Failover request received for replid %s, offset %s.", replid, offset)
 
     def _attach(self, conn: Connection, c: Client, state: str) -> Peer:
         conf = self.handshakes.pop(c.id, {})
@@ -460,6 +480,8 @@ class Replication:
         return self.master is not None
 
     def replicaof(self, c: Client, target: tuple[str, int] | None) -> Reply:
+        if self.failover.state != NO_FAILOVER:
+            raise err("REPLICAOF not allowed while failing over.")
         who = f"id={c.id} addr={c.addr} laddr={c.laddr}"
         if target is None:
             if self.master is not None:
@@ -476,7 +498,26 @@ class Replication:
         log.warning("REPLICAOF %s:%d enabled (user request from '%s')", *target, who)
         return Status(b"OK")
 
-    def _become_replica(self, target: tuple[str, int]) -> None:
+    def become_replica_of(self, target: tuple[str, int], failover: bool) -> None:
+        """FAILOVER's switch: a replica of ``target``, whose link asks it to take over."""
+        self._become_replica(target, failover)
+        log.warning("REPLICAOF %s:%d enabled (failover)", *target)
+
+    def become_primary_again(self) -> None:
+        """An aborted switch: a primary again, under a new replication ID (Redis's
+        replicationUnsetMaster)."""
+        if self.master is not None:
+            self._become_primary()
+            log.warning("MASTER MODE enabled (failover aborted)")
+
+    def failover_command(
+        self, target: tuple[str, int] | None, timeout_ms: int, force: bool, abort: bool
+    ) -> Reply:
+        if abort:
+            return self.failover.abort_command()
+        return self.failover.start(target, timeout_ms, force)
+
+    def _become_replica(self, target: tuple[str, int], failover: bool = False) -> None:
         from headwater.server.replica_link import ReplicaLink
 
         if self.link is not None:
@@ -488,6 +529,7 @@ class Replication:
         self.config.values["replicaof"] = target
         self._unblock_all()
         self.link = ReplicaLink(self.server, self, *target)
+        self.link.failover = failover
         self.link.start()
         self.update_refusal()
 
@@ -495,7 +537,10 @@ class Replication:
         """Becoming a replica ends every wait (Redis: disconnectAllBlockedClients): an
         XREADGROUP that ran later would change the group here, not on the primary."""
         for client in list(self.engine.clients.values()):
-            if client.gate.blocked is not None:
+            blocked = client.gate.blocked
+            # (a command held by a pause is not under way: it runs, or is refused, when the
+            # pause ends, as Redis's postponed clients)
+            if blocked is not None and type(blocked) is not Held:
                 self.engine.end_wait(client, UNBLOCKED_ROLE)
         for request in list(self.waits.waiting):
             self.waits.end(request)
@@ -544,7 +589,7 @@ class Replication:
             )
         backlog = self.state.backlog
         lines += [
-            "master_failover_state:no-failover",
+            f"master_failover_state:{self.failover.state}",
             f"master_replid:{self.state.replid}",
             f"master_replid2:{self.state.replid2}",
             f"master_repl_offset:{self.offset}",
@@ -645,6 +690,7 @@ class Replication:
                         peer.conn.transport.close()
         self.waits.check()
         self.update_refusal()
+        self.failover.check()
         self.flush()
 
 
