@@ -1,8 +1,8 @@
 """Replication replies against a real redis-server 7.0, byte for byte where they are
 comparable (issue 17): ROLE of a primary without replicas, WAIT's answers and errors,
 REPLICAOF's, REPLCONF's, PSYNC's and FAILOVER's errors, READONLY on a replica, WAIT on a
-replica, ROLE of a replica whose primary is down. (A Headwater replica of a Redis primary is not a goal:
-the snapshot formats differ.)"""
+replica, ROLE of a replica whose primary is down. (A Headwater replica of a Redis primary
+is not a goal: the snapshot formats differ.)"""
 
 from __future__ import annotations
 
