@@ -53,6 +53,7 @@ import hiredis
 import redis
 from bench_repl import table_repl_cost, table_repl_fullsync, table_repl_lag, table_repl_psync
 from harness import (
+    CLOCK_TICKS,
     HOST,
     NOISY,
     REPO,
@@ -368,6 +369,45 @@ def row_tls_xadd(h: Harness) -> RatioRow:
     return run_pairs(h, row)
 
 
+TRACKED_KEYS = 10_000
+
+
+def row_tracking_get(h: Harness) -> RatioRow:
+    """GET over 10,000 keys with client-side caching on (HELLO 3, CLIENT TRACKING ON on every
+    connection: each GET remembers its key for the client), 50 clients, against Redis doing
+    the same (issue 33). redis-benchmark cannot turn tracking on, so the harness's hiredis
+    client drives it; that client (Python) is slower than either server, so the figure is
+    the server's own: GETs per second of its CPU (requests over the CPU time it used)."""
+    n = h.n(60_000)
+    keys = [f"bench:t:{i}" for i in range(TRACKED_KEYS)]
+    payloads = pack_all([["GET", keys[(i * 7919) % TRACKED_KEYS]] for i in range(n)])
+    setup = pack_all([["HELLO", "3"], ["CLIENT", "TRACKING", "ON"]])
+    sides = []
+    for server in h.pair("plain"):
+        client = server.client()
+        with client.pipeline(transaction=False) as pipe:
+            for key in keys:
+                pipe.set(key, VALUE16)
+            pipe.execute()
+
+        def run(server: ServerProcess = server) -> float:
+            before = server.cpu_ticks()
+            drive(server.port, payloads, 50, VALUE16.encode(), setup=setup)
+            used_s = (server.cpu_ticks() - before) / CLOCK_TICKS
+            return n / used_s if used_s > 0 else float("inf")
+
+        sides.append(Side(server.name, server, run))
+    row = RatioRow(
+        "tracking-get", "GET with CLIENT TRACKING ON, 50 clients (GETs per CPU second)", 0.8,
+        (sides[0], sides[1]),
+    )  # fmt: skip
+    row.note = (
+        "load: the harness's hiredis client; figure = requests / the server's CPU seconds "
+        "(the client, in Python, is slower than either server)"
+    )
+    return run_pairs(h, row)
+
+
 def row_acl_xadd(h: Harness) -> RatioRow:
     """Headwater's own ratio (issue 33): XADD by a user whose rules name commands and key
     patterns (every XADD checked: the command, then its key against the patterns) over XADD
@@ -677,6 +717,7 @@ RATIO_ROWS: dict[str, Callable[[Harness], RatioRow]] = {
     "idmpauto": row_idmpauto,
     "acl-xadd": row_acl_xadd,
     "tls-xadd": row_tls_xadd,
+    "tracking-get": row_tracking_get,
     "evalsha": row_evalsha,
     "fcall": row_fcall,
     "publish": row_publish,
@@ -1469,6 +1510,7 @@ ROW_INFO = {
     "idmpauto": "XADD IDMPAUTO / plain XADD on Headwater (Redis 7.0 has no IDMP), >= 0.95x",
     "acl-xadd": "XADD by a user with key patterns / by an unrestricted user, >= 0.95x",
     "tls-xadd": "XADD over TLS with client certificates, 50 clients, >= 0.7x",
+    "tracking-get": "GET with CLIENT TRACKING ON, 50 clients, GETs per server CPU second, >= 0.8x",
     "evalsha": "EVALSHA of redis-py's Lock release script, 50 clients (redis-benchmark), >= 0.5x",
     "fcall": "FCALL of a function doing one XADD, 50 clients (redis-benchmark), >= 0.5x",
     "publish": "PUBLISH, 1 channel, 10 subscribers, 50 publishers: messages delivered/s, >= 0.6x",

@@ -350,15 +350,23 @@ def pack_all(commands: Sequence[Sequence[str | bytes]]) -> list[bytes]:
     return [hiredis.pack_command(tuple(c)) for c in commands]
 
 
-def drive(port: int, payloads: Sequence[bytes], clients: int, expect: Any) -> float:
+def drive(
+    port: int, payloads: Sequence[bytes], clients: int, expect: Any, setup: Sequence[bytes] = ()
+) -> float:
     """Send every payload, ``clients`` connections with one request in flight each, and
-    return requests per second; every reply must equal ``expect`` (None: any non-error)."""
+    return requests per second; every reply must equal ``expect`` (None: any non-error).
+    ``setup``: commands each connection sends first (untimed; HELLO 3, CLIENT TRACKING)."""
     selector = selectors.DefaultSelector()
     readers: dict[socket.socket, Any] = {}
     for _ in range(min(clients, len(payloads))):
         sock = socket.create_connection((HOST, port))
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         readers[sock] = hiredis.Reader()
+        for command in setup:
+            sock.sendall(command)
+            reply = _one_reply(sock, readers[sock])
+            if isinstance(reply, hiredis.ReplyError):
+                raise LoadError(f"setup {command!r}: {reply}")
         selector.register(sock, selectors.EVENT_READ)
     next_payload, answered = 0, 0
     started = time.perf_counter()
@@ -386,6 +394,15 @@ def drive(port: int, payloads: Sequence[bytes], clients: int, expect: Any) -> fl
         for sock in readers:
             sock.close()
         selector.close()
+
+
+def _one_reply(sock: socket.socket, reader: Any) -> Any:
+    while (reply := reader.gets()) is False:
+        data = sock.recv(65536)
+        if not data:
+            raise LoadError("the server closed a connection")
+        reader.feed(data)
+    return reply
 
 
 def check_reply(reply: Any, expect: Any) -> None:

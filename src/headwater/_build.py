@@ -38,6 +38,7 @@ HOT_MODULES = (
     "headwater.commands.idmp",
     "headwater.commands.streams",
     "headwater.commands.groups",
+    "headwater.commands.tracking",
     "headwater.commands.args",
     "headwater.commands.context",
     "headwater.commands.gate",

@@ -24,9 +24,6 @@ EXCLUDED = {
     "module": "modules",
     "module|*": "modules",
     "migrate": "MIGRATE",
-    "lolwut": "LOLWUT",
-    # operability, later
-    "memory|doctor": "MEMORY DOCTOR",
 }
 
 

@@ -32,7 +32,7 @@ from headwater.acl.users import (
 from headwater.commands.args import parse_int
 from headwater.commands.connection import client_info_line
 from headwater.commands.context import Client, CommandSpec, help_handler, reject_subcommand, spec
-from headwater.commands.getkeys import KeySpec, command_keys, has_keys
+from headwater.commands.getkeys import KeySpec, command_keys, fixed_single_key, has_keys
 from headwater.commands.introspection import categories_of, key_specs_of
 from headwater.errors import ReplyError, err, subcommand_syntax, wrong_arity
 from headwater.resp.types import OK, Reply, RSet
@@ -63,12 +63,8 @@ class _KeyPlan:
     def __init__(self, row: CommandSpec) -> None:
         self.specs: list[KeySpec] = key_specs_of(row)
         self.has_keys = has_keys(row, self.specs)
-        self.single: tuple[int, int] | None = None
-        if len(self.specs) == 1:
-            only = self.specs[0]
-            fixed = only.begin[0] == "index" and only.find[:3] == ("range", 0, 1)
-            if fixed and not {"not_key", "incomplete", "variable_flags"} & set(only.flags):
-                self.single = (only.begin[1], needed_access(only.flags))
+        single = fixed_single_key(self.specs)
+        self.single = None if single is None else (single[0], needed_access(single[1]))
         #: the one argument the verdict depends on besides the command (its first argument,
         #: which may be its key), when that is all: the user keeps such verdicts; else -1
         first_at = 2 if row.parent is not None else 1

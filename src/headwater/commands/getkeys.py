@@ -327,6 +327,18 @@ _PROCS: dict[str, Callable[[list[bytes]], list[KeyRef]]] = {
 }
 
 
+def fixed_single_key(specs: list[KeySpec]) -> KeyRef | None:
+    """The one key's place and flags when the command names exactly one key at a fixed
+    index (most commands): no key-spec walk is needed for it."""
+    if len(specs) != 1:
+        return None
+    only = specs[0]
+    fixed = only.begin[0] == "index" and only.find[:3] == ("range", 0, 1)
+    if not fixed or {"not_key", "incomplete", "variable_flags"} & set(only.flags):
+        return None
+    return only.begin[1], only.flags
+
+
 def has_keys(row: CommandSpec, specs: list[KeySpec]) -> bool:
     """Redis's doesCommandHaveKeys: a key function, or a spec that is not a channel."""
     return row.name in _PROCS or any("not_key" not in spec.flags for spec in specs)

@@ -5,7 +5,7 @@ Headwater's Python memory. Headwater does not run on jemalloc, so MALLOC-STATS a
 Redis built without it answers, and PURGE is a no-op that says OK, as there. STATS reports
 the process's figures in Redis's shape: memory is the resident set (``used_memory``), the
 dataset is what is left after the startup memory and the overheads Headwater can name.
-MEMORY DOCTOR comes later with the other operability commands (issue #19's exclusions).
+DOCTOR is Redis's report on the figures Headwater has (``doctor_report``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from headwater.commands.args import parse_int
 from headwater.commands.context import Client, help_handler, reject_subcommand, spec
 from headwater.errors import SYNTAX
 from headwater.ops.memory import DEFAULT_SAMPLES, key_usage
-from headwater.resp.types import OK, Reply
+from headwater.resp.types import OK, Reply, Verbatim
 
 _ALL = 2**63 - 1
 
@@ -45,6 +45,93 @@ def cmd_memory_malloc_stats(c: Client, argv: list[bytes]) -> Reply:
 
 def cmd_memory_purge(c: Client, argv: list[bytes]) -> Reply:
     return OK
+
+
+_EMPTY = 5 * 1024 * 1024
+DOCTOR_FINE = (
+    "Hi Sam, I can't find any memory issue in your instance. I can only account for what "
+    "occurs on this base.\n"
+)
+DOCTOR_EMPTY = (
+    "Hi Sam, this instance is empty or is using very little memory, my issues detector can't "
+    "be used in these conditions. Please, leave for your mission on Earth and fill it with "
+    "some data. The new Sam and I will be back to our programming as soon as I finished "
+    "rebooting.\n"
+)
+_DOCTOR_ISSUES = {
+    "peak": " * Peak memory: In the past this instance used more than 150% the memory that is "
+    "currently using. The allocator is normally not able to release memory after a peak, so "
+    "you can expect to see a big fragmentation ratio, however this is actually harmless and "
+    "is only due to the memory peak, and if the Redis instance Resident Set Size (RSS) is "
+    "currently bigger than expected, the memory will be used as soon as you fill the Redis "
+    "instance with more data. If the memory peak was only occasional and you want to try to "
+    "reclaim memory, please try the MEMORY PURGE command, otherwise the only other option is "
+    "to shutdown and restart the instance.\n\n",
+    "replicas": " * Big replica buffers: The replica output buffers in this instance are "
+    "greater than 10MB for each replica (on average). This likely means that there is some "
+    "replica instance that is struggling receiving data, either because it is too slow or "
+    "because of networking issues. As a result, data piles on the master output buffers. "
+    "Please try to identify what replica is not receiving data correctly and why. You can "
+    "use the INFO output in order to check the replicas delays and the CLIENT LIST command "
+    "to check the output buffers of each replica.\n\n",
+    "clients": " * Big client buffers: The clients output buffers in this instance are "
+    "greater than 200K per client (on average). This may result from different causes, like "
+    "Pub/Sub clients subscribed to channels bot not receiving data fast enough, so that data "
+    "piles on the Redis instance output buffer, or clients sending commands with large "
+    "replies or very large sequences of commands in the same pipeline. Please use the CLIENT "
+    "LIST command in order to investigate the issue if it causes problems in your instance, "
+    "or to understand better why certain clients are using a big amount of memory.\n\n",
+    "scripts": " * Many scripts: There seem to be many cached scripts in this instance (more "
+    "than 1000). This may be because scripts are generated and `EVAL`ed, instead of being "
+    "parameterized (with KEYS and ARGV), `SCRIPT LOAD`ed and `EVALSHA`ed. Unless `SCRIPT "
+    "FLUSH` is called periodically, the scripts' caches may end up consuming most of your "
+    "memory.\n\n",
+}
+
+
+def doctor_report(c: Client) -> str:
+    """Redis's getMemoryDoctorReport, on what Headwater can measure: the memory its data
+    takes (used beyond what the process took at startup: Python itself is not the
+    dataset), the peak, the clients' and replicas' output, the cached scripts. (The
+    allocator's fragmentation checks need jemalloc's figures: they never fire here.)"""
+    server = c.server
+    used = server.used_memory()
+    peak = server.info.peak_memory = max(server.info.peak_memory, used)
+    startup = min(server.info.startup_memory or used, used)
+    if used - startup < _EMPTY:
+        return DOCTOR_EMPTY
+    issues = []
+    if peak / used > 1.5:
+        issues.append("peak")
+    clients = [x for x in server.clients.values() if not x.is_replica]
+    replicas = [x for x in server.clients.values() if x.is_replica]
+    if clients and sum(x.out_bytes for x in clients) / len(clients) > 200 * 1024:
+        issues.append("clients")
+    if replicas and sum(x.out_bytes for x in replicas) / len(replicas) > 10 * 1024 * 1024:
+        issues.append("replicas")
+    if _cached_scripts(c) > 1000:
+        issues.append("scripts")
+    if not issues:
+        return DOCTOR_FINE
+    order = ("peak", "replicas", "clients", "scripts")
+    body = "".join(_DOCTOR_ISSUES[name] for name in order if name in issues)
+    return (
+        "Sam, I detected a few issues in this Redis instance memory implants:\n\n"
+        + body
+        + "I'm here to keep you safe, Sam. I want to help you.\n"
+    )
+
+
+def _cached_scripts(c: Client) -> int:
+    for line in c.server.scripting_memory():
+        name, _, value = line.partition(":")
+        if name == "number_of_cached_scripts":
+            return int(value)
+    return 0
+
+
+def cmd_memory_doctor(c: Client, argv: list[bytes]) -> Reply:
+    return Verbatim(doctor_report(c).encode())
 
 
 def cmd_memory_stats(c: Client, argv: list[bytes]) -> Reply:
@@ -134,6 +221,7 @@ SPECS = (
         subcommands=(
             spec("memory|usage", -3, "readonly", (2, 2, 1), cmd_memory_usage),
             spec("memory|stats", 2, "", handler=cmd_memory_stats),
+            spec("memory|doctor", 2, "", handler=cmd_memory_doctor),
             spec("memory|malloc-stats", 2, "", handler=cmd_memory_malloc_stats),
             spec("memory|purge", 2, "", handler=cmd_memory_purge),
             spec("memory|help", 2, "loading stale", handler=cmd_memory_help),

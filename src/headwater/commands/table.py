@@ -18,6 +18,7 @@ from headwater.commands import (
     keys,
     latency,
     lists,
+    lolwut,
     memory,
     monitor,
     pubsub,
@@ -61,6 +62,7 @@ FAMILIES = (
     slowlog,
     latency,
     acl,
+    lolwut,
 )
 
 

@@ -34,7 +34,7 @@ over the limit, as Redis does; it takes the oldest keys where Redis walks to ran
 from __future__ import annotations
 
 from headwater.commands.context import Client, CommandSpec, PendingReplies
-from headwater.commands.getkeys import KeySpec, command_keys
+from headwater.commands.getkeys import KeySpec, command_keys, fixed_single_key
 from headwater.config import Config
 from headwater.keyspace import Keyspace
 
@@ -56,6 +56,14 @@ _INVALIDATE_PUSH = b">2\r\n$10\r\ninvalidate\r\n"
 _INVALIDATE_MESSAGE = b"*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n"
 #: the null a flush sends, by the tracking client's protocol (Redis's shared.null[resp])
 _NULL = {2: b"$-1\r\n", 3: b"_\r\n"}
+
+
+def _plan(row: CommandSpec) -> tuple[list[KeySpec], int]:
+    from headwater.commands.introspection import key_specs_of
+
+    specs = key_specs_of(row)
+    single = fixed_single_key(specs)
+    return specs, single[0] if single is not None else -1
 
 
 def keys_array(keys: list[bytes]) -> bytes:
@@ -110,7 +118,8 @@ class Tracking:
         #: messages to ``current`` about its own changes, sent after its reply (None: flush)
         self.pending: list[bytes | None] = []
         self._over_limit_runs = 0
-        self._specs: dict[CommandSpec, list[KeySpec]] = {}
+        #: each read command's key specs, and its one key's index (-1: walk the specs)
+        self._plans: dict[CommandSpec, tuple[list[KeySpec], int]] = {}
         keyspace.on_key_modified = self.key_modified
         keyspace.on_flushed = self.flushed
 
@@ -218,19 +227,25 @@ class Tracking:
             return
         if "pubsub" in row.flags:  # shard channels are keys to COMMAND, not to a cache
             return
-        specs = self._specs.get(row)
-        if specs is None:
-            from headwater.commands.introspection import key_specs_of
-
-            specs = self._specs[row] = key_specs_of(row)
-        for index, _ in command_keys(row, specs, argv):
-            ids = self.table.get(argv[index])
-            if ids is None:
-                ids = self.table[argv[index]] = {}
-            if c.id not in ids:
-                ids[c.id] = None
-                self.total_items += 1
+        plan = self._plans.get(row)
+        if plan is None:
+            plan = self._plans[row] = _plan(row)
+        specs, single = plan
+        if single >= 0:  # (one key at a fixed place: most reads)
+            if single < len(argv):
+                self._remember_key(argv[single], c.id)
+        else:
+            for index, _ in command_keys(row, specs, argv):
+                self._remember_key(argv[index], c.id)
         self.keyspace.tracking_on = True
+
+    def _remember_key(self, key: bytes, client_id: int) -> None:
+        ids = self.table.get(key)
+        if ids is None:
+            ids = self.table[key] = {}
+        if client_id not in ids:
+            ids[client_id] = None
+            self.total_items += 1
 
     # -- invalidation ------------------------------------------------------------------------
 
