@@ -369,6 +369,39 @@ def row_tls_xadd(h: Harness) -> RatioRow:
     return run_pairs(h, row)
 
 
+def row_lru_set(h: Harness) -> RatioRow:
+    """SET of new random keys at the maxmemory limit with allkeys-lru, 50 clients (issue
+    33): both servers are filled to a 32 MB limit first (untimed), so every write evicts.
+    Each server counts its memory its own way (Redis its allocations, Headwater its data as
+    Redis would size it: engine/eviction.py), so both hold about the same keys."""
+    redis_, headwater = h.pair(
+        "lru", extra=("--maxmemory", "32mb", "--maxmemory-policy", "allkeys-lru")
+    )
+    command = ["SET", "bench:lru:__rand_int__", VALUE16]
+
+    def side(server: ServerProcess) -> Side:
+        redis_benchmark(h, server.port, command, clients=50, n=h.n(300_000))  # (to the limit)
+
+        def run() -> float:
+            return redis_benchmark(h, server.port, command, clients=50, n=h.n(100_000))
+
+        return Side(server.name, server, run)
+
+    old = h.args.keyspace
+    h.args.keyspace = 100_000_000
+    try:
+        row = RatioRow(
+            "lru-set", "SET at the maxmemory limit, allkeys-lru, 50 clients", 0.7,
+            (side(redis_), side(headwater)),
+        )  # fmt: skip
+        row = run_pairs(h, row)
+    finally:
+        h.args.keyspace = old
+    evicted = [s.client().info("stats")["evicted_keys"] for s in (redis_, headwater)]
+    row.note = f"evicted keys: redis {evicted[0]:,}, headwater {evicted[1]:,}"
+    return row
+
+
 TRACKED_KEYS = 10_000
 
 
@@ -718,6 +751,7 @@ RATIO_ROWS: dict[str, Callable[[Harness], RatioRow]] = {
     "acl-xadd": row_acl_xadd,
     "tls-xadd": row_tls_xadd,
     "tracking-get": row_tracking_get,
+    "lru-set": row_lru_set,
     "evalsha": row_evalsha,
     "fcall": row_fcall,
     "publish": row_publish,
@@ -1511,6 +1545,7 @@ ROW_INFO = {
     "acl-xadd": "XADD by a user with key patterns / by an unrestricted user, >= 0.95x",
     "tls-xadd": "XADD over TLS with client certificates, 50 clients, >= 0.7x",
     "tracking-get": "GET with CLIENT TRACKING ON, 50 clients, GETs per server CPU second, >= 0.8x",
+    "lru-set": "SET of new keys at the maxmemory limit (allkeys-lru), 50 clients, >= 0.7x",
     "evalsha": "EVALSHA of redis-py's Lock release script, 50 clients (redis-benchmark), >= 0.5x",
     "fcall": "FCALL of a function doing one XADD, 50 clients (redis-benchmark), >= 0.5x",
     "publish": "PUBLISH, 1 channel, 10 subscribers, 50 publishers: messages delivered/s, >= 0.6x",

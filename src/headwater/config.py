@@ -459,6 +459,7 @@ PARAMS: tuple[Param, ...] = (
     #: a deletion the server decides (SPOP of all, RESTORE of an expired key) propagates as
     #: UNLINK rather than DEL (the freeing itself is the same here)
     Param("lazyfree-lazy-server-del", _bool, "no", printer=_yn),
+    Param("lazyfree-lazy-eviction", _bool, "no", printer=_yn),
     Param("io-threads", _int_parser(1, 128), "1", mutable=False),
     Param("appendfsync-group-commit", _bool, "yes", printer=_yn),
     # replication (server/replication.py, server/replica_link.py)

@@ -206,6 +206,7 @@ class Database:
         self._deadlines.clear()
         self.lru.clear()
         self.field_deadlines.clear()
+        self.keyspace.remeasure.add(self.index)
         return removed
 
     def take_contents(self, other: Database) -> None:
@@ -213,6 +214,7 @@ class Database:
         fresh keyspace beside this one); WATCHers of any key and waiters on keys that now
         exist hear of it."""
         before = set(self.data)
+        self.keyspace.remeasure.add(self.index)
         self.data = other.data
         self.expires = other.expires
         self._deadlines = other._deadlines
@@ -235,6 +237,7 @@ class Database:
         swap serves them; a vanished one lets XREADGROUP answer as Redis 7.2 does)."""
         self._touch_for_swap(other)
         other._touch_for_swap(self)
+        self.keyspace.remeasure.update((self.index, other.index))
         mine, theirs = self.data, other.data
         self.data, other.data = other.data, self.data
         self.expires, other.expires = other.expires, self.expires
@@ -269,6 +272,9 @@ class Database:
 
     def _remove(self, key: bytes) -> None:
         del self.data[key]
+        removed = self.keyspace.removed
+        if removed is not None:  # (maxmemory's meter: engine/eviction.py)
+            removed.append((self.index, key))
         self.lru.pop(key, None)
         if self.expires:
             self.expires.pop(key, None)
@@ -416,6 +422,10 @@ class Keyspace:
         self.tracking_on = False
         self.on_key_modified: Callable[[bytes, bool], None] = _no_modified_key_listener
         self.on_flushed: Callable[[], None] = _no_flush_listener
+        #: maxmemory's meter (engine/eviction.py): keys removed since it last looked (None:
+        #: no meter), and databases replaced whole (flush, swap, full sync) to measure again
+        self.removed: list[tuple[int, bytes]] | None = None
+        self.remeasure: set[int] = set()
         #: what snapshots save beside the databases (an active-active region; None: nothing)
         self.persisted: PersistedState | None = None
         #: lookups update access words (off for the commands of a CLIENT NO-TOUCH client)

@@ -236,6 +236,9 @@ class Stats:
         self.stream_idmp_iids_added = 0
         self.stream_idmp_iids_duplicates = 0
         self.evicted_scripts = 0
+        #: maxmemory's evictions (engine/eviction.py)
+        self.evicted_keys = 0
+        self.evicted_clients = 0
         #: the values Redis would have freed in the background (ops/lazyfree.py)
         self.lazyfreed_objects = 0
         #: full syncs served, partial resyncs accepted and refused (a primary's)
@@ -277,6 +280,9 @@ class Replication(Protocol):
     def waitaof(self, c: Client, local: int, replicas: int, timeout_ms: int) -> Reply | Block: ...
     def info_lines(self) -> list[str]: ...
     def is_replica(self) -> bool: ...
+    def backlog_size(self) -> int:
+        """The replication backlog's bytes (0 before the first replica)."""
+        ...
 
 
 class ServerAPI:
@@ -370,6 +376,14 @@ class ServerAPI:
         raise NotImplementedError
 
     def used_memory(self) -> int:
+        raise NotImplementedError
+
+    def rss_memory(self) -> int:
+        """The process's resident set size."""
+        raise NotImplementedError
+
+    def memory_not_counted_for_evict(self) -> int:
+        """What used_memory holds that maxmemory does not count (the replication backlog)."""
         raise NotImplementedError
 
     def scripting_memory(self) -> list[str]:

@@ -96,18 +96,22 @@ def _human(n: int) -> str:
 
 
 def _section_memory(c: Client) -> list[str]:
-    used = c.server.used_memory()
+    server = c.server
+    used = server.used_memory()
     peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     maxmemory = c.server.config["maxmemory"]
+    # (used_memory: the resident set, or with maxmemory set what it counts: see
+    # engine/eviction.py)
     return [
         f"used_memory:{used}",
         f"used_memory_human:{_human(used)}",
-        f"used_memory_rss:{used}",
+        f"used_memory_rss:{server.rss_memory()}",
         f"used_memory_peak:{peak_kb * 1024}",
         f"used_memory_peak_human:{_human(peak_kb * 1024)}",
         f"maxmemory:{maxmemory}",
         f"maxmemory_human:{_human(maxmemory)}",
         f"maxmemory_policy:{c.server.config['maxmemory-policy']}",
+        f"mem_not_counted_for_evict:{server.memory_not_counted_for_evict()}",
         *c.server.scripting_memory(),
         "mem_allocator:pymalloc",
         "lazyfree_pending_objects:0",  # (freed at once: see ops/lazyfree.py)
@@ -154,8 +158,8 @@ def _section_stats(c: Client) -> list[str]:
         f"sync_partial_err:{s.sync_partial_err}",
         f"expired_keys:{s.expired_keys}",
         f"expired_subkeys:{s.expired_subkeys}",
-        "evicted_keys:0",
-        "evicted_clients:0",
+        f"evicted_keys:{s.evicted_keys}",
+        f"evicted_clients:{s.evicted_clients}",
         f"evicted_scripts:{s.evicted_scripts}",
         f"keyspace_hits:{s.keyspace_hits}",
         f"keyspace_misses:{s.keyspace_misses}",

@@ -57,6 +57,7 @@ from headwater.commands.tracking import Tracking
 from headwater.commands.transactions import discard
 from headwater.config import Config, ConfigError
 from headwater.engine.blocking import BlockingRegistry, Waiter
+from headwater.engine.eviction import OOM, Evictor
 from headwater.engine.pause import (
     INT64_MAX,
     PAUSE_OFF,
@@ -114,6 +115,7 @@ class Engine(ScriptHost):
         extra_commands: tuple[CommandSpec, ...] = (),
     ) -> None:
         self.config = config or Config()
+        self.evicting = False  # (maxmemory: set with the evictor below)
         self.clock: Clock = clock or SystemClock()
         self.scheduler = scheduler
         self.keyspace = Keyspace(self.config["databases"])
@@ -165,6 +167,11 @@ class Engine(ScriptHost):
         self.latency = LatencyMonitor()
         self.latency_floor = _INFINITY
         self.latency_tracking = True
+        #: maxmemory (engine/eviction.py): the meter, evictions, client evictions; whether it
+        #: is on (the one test a command pays without it), and whether the data was over the
+        #: limit with nothing to evict when the running command started (a script's writes)
+        self.evictor = Evictor(self)
+        self.pre_command_oom = False
         for name in (
             "maxmemory-policy",
             "lfu-log-factor",
@@ -174,6 +181,7 @@ class Engine(ScriptHost):
             "latency-monitor-threshold",
             "latency-tracking",
             "acllog-max-len",
+            "maxmemory",
         ):
             self._config_changed(name, self.config[name])
         self.config.listeners.append(self._config_changed)
@@ -259,6 +267,9 @@ class Engine(ScriptHost):
             self.latency_tracking = value
         elif name == "requirepass":
             self.acl.set_default_password(value)
+        elif name in ("maxmemory", "maxmemory-policy"):
+            self.evictor.configure()
+            self.evicting = self.evictor.active
         elif name == "acllog-max-len":
             self.acl.log.trim(value)
         elif name == "acl-pubsub-default":
@@ -348,6 +359,11 @@ class Engine(ScriptHost):
                 context = "multi" if c.in_multi else "toplevel"
                 denied = acl_checks.refused(c, row, argv, verdict, context)
                 self._reject(c, row, ReplyError("NOPERM", denied))
+                return
+        if self.evicting and not c.replaying:
+            oom = self.pre_command_oom = self.evictor.make_room()
+            if oom and _refused_on_oom(c, row):
+                self._reject(c, row, OOM)
                 return
         if self.busy_reply is not None and not _allowed_while_busy(row):
             self._reject(c, row, self.busy_reply)
@@ -476,6 +492,8 @@ class Engine(ScriptHost):
                 self.latency.sample(event, elapsed_us / 1000)
         if tracking_on and row.readonly:
             self.tracking.remember(row, argv, c)
+        if self.evicting and row.is_write:
+            self.evictor.meter.written(c.db.index, row, argv)
         if type(reply) is Written:
             written: Written = reply
             reply = written.reply
@@ -917,8 +935,24 @@ class Engine(ScriptHost):
     def request_shutdown(self, save: bool | None, now: bool, force: bool) -> None:
         self.shutdown_requested = (save, now, force)
 
+    def emit_eviction(self, db: int, line: list[bytes]) -> None:
+        """An evicted key's DEL (or UNLINK), to the AOF and the replicas."""
+        self._emit(db, line)
+
     def used_memory(self) -> int:
-        # A cheap, honest approximation: the process's resident set size.
+        """With maxmemory set, what Redis would count (engine/eviction.py) and the
+        replication backlog; else the process's resident set size."""
+        if self.evicting:
+            return self.evictor.used() + self.memory_not_counted_for_evict()
+        return self.rss_memory()
+
+    def memory_not_counted_for_evict(self) -> int:
+        if not self.evicting or self.replication is None:
+            return 0
+        return self.replication.backlog_size()
+
+    def rss_memory(self) -> int:
+        # A cheap, honest approximation of the process: its resident set size.
         try:
             with open("/proc/self/statm", "rb") as f:
                 pages = int(f.read().split()[1])
@@ -958,6 +992,9 @@ class Engine(ScriptHost):
         if keyspace.tracking_on:
             self.tracking.limit_used_slots()
             self.tracking.broadcast()  # (the keys it expired, to BCAST clients)
+        if self.evicting:
+            self.evictor.make_room()  # (what a command's time budget left over)
+        self.evictor.evict_clients()
 
     def broadcast_invalidations(self) -> None:
         """Once per loop turn, before replies are sent: BCAST clients hear of the keys
@@ -992,6 +1029,17 @@ class Engine(ScriptHost):
         for db in self.keyspace.dbs:
             for change in self.streams.reclaim_idle(db, now, idle_ms):
                 self.apply_change(db.index, [], change)
+
+
+def _refused_on_oom(c: Client, row: CommandSpec) -> bool:
+    """Out of memory, what is refused (Redis's processCommand): a denyoom command, EXEC of
+    a transaction holding one, and in MULTI anything but EXEC, DISCARD, QUIT and RESET
+    (queuing takes memory too)."""
+    if row.name == "exec":
+        return any("denyoom" in queued.flags for queued, _ in c.queued)
+    if c.in_multi and row.name not in ("discard", "quit", "reset"):
+        return True
+    return "denyoom" in row.flags
 
 
 def _allowed_while_busy(row: CommandSpec) -> bool:

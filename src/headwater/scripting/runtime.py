@@ -27,6 +27,7 @@ from typing import Any, Final
 from lupa import lua51
 
 from headwater import REDIS_COMPAT_VERSION
+from headwater.engine.eviction import OOM
 from headwater.commands.acl import refusal as acl_refusal
 from headwater.commands.context import Block, Client, CommandSpec, ServerAPI
 from headwater.commands.monitor import feed_monitors
@@ -133,6 +134,9 @@ class ScriptHost(ServerAPI):
 
     def drop_effects_since(self, mark: int) -> None:
         raise NotImplementedError
+
+    #: the data was over maxmemory with nothing to evict when the command started
+    pre_command_oom: bool
 
     def poll_while_busy(self, running: Client) -> None:
         raise NotImplementedError
@@ -692,6 +696,9 @@ class Scripting:
             return b"ERR ACL failure in script: " + denied.encode("utf-8", "surrogateescape")
         if run.read_only and (row.is_write or "x_may_replicate" in flags):
             return b"ERR " + _RO_WRITE
+        # (Redis's scriptVerifyOOM: out of memory when the script started, its first write)
+        if self.host.pre_command_oom and not run.wrote and "denyoom" in flags:
+            return OOM.line()
         if row.is_write:
             # as Redis's scriptVerifyWriteCommandAllow: a read-only replica always, a disk
             # error before the script's first write, too few good replicas always

@@ -202,8 +202,10 @@ class Server:
             return
         conn = self.connections.get(client)
         if conn is not None and conn.transport is not None:
+            # (what it has not received is dropped, as Redis frees a killed client: a client
+            # that does not read would otherwise hold its connection open for ever)
             client.out.clear()
-            conn.transport.close()
+            conn.transport.abort()
 
     # -- per-iteration flush ---------------------------------------------------------------
 

@@ -479,6 +479,9 @@ class Replication:
     def is_replica(self) -> bool:
         return self.master is not None
 
+    def backlog_size(self) -> int:
+        return self.state.backlog.size if self.backlog_active else 0
+
     def replicaof(self, c: Client, target: tuple[str, int] | None) -> Reply:
         if self.failover.state != NO_FAILOVER:
             raise err("REPLICAOF not allowed while failing over.")
