@@ -768,6 +768,15 @@ RATIO_ROWS: dict[str, Callable[[Harness], RatioRow]] = {
 
 #: Why a row misses its target, where the profile says so (benchmarks/PROFILE-transport.md)
 GAP_NOTES = {
+    "lru-set": "each SET evicts one key: a sampling round (5 random keys, their idle times, "
+    "the 16-candidate pool) ~4 us compiled, MEMORY USAGE's size of the new key ~0.9 us, the "
+    "eviction itself ~1 us (engine/eviction.py). Taking several victims per round gave 0.58x "
+    "but evicted recently read keys (tests/e2e/test_maxmemory_e2e.py's LRU check), so each "
+    "eviction samples as Redis does. Lever: the sampler and pool in C (a maintained key "
+    "array for O(1) random keys)",
+    "tracking-get": "the load client (Python) drives one request per connection per turn: "
+    "each GET costs the server a loop wake-up; tracking itself adds ~0.55 us a GET in process "
+    "(commands/tracking.py remember). Lever: the transport floor (PROFILE-transport.md)",
     "tls-xadd": "TLS adds ~3 us of CPU a request (OpenSSL ~1.9 us, uvloop's TLS layer the "
     "rest); on 2 CPUs redis-benchmark's own TLS work competes with the server's. (Before "
     "server/tls.py's TlsConnection: 0.41x, each read an mmap of 256 KB under "

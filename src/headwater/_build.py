@@ -39,6 +39,8 @@ HOT_MODULES = (
     "headwater.commands.streams",
     "headwater.commands.groups",
     "headwater.commands.tracking",
+    "headwater.engine.eviction",
+    "headwater.ops.memory",
     "headwater.commands.args",
     "headwater.commands.context",
     "headwater.commands.gate",

@@ -267,7 +267,7 @@ class Engine(ScriptHost):
             self.latency_tracking = value
         elif name == "requirepass":
             self.acl.set_default_password(value)
-        elif name in ("maxmemory", "maxmemory-policy"):
+        elif name in ("maxmemory", "maxmemory-policy", "lazyfree-lazy-eviction"):
             self.evictor.configure()
             self.evicting = self.evictor.active
         elif name == "acllog-max-len":

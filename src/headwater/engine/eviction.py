@@ -34,6 +34,7 @@ copy spread over many evictions.
 
 from __future__ import annotations
 
+import bisect
 import random
 import time
 from typing import TYPE_CHECKING, Any, Final
@@ -81,6 +82,10 @@ class Meter:
 
     def written(self, db: int, row: CommandSpec, argv: list[bytes]) -> None:
         """A write command ran: its keys are measured again at the next ``settle``."""
+        if row.first_key > 0 and row.step == 1 and row.last_key == row.first_key:
+            if row.first_key < len(argv):  # (one key at a fixed place: most writes)
+                self.dirty.append((db, argv[row.first_key]))
+            return
         plan = self._plans.get(row.name)
         if plan is None:
             specs = key_specs_of(row)
@@ -160,8 +165,9 @@ class Sampler:
             self._misses[slot] = 0
         assert keys is not None
         found = []
+        size = len(keys)
         for _ in range(count):
-            key = keys[random.randrange(len(keys))]
+            key = keys[int(random.random() * size)]
             if key in source:
                 found.append(key)
             else:
@@ -180,11 +186,16 @@ class Evictor:
         self.sampler = Sampler()
         #: maxmemory is set: the meter runs and commands may evict
         self.active = False
-        #: (score, db, key): the best candidates seen, ascending
+        #: (score, db, key): the best candidates seen, ascending, and the same as a set
         self.pool: list[tuple[int, int, bytes]] = []
+        self.pooled: set[tuple[int, bytes]] = set()
         self._next_db = 0
         #: the last check found the data over maxmemory with nothing to evict
         self.out_of_memory = False
+        #: lazyfree-lazy-eviction: evictions propagate as UNLINK
+        self.lazy = False
+        self._overhead_ms = -1
+        self._overhead_bytes = 0
 
     def configure(self) -> None:
         active = bool(self.engine.config["maxmemory"])
@@ -193,7 +204,9 @@ class Evictor:
         elif not active and self.active:
             self.meter.stop()
         self.active = active
+        self.lazy = bool(self.engine.config["lazyfree-lazy-eviction"])
         self.pool = []
+        self.pooled = set()
         self.sampler.forget()
 
     # -- the count ------------------------------------------------------------------------
@@ -201,9 +214,21 @@ class Evictor:
     def used(self) -> int:
         """The memory counted against maxmemory: the data, its tables, the empty server,
         the normal clients' output (Redis leaves replicas' and the AOF's buffers out)."""
+        return self.meter.settle() + self._overhead()
+
+    def _recent_overhead(self) -> int:
+        """``_overhead`` as of this millisecond (clients and tables move slowly; it is
+        asked before every command)."""
+        now = self.engine.keyspace.now_ms
+        if now != self._overhead_ms:
+            self._overhead_ms = now
+            self._overhead_bytes = self._overhead()
+        return self._overhead_bytes
+
+    def _overhead(self) -> int:
         engine = self.engine
         clients = sum(c.out_bytes for c in engine.clients.values() if not c.is_replica)
-        return EMPTY_SERVER + self.meter.settle() + self.meter.tables() + clients
+        return EMPTY_SERVER + self.meter.tables() + clients
 
     # -- evicting -------------------------------------------------------------------------
 
@@ -211,18 +236,19 @@ class Evictor:
         """Redis's isSafeToPerformEvictions: not on a replica, not while clients are
         paused, not while a slow script holds the server."""
         engine = self.engine
-        if engine.keyspace.replica or engine.pause_mode or engine.busy_reply is not None:
-            return False
-        return True
+        busy = engine.busy_reply is not None
+        return not (engine.keyspace.replica or engine.pause_mode or busy)
 
     def make_room(self) -> bool:
         """Evict until under maxmemory (within the time budget); True when still over with
         nothing left to evict: out of memory."""
         limit = self.engine.config["maxmemory"]
-        if self.used() <= limit or not self.may_evict():
+        overhead = self._recent_overhead()
+        if self.meter.settle() + overhead <= limit or not self.may_evict():
             self.out_of_memory = False
             return False
         used = limit + 1
+
         policy = self.engine.config["maxmemory-policy"]
         if policy == "noeviction":
             self.out_of_memory = True
@@ -234,7 +260,7 @@ class Evictor:
                 self.out_of_memory = True
                 return True
             self._evict(*victim)
-            used = self.used()
+            used = self.meter.settle() + overhead  # (the tables barely move meanwhile)
             if time.perf_counter() > deadline:
                 break  # (the command runs; the cron goes on evicting)
         self.out_of_memory = False
@@ -259,55 +285,71 @@ class Evictor:
 
     def _random(self, volatile: bool) -> tuple[int, bytes] | None:
         dbs = self.engine.keyspace.dbs
-        for step in range(len(dbs)):
-            db = dbs[(self._next_db + step) % len(dbs)]
-            keys = self.sampler.sample(db, volatile, 1)
-            if keys:
-                self._next_db = (db.index + 1) % len(dbs)
-                return db.index, keys[0]
+        for _ in range(2):  # (a second pass after a refresh: every sample may have missed)
+            for step in range(len(dbs)):
+                db = dbs[(self._next_db + step) % len(dbs)]
+                keys = self.sampler.sample(db, volatile, 1)
+                if keys:
+                    self._next_db = (db.index + 1) % len(dbs)
+                    return db.index, keys[0]
+            self.sampler.forget()
         return None
 
     def _from_pool(self, policy: str, volatile: bool) -> tuple[int, bytes] | None:
+        """A sampling round into the pool, then its best candidate that still exists (Redis's
+        evictionPoolPopulate and the pick that follows)."""
         keyspace = self.engine.keyspace
         samples = self.engine.config["maxmemory-samples"]
         retried = False
         while True:
             candidates = 0
             for db in keyspace.dbs:
+                if not (db.expires if volatile else db.data):
+                    continue
                 keys = self.sampler.sample(db, volatile, samples)
                 candidates += len(keys)
                 for key in keys:
                     self._into_pool(self._score(policy, db, key), db.index, key)
-            while self.pool:
-                _, index, key = self.pool.pop()
-                db = keyspace.dbs[index]
-                if key in (db.expires if volatile else db.data):
-                    return index, key
+            victim = self._best(volatile)
+            if victim is not None:
+                return victim
             if not candidates:
                 if retried or not any(db.expires if volatile else db.data for db in keyspace.dbs):
                     return None
                 self.sampler.forget()  # (every sample missed: the snapshots are stale)
                 retried = True
 
+    def _best(self, volatile: bool) -> tuple[int, bytes] | None:
+        """Pop the pool's best candidates until one still exists."""
+        keyspace = self.engine.keyspace
+        while self.pool:
+            _, index, key = self.pool.pop()
+            self.pooled.discard((index, key))
+            db = keyspace.dbs[index]
+            if key in (db.expires if volatile else db.data):
+                return index, key
+        return None
+
     def _into_pool(self, score: int, index: int, key: bytes) -> None:
         pool = self.pool
-        if any(k == key and i == index for _, i, k in pool):
+        full = len(pool) >= POOL_SIZE
+        if full and score <= pool[0][0]:
             return
-        if len(pool) >= POOL_SIZE:
-            if score <= pool[0][0]:
-                return
-            pool.pop(0)
-        position = 0
-        while position < len(pool) and pool[position][0] < score:
-            position += 1
-        pool.insert(position, (score, index, key))
+        if (index, key) in self.pooled:
+            return
+        if full:
+            _, gone_index, gone_key = pool.pop(0)
+            self.pooled.discard((gone_index, gone_key))
+        bisect.insort(pool, (score, index, key))
+        self.pooled.add((index, key))
 
     def _score(self, policy: str, db: Database, key: bytes) -> int:
         """Higher: a better victim (Redis's idle: LRU idle time, 255 minus the LFU counter,
         or the nearness of the TTL)."""
         keyspace = self.engine.keyspace
         if policy.endswith("lru"):
-            return keyspace.idle_ms(db.access_word(key))
+            word = db.lru.get(key)  # (a key without one: loaded, never used since: old)
+            return keyspace.now_ms - word if word is not None else _INT64_MAX
         if policy.endswith("lfu"):
             return 255 - keyspace.lfu_counter(db.access_word(key))
         return _INT64_MAX - db.expires.get(key, _INT64_MAX)  # volatile-ttl
@@ -323,8 +365,7 @@ class Evictor:
         flags = engine.keyspace.notify_flags
         if flags & EVICTED:
             publish_event(engine.pubsub, flags, b"evicted", key, index, 0)
-        verb = b"UNLINK" if engine.config["lazyfree-lazy-eviction"] else b"DEL"
-        engine.emit_eviction(index, [verb, key])
+        engine.emit_eviction(index, [b"UNLINK" if self.lazy else b"DEL", key])
 
     # -- clients (maxmemory-clients) ----------------------------------------------------------
 

@@ -36,7 +36,6 @@ robj included) to be counted.
 from __future__ import annotations
 
 import sys
-from typing import Protocol, runtime_checkable
 
 from headwater.resp.encoder import format_double
 from headwater.stream.node import lp_str
@@ -66,11 +65,6 @@ ZSKIPLIST_LEVEL = 16
 ZSKIPLIST_MAXLEVEL = 32
 LISTPACK_PREALLOC = 4096  # STREAM_LISTPACK_MAX_PRE_ALLOCATE
 DEFAULT_SAMPLES = 5  # OBJ_COMPUTE_SIZE_DEF_SAMPLES
-
-
-@runtime_checkable
-class Measurable(Protocol):
-    def memory_usage(self, samples: int) -> int: ...
 
 
 def malloc_size(n: int) -> int:
@@ -242,8 +236,10 @@ def value_usage(value: object, samples: int, node_max_bytes: int = 4096) -> int:
         return _stream(value, samples, node_max_bytes)
     if isinstance(value, ListValue):
         return _list(value, samples)
-    if isinstance(value, Measurable):
-        return value.memory_usage(samples)
+    measure = getattr(value, "memory_usage", None)  # (any other type may say its size)
+    if measure is not None:
+        size: int = measure(samples)
+        return size
     return ROBJ + sys.getsizeof(value)  # (a type that measures nothing: its Python object)
 
 
