@@ -124,11 +124,10 @@ def test_noeviction_answers_oom_to_a_runaway_producer(server: ServerProcess) -> 
     client = connect(server)
     client.config_set("maxmemory", "5mb")
     refused = 0
-    for i in range(100_000):
+    for _ in range(100_000):
         try:
             client.xadd("runaway", {"payload": "x" * 200})
-        except redis.exceptions.ResponseError as exc:
-            assert isinstance(exc, redis.exceptions.OutOfMemoryError), exc
+        except redis.exceptions.OutOfMemoryError:  # (any other error fails the test)
             refused += 1
             if refused > 100:
                 break
