@@ -36,7 +36,22 @@ def start_on(workdir: str, port: int, *args: str) -> ServerProcess:
     return ServerProcess(proc, port, workdir)
 
 
-def start_sentinel(workdir: Path, primary_port: int) -> tuple[subprocess.Popen[bytes], int]:
+#: with ``acl=True``: every server's users (the default user locked, one user for Sentinel
+#: with the commands Redis's documentation gives it, one for replication) and the replicas'
+#: and Sentinels' logins
+ACL_USERS = (
+    "--requirepass", "adminpw",
+    "--user", "sentinel-user", "on", ">sentpw", "allchannels", "+multi", "+slaveof",
+    "+replicaof", "+ping", "+exec", "+subscribe", "+config|rewrite", "+role", "+publish",
+    "+info", "+client|setname", "+client|kill", "+script|kill",
+    "--user", "repl", "on", ">replpw", "+psync", "+replconf", "+ping",
+    "--masteruser", "repl", "--masterauth", "replpw",
+)  # fmt: skip
+
+
+def start_sentinel(
+    workdir: Path, primary_port: int, acl: bool = False
+) -> tuple[subprocess.Popen[bytes], int]:
     # Debian's redis-sentinel (make test installs it); the same binary as redis-server
     sentinel = shutil.which("redis-sentinel")
     server = shutil.which("redis-server")
@@ -49,6 +64,12 @@ def start_sentinel(workdir: Path, primary_port: int) -> tuple[subprocess.Popen[b
         f"sentinel monitor {MASTER_NAME} 127.0.0.1 {primary_port} 2\n"
         f"sentinel down-after-milliseconds {MASTER_NAME} 1000\n"
         f"sentinel failover-timeout {MASTER_NAME} 10000\n"
+        + (
+            f"sentinel auth-user {MASTER_NAME} sentinel-user\n"
+            f"sentinel auth-pass {MASTER_NAME} sentpw\n"
+            if acl
+            else ""
+        )
     )
     argv = [sentinel, str(conf)] if sentinel is not None else [str(server), str(conf), "--sentinel"]
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -84,22 +105,30 @@ class Cluster:
         return "\n".join(parts)
 
 
+def admin(server: ServerProcess, acl: bool) -> redis.Redis:
+    """A client of the default user (its password with ``acl``)."""
+    password = "adminpw" if acl else None
+    return redis.Redis(port=server.port, password=password, socket_timeout=10)
+
+
 @contextmanager
-def sentinel_cluster() -> Iterator[Cluster]:
+def sentinel_cluster(acl: bool = False) -> Iterator[Cluster]:
+    """``acl``: servers with ACL users, Sentinel and the replicas logging in as theirs."""
     workdir = Path(tempfile.mkdtemp(prefix="hw-sentinel-"))
     servers: list[ServerProcess] = []
     sentinels: list[subprocess.Popen[bytes]] = []
+    users = ACL_USERS if acl else ()
     try:
-        primary = start_on(tempfile.mkdtemp(prefix="hw-"), free_port())
+        primary = start_on(tempfile.mkdtemp(prefix="hw-"), free_port(), *users)
         servers.append(primary)
-        follow = ("--replicaof", "127.0.0.1", str(primary.port))
+        follow = ("--replicaof", "127.0.0.1", str(primary.port), *users)
         for _ in range(2):
             servers.append(start_on(tempfile.mkdtemp(prefix="hw-"), free_port(), *follow))
-        p = connect(primary)
-        wait_until(lambda: all(in_step(p, connect(s)) for s in servers[1:]), what="replicas")
+        p = admin(primary, acl)
+        wait_until(lambda: all(in_step(p, admin(s, acl)) for s in servers[1:]), what="replicas")
         ports = []
         for _ in range(3):
-            proc, port = start_sentinel(workdir, primary.port)
+            proc, port = start_sentinel(workdir, primary.port, acl)
             sentinels.append(proc)
             ports.append(port)
         cluster = Cluster(servers, ports, sentinels)
