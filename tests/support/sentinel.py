@@ -20,7 +20,7 @@ import pytest
 import redis
 
 from tests.helpers import HEADWATER, ROOT, ServerProcess, free_port, wait_for_port
-from tests.support.replicas import connect, in_step, wait_until
+from tests.support.replicas import in_step, wait_until
 
 #: the name the Sentinels monitor the primary under
 MASTER_NAME = "mymaster"
