@@ -641,6 +641,13 @@ class RegionLinks:
 
     def _apply(self, link: PeerLink, effects: list[Effect]) -> None:
         engine = self.engine
+        started = time.perf_counter()
+        self._apply_effects(link, effects)
+        # (LATENCY's region-link event: what applying a peer's effects held the loop)
+        engine.latency.sample("region-link", (time.perf_counter() - started) * 1000)
+
+    def _apply_effects(self, link: PeerLink, effects: list[Effect]) -> None:
+        engine = self.engine
         engine.keyspace.now_ms = engine.clock.now_ms()
         for effect in effects:
             if effect.origin == link.region:

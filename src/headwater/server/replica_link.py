@@ -564,6 +564,7 @@ class ReplicaLink:
         keyspace = self.engine.keyspace
         keyspace.loading = True  # the primary's commands find alive what it had alive
         failures: list[tuple[list[bytes], ReplyError]] = []
+        started = time.perf_counter()
         try:
             while True:
                 try:
@@ -594,6 +595,8 @@ class ReplicaLink:
             self._flush_applied(received, applied)
             self.engine.serve_ready()
             self.server.schedule_flush()
+            # (LATENCY's replica-link event: what applying the primary's stream held the loop)
+            self.engine.latency.sample("replica-link", (time.perf_counter() - started) * 1000)
 
     def _flush_applied(self, received: bytearray, size: int) -> None:
         """The first ``size`` bytes of ``received`` were applied: on to the backlog and the
