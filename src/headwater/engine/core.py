@@ -249,6 +249,7 @@ class Engine(ScriptHost):
             self.keyspace.notify_flags = value
         elif name == "maxmemory-policy":
             self.keyspace.lfu = value.endswith("-lfu")
+            self.evictor.configure()
         elif name == "lfu-log-factor":
             self.keyspace.lfu_log_factor = value
         elif name == "lfu-decay-time":
@@ -267,7 +268,13 @@ class Engine(ScriptHost):
             self.latency_tracking = value
         elif name == "requirepass":
             self.acl.set_default_password(value)
-        elif name in ("maxmemory", "maxmemory-policy", "lazyfree-lazy-eviction"):
+        elif name in (
+            "maxmemory",
+            "maxmemory-policy",
+            "lazyfree-lazy-eviction",
+            "maxmemory-samples",
+            "maxmemory-eviction-tenacity",
+        ):
             self.evictor.configure()
             self.evicting = self.evictor.active
         elif name == "acllog-max-len":

@@ -56,6 +56,11 @@ OOM: Final = ReplyError("OOM", "command not allowed when used memory > 'maxmemor
 EMPTY_SERVER: Final = 1024 * 1024
 POOL_SIZE: Final = 16
 _INT64_MAX: Final = (1 << 63) - 1
+#: how a policy scores keys
+_LRU: Final = 0
+_LFU: Final = 1
+_TTL: Final = 2
+_KINDS: Final = {"lru": _LRU, "lfu": _LFU, "ttl": _TTL}
 
 
 class Meter:
@@ -194,6 +199,12 @@ class Evictor:
         self.out_of_memory = False
         #: lazyfree-lazy-eviction: evictions propagate as UNLINK
         self.lazy = False
+        #: the settings, read when they change (``configure``)
+        self.limit = 0
+        self.policy = "noeviction"
+        self.kind = _LRU
+        self.samples = 5
+        self.budget_s = 0.0
         self._overhead_ms = -1
         self._overhead_bytes = 0
 
@@ -204,7 +215,14 @@ class Evictor:
         elif not active and self.active:
             self.meter.stop()
         self.active = active
-        self.lazy = bool(self.engine.config["lazyfree-lazy-eviction"])
+        config = self.engine.config
+        self.lazy = bool(config["lazyfree-lazy-eviction"])
+        # (read once: asked for every command, and for every sampled key)
+        self.limit = int(config["maxmemory"])
+        self.policy = str(config["maxmemory-policy"])
+        self.kind = _KINDS.get(self.policy[self.policy.find("-") + 1 :], _TTL)
+        self.samples = int(config["maxmemory-samples"])
+        self.budget_s = self._budget_s()
         self.pool = []
         self.pooled = set()
         self.sampler.forget()
@@ -242,18 +260,17 @@ class Evictor:
     def make_room(self) -> bool:
         """Evict until under maxmemory (within the time budget); True when still over with
         nothing left to evict: out of memory."""
-        limit = self.engine.config["maxmemory"]
+        limit = self.limit
         overhead = self._recent_overhead()
         if self.meter.settle() + overhead <= limit or not self.may_evict():
             self.out_of_memory = False
             return False
         used = limit + 1
-
-        policy = self.engine.config["maxmemory-policy"]
+        policy = self.policy
         if policy == "noeviction":
             self.out_of_memory = True
             return True
-        deadline = time.perf_counter() + self._budget_s()
+        deadline = time.perf_counter() + self.budget_s
         while used > limit:
             victim = self._pick(policy)
             if victim is None:
@@ -299,7 +316,7 @@ class Evictor:
         """A sampling round into the pool, then its best candidate that still exists (Redis's
         evictionPoolPopulate and the pick that follows)."""
         keyspace = self.engine.keyspace
-        samples = self.engine.config["maxmemory-samples"]
+        samples = self.samples
         retried = False
         while True:
             candidates = 0
@@ -347,10 +364,11 @@ class Evictor:
         """Higher: a better victim (Redis's idle: LRU idle time, 255 minus the LFU counter,
         or the nearness of the TTL)."""
         keyspace = self.engine.keyspace
-        if policy.endswith("lru"):
+        kind = self.kind
+        if kind == _LRU:
             word = db.lru.get(key)  # (a key without one: loaded, never used since: old)
             return keyspace.now_ms - word if word is not None else _INT64_MAX
-        if policy.endswith("lfu"):
+        if kind == _LFU:
             return 255 - keyspace.lfu_counter(db.access_word(key))
         return _INT64_MAX - db.expires.get(key, _INT64_MAX)  # volatile-ttl
 
