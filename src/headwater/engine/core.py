@@ -57,7 +57,7 @@ from headwater.commands.tracking import Tracking
 from headwater.commands.transactions import discard
 from headwater.config import Config, ConfigError
 from headwater.engine.blocking import BlockingRegistry, Waiter
-from headwater.engine.eviction import OOM, Evictor
+from headwater.engine.eviction import Evictor
 from headwater.engine.pause import (
     INT64_MAX,
     PAUSE_OFF,
@@ -69,6 +69,7 @@ from headwater.engine.pause import (
 )
 from headwater.errors import (
     NOAUTH,
+    OOM,
     UNBLOCKED,
     ReplyError,
     c_string,

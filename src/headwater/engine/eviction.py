@@ -42,7 +42,6 @@ from typing import TYPE_CHECKING, Any, Final
 from headwater.commands.getkeys import command_keys, fixed_single_key
 from headwater.commands.introspection import key_specs_of
 from headwater.commands.notify import publish_event
-from headwater.errors import ReplyError
 from headwater.keyevents import EVICTED
 from headwater.ops.memory import key_usage
 
@@ -51,7 +50,6 @@ if TYPE_CHECKING:
     from headwater.engine.core import Engine
     from headwater.keyspace import Database
 
-OOM: Final = ReplyError("OOM", "command not allowed when used memory > 'maxmemory'.")
 #: what an empty Redis server counts (its used_memory_startup, about a MiB)
 EMPTY_SERVER: Final = 1024 * 1024
 POOL_SIZE: Final = 16

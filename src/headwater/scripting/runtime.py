@@ -31,8 +31,7 @@ from headwater.commands.acl import refusal as acl_refusal
 from headwater.commands.context import Block, Client, CommandSpec, ServerAPI
 from headwater.commands.monitor import feed_monitors
 from headwater.commands.server import _human
-from headwater.engine.eviction import OOM
-from headwater.errors import ReplyError, err
+from headwater.errors import OOM, ReplyError, err
 from headwater.resp.encoder import format_double
 from headwater.resp.types import Reply
 from headwater.scripting import libraries
