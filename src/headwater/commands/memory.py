@@ -10,6 +10,8 @@ DOCTOR is Redis's report on the figures Headwater has (``doctor_report``).
 
 from __future__ import annotations
 
+from itertools import islice
+
 from headwater.commands.args import parse_int
 from headwater.commands.context import Client, help_handler, reject_subcommand, spec
 from headwater.errors import SYNTAX
@@ -91,15 +93,15 @@ _DOCTOR_ISSUES = {
 
 def doctor_report(c: Client) -> str:
     """Redis's getMemoryDoctorReport, on what Headwater can measure: the memory its data
-    takes (used beyond what the process took at startup: Python itself is not the
-    dataset), the peak, the clients' and replicas' output, the cached scripts. (The
-    allocator's fragmentation checks need jemalloc's figures: they never fire here.)"""
+    takes as Redis would size it (MEMORY USAGE's estimate: the process's own size, which
+    does not shrink when keys go, says nothing of the dataset), the peak of the resident
+    set, the clients' and replicas' output, the cached scripts. (The allocator's
+    fragmentation checks need jemalloc's figures: they never fire here.)"""
     server = c.server
-    used = server.used_memory()
-    peak = server.info.peak_memory = max(server.info.peak_memory, used)
-    startup = min(server.info.startup_memory or used, used)
-    if used - startup < _EMPTY:
+    if _dataset_estimate(c) < _EMPTY:
         return DOCTOR_EMPTY
+    used = server.rss_memory()
+    peak = server.info.peak_memory = max(server.info.peak_memory, used)
     issues = []
     if peak / used > 1.5:
         issues.append("peak")
@@ -120,6 +122,21 @@ def doctor_report(c: Client) -> str:
         + body
         + "I'm here to keep you safe, Sam. I want to help you.\n"
     )
+
+
+def _dataset_estimate(c: Client) -> int:
+    """The data's size by MEMORY USAGE's estimate: every key of a small database, else the
+    first 1,000 keys' average times the number of keys."""
+    total = 0
+    node_bytes = c.server.config["stream-node-max-bytes"]
+    for db in c.server.keyspace.dbs:
+        data = db.data
+        if not data:
+            continue
+        sample = list(islice(data.items(), 1000))
+        sized = sum(key_usage(key, value, DEFAULT_SAMPLES, node_bytes) for key, value in sample)
+        total += sized * len(data) // len(sample)
+    return total
 
 
 def _cached_scripts(c: Client) -> int:

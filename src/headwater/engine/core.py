@@ -278,6 +278,7 @@ class Engine(ScriptHost):
         ):
             self.evictor.configure()
             self.evicting = self.evictor.active
+            self.pre_command_oom = self.pre_command_oom and self.evicting
         elif name == "acllog-max-len":
             self.acl.log.trim(value)
         elif name == "acl-pubsub-default":
