@@ -373,6 +373,13 @@ class Selector:
             return True
         return any(p.flags & needs == needs and p.matches(key) for p in self.keys)
 
+    def allows_every_key(self, needs: int) -> bool:
+        """Any key at all with this access: allkeys, or a ``*`` pattern granting it (Redis's
+        ACLSelectorHasUnrestrictedKeyAccess)."""
+        if self.all_keys:
+            return True
+        return any(p.flags & needs == needs and p.pattern == b"*" for p in self.keys)
+
     def allows_channel(self, channel: bytes, is_pattern: bool) -> bool:
         if self.all_channels:
             return True

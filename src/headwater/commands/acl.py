@@ -166,6 +166,23 @@ def _check(user: User, row: CommandSpec, argv: list[bytes], plan: _KeyPlan) -> t
     return relevant, last
 
 
+def full_key_access(c: Client, row: CommandSpec, argv: list[bytes]) -> bool:
+    """One selector of the client's user allows this command and reads any key (Redis's
+    ACLUserCheckCmdWithUnrestrictedKeyAccess): SORT's BY and GET name keys no key spec
+    shows, so they need it."""
+    user = c.user
+    if user is None or user.unrestricted:
+        return True
+    plan = _PLANS.get(row.name)
+    if plan is None:
+        plan = _PLANS[row.name] = _KeyPlan(row)
+    keys = _keys(row, plan, argv) if plan.has_keys else None
+    return any(
+        selector.allows_every_key(READ) and not _check_selector(selector, row, argv, keys)[0]
+        for selector in user.selectors
+    )
+
+
 def denial_text(reason: int, user: User, row: CommandSpec, argv: list[bytes], pos: int) -> str:
     """Redis's getAclErrorMessage, not verbose (the NOPERM of a refused command)."""
     if reason == DENIED_CMD:

@@ -21,6 +21,8 @@ Numeric ties are broken by the elements' bytes, so the order is total; ALPHA com
 (with STORE) or as ``strcoll`` in the C locale (up to the first NUL byte); a missing ALPHA
 weight sorts first. LIMIT is clamped exactly as Redis clamps it. GET patterns (``#``: the
 element itself) fill the reply, nil (or an empty string when stored) for a missing key.
+A BY pattern with ``*`` and any GET read keys no key spec names, so a user with key patterns
+may use them only through a selector that allows the command and reads every key (7.0).
 
 STORE writes the result as a list at the destination (deleting it when the result is empty),
 with the ``sortstore`` event; its effect is the command as given (deterministic: the sort is
@@ -34,8 +36,10 @@ import re
 from fractions import Fraction
 from typing import ClassVar, NamedTuple, Protocol, runtime_checkable
 
+from headwater.commands.acl import full_key_access
 from headwater.commands.args import parse_int
 from headwater.commands.context import Client, spec
+from headwater.commands.introspection import lookup
 from headwater.commands.notify import lookup_read, notify
 from headwater.errors import SYNTAX, WRONGTYPE, err
 from headwater.keyevents import GENERIC, LIST
@@ -45,6 +49,8 @@ from headwater.structures.lists import ListValue
 from headwater.values import Hash
 
 SCORES_NOT_DOUBLES = err("One or more scores can't be converted into double")
+BY_DENIED = err("BY option of SORT denied due to insufficient ACL permissions.")
+GET_DENIED = err("GET option of SORT denied due to insufficient ACL permissions.")
 
 
 @runtime_checkable
@@ -67,8 +73,9 @@ class SortOpts(NamedTuple):
     store: bytes | None
 
 
-def parse_sort(argv: list[bytes], readonly: bool) -> SortOpts:
-    """The options from argv[2] on, with Redis's errors in Redis's order."""
+def parse_sort(argv: list[bytes], readonly: bool, reads_any_key: bool = True) -> SortOpts:
+    """The options from argv[2] on, with Redis's errors in Redis's order; a BY pattern and
+    GET need a user who may read any key (``reads_any_key``): they name keys of their own."""
     desc = alpha = dontsort = False
     start, count = 0, -1
     by: bytes | None = None
@@ -93,8 +100,12 @@ def parse_sort(argv: list[bytes], readonly: bool) -> SortOpts:
         elif token == b"BY" and left >= 1:
             by = argv[i + 1]
             dontsort = b"*" not in _c_string(by)
+            if not dontsort and not reads_any_key:
+                raise BY_DENIED
             i += 1
         elif token == b"GET" and left >= 1:
+            if not reads_any_key:
+                raise GET_DENIED
             gets.append(argv[i + 1])
             i += 1
         else:
@@ -233,7 +244,9 @@ def _sorted(c: Client, elements: list[bytes], opts: SortOpts, alpha: bool) -> li
 
 
 def sort_generic(c: Client, argv: list[bytes], readonly: bool) -> Reply | Written:
-    opts = parse_sort(argv, readonly)
+    user = c.user
+    reads_any_key = user is None or user.unrestricted or _reads_any_key(c, argv, readonly)
+    opts = parse_sort(argv, readonly, reads_any_key)
     value = lookup_read(c, argv[1])
     if value is not None and not isinstance(value, Sortable):
         raise WRONGTYPE
@@ -258,6 +271,11 @@ def sort_generic(c: Client, argv: list[bytes], readonly: bool) -> Reply | Writte
     for element in chosen:
         out.extend(lookup_by_pattern(c, pattern, element) for pattern in opts.gets)
     return out
+
+
+def _reads_any_key(c: Client, argv: list[bytes], readonly: bool) -> bool:
+    row = lookup(c, b"sort_ro" if readonly else b"sort")
+    return row is None or full_key_access(c, row, argv)
 
 
 def _store(c: Client, key: bytes, chosen: list[bytes], gets: list[bytes]) -> Reply | Written:
