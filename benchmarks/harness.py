@@ -297,15 +297,17 @@ def redis_benchmark(
     cpus: str | None = None,
     user: tuple[str, str] | None = None,
     tls: Sequence[str] = (),
+    options: Sequence[str] = (),
 ) -> float:
     """Requests per second of one redis-benchmark run of ``command`` (pinned to ``cpus``, a
     taskset CPU list, if given; logged in as ``user``, a (name, password) pair, if given;
-    ``tls``: redis-benchmark's TLS options, ``port`` being a TLS port)."""
+    ``tls``: redis-benchmark's TLS options, ``port`` being a TLS port; ``options``: any
+    other of its options, such as ``-3 --enable-tracking``)."""
     login = ["--user", user[0], "-a", user[1]] if user is not None else []
     argv = [
         h.args.redis_benchmark, "-h", HOST, "-p", str(port), "-c", str(clients),
-        "-n", str(n), "-P", str(pipeline), "-r", str(h.args.keyspace), *login, *tls, "--csv",
-        *command,
+        "-n", str(n), "-P", str(pipeline), "-r", str(h.args.keyspace), *login, *tls, *options,
+        "--csv", *command,
     ]  # fmt: skip
     if cpus is not None:
         argv = ["taskset", "-c", cpus, *argv]
