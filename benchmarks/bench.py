@@ -769,12 +769,16 @@ RATIO_ROWS: dict[str, Callable[[Harness], RatioRow]] = {
 
 #: Why a row misses its target, where the profile says so (benchmarks/PROFILE-transport.md)
 GAP_NOTES = {
-    "lru-set": "each SET evicts one key: a sampling round (5 random keys, their idle times, "
-    "the 16-candidate pool) ~4 us compiled, MEMORY USAGE's size of the new key ~0.9 us, the "
-    "eviction itself ~1 us (engine/eviction.py). Taking several victims per round gave 0.58x "
-    "but evicted recently read keys (tests/e2e/test_maxmemory_e2e.py's LRU check), so each "
-    "eviction samples as Redis does. Lever: the sampler and pool in C (a maintained key "
-    "array for O(1) random keys)",
+    "lru-set": "each SET evicts one key, and what an eviction costs is memory latency: "
+    "perf put 53% of the CPU (in process, before the word snapshot) in dict lookups and "
+    "list reads of random keys "
+    "(a cache and TLB miss each, ~0.3 us). The snapshot's access words (engine/eviction.py) "
+    "spare most samples their lookups: 13.9 -> 8.6 us a SET in process (A/B against the "
+    "commit before, min of 4 runs), 37-38k -> 42k rps in this row; what is left: a key "
+    "looked up per eviction or two, the victim's removal from three dicts (data, access "
+    "words, the meter's sizes) and "
+    "the new key's MEMORY USAGE. Lever: one table per key (value, word, size together) or "
+    "a keyspace in C; both are redesigns of the keyspace, not of the evictor",
     "tls-xadd": "TLS adds ~3 us of CPU a request (OpenSSL ~1.9 us, uvloop's TLS layer the "
     "rest); on 2 CPUs redis-benchmark's own TLS work competes with the server's. (Before "
     "server/tls.py's TlsConnection: 0.41x, each read an mmap of 256 KB under "

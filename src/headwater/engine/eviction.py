@@ -28,20 +28,31 @@ volatile key for a ``volatile-*`` policy) the state is out of memory: commands f
 ``denyoom`` get ``-OOM`` (a transaction's EXEC too, and a script's first write).
 
 Random keys come from a snapshot of each database's keys, taken again when the database
-has grown a quarter past it or a quarter of its samples missed: O(1) a sample, the O(n)
-copy spread over many evictions.
+has grown a quarter past it or a quarter of it is known gone (drawn and missing, or
+evicted): O(1) a sample, the O(n) copy spread over many evictions. A round whose samples
+all missed is drawn again rather than the snapshot retaken (that copied every key for each
+unlucky round: 20 us a SET under allkeys-random). What a sample costs is memory latency,
+not computation: a random key of a large dict is a cache and TLB miss for the key, one
+for the dict's index and one for its entry (~0.3 us each on the benchmark machines), so
+under LRU the snapshot also keeps each key's access word as of then, in an array: a word
+only grows, so when the old word cannot place the key in a full pool (its idle time then
+was no longer than the pool's worst), the true one cannot either, and the key is never
+looked up. Most samples then cost one read of the array; the pool gets exactly what
+looking every sample up would give it (tests/unit/test_eviction_pool.py).
 """
 
 from __future__ import annotations
 
 import bisect
-import random
 import time
+from array import array
+from random import random as _random
 from typing import TYPE_CHECKING, Any, Final
 
 from headwater.commands.getkeys import command_keys, fixed_single_key
 from headwater.commands.introspection import key_specs_of
 from headwater.commands.notify import publish_event
+from headwater.errors import require
 from headwater.keyevents import EVICTED
 from headwater.ops.memory import key_usage
 
@@ -53,7 +64,11 @@ if TYPE_CHECKING:
 #: what an empty Redis server counts (its used_memory_startup, about a MiB)
 EMPTY_SERVER: Final = 1024 * 1024
 POOL_SIZE: Final = 16
+#: sampling rounds for one victim before giving up (half-way, the snapshots are taken again)
+_ATTEMPTS: Final = 256
 _INT64_MAX: Final = (1 << 63) - 1
+#: an access word in a snapshot whose key is gone
+_GONE: Final = _INT64_MAX
 #: how a policy scores keys
 _LRU: Final = 0
 _LFU: Final = 1
@@ -149,37 +164,101 @@ class Meter:
         return total
 
 
+class Snapshot:
+    """A database's keys (or its keys with a TTL) as of a moment, and for LRU their access
+    words as of then: a word only grows, so an old one overstates the key's idle time and
+    a key it cannot place in the pool would not get there with its true word either."""
+
+    def __init__(self, keys: list[bytes], words: array[int] | None, epoch: int) -> None:
+        self.keys = keys
+        self.words = words
+        self.epoch = epoch
+        #: entries known or found gone since
+        self.dead = 0
+
+    def stale(self, source: dict[bytes, Any]) -> bool:
+        """Taken again once the keys grew a quarter past it, or a quarter of it is gone."""
+        size = len(self.keys)
+        return len(source) > size * 5 // 4 + 8 or self.dead > size // 4
+
+    def check_invariants(self) -> None:
+        words = self.words
+        require(words is None or len(words) == len(self.keys), "a word for each key")
+        require(0 <= self.dead <= len(self.keys), f"dead {self.dead} of {len(self.keys)}")
+
+    def kill(self, at: int) -> None:
+        """The entry at ``at`` is gone (its word, if any, marked so it is not drawn again)."""
+        self.dead += 1
+        words = self.words
+        if words is not None:
+            words[at] = _GONE
+
+
 class Sampler:
     """Random keys of a database's keys or of its keys with a TTL (module doc)."""
 
     def __init__(self) -> None:
-        self._snapshots: dict[tuple[int, bool], list[bytes]] = {}
-        self._misses: dict[tuple[int, bool], int] = {}
+        #: by ``2 * db + volatile``
+        self._snapshots: list[Snapshot | None] = []
+        self._epoch = 0
+
+    def snapshot(self, db: Database, volatile: bool, with_words: bool) -> Snapshot:
+        """The keys to draw from (some may be gone: ``Snapshot.kill`` counts them); with the
+        access words if ``with_words``."""
+        source: dict[bytes, Any] = db.expires if volatile else db.data
+        slot = 2 * db.index + volatile
+        snapshots = self._snapshots
+        if slot >= len(snapshots):
+            snapshots.extend([None] * (slot + 1 - len(snapshots)))
+        snap = snapshots[slot]
+        if snap is None or snap.stale(source) or (with_words and snap.words is None):
+            self._epoch += 1
+            snap = snapshots[slot] = _take(db, volatile, with_words, self._epoch)
+        return snap
+
+    def kill(self, db: int, volatile: bool, position: int) -> None:
+        """A key drawn from a snapshot at ``position`` (``epoch << 32 | index``) is gone."""
+        slot = 2 * db + volatile
+        if slot < len(self._snapshots):
+            snap = self._snapshots[slot]
+            if snap is not None and snap.epoch == position >> 32:
+                snap.kill(position & 0xFFFFFFFF)
 
     def sample(self, db: Database, volatile: bool, count: int) -> list[bytes]:
         source: dict[bytes, Any] = db.expires if volatile else db.data
         if not source:
             return []
-        slot = (db.index, volatile)
-        keys = self._snapshots.get(slot)
-        stale = keys is None or len(source) > len(keys) * 5 // 4 + 8
-        if stale or self._misses.get(slot, 0) > len(keys or ()) // 4:
-            keys = self._snapshots[slot] = list(source)
-            self._misses[slot] = 0
-        assert keys is not None
-        found = []
+        snap = self.snapshot(db, volatile, False)
+        keys = snap.keys
         size = len(keys)
+        found = []
         for _ in range(count):
-            key = keys[int(random.random() * size)]
+            at = int(_random() * size)
+            key = keys[at]
             if key in source:
                 found.append(key)
             else:
-                self._misses[slot] = self._misses.get(slot, 0) + 1
+                snap.kill(at)
         return found
+
+    def check_invariants(self) -> None:
+        for snap in self._snapshots:
+            if snap is not None:
+                snap.check_invariants()
 
     def forget(self) -> None:
         self._snapshots.clear()
-        self._misses.clear()
+
+
+def _take(db: Database, volatile: bool, with_words: bool, epoch: int) -> Snapshot:
+    if not with_words:
+        return Snapshot(list(db.expires if volatile else db.data), None, epoch)
+    lru = db.lru
+    if not volatile and len(lru) == len(db.data):
+        # (every key has its word: both in one pass over the words, no lookups)
+        return Snapshot(list(lru), array("q", lru.values()), epoch)
+    keys = list(db.expires if volatile else db.data)
+    return Snapshot(keys, array("q", [lru.get(key, 0) for key in keys]), epoch)
 
 
 class Evictor:
@@ -189,9 +268,10 @@ class Evictor:
         self.sampler = Sampler()
         #: maxmemory is set: the meter runs and commands may evict
         self.active = False
-        #: (score, db, key): the best candidates seen, ascending, and the same as a set
-        self.pool: list[tuple[int, int, bytes]] = []
-        self.pooled: set[tuple[int, bytes]] = set()
+        #: (score, db, key, where it was drawn: ``Sampler.kill``): the best candidates seen,
+        #: ascending; their keys by database
+        self.pool: list[tuple[int, int, bytes, int]] = []
+        self.pooled: list[set[bytes]] = [set() for _ in engine.keyspace.dbs]
         self._next_db = 0
         #: the last check found the data over maxmemory with nothing to evict
         self.out_of_memory = False
@@ -222,7 +302,7 @@ class Evictor:
         self.samples = int(config["maxmemory-samples"])
         self.budget_s = self._budget_s()
         self.pool = []
-        self.pooled = set()
+        self.pooled = [set() for _ in self.engine.keyspace.dbs]
         self.sampler.forget()
 
     # -- the count ------------------------------------------------------------------------
@@ -300,75 +380,133 @@ class Evictor:
 
     def _random(self, volatile: bool) -> tuple[int, bytes] | None:
         dbs = self.engine.keyspace.dbs
-        for _ in range(2):  # (a second pass after a refresh: every sample may have missed)
+        for attempt in range(_ATTEMPTS):
+            anything = False
             for step in range(len(dbs)):
                 db = dbs[(self._next_db + step) % len(dbs)]
+                if not (db.expires if volatile else db.data):
+                    continue
+                anything = True
                 keys = self.sampler.sample(db, volatile, 1)
                 if keys:
                     self._next_db = (db.index + 1) % len(dbs)
                     return db.index, keys[0]
-            self.sampler.forget()
+            if not anything:
+                return None
+            if attempt == _ATTEMPTS // 2:
+                self.sampler.forget()  # (a guard: the misses renew a stale snapshot first)
         return None
 
     def _from_pool(self, policy: str, volatile: bool) -> tuple[int, bytes] | None:
-        """A sampling round into the pool, then its best candidate that still exists (Redis's
-        evictionPoolPopulate and the pick that follows)."""
+        """Sampling rounds into the pool, then its best candidate that still exists (Redis's
+        evictionPoolPopulate and the pick that follows). A round whose samples all missed
+        (keys gone since the snapshot) is tried again: the misses renew the snapshot when a
+        quarter of it is gone, so forgetting it at once would copy every key for each
+        unlucky round."""
         keyspace = self.engine.keyspace
-        samples = self.samples
-        retried = False
-        while True:
-            candidates = 0
+        for attempt in range(_ATTEMPTS):
+            anything = False
             for db in keyspace.dbs:
-                if not (db.expires if volatile else db.data):
-                    continue
-                keys = self.sampler.sample(db, volatile, samples)
-                candidates += len(keys)
-                for key in keys:
-                    self._into_pool(self._score(policy, db, key), db.index, key)
+                if db.expires if volatile else db.data:
+                    anything = True
+                    self._populate(db, volatile)
             victim = self._best(volatile)
-            if victim is not None:
+            if victim is not None or not anything:
                 return victim
-            if not candidates:
-                if retried or not any(db.expires if volatile else db.data for db in keyspace.dbs):
-                    return None
-                self.sampler.forget()  # (every sample missed: the snapshots are stale)
-                retried = True
+            if attempt == _ATTEMPTS // 2:
+                self.sampler.forget()
+        return None
+
+    def _populate(self, db: Database, volatile: bool) -> None:
+        """``maxmemory-samples`` random keys of the database scored into the pool (those gone
+        since the snapshot are marked). A key's access word is found first: a key without
+        one is gone, or was loaded and not used since (then it is the oldest). Under LRU a
+        key whose word in the snapshot cannot place it in the full pool is not looked up
+        (``Snapshot``): most samples cost one read of an array."""
+        kind = self.kind
+        snap = self.sampler.snapshot(db, volatile, kind == _LRU)
+        keys = snap.keys
+        stale_words = snap.words
+        size = len(keys)
+        source: dict[bytes, Any] = db.expires if volatile else db.data
+        words = db.lru
+        now = self.engine.keyspace.now_ms
+        pool = self.pool
+        tag = snap.epoch << 32
+        drawn = 0
+        for _ in range(4 * self.samples):  # (an entry known gone is drawn again, cheaply)
+            if drawn == self.samples:
+                break
+            at = int(_random() * size)
+            if stale_words is not None:
+                stale = stale_words[at]
+                if stale == _GONE:
+                    continue
+                drawn += 1
+                if len(pool) >= POOL_SIZE and now - stale <= pool[0][0]:
+                    continue  # (its true idle time is no longer: it would not get in)
+            else:
+                drawn += 1
+            key = keys[at]
+            if kind == _TTL:
+                when = source.get(key)
+                if when is None:
+                    snap.kill(at)
+                    continue
+                score = _INT64_MAX - when
+            else:
+                word = words.get(key)
+                if word is None:
+                    if key not in source:
+                        snap.kill(at)
+                        continue
+                    if kind == _LRU:
+                        score = _INT64_MAX  # (loaded, never used since: old)
+                    else:
+                        score = 255 - self.engine.keyspace.lfu_counter(db.access_word(key))
+                elif kind == _LRU:
+                    score = now - word
+                else:
+                    score = 255 - self.engine.keyspace.lfu_counter(word)
+            self._into_pool(score, db.index, key, tag | at)
 
     def _best(self, volatile: bool) -> tuple[int, bytes] | None:
-        """Pop the pool's best candidates until one still exists."""
+        """Pop the pool's best candidates until one still exists (the one taken, or any
+        found gone, marked gone in its snapshot)."""
         keyspace = self.engine.keyspace
-        while self.pool:
-            _, index, key = self.pool.pop()
-            self.pooled.discard((index, key))
+        pool = self.pool
+        while pool:
+            _, index, key, position = pool.pop()
+            self.pooled[index].discard(key)
+            self.sampler.kill(index, volatile, position)
             db = keyspace.dbs[index]
             if key in (db.expires if volatile else db.data):
                 return index, key
         return None
 
-    def _into_pool(self, score: int, index: int, key: bytes) -> None:
+    def check_invariants(self) -> None:
+        pool = self.pool
+        require(len(pool) <= POOL_SIZE and pool == sorted(pool), f"pool {pool!r}")
+        by_db: list[set[bytes]] = [set() for _ in self.pooled]
+        for _, index, key, _ in pool:
+            require(key not in by_db[index], f"{key!r} twice in the pool")
+            by_db[index].add(key)
+        require(by_db == self.pooled, "the pooled keys are not the pool's")
+        self.sampler.check_invariants()
+
+    def _into_pool(self, score: int, index: int, key: bytes, position: int) -> None:
         pool = self.pool
         full = len(pool) >= POOL_SIZE
         if full and score <= pool[0][0]:
             return
-        if (index, key) in self.pooled:
+        pooled = self.pooled[index]
+        if key in pooled:
             return
         if full:
-            _, gone_index, gone_key = pool.pop(0)
-            self.pooled.discard((gone_index, gone_key))
-        bisect.insort(pool, (score, index, key))
-        self.pooled.add((index, key))
-
-    def _score(self, policy: str, db: Database, key: bytes) -> int:
-        """Higher: a better victim (Redis's idle: LRU idle time, 255 minus the LFU counter,
-        or the nearness of the TTL)."""
-        keyspace = self.engine.keyspace
-        kind = self.kind
-        if kind == _LRU:
-            word = db.lru.get(key)  # (a key without one: loaded, never used since: old)
-            return keyspace.now_ms - word if word is not None else _INT64_MAX
-        if kind == _LFU:
-            return 255 - keyspace.lfu_counter(db.access_word(key))
-        return _INT64_MAX - db.expires.get(key, _INT64_MAX)  # volatile-ttl
+            gone = pool.pop(0)
+            self.pooled[gone[1]].discard(gone[2])
+        bisect.insort(pool, (score, index, key, position))
+        pooled.add(key)
 
     def _evict(self, index: int, key: bytes) -> None:
         engine = self.engine
