@@ -777,8 +777,14 @@ GAP_NOTES = {
     "commit before, min of 4 runs), 37-38k -> 42k rps in this row; what is left: a key "
     "looked up per eviction or two, the victim's removal from three dicts (data, access "
     "words, the meter's sizes) and "
-    "the new key's MEMORY USAGE. Lever: one table per key (value, word, size together) or "
-    "a keyspace in C; both are redesigns of the keyspace, not of the evictor",
+    "the new key's MEMORY USAGE. Control run, both servers on allkeys-random (one sample, "
+    "no pool): 63k against 95k rps, 0.66x: removal and metering cost ~2 us of a SET, LRU's "
+    "sampling ~6 us on the running server (~2.4 in process: the words array and the keys "
+    "miss more under network traffic). Lazy verification (the pool scored by the "
+    "snapshot's bounds, the true word read at pop) measured no gain (7.94 vs 7.94 us). "
+    "Lever: sampling that touches one cache line a round, e.g. a run of consecutive slots "
+    "in hash order as Redis's dictGetSomeKeys walks buckets, which needs a keyspace table "
+    "in hash order (C)",
     "tls-xadd": "TLS adds ~3 us of CPU a request (OpenSSL ~1.9 us, uvloop's TLS layer the "
     "rest); on 2 CPUs redis-benchmark's own TLS work competes with the server's. (Before "
     "server/tls.py's TlsConnection: 0.41x, each read an mmap of 256 KB under "
