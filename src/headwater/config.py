@@ -321,6 +321,12 @@ PARAMS: tuple[Param, ...] = (
     Param("tls-cluster", _bool, "no", printer=_yn),
     # Headwater's own: the links between active-active regions use TLS (the peers' TLS ports)
     Param("peers-tls", _bool, "no", mutable=False, printer=_yn, fixed=True),
+    # Headwater's own: the admin HTTP port (server/admin.py: /metrics), off at 0
+    Param("admin-port", _int_parser(0, 65535), "0", mutable=False, fixed=True),
+    Param("admin-bind", _string, "127.0.0.1", mutable=False, fixed=True),
+    # the streams /metrics describes one by one (the longest first): a million keys must not
+    # make a million series
+    Param("metrics-max-streams", _int_parser(0, 1_000_000), "1000"),
     Param("acllog-max-len", _int_parser(0, 2**63 - 1), "128"),
     Param("acl-pubsub-default", _enum("allchannels", "resetchannels"), "resetchannels"),
     Param("maxclients", _int_parser(1, UINT32_MAX), "10000"),

@@ -22,7 +22,7 @@ import secrets
 import signal
 import sys
 from collections.abc import Coroutine
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from headwater import REDIS_COMPAT_VERSION, __version__
 from headwater.commands.context import Client, CommandSpec
@@ -37,6 +37,9 @@ from headwater.server.protocol import Connection, send_replies
 from headwater.server.querybuf import resize as resize_query_buffer
 from headwater.server.replication import Replication
 from headwater.server.tls import TLS_SETTINGS, TlsConnection, TlsContexts, TlsError
+
+if TYPE_CHECKING:
+    from headwater.server.admin import AdminServer
 
 log = logging.getLogger("headwater")
 
@@ -85,6 +88,8 @@ class Server:
         self.tls_listeners = Listeners(
             loop, lambda: TlsConnection(Connection(self)), self.tls.listening
         )
+        #: the admin HTTP port (server/admin.py), when ``admin-port`` is set
+        self.admin: AdminServer | None = None
         #: clients whose replies wait for the AOF (their gate's ``may_reply``), in order
         self.held: dict[Client, None] = {}
         #: a ``flush`` is queued for this loop turn (read by the connections: no call per batch)
@@ -117,6 +122,12 @@ class Server:
             self.region_links.start()
         config = self.config
         try:
+            if config["admin-port"]:  # (first: once the data port answers, so does this one)
+                from headwater.server.admin import AdminServer  # (aiohttp: ~0.3 s to import)
+
+                self.admin = AdminServer(self.engine)
+                tls = self.tls.listening() if config["tls-port"] else None
+                await self.admin.start(config["admin-bind"], config["admin-port"], tls)
             await self.listeners.start(config["bind"], config["port"], config["tcp-backlog"])
             if config["tls-port"]:
                 await self.tls_listeners.start(
@@ -125,6 +136,8 @@ class Server:
         except OSError:
             self.listeners.close()
             self.tls_listeners.close()
+            if self.admin is not None:
+                await self.admin.close()
             raise
         self.config.appliers["port"] = self._move_port
         self.config.appliers["bind"] = self._move_bind
@@ -180,6 +193,8 @@ class Server:
         await self._stopped
         self.listeners.close()
         self.tls_listeners.close()
+        if self.admin is not None:
+            await self.admin.close()
         requested = self.engine.shutdown_requested
         self.replication.close()
         if self.region_links is not None:

@@ -1,0 +1,90 @@
+"""The admin HTTP port (issue 34): ``admin-port`` (0: off) on ``admin-bind``.
+
+Theory of operation
+-------------------
+aiohttp serves it on the server's own event loop: made for asyncio, keep-alive, and the
+streaming responses and WebSockets the console's live views need. A handler runs between
+two turns of the loop, so what it reads of the engine is one moment, as a command sees it.
+
+Who may look: the server's own users. When a connection would have to AUTH (the default user
+has a password or is off), a request carries HTTP Basic credentials of an enabled user; none
+or wrong ones get 401 with a challenge. A user must be allowed INFO (what a metrics scraper
+runs against Redis) or gets 403. With TLS configured (``tls-port``), the admin port speaks
+TLS with the same certificates and client-certificate rule.
+
+Routes: ``/metrics`` (server/metrics.py, Prometheus's text format 0.0.4).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import logging
+import ssl
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+
+from headwater.commands.acl import check
+from headwater.server.metrics import observer, render_metrics
+
+if TYPE_CHECKING:
+    from headwater.acl.users import User
+    from headwater.engine.core import Engine
+
+log = logging.getLogger(__name__)
+
+_CHALLENGE = {"WWW-Authenticate": 'Basic realm="headwater", charset="UTF-8"'}
+_TEXT_FORMAT = "text/plain; version=0.0.4; charset=utf-8"
+
+
+class AdminServer:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.observer = observer(engine)
+        app = web.Application()
+        app.router.add_get("/metrics", self._metrics)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+
+    async def start(self, host: str, port: int, tls: ssl.SSLContext | None) -> None:
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, host, port, ssl_context=tls, reuse_address=True)
+        await site.start()
+        scheme = "https" if tls is not None else "http"
+        log.info("admin port: %s://%s:%d/metrics", scheme, host, port)
+
+    async def close(self) -> None:
+        await self._runner.cleanup()
+
+    def allowed(self, request: web.Request) -> web.Response | None:
+        """None when the request may look; else the refusal to send."""
+        acl = self.engine.acl
+        if not acl.auth_required():
+            return None
+        user = self._user(request)
+        if user is None:
+            return web.Response(status=401, text="authentication required\n", headers=_CHALLENGE)
+        if check(user, self.engine.table[b"INFO"], [b"INFO"])[0]:
+            return web.Response(status=403, text="this user may not run INFO\n")
+        return None
+
+    def _user(self, request: web.Request) -> User | None:
+        header = request.headers.get("Authorization", "")
+        scheme, _, encoded = header.partition(" ")
+        if scheme.lower() != "basic":
+            return None
+        try:
+            name, sep, password = base64.b64decode(encoded, validate=True).partition(b":")
+        except (binascii.Error, ValueError):
+            return None
+        if not sep:
+            return None
+        user = self.engine.acl.authenticate(name, password)
+        return user if user is not None and user.enabled else None
+
+    async def _metrics(self, request: web.Request) -> web.StreamResponse:
+        refusal = self.allowed(request)
+        if refusal is not None:
+            return refusal
+        body = render_metrics(self.engine, self.observer)
+        return web.Response(body=body.encode(), headers={"Content-Type": _TEXT_FORMAT})

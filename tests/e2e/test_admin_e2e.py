@@ -1,0 +1,130 @@
+"""The admin HTTP port over real sockets (issue 34): /metrics parsed by Prometheus's parser
+with a live client counted; with users, no credentials or wrong ones get 401 and a Basic
+challenge, a user without INFO 403, an allowed one the page; with TLS the port speaks TLS;
+admin-port is fixed for the life of the process and a bad value stops the start."""
+
+from __future__ import annotations
+
+import base64
+import shutil
+import ssl
+import subprocess
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.helpers import HEADWATER, ROOT, ServerProcess, free_port, start_headwater
+from tests.support.certs import make_certs
+
+pytestmark = pytest.mark.e2e
+
+
+def fetch(url: str, auth: tuple[str, str] | None = None, **kw: object) -> tuple[int, str, dict]:
+    request = urllib.request.Request(url)
+    if auth is not None:
+        token = base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
+        request.add_header("Authorization", f"Basic {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=10, **kw) as response:  # type: ignore[arg-type]
+            return response.status, response.read().decode(), dict(response.headers)
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode(), dict(exc.headers)
+
+
+def samples(body: str) -> dict[str, float]:
+    return {
+        sample.name: sample.value
+        for family in text_string_to_metric_families(body)
+        for sample in family.samples
+        if not sample.labels
+    }
+
+
+@pytest.fixture
+def server() -> Iterator[tuple[ServerProcess, int]]:
+    admin = free_port()
+    server = start_headwater("--admin-port", str(admin))
+    yield server, admin
+    server.stop()
+
+
+def test_metrics_describe_the_running_server(server: tuple[ServerProcess, int]) -> None:
+    process, admin = server
+    clients = [redis.Redis(port=process.port) for _ in range(3)]
+    for client in clients:
+        client.xadd("orders", {"f": "v"})
+    status, body, headers = fetch(f"http://127.0.0.1:{admin}/metrics")
+    assert status == 200
+    assert headers["Content-Type"].startswith("text/plain; version=0.0.4")
+    figures = samples(body)
+    assert figures["redis_connected_clients"] == 3
+    assert figures["redis_up"] == 1
+    assert 'redis_stream_length{db="db0",stream="orders"} 3' in body
+    assert fetch(f"http://127.0.0.1:{admin}/nothing")[0] == 404
+    for client in clients:
+        client.close()
+
+
+def test_users_are_asked_and_checked(tmp_path: Path) -> None:
+    acl = tmp_path / "users.acl"
+    acl.write_text(
+        "user default on >adminpw ~* &* +@all\n"
+        "user scraper on >scrapepw -@all +info\n"
+        "user app on >apppw ~app:* -@all +xadd\n"
+    )
+    admin = free_port()
+    process = start_headwater("--admin-port", str(admin), "--aclfile", str(acl))
+    try:
+        url = f"http://127.0.0.1:{admin}/metrics"
+        status, _, headers = fetch(url)
+        assert status == 401
+        assert headers["WWW-Authenticate"].startswith("Basic ")
+        assert fetch(url, ("scraper", "wrong"))[0] == 401
+        assert fetch(url, ("nobody", "x"))[0] == 401
+        assert fetch(url, ("app", "apppw"))[0] == 403
+        assert fetch(url, ("scraper", "scrapepw"))[0] == 200
+        assert fetch(url, ("default", "adminpw"))[0] == 200
+        admin_client = redis.Redis(port=process.port, password="adminpw")
+        admin_client.acl_setuser("scraper", enabled=False)
+        assert fetch(url, ("scraper", "scrapepw"))[0] == 401  # (off: as AUTH refuses it)
+    finally:
+        process.stop()
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl")
+def test_with_tls_the_admin_port_speaks_tls(tmp_path: Path) -> None:
+    certs = make_certs(tmp_path)
+    admin = free_port()
+    process = start_headwater(
+        "--tls-port", str(free_port()), *certs.server_args(auth_clients="no"),
+        "--admin-port", str(admin),
+    )  # fmt: skip
+    try:
+        context = ssl.create_default_context(cafile=certs.path("ca.crt"))
+        context.check_hostname = False
+        status, body, _ = fetch(f"https://127.0.0.1:{admin}/metrics", context=context)
+        assert status == 200
+        assert samples(body)["redis_up"] == 1
+        with pytest.raises(ConnectionResetError):  # (plain HTTP to it: dropped)
+            fetch(f"http://127.0.0.1:{admin}/metrics")
+    finally:
+        process.stop()
+
+
+def test_admin_port_is_fixed_and_checked(server: tuple[ServerProcess, int]) -> None:
+    process, admin = server
+    client = redis.Redis(port=process.port)
+    assert client.config_get("admin-port") == {"admin-port": str(admin)}
+    with pytest.raises(redis.ResponseError, match="can't set immutable config"):
+        client.config_set("admin-port", admin + 1)
+    done = subprocess.run(
+        [*HEADWATER, "server", "--port", str(free_port()), "--admin-port", "70000"],
+        capture_output=True, text=True, timeout=30, cwd=ROOT, check=False,
+    )  # fmt: skip
+    assert done.returncode != 0
+    assert "admin-port" in done.stdout + done.stderr
