@@ -7,10 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
+from headwater.server import metrics
 from headwater.server.metrics import observer, render_metrics
 from tests.unit.conftest import Harness
 
@@ -164,3 +166,27 @@ def test_odd_names_survive_as_labels() -> None:
     shown = name.decode("utf-8", "backslashreplace")
     assert value(samples, "redis_stream_length", db="db0", stream=shown) == 1
     assert value(samples, "redis_stream_group_lag", db="db0", stream=shown, group='g"1') == 1
+
+
+def test_a_scrape_goes_in_steps_and_leaves_out_a_stream_deleted_meanwhile(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(metrics, "KEYS_A_STEP", 4)
+    monkeypatch.setattr(metrics, "STREAMS_A_STEP", 1)
+    h = Harness()
+    c = h.client()
+    for i in range(10):
+        h.call(c, "SET", f"k{i}", "v")
+    for key in ("s1", "s2", "s3"):
+        h.call(c, "XADD", key, "*", "f", "v")
+    scrape = metrics.Scrape(h.engine, metrics.observer(h.engine))
+    steps = 0
+    while scrape.step():
+        steps += 1
+        if steps == 4:  # (13 keys looked at 4 a step, then the choice: s2 goes now)
+            h.call(c, "DEL", "s2")
+    assert steps >= 6
+    families = {f.name: f for f in text_string_to_metric_families(scrape.text())}
+    described = {s.labels["stream"] for s in families["redis_stream_length"].samples}
+    assert described == {"s1", "s3"}
+    assert families["headwater_streams"].samples[0].value == 3

@@ -17,6 +17,7 @@ Routes: ``/metrics`` (server/metrics.py, Prometheus's text format 0.0.4).
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import logging
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from headwater.commands.acl import check
-from headwater.server.metrics import observer, render_metrics
+from headwater.server.metrics import Scrape, observer
 
 if TYPE_CHECKING:
     from headwater.acl.users import User
@@ -86,5 +87,8 @@ class AdminServer:
         refusal = self.allowed(request)
         if refusal is not None:
             return refusal
-        body = render_metrics(self.engine, self.observer)
-        return web.Response(body=body.encode(), headers={"Content-Type": _TEXT_FORMAT})
+        scrape = Scrape(self.engine, self.observer)
+        for _ in scrape.steps():
+            await asyncio.sleep(0)  # (the clients are served between two steps)
+        body = scrape.text().encode()
+        return web.Response(body=body, headers={"Content-Type": _TEXT_FORMAT})
