@@ -128,3 +128,29 @@ def test_admin_port_is_fixed_and_checked(server: tuple[ServerProcess, int]) -> N
     )  # fmt: skip
     assert done.returncode != 0
     assert "admin-port" in done.stdout + done.stderr
+
+
+def test_aof_and_script_histograms_count_what_happened() -> None:
+    admin = free_port()
+    process = start_headwater("--admin-port", str(admin), "--appendfsync", "always")
+    try:
+        client = redis.Redis(port=process.port)
+        for i in range(20):
+            client.xadd("orders", {"n": i})
+        for _ in range(3):
+            client.eval("return 1", 0)
+        body = fetch(f"http://127.0.0.1:{admin}/metrics")[1]
+        families = {f.name: f for f in text_string_to_metric_families(body)}
+
+        def count(name: str) -> float:
+            return next(s.value for s in families[name].samples if s.name == name + "_count")
+
+        assert count("headwater_aof_write_seconds") >= 20  # (one write a loop turn at least)
+        assert count("headwater_aof_fsync_seconds") >= 20  # (always: each write synced)
+        assert count("headwater_aof_write_bytes") == count("headwater_aof_write_seconds")
+        assert count("headwater_script_run_seconds") == 3
+        buckets = [s for s in families["headwater_aof_write_bytes"].samples if "le" in s.labels]
+        assert buckets[-1].labels["le"] == "+Inf"
+        assert buckets[-1].value == count("headwater_aof_write_bytes")
+    finally:
+        process.stop()

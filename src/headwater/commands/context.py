@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from headwater.commands.slowlog import SlowLog
     from headwater.commands.store import StreamStore
     from headwater.commands.tracking import Tracking
+    from headwater.structures.histogram import Histograms
 
 Handler = Callable[["Client", list[bytes]], Any]
 #: the durations (whole µs) a command's histogram counts one by one
@@ -317,6 +318,8 @@ class ServerAPI:
     #: SLOWLOG (commands/slowlog.py) and LATENCY's events (commands/latency.py)
     slowlog: SlowLog
     latency: LatencyMonitor
+    #: /metrics' histograms (structures/histogram.py)
+    histograms: Histograms
     #: the active-active region (``region-id``; commands/regions.py), None on a plain server
     region: RegionKeyspace | None
     #: keyspace events the running command fired, (event, key, db), in order: the engine

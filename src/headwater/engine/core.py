@@ -86,6 +86,7 @@ from headwater.resp.types import QUEUED, Raw, Reply
 from headwater.scripting.commands import SPECS as SCRIPTING_SPECS
 from headwater.scripting.function_commands import SPECS as FUNCTION_SPECS
 from headwater.scripting.runtime import ScriptHost, Scripting
+from headwater.structures.histogram import Histograms
 
 #: (a Final module name is a C static once compiled: no module attribute read per call)
 _perf_counter: Final = time.perf_counter
@@ -166,6 +167,8 @@ class Engine(ScriptHost):
         #: LATENCY: the monitor's events, the duration (µs) from which a call is one
         #: (infinite: off), and whether calls go into their command's histogram
         self.latency = LatencyMonitor()
+        #: what /metrics shows as histograms (AOF writes and fsyncs, script runs)
+        self.histograms = Histograms()
         self.latency_floor = _INFINITY
         self.latency_tracking = True
         #: maxmemory (engine/eviction.py): the meter, evictions, client evictions; whether it

@@ -171,6 +171,8 @@ class AofWriter:
         #: the latency monitor's sampler (event, ms), called on the loop thread for each
         #: write and each sync (LATENCY's aof-write and aof-fsync-always); none by default
         self.on_latency: Callable[[str, float], object] | None = None
+        #: told the bytes of each whole write
+        self.on_write: Callable[[int], object] | None = None
         self._sync_ms = 0.0  # the last background sync's duration (set by the worker)
         #: a background sync was started and its outcome is not collected yet
         self.syncing = False
@@ -255,11 +257,14 @@ class AofWriter:
         self.unsynced = True
         if self.on_latency is not None:
             self.on_latency("aof-write", (time.perf_counter() - started) * 1000)
+        if self.on_write is not None:
+            self.on_write(written)
         return True
 
     def _sampled_sync(self, ms: float) -> None:
-        if self.on_latency is not None and self.fsync_policy == "always":
-            self.on_latency("aof-fsync-always", ms)
+        if self.on_latency is not None:  # (Redis's event is ``always``'s; everysec's is ours)
+            always = self.fsync_policy == "always"
+            self.on_latency("aof-fsync-always" if always else "aof-fsync", ms)
 
     def sync(self) -> bool:
         """``fdatasync`` now, on this thread; False (and ``error`` set) if it failed."""

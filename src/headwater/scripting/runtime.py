@@ -556,6 +556,7 @@ class Scripting:
             if run.busy:
                 self._end_busy()
             vm.ran()
+            host.histograms.observe("script_run_seconds", _monotonic() - run.started)
 
     def _end_busy(self) -> None:
         self.host.busy_reply = None

@@ -40,6 +40,7 @@ from headwater.persistence.manifest import (
     write_manifest,
 )
 from headwater.persistence.snapshot import write_snapshot
+from headwater.structures.histogram import BYTES
 
 log = logging.getLogger("headwater")
 
@@ -170,10 +171,23 @@ class AofLog:
 
     # -- the writer ------------------------------------------------------------------------
 
+    def _timed(self, event: str, ms: float) -> None:
+        """A write's or an fsync's time: LATENCY's event (not everysec's fsync: Redis has
+        none), and /metrics' histogram."""
+        if event != "aof-fsync":
+            self.engine.latency.sample(event, ms)
+        name = "aof_write_seconds" if event == "aof-write" else "aof_fsync_seconds"
+        self.engine.histograms.observe(name, ms / 1000)
+
+    def _write_size(self, size: int) -> None:
+        """The bytes of one write: a loop turn's effects together (group commit)."""
+        self.engine.histograms.observe("aof_write_bytes", size, BYTES)
+
     def start_writer(self, path: Path) -> None:
         notify = None if self.wake is None else functools.partial(self.wake, self._synced)
         self.writer = writer = AofWriter(path, self.config["appendfsync"], notify, self.ops)
-        writer.on_latency = self.engine.latency.sample
+        writer.on_latency = self._timed
+        writer.on_write = self._write_size
         self.clean_close = False
         self._written.clear()
         # what came before is in files closed (and synced) already, or in the base to come

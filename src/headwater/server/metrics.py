@@ -32,6 +32,7 @@ from headwater.activeactive.rstream import RegionStream
 from headwater.commands.context import Client
 from headwater.commands.server import ALL_SECTIONS, render_info
 from headwater.stream.stream import Stream
+from headwater.structures.histogram import BYTES, SECONDS, Histogram, Histograms
 
 if TYPE_CHECKING:
     from headwater.engine.core import Engine
@@ -228,6 +229,7 @@ class Scrape:
         _keyspace(self.out, info)
         _commands(self.out, info)
         _replicas(self.out, info)
+        _histograms(self.out, engine.histograms)
         #: (db, its keys as of the scan's start, how many were looked at)
         self._scans = [(db.index, list(db.data), 0) for db in engine.keyspace.dbs if db.data]
         #: (length, db, key) of every stream found
@@ -398,6 +400,27 @@ def _replicas(out: Exposition, info: dict[str, str]) -> None:
         replica_offset = _as_number(info.get("slave_repl_offset", ""))
         if replica_offset is not None:
             out.gauge("redis_slave_repl_offset", "Slave replication offset", replica_offset, labels)
+
+
+#: Headwater's histograms (``engine.histograms``), each shown from the start (empty until its
+#: first value): name -> (help, bounds)
+HISTOGRAMS = {
+    "aof_write_seconds": ("Time of each AOF write (a loop turn's effects at once)", SECONDS),
+    "aof_fsync_seconds": ("Time of each AOF fdatasync (appendfsync always or everysec)", SECONDS),
+    "aof_write_bytes": ("Bytes of each AOF write: one group commit's batch", BYTES),
+    "script_run_seconds": ("Time of each script or function run (EVAL, EVALSHA, FCALL)", SECONDS),
+}
+
+
+def _histograms(out: Exposition, histograms: Histograms) -> None:
+    for name, (help_text, bounds) in HISTOGRAMS.items():
+        histogram = histograms.by_name.get(name) or Histogram(bounds)
+        family = out.family("headwater_" + name, "histogram", help_text)
+        for bound, count in histogram.cumulative():
+            le = "+Inf" if math.isinf(bound) else repr(bound)
+            family.lines.append(f'{family.name}_bucket{{le="{le}"}} {count}')
+        family.lines.append(f"{family.name}_sum {number(histogram.sum)}")
+        family.lines.append(f"{family.name}_count {histogram.count}")
 
 
 def _id_ms(raw: object) -> float:
