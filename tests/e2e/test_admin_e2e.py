@@ -20,6 +20,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.helpers import HEADWATER, ROOT, ServerProcess, free_port, start_headwater
 from tests.support.certs import make_certs
+from tests.support.region_mesh import TcpMesh
+from tests.support.replicas import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -154,3 +156,47 @@ def test_aof_and_script_histograms_count_what_happened() -> None:
         assert buckets[-1].value == count("headwater_aof_write_bytes")
     finally:
         process.stop()
+
+
+def test_a_region_shows_its_links_and_queues() -> None:
+    admin = free_port()
+    mesh = TcpMesh(3, own_options={1: ("--admin-port", str(admin))})
+    try:
+        for r in (1, 2, 3):
+            mesh[r].xadd("rides", {"from": r})
+        mesh.converge()
+        url = f"http://127.0.0.1:{admin}/metrics"
+
+        def links() -> dict[str, dict[str, float]]:
+            found: dict[str, dict[str, float]] = {}
+            for family in text_string_to_metric_families(fetch(url)[1]):
+                for sample in family.samples:
+                    if sample.name.startswith("headwater_region_link_"):
+                        peer = sample.labels["peer_region"]
+                        found.setdefault(peer, {})[sample.name] = sample.value
+            return found
+
+        wait_until(
+            lambda: (
+                all(
+                    link.get("headwater_region_link_up") == 1
+                    and link.get("headwater_region_link_lag_effects") == 0
+                    and link.get("headwater_region_link_unacked_effects") == 0
+                    for link in links().values()
+                )
+                and set(links()) == {"2", "3"}
+            ),
+            timeout=20,
+            what="both links up and caught up",
+        )
+        mesh.regions[3].kill9()
+        wait_until(lambda: links()["3"]["headwater_region_link_up"] == 0, what="region 3 down")
+        mesh[1].xadd("rides", {"from": 1})
+        wait_until(
+            lambda: links()["3"]["headwater_region_link_unacked_effects"] >= 1,
+            what="region 3 owes an acknowledgement",
+        )
+        figures = samples(fetch(url)[1])
+        assert figures["headwater_region_own_effects_kept"] >= 1  # (kept for region 3)
+    finally:
+        mesh.close()

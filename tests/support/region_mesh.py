@@ -57,8 +57,10 @@ class TcpMesh:
         mode: str = "strict",
         extra: tuple[str, ...] = (),
         tls: tuple[str, ...] | None = None,
+        own_options: dict[int, tuple[str, ...]] | None = None,
     ) -> None:
-        """``tls``: the regions' TLS options; each gets a TLS port, and the links use it."""
+        """``tls``: the regions' TLS options; each gets a TLS port, and the links use it.
+        ``own_options``: more options of some regions, by region."""
         self.root = Path(tempfile.mkdtemp(prefix="hw-mesh-"))
         ports = [free_port() for _ in range(n)]
         link_ports = [free_port() for _ in range(n)] if tls is not None else ports
@@ -70,6 +72,7 @@ class TcpMesh:
             own: tuple[str, ...] = ()
             if tls is not None:
                 own = ("--tls-port", str(link_ports[r - 1]), "--peers-tls", "yes", *tls)
+            own += (own_options or {}).get(r, ())
             region = Region(
                 workdir, r, "--peers", others, "--active-active-id-mode", mode, *own, *extra
             )

@@ -230,6 +230,8 @@ class Scrape:
         _commands(self.out, info)
         _replicas(self.out, info)
         _histograms(self.out, engine.histograms)
+        if engine.region is not None:
+            _region(self.out, parse_info(render_info(client, ["active-active"]).decode()))
         #: (db, its keys as of the scan's start, how many were looked at)
         self._scans = [(db.index, list(db.data), 0) for db in engine.keyspace.dbs if db.data]
         #: (length, db, key) of every stream found
@@ -400,6 +402,43 @@ def _replicas(out: Exposition, info: dict[str, str]) -> None:
         replica_offset = _as_number(info.get("slave_repl_offset", ""))
         if replica_offset is not None:
             out.gauge("redis_slave_repl_offset", "Slave replication offset", replica_offset, labels)
+
+
+def _region(out: Exposition, info: dict[str, str]) -> None:
+    """An active-active region: what waits in its queues, and each peer link."""
+    own = int(info.get("own_seq", "0"))
+    for field, help_text in (
+        ("waiting_effects", "Effects received out of order, waiting for the ones before"),
+        ("own_effects_kept", "This region's effects kept until every peer has them"),
+        ("relay_effects_kept", "Other regions' effects kept to relay to peers"),
+    ):
+        out.gauge("headwater_region_" + field, help_text, int(info.get(field, "0")))
+    for name, value in info.items():
+        if not (name.startswith("peer") and name[4:].isdigit()):
+            continue
+        fields = _fields(value)
+        labels = label_text(
+            peer_region=fields.get("region", ""), host=fields.get("host", ""),
+            port=fields.get("port", ""),
+        )  # fmt: skip
+        up = 1 if fields.get("state") == "connected" else 0
+        out.gauge("headwater_region_link_up", "The link to a peer region is up", up, labels)
+        out.gauge(
+            "headwater_region_link_lag_effects",
+            "Effects the peer has made that this region has not applied yet",
+            int(fields.get("lag", "0")), labels,
+        )  # fmt: skip
+        out.gauge(
+            "headwater_region_link_unacked_effects",
+            "This region's effects the peer has not acknowledged yet",
+            max(own - int(fields.get("acked_by_peer", "0")), 0), labels,
+        )  # fmt: skip
+        io_ms = int(fields.get("last_io_ms", "-1"))
+        if io_ms >= 0:
+            out.gauge(
+                "headwater_region_link_last_io_seconds", "Seconds since the link last heard",
+                io_ms / 1000, labels,
+            )  # fmt: skip
 
 
 #: Headwater's histograms (``engine.histograms``), each shown from the start (empty until its
