@@ -118,18 +118,26 @@ def test_with_tls_the_admin_port_speaks_tls(tmp_path: Path) -> None:
         process.stop()
 
 
-def test_admin_port_is_fixed_and_checked(server: tuple[ServerProcess, int]) -> None:
+def test_admin_port_is_fixed_and_checked(server: tuple[ServerProcess, int], tmp_path: Path) -> None:
     process, admin = server
     client = redis.Redis(port=process.port)
     assert client.config_get("admin-port") == {"admin-port": str(admin)}
     with pytest.raises(redis.ResponseError, match="can't set immutable config"):
         client.config_set("admin-port", admin + 1)
     done = subprocess.run(
-        [*HEADWATER, "server", "--port", str(free_port()), "--admin-port", "70000"],
+        [*HEADWATER, "server", "--port", str(free_port()), "--dir", str(tmp_path), "--admin-port",
+         "70000"],
         capture_output=True, text=True, timeout=30, cwd=ROOT, check=False,
     )  # fmt: skip
     assert done.returncode != 0
     assert "admin-port" in done.stdout + done.stderr
+    taken = subprocess.run(  # (the port the running server's admin port holds)
+        [*HEADWATER, "server", "--port", str(free_port()), "--dir", str(tmp_path), "--admin-port",
+         str(admin)],
+        capture_output=True, text=True, timeout=30, cwd=ROOT, check=False,
+    )  # fmt: skip
+    assert taken.returncode != 0
+    assert f"admin port 127.0.0.1:{admin}" in taken.stdout + taken.stderr
 
 
 def test_aof_and_script_histograms_count_what_happened() -> None:

@@ -50,7 +50,12 @@ class AdminServer:
     async def start(self, host: str, port: int, tls: ssl.SSLContext | None) -> None:
         await self._runner.setup()
         site = web.TCPSite(self._runner, host, port, ssl_context=tls, reuse_address=True)
-        await site.start()
+        try:
+            await site.start()
+        except OSError as exc:  # (the start's message names the port at fault)
+            await self._runner.cleanup()
+            reason = exc.strerror or str(exc)
+            raise OSError(exc.errno, f"admin port {host}:{port}: {reason}") from None
         scheme = "https" if tls is not None else "http"
         log.info("admin port: %s://%s:%d/metrics", scheme, host, port)
 
