@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 PORT ?= 6379
 DATA ?= ./data
 
-.PHONY: setup run test lint lint-sources system-deps unit demo bench redis-server redis-suite postgres clean
+.PHONY: setup run test lint lint-sources system-deps unit demo bench docs redis-server redis-suite postgres clean
 
 # `make setup` also compiles the hot modules with mypyc (src/headwater/_build.py lists them;
 # the .so files land next to their .py in src/). HEADWATER_PURE=1 skips that, and a failed
@@ -70,12 +70,13 @@ run: setup
 # tests, its redis-sentinel; Redis's own Tcl suite, tclsh.
 redis-server:
 	@command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null && \
-		command -v redis-sentinel >/dev/null && command -v tclsh >/dev/null || { \
-		echo "installing Debian's redis-server, redis-tools, redis-sentinel and tcl for the tests"; \
+		command -v redis-sentinel >/dev/null && command -v tclsh >/dev/null && \
+		command -v curl >/dev/null || { \
+		echo "installing Debian's redis-server, redis-tools, redis-sentinel, tcl and curl (the docs' examples) for the tests"; \
 		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 		$$SUDO apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq \
-			redis-server redis-tools redis-sentinel tcl >/dev/null; }
+			redis-server redis-tools redis-sentinel tcl curl >/dev/null; }
 	@# The packaged services would hold ports 6379 and 26379; tests start their own.
 	@-pgrep -x redis-server >/dev/null && { service redis-server stop >/dev/null 2>&1 || true; } ; true
 	@-pgrep -x redis-sentinel >/dev/null && { service redis-sentinel stop >/dev/null 2>&1 || true; } ; true
@@ -162,6 +163,10 @@ demo: setup
 # Flags pass through: make bench BENCH_ARGS="--quick --no-record", BENCH_ARGS="--slow".
 bench: setup redis-server
 	$(BIN)/python benchmarks/bench.py $(BENCH_ARGS)
+
+# The user documentation (mkdocs.yml: MkDocs + Material) into build/site; a warning fails it.
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info src/*.so
