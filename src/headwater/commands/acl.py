@@ -137,9 +137,7 @@ _VERDICTS_KEPT: Final = 4096
 def check(user: User, row: CommandSpec, argv: list[bytes]) -> tuple[int, int]:
     """(0, 0) when one of the user's selectors allows the command; else the reason and the
     argument at fault, picked as Redis picks them (ACLCheckAllUserCommandPerm)."""
-    plan = _PLANS.get(row.name)
-    if plan is None:
-        plan = _PLANS[row.name] = _KeyPlan(row)
+    plan = _plan(row)
     at = row.acl_at = plan.verdict_at
     if at < 0:
         return _check(user, row, argv, plan)
@@ -152,6 +150,13 @@ def check(user: User, row: CommandSpec, argv: list[bytes]) -> tuple[int, int]:
             verdicts.clear()
         verdicts[memo] = verdict
     return verdict
+
+
+def _plan(row: CommandSpec) -> _KeyPlan:
+    plan = _PLANS.get(row.name)
+    if plan is None:
+        plan = _PLANS[row.name] = _KeyPlan(row)
+    return plan
 
 
 def _check(user: User, row: CommandSpec, argv: list[bytes], plan: _KeyPlan) -> tuple[int, int]:
@@ -173,9 +178,7 @@ def full_key_access(c: Client, row: CommandSpec, argv: list[bytes]) -> bool:
     user = c.user
     if user is None or user.unrestricted:
         return True
-    plan = _PLANS.get(row.name)
-    if plan is None:
-        plan = _PLANS[row.name] = _KeyPlan(row)
+    plan = _plan(row)
     keys = _keys(row, plan, argv) if plan.has_keys else None
     return any(
         selector.allows_every_key(READ) and not _check_selector(selector, row, argv, keys)[0]

@@ -244,9 +244,7 @@ def _sorted(c: Client, elements: list[bytes], opts: SortOpts, alpha: bool) -> li
 
 
 def sort_generic(c: Client, argv: list[bytes], readonly: bool) -> Reply | Written:
-    user = c.user
-    reads_any_key = user is None or user.unrestricted or _reads_any_key(c, argv, readonly)
-    opts = parse_sort(argv, readonly, reads_any_key)
+    opts = parse_sort(argv, readonly, _reads_any_key(c, argv, readonly))
     value = lookup_read(c, argv[1])
     if value is not None and not isinstance(value, Sortable):
         raise WRONGTYPE

@@ -173,7 +173,8 @@ class Snapshot:
         self.keys = keys
         self.words = words
         self.epoch = epoch
-        #: entries known or found gone since
+        #: entries known or found gone since (without words to mark them, an entry drawn
+        #: gone again counts again: a count of misses, which only renews the snapshot sooner)
         self.dead = 0
 
     def stale(self, source: dict[bytes, Any]) -> bool:
@@ -184,14 +185,18 @@ class Snapshot:
     def check_invariants(self) -> None:
         words = self.words
         require(words is None or len(words) == len(self.keys), "a word for each key")
-        require(0 <= self.dead <= len(self.keys), f"dead {self.dead} of {len(self.keys)}")
+        require(self.dead >= 0, f"dead {self.dead}")
+        if words is not None:  # (each entry marked once: never more dead than entries)
+            require(self.dead <= len(self.keys), f"dead {self.dead} of {len(self.keys)}")
 
     def kill(self, at: int) -> None:
         """The entry at ``at`` is gone (its word, if any, marked so it is not drawn again)."""
-        self.dead += 1
         words = self.words
         if words is not None:
+            if words[at] == _GONE:
+                return  # (known already: a pooled key found gone when drawn again)
             words[at] = _GONE
+        self.dead += 1
 
 
 class Sampler:
