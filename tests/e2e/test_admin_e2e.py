@@ -88,6 +88,15 @@ def test_users_are_asked_and_checked(tmp_path: Path) -> None:
         assert headers["WWW-Authenticate"].startswith("Basic ")
         assert fetch(url, ("scraper", "wrong"))[0] == 401
         assert fetch(url, ("nobody", "x"))[0] == 401
+        for header in ("Basic !!notbase64", "Basic " + base64.b64encode(b"nocolon").decode(),
+                       "Bearer abc", "Basic"):  # fmt: skip
+            request = urllib.request.Request(url, headers={"Authorization": header})
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(request, timeout=10)
+            assert refused.value.code == 401
+            assert refused.value.read() == b"authentication required\n"
+        status, body, _ = fetch(url, ("app", "apppw"))
+        assert (status, body) == (403, "this user may not run INFO\n")
         assert fetch(url, ("app", "apppw"))[0] == 403
         assert fetch(url, ("scraper", "scrapepw"))[0] == 200
         assert fetch(url, ("default", "adminpw"))[0] == 200
@@ -131,6 +140,18 @@ def test_admin_port_is_fixed_and_checked(server: tuple[ServerProcess, int], tmp_
     )  # fmt: skip
     assert done.returncode != 0
     assert "admin-port" in done.stdout + done.stderr
+    assert "'--admin-port 70000'\nargument must be between 0 and 65535 inclusive" in (
+        done.stdout + done.stderr
+    )
+    for value, reason in (
+        ("-1", "argument must be between 0 and 1000000 inclusive"),
+        ("abc", "argument couldn't be parsed into an integer"),
+    ):
+        with pytest.raises(redis.ResponseError) as refused:
+            client.config_set("metrics-max-streams", value)
+        assert str(refused.value) == (
+            "CONFIG SET failed (possibly related to argument 'metrics-max-streams') - " + reason
+        )
     taken = subprocess.run(  # (the port the running server's admin port holds)
         [*HEADWATER, "server", "--port", str(free_port()), "--dir", str(tmp_path), "--admin-port",
          str(admin)],
