@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 PORT ?= 6379
 DATA ?= ./data
 
-.PHONY: setup run test lint lint-sources system-deps unit demo bench docs redis-server redis-suite postgres clean
+.PHONY: browser setup run test lint lint-sources system-deps unit demo bench docs redis-server redis-suite postgres clean
 
 # `make setup` also compiles the hot modules with mypyc (src/headwater/_build.py lists them;
 # the .so files land next to their .py in src/). HEADWATER_PURE=1 skips that, and a failed
@@ -106,9 +106,17 @@ lint-sources: $(STAMP)
 	$(LINT_MYPY)
 	$(BIN)/lint-imports
 
+# Debian's Chromium, for the web console's browser tests (tests/e2e/test_console_browser_e2e.py)
+browser:
+	@command -v chromium >/dev/null || { \
+		echo "installing Debian's chromium for the console's browser tests"; \
+		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+		$$SUDO apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
+
 # Debian's packages the tests use, one apt-get after the other (dpkg's lock).
 system-deps:
-	@$(MAKE) --no-print-directory -j1 redis-server postgres
+	@$(MAKE) --no-print-directory -j1 redis-server postgres browser
 
 unit: setup
 	$(BIN)/pytest -q tests/unit

@@ -22,6 +22,7 @@ from headwater.config import Config
 from headwater.errors import ReplyError, unknown_subcommand
 from headwater.keyspace import Database, Keyspace, WatchedKey
 from headwater.resp.types import Reply, Status
+from headwater.structures.rates import InstantMetric
 
 if TYPE_CHECKING:
     from headwater.acl.access import AccessControl
@@ -222,6 +223,10 @@ class Stats:
 
     def reset(self) -> None:
         self.total_commands_processed = 0
+        #: INFO's instantaneous rates (read every 100 ms by the engine's cron)
+        self.ops_rate = InstantMetric()
+        self.input_rate = InstantMetric()
+        self.output_rate = InstantMetric()
         self.total_error_replies = 0
         self.errorstats: dict[str, int] = {}
         self.expired_keys = 0

@@ -150,8 +150,11 @@ def _section_stats(c: Client) -> list[str]:
     return [
         f"total_connections_received:{s.total_connections_received}",
         f"total_commands_processed:{s.total_commands_processed}",
+        f"instantaneous_ops_per_sec:{s.ops_rate.value()}",
         f"total_net_input_bytes:{s.net_input_bytes}",
         f"total_net_output_bytes:{s.net_output_bytes}",
+        f"instantaneous_input_kbps:{s.input_rate.value() / 1024:.2f}",
+        f"instantaneous_output_kbps:{s.output_rate.value() / 1024:.2f}",
         f"rejected_connections:{s.rejected_connections}",
         f"sync_full:{s.sync_full}",
         f"sync_partial_ok:{s.sync_partial_ok}",

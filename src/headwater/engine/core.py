@@ -1007,6 +1007,15 @@ class Engine(ScriptHost):
         if self.evicting:
             self.evictor.make_room()  # (what a command's time budget left over)
         self.evictor.evict_clients()
+        self._track_rates()
+
+    def _track_rates(self) -> None:
+        stats = self.stats
+        now = int(self.clock.monotonic_ms())
+        if stats.ops_rate.due(now):
+            stats.ops_rate.track(now, stats.total_commands_processed)
+            stats.input_rate.track(now, stats.net_input_bytes)
+            stats.output_rate.track(now, stats.net_output_bytes)
 
     def broadcast_invalidations(self) -> None:
         """Once per loop turn, before replies are sent: BCAST clients hear of the keys

@@ -12,7 +12,8 @@ or wrong ones get 401 with a challenge. A user must be allowed INFO (what a metr
 runs against Redis) or gets 403. With TLS configured (``tls-port``), the admin port speaks
 TLS with the same certificates and client-certificate rule.
 
-Routes: ``/metrics`` (server/metrics.py, Prometheus's text format 0.0.4).
+Routes: ``/metrics`` (server/metrics.py, Prometheus's text format 0.0.4); the web console
+(``/``, ``/console/…``, ``/api/…``: server/console/).
 """
 
 from __future__ import annotations
@@ -27,11 +28,12 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from headwater.commands.acl import check
+from headwater.server.console.routes import Console
 from headwater.server.metrics import Scrape, observer
 
 if TYPE_CHECKING:
     from headwater.acl.users import User
-    from headwater.engine.core import Engine
+    from headwater.server.hosts import ConnectionHost
 
 log = logging.getLogger(__name__)
 
@@ -40,12 +42,17 @@ _TEXT_FORMAT = "text/plain; version=0.0.4; charset=utf-8"
 
 
 class AdminServer:
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    def __init__(self, host: ConnectionHost) -> None:
+        self.engine = engine = host.engine
         self.observer = observer(engine)
         app = web.Application()
         app.router.add_get("/metrics", self._metrics)
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        self.console = Console(host, self)
+        self.console.add_routes(app.router)
+        # (a live view ends when its connection closes: ``close`` closes them first)
+        self._runner = web.AppRunner(
+            app, access_log=None, handle_signals=False, shutdown_timeout=1.0
+        )
 
     async def start(self, host: str, port: int, tls: ssl.SSLContext | None) -> None:
         await self._runner.setup()
@@ -57,9 +64,10 @@ class AdminServer:
             reason = exc.strerror or str(exc)
             raise OSError(exc.errno, f"admin port {host}:{port}: {reason}") from None
         scheme = "https" if tls is not None else "http"
-        log.info("admin port: %s://%s:%d/metrics", scheme, host, port)
+        log.info("admin port: %s://%s:%d/ (console) and /metrics", scheme, host, port)
 
     async def close(self) -> None:
+        self.console.close()
         await self._runner.cleanup()
 
     def allowed(self, request: web.Request) -> web.Response | None:
@@ -74,7 +82,8 @@ class AdminServer:
             return web.Response(status=403, text="this user may not run INFO\n")
         return None
 
-    def _user(self, request: web.Request) -> User | None:
+    def credentials(self, request: web.Request) -> tuple[bytes, bytes] | None:
+        """The request's Basic credentials (name, password), if well formed."""
         header = request.headers.get("Authorization", "")
         scheme, _, encoded = header.partition(" ")
         if scheme.lower() != "basic":
@@ -83,9 +92,13 @@ class AdminServer:
             name, sep, password = base64.b64decode(encoded, validate=True).partition(b":")
         except (binascii.Error, ValueError):
             return None
-        if not sep:
+        return (name, password) if sep else None
+
+    def _user(self, request: web.Request) -> User | None:
+        credentials = self.credentials(request)
+        if credentials is None:
             return None
-        user = self.engine.acl.authenticate(name, password)
+        user = self.engine.acl.authenticate(*credentials)
         return user if user is not None and user.enabled else None
 
     async def _metrics(self, request: web.Request) -> web.StreamResponse:

@@ -125,7 +125,7 @@ class Server:
             if config["admin-port"]:  # (first: once the data port answers, so does this one)
                 from headwater.server.admin import AdminServer  # (aiohttp: ~0.3 s to import)
 
-                self.admin = AdminServer(self.engine)
+                self.admin = AdminServer(self)
                 tls = self.tls.listening() if config["tls-port"] else None
                 await self.admin.start(config["admin-bind"], config["admin-port"], tls)
             await self.listeners.start(config["bind"], config["port"], config["tcp-backlog"])
