@@ -32,19 +32,23 @@ FLAGS = [
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]  # fmt: skip
 TARGET_S = 1.0
+LOADED = "document.getElementById('page').dataset.loaded === '{}'"
 #: page -> (its URL fragment, what shows it is drawn)
 PAGES = {
     "overview": ("#/", "document.querySelector('[data-field=keys]')"),
-    "streams": ("#/streams", "document.getElementById('page').dataset.loaded === 'streams'"),
-    "stream browser (1M)": ("#/stream/big", "document.getElementById('page').dataset.loaded === 'stream'"),
+    "streams": ("#/streams", LOADED.format("streams")),
+    "stream browser (1M)": ("#/stream/big", LOADED.format("stream")),
     "groups (1M, 1k pending)": (
         "#/groups/big",
         "document.querySelectorAll('table.pending tbody tr').length === 100",
     ),
-    "live tail": ("#/tail/big", "document.getElementById('tail-state').textContent.startsWith('Waiting')"),
-    "replication": ("#/replication", "document.getElementById('page').dataset.loaded === 'replication'"),
-    "slowlog & events": ("#/diagnostics", "document.getElementById('page').dataset.loaded === 'diagnostics'"),
-}  # fmt: skip
+    "live tail": (
+        "#/tail/big",
+        "document.getElementById('tail-state').textContent.startsWith('Waiting')",
+    ),
+    "replication": ("#/replication", LOADED.format("replication")),
+    "slowlog & events": ("#/diagnostics", LOADED.format("diagnostics")),
+}
 
 
 def fill(port: int, streams: int, entries: int) -> None:
@@ -106,7 +110,7 @@ def main() -> int:
         times = measure(admin, args.repeat)
     finally:
         server.stop()
-    print(f"\n| page | best (s) | median (s) | target |\n|---|---:|---:|---:|")
+    print("\n| page | best (s) | median (s) | target |\n|---|---:|---:|---:|")
     missed = 0
     for name, runs in times.items():
         median = statistics.median(runs)
