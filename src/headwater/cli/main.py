@@ -65,6 +65,14 @@ def main(argv: list[str] | None = None) -> int:
     except OptionsError as exc:
         print(str(exc).lstrip("\n"), file=sys.stderr)
         return 1
+    from headwater.cli.daemon import daemonize, pidfile_for, write_pidfile
+
+    if config["daemonize"]:
+        daemonize()  # (before any thread starts: a fork keeps only the calling one)
+    _setup_logging(config["loglevel"], config["logfile"])
+    pidfile = pidfile_for(config["daemonize"], config["pidfile"])
+    if pidfile:
+        write_pidfile(pidfile)
     if not config["appendonly"]:
         # The snapshot is read (by threads) while the server's modules are imported.
         from headwater.persistence.snapshot import prefetch
@@ -72,11 +80,11 @@ def main(argv: list[str] | None = None) -> int:
         prefetch(Path(config["dir"]).absolute() / config["dbfilename"])
     from headwater.server.app import run
 
-    _setup_logging(config["loglevel"], config["logfile"])
     try:
         run(config)
     except OSError as exc:
         print(f"headwater: could not start: {exc}", file=sys.stderr)
+        logging.getLogger("headwater").warning("could not start: %s", exc)  # (daemonized)
         return 1
     except KeyboardInterrupt:
         pass
