@@ -6,6 +6,8 @@ BIN := $(VENV)/bin
 JOBS := $(shell nproc 2>/dev/null || echo 2)
 STAMP := $(VENV)/.installed
 PORT ?= 6379
+# the web console and /metrics (on 127.0.0.1 only: admin-bind)
+ADMIN_PORT ?= 9121
 DATA ?= ./data
 
 .PHONY: browser setup run test lint lint-sources system-deps unit demo bench docs redis-server redis-suite postgres clean
@@ -64,7 +66,7 @@ $(STAMP): pyproject.toml
 
 run: setup
 	@$(BIN)/python -m compileall -q src >/dev/null
-	$(BIN)/headwater server --port $(PORT) --dir $(DATA)
+	$(BIN)/headwater server --port $(PORT) --dir $(DATA) --admin-port $(ADMIN_PORT)
 
 # Differential tests and benchmarks need Debian's redis-server and redis-tools; the failover
 # tests, its redis-sentinel; Redis's own Tcl suite, tclsh.

@@ -9,7 +9,7 @@ from typing import Any
 from mkdocs.structure.files import File, Files
 
 import headwater.engine  # noqa: F401  (first, as the server imports it: the tables need it)
-from headwater.commands.introspection import captured, command_docs
+from headwater.commands.introspection import LEFT_OUT, captured, command_docs
 from headwater.commands.table import build_table
 from headwater.config import PARAMS
 from headwater.scripting.commands import SPECS as SCRIPTING_SPECS
@@ -45,9 +45,11 @@ def commands() -> str:
     lines = [
         "# Command reference",
         "",
-        "Every command Headwater answers. A command marked *7.0* is one of Redis 7.0's, and",
-        "answers as Redis answers it; the others are newer Redis commands (the 7.2 to 8.x",
-        "stream commands among them) or Headwater's own.",
+        "Every command Headwater answers. *Redis* says where it comes from: *7.0* for Redis",
+        "7.0's commands, which answer as Redis answers them (the tests compare the bytes with",
+        "a real redis-server); *later* for newer Redis commands (the 7.2 to 8.x stream",
+        "commands among them), checked against Redis's reference; *Headwater* for Headwater's",
+        "own. The commands Headwater leaves out are listed at the end.",
         "",
         "| Command | Redis | Since | Group | Summary |",
         "|---|---|---|---|---|",
@@ -62,7 +64,7 @@ def commands() -> str:
         group = docs.get(b"group", b"").decode()
         if not summary:
             summary = _first_line(getattr(row.handler, "__doc__", None)) or "(Headwater)"
-        mark = "7.0" if row.name in redis_70 else ""
+        mark = "7.0" if row.name in redis_70 else "later" if since else "Headwater"
         lines.append(f"| `{row.name.upper()}` | {mark} | {since} | {group} | {_cell(summary)} |")
         for sub in sorted(row.subcommands.values(), key=lambda s: s.name):
             sub_docs = command_docs(sub)
@@ -72,6 +74,19 @@ def commands() -> str:
             name = sub.name.upper().replace("|", " ")
             since = sub_docs.get(b"since", b"").decode()
             lines.append(f"| `{name}` | | {since} | | {_cell(text)} |")
+    lines += [
+        "",
+        "## Left out",
+        "",
+        "These Redis 7.0 commands answer exactly as Redis answers a command it does not know",
+        "(`-ERR unknown command …`), inside MULTI too:",
+        "",
+        "| Command | What it belongs to |",
+        "|---|---|",
+    ]
+    for name, reason in LEFT_OUT.items():
+        if "|" not in name:
+            lines.append(f"| `{name.upper()}` | {reason} |")
     return "\n".join(lines) + "\n"
 
 

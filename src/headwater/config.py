@@ -500,7 +500,7 @@ PARAMS: tuple[Param, ...] = (
         "min-replicas-to-write", _int_parser(0, 2**31 - 1), "0", aliases=("min-slaves-to-write",)
     ),
     Param("min-replicas-max-lag", _int_parser(0, 2**31 - 1), "10", aliases=("min-slaves-max-lag",)),
-    # active-active regions (docs/active-active.md): fixed for the life of the process
+    # active-active regions (docs/design/active-active.md): fixed for the life of the process
     Param("region-id", _region_id, "0", mutable=False, fixed=True),
     Param("peers", _peers, "", mutable=False, printer=_print_peers, variadic=True, fixed=True),
     Param(

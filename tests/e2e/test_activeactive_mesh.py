@@ -59,7 +59,7 @@ def test_a_region_killed_catches_up_from_its_peers(mesh: Mesh) -> None:
 
 
 def _new_command(c: redis.Redis, rng: random.Random, r: int, key: str) -> None:
-    """One of the commands a region refused before (docs/active-active.md)."""
+    """One of the commands a region refused before (docs/design/active-active.md)."""
     ref = rng.choice(["KEEPREF", "DELREF", "ACKED"])
     ids = [e[0] for e in c.xrange(key, count=4)] or [b"1-1"]
     pick = rng.choice(ids)

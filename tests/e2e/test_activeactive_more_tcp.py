@@ -1,5 +1,5 @@
 """The stream features a region used to refuse, over TCP: three regions on loopback, step by
-step, region by region (issue 18; the rules in docs/active-active.md). A concurrent step runs
+step, region by region (issue 18; the rules in docs/design/active-active.md). A concurrent step runs
 with every link cut (``isolate``); "— Sync —" heals the links and waits until the regions'
 dumps (AADUMP) are equal. Milliseconds-only IDs: strict mode picks ``…-1`` in region 1."""
 

@@ -2,7 +2,7 @@
 Three regions write one stream concurrently while a consumer in region 1 reads it with
 XREADGROUP ``>``; links are cut so that entries with smaller IDs arrive late, after the
 consumer read past them. Every entry of the converged stream is delivered in region 1, once.
-(XREAD, by contrast, may skip them: docs/active-active.md.)"""
+(XREAD, by contrast, may skip them: docs/design/active-active.md.)"""
 
 from __future__ import annotations
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +21,7 @@ import pytest
 import redis
 
 from tests.helpers import ROOT, ServerProcess, free_port, start_headwater
+from tests.support.doc_runner import port_map, run_page
 from tests.support.replicas import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("browser")]
@@ -288,3 +290,30 @@ def test_a_reader_sees_but_cannot_act(browser: Any, tmp_path: Path) -> None:
         anonymous.close()
     finally:
         process.stop()
+
+
+def test_the_readme_walkthrough_ends_in_the_console(browser: Any, tmp_path: Path) -> None:
+    """A newcomer with the README alone: `make run`, the 30-second example, then the group's
+    lag in the console, as the README says; then its Python example."""
+    dry = subprocess.run(["make", "-n", "run"], cwd=ROOT, capture_output=True, text=True)
+    run_line = dry.stdout.strip().splitlines()[-1]
+    assert run_line == ".venv/bin/headwater server --port 6379 --dir ./data --admin-port 9121"
+    ports = port_map()
+    server = start_headwater("--admin-port", str(ports[9121]), port=ports[6379])
+    try:
+        readme = ROOT / "README.md"
+        run_page(readme, tmp_path, ports, only=slice(0, 2))  # (the make lines: done)
+        context = browser.new_context()
+        page = context.new_page()
+        page.goto(f"http://127.0.0.1:{ports[9121]}/console/#/groups/orders")
+        billing = page.locator("section[data-group=billing]")
+        expect(billing.locator("[data-field=lag] .value")).to_have_text("1")
+        expect(billing.locator("[data-field=pending] .value")).to_have_text("1")
+        expect(billing.locator("tr[data-consumer=worker-1] td").nth(1)).to_have_text("1")
+        shot(page, "readme-walkthrough")
+        output = run_page(readme, tmp_path, ports, only=slice(2, 3))
+        assert "{'item': 'pen', 'qty': '3'}" in output
+        expect(billing.locator("[data-field=lag] .value")).to_have_text("0")
+        context.close()
+    finally:
+        server.stop()

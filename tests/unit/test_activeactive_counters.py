@@ -1,5 +1,5 @@
 """XSETID's ENTRIESADDED / MAXDELETEDID and XCFGSET's IDMP settings across three regions, step
-by step (issue 18; docs/active-active.md).
+by step (issue 18; docs/design/active-active.md).
 
 - MAXDELETEDID, like the last ID, never falls: max-merged.
 - ENTRIESADDED n makes the count n in the region that sets it; it is that region's own

@@ -99,7 +99,7 @@ def workload(h: Harness) -> None:
     h.call(a, "XADD", "s", "IDMP", "api", "ride-1", "*", "fare", "1")
     h.call(a, "XADD", "s", "IDMPAUTO", "api", "*", "fare", "2")
     h.call(a, "XADD", "s", "IDMP", "api", "ride-1", "*", "fare", "1")  # a retry
-    # reference strategies (docs/active-active.md): XDELEX, XACKDEL, XTRIM ACKED / DELREF
+    # reference strategies (docs/design/active-active.md): XDELEX, XACKDEL, XTRIM ACKED / DELREF
     pend = h.call(a, "XPENDING", "s", "g", "-", "+", "10")
     h.call(a, "XDELEX", "s", "DELREF", "IDS", "1", pend[0][0])
     h.call(a, "XACKDEL", "s", "g", "ACKED", "IDS", "2", pend[1][0], pend[2][0])

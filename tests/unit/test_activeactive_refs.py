@@ -1,6 +1,6 @@
 """KEEPREF / DELREF / ACKED, XDELEX and XACKDEL across three regions, step by step (issue 18).
 
-The rules (docs/active-active.md, "Reference strategies"): a deletion names only what its
+The rules (docs/design/active-active.md, "Reference strategies"): a deletion names only what its
 region saw (observed-remove, as XDEL and XTRIM); pending entries are local, so DELREF makes
 every region drop its *own* pending entries of what is removed; ACKED asks the deleting
 region's groups: its cursors (which the acknowledged prefixes of other regions raise) and its

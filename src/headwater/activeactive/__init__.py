@@ -1,1 +1,1 @@
-"""Active-active regions (issue 18): the pure core. See docs/active-active.md."""
+"""Active-active regions (issue 18): the pure core. See docs/design/active-active.md."""

@@ -708,6 +708,6 @@ class Region:
                         f"strict-mode entry {sid} of region {self.id} off its sequence class",
                     )
                 # regions' own sub-logs only: a RENAME concurrent with writes to its
-                # destination may bring in an equal ID (docs/active-active.md)
+                # destination may bring in an equal ID (docs/design/active-active.md)
                 ids = [sid for sid, r, _ in record.range(MIN_ID, MAX_ID) if r < MOVED_BASE]
                 require(len(ids) == len(set(ids)), "a duplicate ID in strict mode")

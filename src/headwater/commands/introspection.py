@@ -38,6 +38,21 @@ def _tree_to_reply(node: Any) -> Reply:
     raise ValueError(f"bad tree node {kind!r}")
 
 
+#: the Redis 7.0 commands Headwater leaves out (COMMAND LIST's names, patterns) and why;
+#: they answer as Redis answers a command it does not know
+LEFT_OUT = {
+    "cluster": "Redis Cluster",
+    "cluster|*": "Redis Cluster",
+    "asking": "Redis Cluster",
+    "readonly": "Redis Cluster",
+    "readwrite": "Redis Cluster",
+    "restore-asking": "Redis Cluster",
+    "module": "modules",
+    "module|*": "modules",
+    "migrate": "MIGRATE (moves keys between Redis Cluster nodes)",
+}
+
+
 @cache
 def captured() -> dict[str, Any]:
     text = resources.files("headwater.commands").joinpath("command_docs.json").read_text()

@@ -9,7 +9,7 @@ server's reply shape: one region with no peers answers byte for byte as a plain 
 XREADGROUP (with CLAIM), XCLAIM, XAUTOCLAIM, XNACK, XGROUP SETID/CREATECONSUMER/DELCONSUMER
 change no replicated state and make no effect (their new state is logged as AALOCAL lines).
 
-What differs from a plain server, by design (spec/ACTIVE-ACTIVE.md, docs/active-active.md):
+What differs from a plain server, by design (spec/ACTIVE-ACTIVE.md, docs/design/active-active.md):
 strict and semi-strict modes pick IDs of the region's sequence class; a deleted stream's IDs
 keep rising (its tombstone remembers them); ``~`` trims are exact; XSETID never lowers the
 last ID nor the max-deleted ID, and its ENTRIESADDED is this region's adjustment of a sum;

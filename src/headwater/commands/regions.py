@@ -1,4 +1,4 @@
-"""The command table of an active-active region (issue 18; docs/active-active.md).
+"""The command table of an active-active region (issue 18; docs/design/active-active.md).
 
 A server started with ``region-id`` builds a ``Region`` (``attach_region``) and gives the
 plain stream rows of its command table the region's handlers (``overlay``: their arity,

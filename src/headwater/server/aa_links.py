@@ -1,4 +1,4 @@
-"""The links of an active-active region to its peers (issue 18; docs/active-active.md).
+"""The links of an active-active region to its peers (issue 18; docs/design/active-active.md).
 
 Theory of operation
 -------------------
