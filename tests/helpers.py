@@ -54,15 +54,29 @@ def free_port() -> int:
 
 
 def wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 15.0) -> None:
+    """Until the server answers on ``port`` and has loaded its data (a load that lasts
+    answers -LOADING meanwhile, as Redis does)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             out = proc.stdout.read().decode() if proc.stdout else ""
             raise RuntimeError(f"server exited with {proc.returncode}: {out}")
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+        if loaded(port):
             return
         time.sleep(0.05)
     raise RuntimeError(f"server did not listen on {port} within {timeout}s")
+
+
+def loaded(port: int) -> bool:
+    """The server on ``port`` accepts connections and is not loading (False meanwhile)."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), 0.2) as sock:
+            sock.settimeout(10)
+            sock.sendall(b"PING\r\n")
+            reply = sock.recv(64)
+    except OSError:
+        return False
+    return not reply.startswith(b"-LOADING")
 
 
 class ServerProcess:

@@ -3,10 +3,8 @@ and a full mesh of them (``TcpMesh``) whose links tests cut and heal with ``AALI
 
 from __future__ import annotations
 
-import contextlib
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -15,7 +13,7 @@ from pathlib import Path
 
 import redis
 
-from tests.helpers import HEADWATER, ROOT, RawClient, free_port
+from tests.helpers import HEADWATER, ROOT, RawClient, free_port, loaded
 
 
 class Region:
@@ -33,10 +31,7 @@ class Region:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise AssertionError((self.workdir / "server.log").read_text()[-3000:])
-            with (
-                contextlib.suppress(OSError),
-                socket.create_connection(("127.0.0.1", self.port), 0.2),
-            ):
+            if loaded(self.port):
                 return
             time.sleep(0.02)
         raise AssertionError("the region did not listen")

@@ -69,11 +69,27 @@ def test_replica_state_is_the_primary_state(
         finally:
             keyspace.loading = False
     link.close()
-    assert _without_consumer_times(exact_state(keyspace.dbs)) == _without_consumer_times(
-        exact_state(primary.engine.keyspace.dbs)
+    assert _same_but_zset_encodings(
+        _without_consumer_times(exact_state(keyspace.dbs)),
+        _without_consumer_times(exact_state(primary.engine.keyspace.dbs)),
     )
     _check_invariants(replica.engine)
     assert replica.effects == primary.effects  # its own AOF gets the same lines
+
+
+def _same_but_zset_encodings(replica: dict[Any, Any], primary: dict[Any, Any]) -> bool:
+    """Equal, except that a sorted set may still be a listpack on the replica where the
+    primary made it a skiplist: Redis 7.2's ZADD (and GEOADD) converts for a long member
+    before XX/NX decide, and a call that then changes nothing is not propagated (Redis's
+    replicas differ the same way; hypothesis found GEOADD XX CH with a 70-byte member)."""
+    if replica.keys() != primary.keys():
+        return False
+    for key, theirs in primary.items():
+        ours = replica[key]
+        if theirs[0] == "ZSetValue" and ours[0] == "ZSetValue" and ours[1] and not theirs[1]:
+            ours = (ours[0], theirs[1], *ours[2:])
+        assert ours == theirs, key
+    return True
 
 
 def test_the_link_appends_runs_of_plain_xadd_at_once_and_logs_each_one(tmp_path: Path) -> None:

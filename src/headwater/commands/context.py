@@ -22,6 +22,7 @@ from headwater.config import Config
 from headwater.errors import ReplyError, unknown_subcommand
 from headwater.keyspace import Database, Keyspace, WatchedKey
 from headwater.resp.types import Reply, Status
+from headwater.structures.progress import Progress
 from headwater.structures.rates import InstantMetric
 
 if TYPE_CHECKING:
@@ -205,6 +206,8 @@ class ServerInfo:
         self.start_time_ms = 0
         self.start_mono_ms = 0.0
         self.event_loop = "asyncio"
+        #: the start's load of the data, while it runs (INFO's loading fields)
+        self.loading = Progress()
         #: the process's memory when the engine started, and the highest seen (MEMORY STATS)
         self.startup_memory = 0
         self.peak_memory = 0

@@ -122,8 +122,9 @@ def _section_memory(c: Client) -> list[str]:
 def _section_persistence(c: Client) -> list[str]:
     server = c.server
     info = server.info
+    loading = info.loading
     lines = [
-        "loading:0",
+        f"loading:{int(loading.active)}",
         "async_loading:0",
         f"rdb_changes_since_last_save:{server.dirty - server.dirty_at_last_save}",
         f"rdb_bgsave_in_progress:{int(info.rdb_bgsave_in_progress)}",
@@ -140,6 +141,16 @@ def _section_persistence(c: Client) -> list[str]:
         lines += [
             f"aof_current_size:{info.aof_current_size}",
             f"aof_buffer_length:{info.aof_buffer_length}",
+        ]
+    if loading.active:
+        now_s = server.clock.now_ms() / 1000
+        lines += [
+            f"loading_start_time:{int(loading.started_s)}",
+            f"loading_total_bytes:{loading.total}",
+            "loading_rdb_used_mem:0",  # (Headwater's snapshots do not record it)
+            f"loading_loaded_bytes:{loading.done}",
+            f"loading_loaded_perc:{loading.percent():.2f}",
+            f"loading_eta_seconds:{loading.eta_s(now_s)}",
         ]
     return lines
 
@@ -433,7 +444,9 @@ def cmd_shutdown(c: Client, argv: list[bytes]) -> Reply:
             raise SYNTAX
         raise err("No shutdown in progress.")
     busy = c.server.busy_reply
-    if busy is not None and save is not False:  # a busy script: only SHUTDOWN NOSAVE
+    if c.server.info.loading.active:
+        save = False  # (as Redis: part of the data must not overwrite the whole)
+    elif busy is not None and save is not False:  # a busy script: only SHUTDOWN NOSAVE
         raise busy
     c.server.request_shutdown(save, now, force)
     c.close_after_reply = True

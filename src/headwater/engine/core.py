@@ -219,6 +219,8 @@ class Engine(ScriptHost):
         self.scripting = Scripting(self)
         #: set while a script runs past busy-reply-threshold: other commands get it
         self.busy_reply: ReplyError | None = None
+        #: what gets through while ``busy_reply`` is set (a script's, or the load's rule)
+        self.busy_allows: Callable[[CommandSpec], bool] = allowed_while_busy
         #: reads and answers other clients while a script is busy (the server layer sets it)
         self.busy_poller: Callable[[Client], None] = lambda running: None
 
@@ -377,7 +379,7 @@ class Engine(ScriptHost):
             if oom and _refused_on_oom(c, row):
                 self._reject(c, row, OOM)
                 return
-        if self.busy_reply is not None and not _allowed_while_busy(row):
+        if self.busy_reply is not None and not self.busy_allows(row):
             self._reject(c, row, self.busy_reply)
             return
         if self.refuse_writes is not None and row.is_write and not c.replaying:
@@ -1063,7 +1065,7 @@ def _refused_on_oom(c: Client, row: CommandSpec) -> bool:
     return "denyoom" in row.flags
 
 
-def _allowed_while_busy(row: CommandSpec) -> bool:
+def allowed_while_busy(row: CommandSpec) -> bool:
     """What a busy script lets through (Redis: CMD_ALLOW_BUSY), except EXEC, which would run
     its queue in the middle of the script."""
     return "allow_busy" in row.flags and row.name != "exec"

@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -163,15 +164,21 @@ class Replayer:
         self._direct_rows = _direct_rows(engine) if fast else {}
         self._streamed = _XaddBatch(engine, self.client, emit=True) if fast else None
 
-    def replay(self, path: Path, truncate_torn: bool) -> ReplayResult:
+    def replay(
+        self, path: Path, truncate_torn: bool, progress: Callable[[int], None] | None = None
+    ) -> ReplayResult:
+        """Apply the commands of the file at ``path``; ``progress`` is told the bytes read
+        so far, a chunk at a time."""
         keyspace = self.engine.keyspace
         keyspace.loading = True
         try:
-            return self._replay(path, truncate_torn)
+            return self._replay(path, truncate_torn, progress)
         finally:
             keyspace.loading = False
 
-    def _replay(self, path: Path, truncate_torn: bool) -> ReplayResult:
+    def _replay(
+        self, path: Path, truncate_torn: bool, progress: Callable[[int], None] | None
+    ) -> ReplayResult:
         result = ReplayResult()
         engine, c = self.engine, self.client
         batch = _XaddBatch(engine, c)
@@ -180,9 +187,13 @@ class Replayer:
         gets = reader.gets
         fast = self._fast_now()
         take = batch.take
+        read = 0
         try:
             with open(path, "rb") as f:
                 while chunk := f.read(READ_CHUNK):
+                    if progress is not None:
+                        progress(read)
+                    read += len(chunk)
                     reader.feed(chunk)
                     while True:
                         try:

@@ -3,22 +3,33 @@
 Like ``redis-check-aof``: it reads every command, tracks MULTI/EXEC, and reports the offset up
 to which the file is good. ``--fix`` truncates the file there (a torn tail, an unfinished
 transaction, or garbage: everything from the first bad byte on is lost, so keep a copy).
+Its progress goes to standard error: a bar on a terminal, a line every few seconds otherwise.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from headwater.persistence.aof import CorruptAof, TornTail, read_commands
+from headwater.persistence.meter import Meter
+
+#: bytes between two progress reports
+REPORT_STEP = 1 << 20
 
 
-def analyze(path: Path) -> tuple[int, str | None]:
-    """(offset up to which the file is good, what is wrong after it or None)."""
+def analyze(path: Path, progress: Callable[[int], None] | None = None) -> tuple[int, str | None]:
+    """(offset up to which the file is good, what is wrong after it or None); ``progress``
+    is told the offset reached, every megabyte or so."""
     good = 0
     multi_at: int | None = None
+    next_report = 0 if progress is not None else 1 << 62
     try:
         for argv, end in read_commands(path):
+            if end >= next_report and progress is not None:
+                progress(end)
+                next_report = end + REPORT_STEP
             name = argv[0].upper()
             if name == b"MULTI":
                 if multi_at is not None:
@@ -38,9 +49,11 @@ def analyze(path: Path) -> tuple[int, str | None]:
     return good, None
 
 
-def check_aof(path: Path, fix: bool) -> tuple[bool, str]:
+def check_aof(
+    path: Path, fix: bool, progress: Callable[[int], None] | None = None
+) -> tuple[bool, str]:
     size = path.stat().st_size
-    good, problem = analyze(path)
+    good, problem = analyze(path, progress)
     report = f"AOF analyzed: filename={path}, size={size}, ok_up_to={good}, diff={size - good}"
     if problem is None:
         return True, f"{report}\nAOF {path} is valid"
@@ -64,6 +77,10 @@ def main(args: list[str]) -> int:
     if not path.is_file():
         print(f"Cannot open file {path}")
         return 1
-    ok, report = check_aof(path, fix)
+    meter = Meter(path.name, path.stat().st_size)
+    ok, report = check_aof(path, fix, meter.update)
+    if ok:
+        meter.update(meter.progress.total)
+    meter.finish()
     print(report)
     return 0 if ok else 1

@@ -24,12 +24,15 @@ import gc
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 from headwater.config import Config
 from headwater.keyspace import Keyspace
 from headwater.ops.dump import Limits
 from headwater.persistence.manifest import fsync_dir
+from headwater.persistence.meter import Meter
 from headwater.persistence.rdb_load import (
     RdbImportError,
     Report,
@@ -39,12 +42,24 @@ from headwater.persistence.rdb_load import (
     load_rdb,
 )
 
+#: a progress meter for a step of the import (its name, its total bytes)
+MeterFactory = Callable[[str, int], Meter]
+#: bytes read at a time when the read's progress is shown
+READ_CHUNK = 8 << 20
+
 
 def import_rdb(
-    rdb_path: Path, data_dir: Path, dbfilename: str, databases: int, force: bool, verify: bool
+    rdb_path: Path,
+    data_dir: Path,
+    dbfilename: str,
+    databases: int,
+    force: bool,
+    verify: bool,
+    meters: MeterFactory | None = None,
 ) -> tuple[Report | None, dict[bytes, bytes], int]:
     """Check the file and put it in place; the full read's report (None without one), the
-    header's AUX fields, and the file's size."""
+    header's AUX fields, and the file's size. ``meters`` makes a progress meter for each
+    long step (reading the file, converting it)."""
     target = data_dir / dbfilename
     aof_dir = data_dir / "appendonlydir"
     if aof_dir.exists() and any(aof_dir.iterdir()):
@@ -56,17 +71,36 @@ def import_rdb(
         raise RdbImportError(f"{target} exists; use --force to replace it")
     try:
         with open(rdb_path, "rb") as f:
-            identity = _identity(os.fstat(f.fileno()))
-            data = f.read()
+            stat = os.fstat(f.fileno())
+            identity = _identity(stat)
+            data = _read(f, stat.st_size, meters)
     except OSError as exc:
         raise RdbImportError(f"cannot read {rdb_path}: {exc}") from None
     _, intact = check_intact(data)
     report = None
     if verify or not intact:
-        report, _ = load_rdb(data, Keyspace(databases), Limits.of(Config()), _now_ms())
+        meter = meters("converting", len(data)) if meters is not None else None
+        keyspace, limits = Keyspace(databases), Limits.of(Config())
+        report, _ = load_rdb(data, keyspace, limits, _now_ms(), meter.update if meter else None)
+        if meter is not None:
+            meter.update(len(data))
+            meter.finish()
     data_dir.mkdir(parents=True, exist_ok=True)
     _place(rdb_path, identity, target, data)
     return report, report.aux if report is not None else header_aux(data), len(data)
+
+
+def _read(f: BinaryIO, size: int, meters: MeterFactory | None) -> bytes:
+    """The whole file, a chunk at a time when its progress is shown."""
+    if meters is None or size < READ_CHUNK:
+        return f.read()
+    meter = meters("reading", size)
+    data = bytearray()
+    while chunk := f.read(READ_CHUNK):
+        data += chunk
+        meter.update(len(data))
+    meter.finish()
+    return bytes(data)
 
 
 def _now_ms() -> int:
@@ -134,8 +168,9 @@ def main(args: list[str]) -> int:
     gc.disable()
     try:
         report, aux, size = import_rdb(
-            opts.rdb, opts.dir, opts.dbfilename, opts.databases, opts.force, opts.verify
-        )
+            opts.rdb, opts.dir, opts.dbfilename, opts.databases, opts.force, opts.verify,
+            lambda step, total: Meter(f"{opts.rdb.name}: {step}", total),
+        )  # fmt: skip
     except RdbImportError as exc:
         print(f"headwater import-rdb: {opts.rdb}: {exc}", file=sys.stderr)
         return 1

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import struct
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from headwater.errors import ReplyError
@@ -83,14 +84,24 @@ def header_aux(data: bytes) -> dict[bytes, bytes]:
     return aux
 
 
+#: bytes of the file between two progress reports
+REPORT_STEP = 1 << 20
+
+
 def load_rdb(
-    data: bytes, keyspace: Keyspace, limits: Limits, now_ms: int
+    data: bytes,
+    keyspace: Keyspace,
+    limits: Limits,
+    now_ms: int,
+    progress: Callable[[int], None] | None = None,
 ) -> tuple[Report, list[bytes]]:
     """Read a whole RDB file into a keyspace whose databases are empty; returns the report
     and the libraries' code. Raises ``RdbImportError`` naming what could not be loaded (the
-    keyspace may then hold part of the file: the caller empties it)."""
+    keyspace may then hold part of the file: the caller empties it). ``progress`` is told
+    the offset reached, every megabyte or so."""
     report = Report()
     libraries: list[bytes] = []
+    next_report = 0 if progress is not None else 1 << 62
     try:
         for record in read_rdb(data):
             if isinstance(record, Aux):
@@ -100,6 +111,9 @@ def load_rdb(
                 report.functions += 1
             elif isinstance(record, Key):
                 _load_key(record, keyspace, limits, now_ms, report)
+                if record.offset >= next_report and progress is not None:
+                    progress(record.offset)
+                    next_report = record.offset + REPORT_STEP
     except RdbError as exc:
         raise RdbImportError(f"the file is truncated or corrupt: {exc}") from None
     for index, db in enumerate(keyspace.dbs):  # (loaded into empty databases)

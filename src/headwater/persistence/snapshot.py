@@ -101,6 +101,7 @@ from headwater.errors import InvariantViolation
 from headwater.keyspace import Database, Keyspace
 from headwater.ops.dump import Limits
 from headwater.persistence.manifest import fsync_dir
+from headwater.persistence.meter import Meter
 from headwater.persistence.rdb_load import (
     RdbImportError,
     describe,
@@ -510,8 +511,10 @@ def load_snapshot(
     lazy: list[Node] | None = None,
     read_at: ReadAt = pread_into,
     libraries: list[bytes] | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> int:
-    """Load the file into empty databases; returns the number of keys. On any error the
+    """Load the file into empty databases; returns the number of keys. ``progress`` is told
+    the bytes loaded so far, every megabyte or so. On any error the
     databases are left as they were (empty) and SnapshotError says why (OSError for a read
     error). Given a ``lazy`` list, stream nodes keep their buffers in the file's private copy
     until they are used or ``materialize_some(lazy, ...)`` copies them; the list gets them
@@ -527,7 +530,7 @@ def load_snapshot(
         if copy is None:
             copy = _PrivateCopy(f.fileno(), size, origin, read_at)
         try:
-            keys = _load_copy(copy, dbs, lazy, origin, libraries)
+            keys = _load_copy(copy, dbs, lazy, origin, libraries, progress)
         finally:
             copy.finish()
     return keys
@@ -539,6 +542,7 @@ def _load_copy(
     lazy: list[Node] | None,
     origin: str,
     libraries: list[bytes] | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> int:
     copy.wait_for(_HEADER)
     version = _version(copy.view, origin)
@@ -550,6 +554,9 @@ def _load_copy(
     gc.disable()  # nodes are acyclic; collections during the load would only walk them
     try:
         inp = _In(copy.records(), origin, _HEADER, copy.wait_for)
+        if progress is not None:
+            inp.on_progress = progress
+            inp.next_report = 0
         codes: list[bytes] = []
         _load_records(inp, dbs, version, loaded, lazy_nodes, codes)
         copy.finish()
@@ -631,16 +638,17 @@ class _RegionCheck:
         check_state(data)
 
 
-def check_snapshot(path: Path) -> tuple[bool, str]:
+def check_snapshot(path: Path, progress: Callable[[int], None] | None = None) -> tuple[bool, str]:
     """``headwater check-snapshot FILE``: checksum, structure and stream invariants (a Redis
-    RDB file in the snapshot's place: read in full, every key converted as the server will)."""
+    RDB file in the snapshot's place: read in full, every key converted as the server will).
+    ``progress`` is told the bytes loaded so far."""
     with open(path, "rb") as f:
         if is_rdb(f.read(5)):
-            return check_rdb(path)
+            return check_rdb(path, progress)
     keyspace = Keyspace(16)
     keyspace.persisted = _RegionCheck()
     try:
-        keys = load_snapshot(path, keyspace.dbs)
+        keys = load_snapshot(path, keyspace.dbs, progress=progress)
         for db in keyspace.dbs:
             for value in db.data.values():
                 if isinstance(value, Stream):
@@ -653,11 +661,12 @@ def check_snapshot(path: Path) -> tuple[bool, str]:
     return True, f"Snapshot {path} is valid: {keys} keys, {size} bytes, checksum ok"
 
 
-def check_rdb(path: Path) -> tuple[bool, str]:
+def check_rdb(path: Path, progress: Callable[[int], None] | None = None) -> tuple[bool, str]:
     """A Redis RDB file, loaded as the server would (with the default limits, 16 databases)."""
     try:
         data = path.read_bytes()
-        report, _ = load_rdb(data, Keyspace(16), Limits.of(Config()), int(time.time() * 1000))
+        now_ms = int(time.time() * 1000)
+        report, _ = load_rdb(data, Keyspace(16), Limits.of(Config()), now_ms, progress)
     except (RdbImportError, OSError) as exc:
         return False, f"Redis RDB file {path} cannot be loaded: {exc}"
     return True, (
@@ -686,6 +695,10 @@ def main(args: list[str]) -> int:
     if not path.is_file():
         print(f"Cannot open file {path}")
         return 1
-    ok, report = check_snapshot(path)
+    meter = Meter(path.name, path.stat().st_size)
+    ok, report = check_snapshot(path, meter.update)
+    if ok:
+        meter.update(meter.progress.total)
+    meter.finish()
     print(report)
     return 0 if ok else 1

@@ -88,6 +88,10 @@ class SnapshotError(Exception):
     """The file is not a snapshot this version can load."""
 
 
+#: bytes of a snapshot loaded between two progress reports
+REPORT_STEP = 1 << 20
+
+
 class _In:
     """Reads the file's records; ``wait_for`` (given while the file is still being read)
     blocks until the bytes up to an offset are there."""
@@ -106,6 +110,15 @@ class _In:
         self.wait_for = wait_for
         #: bytes known to be there
         self.ready = len(self.data) if wait_for is None else 0
+        #: told the offset reached, once past ``next_report`` (the loader's progress)
+        self.on_progress: Callable[[int], None] | None = None
+        self.next_report = 1 << 62
+
+    def report(self) -> None:
+        """The load got past ``next_report``: say where it is; the next report is a step on."""
+        self.next_report = self.pos + REPORT_STEP
+        if self.on_progress is not None:
+            self.on_progress(self.pos)
 
     def take(self, n: int) -> memoryview:
         end = self.pos + n
@@ -241,6 +254,8 @@ def _load_records(
             db.set_expire(key, expire)
         if kind == HASHTTL:
             track_field_ttls(db, key, value)
+        if inp.pos >= inp.next_report:
+            inp.report()
 
 
 def _load_region(inp: _In, dbs: list[Database], data: bytes) -> None:

@@ -11,8 +11,12 @@ from pathlib import Path
 from headwater.engine import Engine
 from headwater.engine.replay import FailedCommand, Replayer
 from headwater.persistence.manifest import Manifest, ManifestEntry, load_manifest
+from headwater.server.loading import LoadInterrupted, LoadWatch
 
 log = logging.getLogger("headwater")
+
+#: loads a snapshot base (its path; told the bytes loaded so far, if given)
+LoadSnapshot = Callable[[Path, Callable[[int], None] | None], int]
 
 
 class StartupError(Exception):
@@ -23,21 +27,25 @@ def load_aof(
     engine: Engine,
     manifest_path: Path,
     load_truncated: bool,
-    load_snapshot: Callable[[Path], int],
+    load_snapshot: LoadSnapshot,
+    watch: LoadWatch | None = None,
 ) -> Manifest:
     """Replay what the manifest names into ``engine``; returns the manifest. A snapshot base
-    goes through ``load_snapshot``."""
+    goes through ``load_snapshot``; ``watch`` is told how far the load got."""
     manifest = _read_manifest(manifest_path)
     files = ([manifest.base] if manifest.base else []) + manifest.incrs
+    directory = manifest_path.parent
+    if watch is not None:
+        watch.begin(sum(_size(directory / entry.name) for entry in files))
     replayer = Replayer(engine)
     try:
-        loaded = _replay_files(replayer, manifest_path.parent, files, load_truncated, load_snapshot)
+        loaded = _replay_files(replayer, directory, files, load_truncated, load_snapshot, watch)
     except FailedCommand as exc:
         raise StartupError(
             f"{exc}. Loading stops: starting without this command and what depends on it "
             f"would silently lose data. Keep a copy of the AOF directory and report this."
         ) from None
-    except StartupError:
+    except (StartupError, LoadInterrupted):
         raise
     except Exception as exc:
         offset = getattr(exc, "offset", None)
@@ -67,15 +75,26 @@ def _replay_files(
     directory: Path,
     files: list[ManifestEntry],
     load_truncated: bool,
-    load_snapshot: Callable[[Path], int],
+    load_snapshot: LoadSnapshot,
+    watch: LoadWatch | None,
 ) -> int:
     """How many commands (or snapshot keys) were loaded."""
     loaded = 0
+    base = 0
     for n, entry in enumerate(files):
         path = directory / entry.name
+        progress = watch.at(base) if watch is not None else None
+        base += _size(path)
         if entry.kind == "b" and not entry.name.endswith(".aof"):
-            loaded += load_snapshot(path)
+            loaded += load_snapshot(path, progress)
             continue
         last = n == len(files) - 1
-        loaded += replayer.replay(path, last and load_truncated).commands
+        loaded += replayer.replay(path, last and load_truncated, progress).commands
     return loaded
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0  # (its replay says what is wrong with it)

@@ -28,11 +28,13 @@ from headwater import REDIS_COMPAT_VERSION, __version__
 from headwater.commands.context import Client, CommandSpec
 from headwater.config import Config, ConfigError
 from headwater.engine import Engine
+from headwater.engine.core import allowed_while_busy
 from headwater.persistence.aof import SYSTEM_FILE_OPS, FileOps
 from headwater.server.aa_links import RegionLinks
 from headwater.server.busy import BusyPoller
 from headwater.server.durability import Durability, StartupError
 from headwater.server.listen import Listeners
+from headwater.server.loading import LOADING, LoadInterrupted, LoadWatch, allowed_while_loading
 from headwater.server.protocol import Connection, send_replies
 from headwater.server.querybuf import resize as resize_query_buffer
 from headwater.server.replication import Replication
@@ -108,18 +110,8 @@ class Server:
     # -- lifecycle -------------------------------------------------------------------------
 
     async def start(self) -> None:
-        gc.disable()  # what recovery builds is acyclic: collections would only walk it
-        try:
-            self.durability.open()  # recovery comes before the first client
-        finally:
-            gc.enable()
-        # All of it lives as long as the process: in the permanent generation it is never
-        # walked again (the first full collection after 5M replayed entries took ~50 ms),
-        # and a BGSAVE child does not dirty its pages (copy-on-write).
-        gc.freeze()
-        self.replication.start()
-        if self.region_links is not None:
-            self.region_links.start()
+        """Listen, then load the data (clients that come meanwhile hear -LOADING: see
+        server/loading.py), then start replication and the cron."""
         config = self.config
         try:
             if config["admin-port"]:  # (first: once the data port answers, so does this one)
@@ -134,17 +126,57 @@ class Server:
                     config["bind"], config["tls-port"], config["tcp-backlog"]
                 )
         except OSError:
-            self.listeners.close()
-            self.tls_listeners.close()
-            if self.admin is not None:
-                await self.admin.close()
+            await self._close_listeners()
             raise
+        try:
+            self._load()
+        except (LoadInterrupted, StartupError):
+            await self._close_listeners()
+            raise
+        # All of it lives as long as the process: in the permanent generation it is never
+        # walked again (the first full collection after 5M replayed entries took ~50 ms),
+        # and a BGSAVE child does not dirty its pages (copy-on-write).
+        gc.freeze()
+        self.replication.start()
+        if self.region_links is not None:
+            self.region_links.start()
         self.config.appliers["port"] = self._move_port
         self.config.appliers["bind"] = self._move_bind
         self.config.appliers["tls-port"] = self._move_tls_port
         for name in TLS_SETTINGS:
             self.config.appliers[name] = self._reconfigure_tls
         self._schedule_cron()
+
+    async def _close_listeners(self) -> None:
+        self.listeners.close()
+        self.tls_listeners.close()
+        if self.admin is not None:
+            await self.admin.close()
+
+    def _load(self) -> None:
+        """Recovery, before any command runs; the clients that connect meanwhile are
+        answered -LOADING while it lasts (all but the commands Redis allows then)."""
+        engine = self.engine
+        watch = LoadWatch(engine.info.loading, self._serve_while_loading)
+        gc.disable()  # what recovery builds is acyclic: collections would only walk it
+        completed = False
+        try:
+            self.durability.open(watch=watch)
+            completed = True
+        finally:
+            gc.enable()
+            watch.end(completed)
+
+    def _serve_while_loading(self) -> bool:
+        """Serve the clients once (the busy poller), -LOADING to most (not the load's own
+        commands: only while polling); False once SHUTDOWN asked to stop."""
+        engine = self.engine
+        engine.busy_reply, engine.busy_allows = LOADING, allowed_while_loading
+        try:
+            self.busy_poller(None)
+        finally:
+            engine.busy_reply, engine.busy_allows = None, allowed_while_busy
+        return engine.shutdown_requested is None
 
     # -- CONFIG SET port / bind: the listeners move -------------------------------------------
 
@@ -385,7 +417,11 @@ async def serve(
     loop = asyncio.get_running_loop()
     data_dir = prepare_data_dir(config["dir"])
     server = Server(config, loop, data_dir, ops, extra_commands)
-    await server.start()
+    try:
+        await server.start()
+    except LoadInterrupted:
+        log.warning("SHUTDOWN while loading the data: exiting, nothing saved")
+        return
     ShutdownSignals(server, data_dir).install()
     log.warning(startup_line(config, data_dir))
     await server.serve_until_stopped()

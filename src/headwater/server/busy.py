@@ -115,7 +115,7 @@ class BusyPoller:
             dup.close()
         self.listening = {}
 
-    def __call__(self, running: Client) -> None:
+    def __call__(self, running: Client | None) -> None:
         poller = select.poll()
         readers: dict[int, Connection] = {}
         for client, conn in list(self.server.connections.items()):

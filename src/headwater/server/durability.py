@@ -38,6 +38,7 @@ from headwater.resp.types import Reply, Status
 from headwater.server.aof_load import StartupError, load_aof
 from headwater.server.aof_log import AofLog, Wake, next_seq
 from headwater.server.aof_rewrite import IN_PROGRESS, AofRewrite
+from headwater.server.loading import LoadWatch
 from headwater.server.rollback import RollBack, aof_misconf
 from headwater.server.save_rules import SaveRules
 from headwater.server.snapshots import Snapshots
@@ -100,27 +101,29 @@ class Durability:
 
     # -- startup ---------------------------------------------------------------------------
 
-    def open(self, reset_stats: bool = True) -> None:
-        """Load the data: the AOF if ``appendonly``, else the snapshot; then log to the AOF."""
+    def open(self, reset_stats: bool = True, watch: LoadWatch | None = None) -> None:
+        """Load the data: the AOF if ``appendonly``, else the snapshot; then log to the AOF.
+        ``watch`` follows the load (server/loading.py)."""
         aof = self.aof
         if not self.config["appendonly"]:
-            self.snapshots.load_file()
+            self.snapshots.load_file(watch)
             return
         aof.dir.mkdir(parents=True, exist_ok=True)
         if aof.manifest_path.exists():
-            manifest = self._load_aof(reset_stats)
+            manifest = self._load_aof(reset_stats, watch)
         else:
             # Switching a snapshot-only setup to the AOF: start from the snapshot (Redis
             # would start empty), and make it the base of the new log.
-            self.snapshots.load_file()
+            self.snapshots.load_file(watch)
             manifest = aof.fresh_manifest()
         aof.attach(manifest)
         self._publish()
 
-    def _load_aof(self, reset_stats: bool) -> Manifest:
+    def _load_aof(self, reset_stats: bool, watch: LoadWatch | None = None) -> Manifest:
         engine = self.engine
         truncated = self.config["aof-load-truncated"]
-        manifest = load_aof(engine, self.aof.manifest_path, truncated, self.snapshots.load)
+        path = self.aof.manifest_path
+        manifest = load_aof(engine, path, truncated, self.snapshots.load, watch)
         if reset_stats:
             engine.stats.reset()
         # Changes since the last save restart from what was loaded (Redis: dirty = 0 after a

@@ -23,6 +23,7 @@ from headwater.persistence.snapshot import (
 )
 from headwater.server.aof_load import StartupError
 from headwater.server.children import kill_child
+from headwater.server.loading import LoadWatch
 from headwater.stream.node import Node
 
 log = logging.getLogger("headwater")
@@ -53,20 +54,28 @@ class Snapshots:
 
     # -- loading ---------------------------------------------------------------------------
 
-    def load_file(self) -> None:
+    def load_file(self, watch: LoadWatch | None = None) -> None:
         """At startup without the AOF: the snapshot, if there is one."""
         path = self.path
         if path.exists():
-            keys = self.load(path)
+            if watch is not None:
+                watch.begin(path.stat().st_size)
+            keys = self.load(path, watch.at(0) if watch is not None else None)
             log.warning("DB loaded from snapshot %s: %d keys", path, keys)
 
-    def load(self, path: Path) -> int:
+    def load(self, path: Path, progress: Callable[[int], None] | None = None) -> int:
+        """Load the snapshot (or Redis RDB file) at ``path``; ``progress`` is told the bytes
+        loaded so far."""
         if _starts_as_rdb(path):
-            return self._load_rdb(path)
+            return self._load_rdb(path, progress)
         try:
             libraries: list[bytes] = []
             keys = load_snapshot(
-                path, self.engine.keyspace.dbs, self.lazy_nodes, libraries=libraries
+                path,
+                self.engine.keyspace.dbs,
+                self.lazy_nodes,
+                libraries=libraries,
+                progress=progress,
             )
             self.engine.scripting.load_libraries(libraries)
         except (SnapshotError, OSError) as exc:
@@ -78,7 +87,7 @@ class Snapshots:
         self.engine.info.snapshot_lazy_nodes = len(self.lazy_nodes)
         return keys
 
-    def _load_rdb(self, path: Path) -> int:
+    def _load_rdb(self, path: Path, progress: Callable[[int], None] | None = None) -> int:
         """A Redis RDB file in the snapshot's place (``import-rdb``, or ``dbfilename``
         naming Redis's own): converted key by key; the next save writes Headwater's format."""
         engine = self.engine
@@ -93,7 +102,8 @@ class Snapshots:
         try:
             data = path.read_bytes()
             now_ms = int(time.time() * 1000)
-            report, libraries = load_rdb(data, engine.keyspace, Limits.of(self.config), now_ms)
+            limits = Limits.of(self.config)
+            report, libraries = load_rdb(data, engine.keyspace, limits, now_ms, progress)
             del data
             engine.scripting.load_libraries(libraries)
         except (RdbImportError, OSError, ReplyError) as exc:
