@@ -194,6 +194,19 @@ class ServerInfo:
         self.rdb_bgsave_in_progress = False
         self.rdb_last_bgsave_status = "ok"
         self.last_snapshot_keys = 0
+        #: successful saves, and BGSAVE's: when the one running started (monotonic s), how
+        #: long the last took (-1: none yet), as INFO persistence shows them
+        self.rdb_saves = 0
+        self.rdb_bgsave_started_s = 0.0
+        self.rdb_last_bgsave_time_sec = -1
+        #: the same of the AOF's rewrites, and how many failed in a row
+        self.aof_rewrites = 0
+        self.aof_rewrites_consecutive_failures = 0
+        self.aof_rewrite_started_s = 0.0
+        self.aof_last_rewrite_time_sec = -1
+        self.aof_base_size = 0
+        #: a background fdatasync is running (Redis: bio jobs pending)
+        self.aof_pending_bio_fsync = 0
         #: stream nodes loaded lazily whose buffers are still in the snapshot file
         self.snapshot_lazy_nodes = 0
         self.aof_current_size = 0

@@ -123,34 +123,61 @@ def _section_persistence(c: Client) -> list[str]:
     server = c.server
     info = server.info
     loading = info.loading
+    now_s = time.monotonic()
+    bgsave_s = int(now_s - info.rdb_bgsave_started_s) if info.rdb_bgsave_in_progress else -1
+    rewrite_s = int(now_s - info.aof_rewrite_started_s) if info.aof_rewrite_in_progress else -1
     lines = [
         f"loading:{int(loading.active)}",
         "async_loading:0",
+        # (fork copy-on-write figures Redis reads from /proc: not measured here)
+        "current_cow_peak:0",
+        "current_cow_size:0",
+        "current_cow_size_age:0",
+        "current_fork_perc:0.00",
+        "current_save_keys_processed:0",
+        "current_save_keys_total:0",
         f"rdb_changes_since_last_save:{server.dirty - server.dirty_at_last_save}",
         f"rdb_bgsave_in_progress:{int(info.rdb_bgsave_in_progress)}",
         f"rdb_last_save_time:{server.last_save_time}",
         f"rdb_last_bgsave_status:{info.rdb_last_bgsave_status}",
+        f"rdb_last_bgsave_time_sec:{info.rdb_last_bgsave_time_sec}",
+        f"rdb_current_bgsave_time_sec:{bgsave_s}",
+        f"rdb_saves:{info.rdb_saves}",
+        "rdb_last_cow_size:0",
+        "rdb_last_load_keys_expired:0",
+        f"rdb_last_load_keys_loaded:{info.last_snapshot_keys}",
         f"aof_enabled:{int(info.aof_enabled)}",
         f"aof_rewrite_in_progress:{int(info.aof_rewrite_in_progress)}",
         f"aof_rewrite_scheduled:{int(info.aof_rewrite_scheduled)}",
+        f"aof_last_rewrite_time_sec:{info.aof_last_rewrite_time_sec}",
+        f"aof_current_rewrite_time_sec:{rewrite_s}",
         f"aof_last_bgrewrite_status:{info.aof_last_bgrewrite_status}",
+        f"aof_rewrites:{info.aof_rewrites}",
+        f"aof_rewrites_consecutive_failures:{info.aof_rewrites_consecutive_failures}",
         f"aof_last_write_status:{info.aof_last_write_status}",
+        "aof_last_cow_size:0",
+        "module_fork_in_progress:0",
+        "module_fork_last_cow_size:0",
         f"snapshot_lazy_nodes:{info.snapshot_lazy_nodes}",  # Headwater's own (see snapshot.py)
     ]
     if info.aof_enabled:
         lines += [
             f"aof_current_size:{info.aof_current_size}",
+            f"aof_base_size:{info.aof_base_size}",
+            f"aof_pending_rewrite:{int(info.aof_rewrite_scheduled)}",
             f"aof_buffer_length:{info.aof_buffer_length}",
+            f"aof_pending_bio_fsync:{info.aof_pending_bio_fsync}",
+            "aof_delayed_fsync:0",
         ]
     if loading.active:
-        now_s = server.clock.now_ms() / 1000
+        wall_s = server.clock.now_ms() / 1000
         lines += [
             f"loading_start_time:{int(loading.started_s)}",
             f"loading_total_bytes:{loading.total}",
             "loading_rdb_used_mem:0",  # (Headwater's snapshots do not record it)
             f"loading_loaded_bytes:{loading.done}",
             f"loading_loaded_perc:{loading.percent():.2f}",
-            f"loading_eta_seconds:{loading.eta_s(now_s)}",
+            f"loading_eta_seconds:{loading.eta_s(wall_s)}",
         ]
     return lines
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,7 @@ from headwater.persistence.rewrite import write_base
 from headwater.persistence.snapshot import write_snapshot
 from headwater.server.aof_log import AofLog, next_seq
 from headwater.server.children import kill_child
+from headwater.structures.histogram import LONG_SECONDS
 
 log = logging.getLogger("headwater")
 
@@ -108,6 +110,7 @@ class AofRewrite:
             finally:
                 os._exit(code)
         self.child = Rewrite(pid, seq, base_name, incr_name)
+        self.engine.info.aof_rewrite_started_s = time.monotonic()
         self.on_change()
         log.warning("Background append only file rewriting started by pid %d", pid)
 
@@ -142,9 +145,16 @@ class AofRewrite:
         if not done:
             return
         self.child = None
+        info = self.engine.info
+        elapsed = time.monotonic() - info.aof_rewrite_started_s
+        info.aof_last_rewrite_time_sec = int(elapsed)
+        self.engine.histograms.observe("aof_rewrite_seconds", elapsed, LONG_SECONDS)
         if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
+            info.aof_rewrites += 1
+            info.aof_rewrites_consecutive_failures = 0
             self._finished(child)
         else:
+            info.aof_rewrites_consecutive_failures += 1
             self.engine.info.aof_last_bgrewrite_status = "err"
             log.warning("Background AOF rewrite failed (status %d)", status)
             if self.aof.enabling:

@@ -311,6 +311,8 @@ class Durability:
         self._note_write_status(error)
         info.aof_current_size = writer.size if writer is not None else 0
         info.aof_buffer_length = len(writer.buf) if writer is not None else 0
+        info.aof_base_size = aof.base_size
+        info.aof_pending_bio_fsync = int(writer is not None and writer.syncing)
         info.aof_rewrite_in_progress = self.rewrite.child is not None
         info.aof_rewrite_scheduled = self.rewrite.scheduled
         self.engine.refuse_writes = self._refusal(error)

@@ -31,7 +31,7 @@ from headwater.activeactive.rstream import RegionStream
 from headwater.commands.context import Client
 from headwater.commands.server import ALL_SECTIONS, render_info
 from headwater.stream.stream import Stream
-from headwater.structures.histogram import BYTES, SECONDS, Histogram, Histograms
+from headwater.structures.histogram import BYTES, LONG_SECONDS, SECONDS, Histogram, Histograms
 
 if TYPE_CHECKING:
     from headwater.engine.core import Engine
@@ -450,6 +450,8 @@ HISTOGRAMS = {
     "aof_fsync_seconds": ("Time of each AOF fdatasync (appendfsync always or everysec)", SECONDS),
     "aof_write_bytes": ("Bytes of each AOF write: one group commit's batch", BYTES),
     "script_run_seconds": ("Time of each script or function run (EVAL, EVALSHA, FCALL)", SECONDS),
+    "snapshot_seconds": ("Time of each snapshot: SAVE, BGSAVE (its child's run)", LONG_SECONDS),
+    "aof_rewrite_seconds": ("Time of each AOF rewrite (its child's run)", LONG_SECONDS),
 }
 
 

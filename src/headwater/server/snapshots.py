@@ -25,6 +25,7 @@ from headwater.server.aof_load import StartupError
 from headwater.server.children import kill_child
 from headwater.server.loading import LoadWatch
 from headwater.stream.node import Node
+from headwater.structures.histogram import LONG_SECONDS
 
 log = logging.getLogger("headwater")
 
@@ -169,7 +170,9 @@ class Snapshots:
             self._saved(ok=False, dirty=dirty)
             raise err(f"Error saving DB on disk: {exc.strerror or exc}") from None
         finally:
-            self.engine.latency.sample("snapshot", (time.perf_counter() - started) * 1000)
+            elapsed = time.perf_counter() - started
+            self.engine.latency.sample("snapshot", elapsed * 1000)
+            self.engine.histograms.observe("snapshot_seconds", elapsed, LONG_SECONDS)
         self._saved(ok=True, dirty=dirty)
 
     def save_after_flush(self) -> None:
@@ -206,6 +209,7 @@ class Snapshots:
                 os._exit(code)
         self.child = (pid, dirty)
         self.engine.info.rdb_bgsave_in_progress = True
+        self.engine.info.rdb_bgsave_started_s = time.monotonic()
         log.warning("Background saving started by pid %d", pid)
 
     def check_bgsave(self) -> None:
@@ -217,7 +221,11 @@ class Snapshots:
         if not done:
             return
         self.child = None
-        self.engine.info.rdb_bgsave_in_progress = False
+        info = self.engine.info
+        info.rdb_bgsave_in_progress = False
+        elapsed = time.monotonic() - info.rdb_bgsave_started_s
+        info.rdb_last_bgsave_time_sec = int(elapsed)
+        self.engine.histograms.observe("snapshot_seconds", elapsed, LONG_SECONDS)
         ok = os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
         self._saved(ok=ok, dirty=dirty)
         log.warning("Background saving %s", "terminated with success" if ok else "failed")
@@ -227,6 +235,7 @@ class Snapshots:
         engine.info.rdb_last_bgsave_status = "ok" if ok else "err"
         self.last_save_attempt = time.time()
         if ok:
+            engine.info.rdb_saves += 1
             engine.dirty_at_last_save = dirty
             engine.last_save_time = int(time.time())
         self.on_change()

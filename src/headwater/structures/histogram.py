@@ -16,6 +16,8 @@ SECONDS: Final = (
     1.0, 2.5, 10.0,
 )  # fmt: skip
 #: bytes: 64 B to 16 MiB, a bucket every factor of four
+#: for work that takes seconds to minutes (a snapshot, an AOF rewrite)
+LONG_SECONDS: Final = (0.01, 0.05, 0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0)
 BYTES: Final = (64.0, 256.0, 1024.0, 4096.0, 16384.0, 65536.0, 262144.0, 1048576.0, 4194304.0,
                 16777216.0)  # fmt: skip
 
