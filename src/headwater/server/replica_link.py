@@ -50,6 +50,8 @@ from typing import TYPE_CHECKING, BinaryIO, Protocol, runtime_checkable
 from headwater.engine.replay import Replayer, StreamGarbage
 from headwater.errors import ReplyError
 from headwater.keyspace import Keyspace
+from headwater.ops.dump import Limits
+from headwater.persistence.rdb_load import RdbImportError, load_rdb
 from headwater.persistence.snapshot import (
     EOF_MARK_SIZE,
     SnapshotBuffer,
@@ -75,6 +77,8 @@ ACK_PERIOD_S = 1.0
 #: the snapshot's reads, and the link reader's buffer limit (its default, 64 KiB, made the
 #: transfer of a large snapshot run at ~120 MB/s: a loop turn per 64 KiB)
 SNAPSHOT_READ_SIZE = 1024 * 1024
+#: how a Redis primary's payload (an RDB file) begins
+RDB_MAGIC = b"REDIS"
 
 
 class LinkError(Exception):
@@ -94,6 +98,10 @@ class ReplicaLink:
         self.syncing = False
         self.transfer_size = 0
         self.transfer_read = 0
+        #: the primary's commands this replica could not apply (a module's, a cluster's …),
+        #: and the last one's name: INFO replication shows them, so a divergence is seen
+        self.failed_commands = 0
+        self.last_failed_command = ""
         #: monotonic seconds of the last byte from the primary, and since when the link is down
         self.last_io = 0.0
         self.down_since = time.monotonic()
@@ -295,6 +303,11 @@ class ReplicaLink:
             )
         self.transfer_size, self.transfer_read = (-1 if size is None else size), 0
         how = f"{size} bytes" if size is not None else "streamed with an EOF mark"
+        if await self._sends_rdb(reader, limit_s):
+            log.warning("MASTER <-> REPLICA sync: receiving %s of a Redis RDB file", how)
+            rest = await self._receive_rdb(reader, size, mark, limit_s, replid, offset, db)
+            self.syncing = False
+            return rest
         buffer = self._memory_for(size, mark) if self._diskless() else None
         if buffer is not None:
             log.warning("MASTER <-> REPLICA sync: receiving %s, loaded as it arrives", how)
@@ -314,6 +327,52 @@ class ReplicaLink:
                     path.unlink()
             self._install(keys, fresh, lazy, libraries, replid, offset, db)
         self.syncing = False
+        return rest
+
+    async def _sends_rdb(self, reader: asyncio.StreamReader, limit_s: float) -> bool:
+        """Whether the payload is Redis's RDB format (a Redis primary) rather than a
+        Headwater snapshot: its first bytes are looked at and left in the reader."""
+        pending = _buffered(reader)
+        if pending is None:
+            return False  # (no way to look ahead: a Headwater snapshot is assumed)
+        while len(pending) < len(RDB_MAGIC):
+            chunk = await asyncio.wait_for(reader.read(SNAPSHOT_READ_SIZE), limit_s)
+            if not chunk:
+                raise LinkError("I/O error trying to sync with MASTER: connection lost")
+            pending[:0] = chunk  # (read empties the buffer first: the chunk is its head)
+        return bytes(pending[: len(RDB_MAGIC)]) == RDB_MAGIC
+
+    async def _receive_rdb(
+        self,
+        reader: asyncio.StreamReader,
+        size: int | None,
+        mark: bytes | None,
+        limit_s: float,
+        replid: str,
+        offset: int,
+        stream_db: int,
+    ) -> bytes:
+        """A Redis primary's RDB file: received whole into memory, then converted key by key
+        in a thread (``load_rdb``, the reader of import-rdb) into a fresh keyspace beside the
+        data served, which it replaces once loaded; a transfer cut short or a file that does
+        not load leaves the data served as it was."""
+        received = bytearray()
+        end, rest = await self._receive(reader, size, mark, limit_s, received.extend)
+        del received[end:]
+        engine = self.engine
+        fresh = Keyspace(len(engine.keyspace.dbs))
+        limits = Limits.of(engine.config)
+        now_ms = int(time.time() * 1000)
+        load = functools.partial(load_rdb, bytes(received), fresh, limits, now_ms)
+        del received
+        try:
+            report, libraries = await self.server.loop.run_in_executor(None, load)
+        except (RdbImportError, ReplyError) as exc:
+            raise LinkError(
+                f"Failed trying to load the MASTER synchronization DB: {exc} "
+                "(the data served is unchanged)"
+            ) from None
+        self._install(report.keys, fresh, [], libraries, replid, offset, stream_db)
         return rest
 
     def _diskless(self) -> bool:
@@ -574,6 +633,8 @@ class ReplicaLink:
                     raise LinkError(str(exc)) from None
                 finally:
                     for argv, error in failures:
+                        self.failed_commands += 1
+                        self.last_failed_command = argv[0][:64].decode("utf-8", "replace")
                         log.warning(
                             "== CRITICAL == This replica failed to apply a command of its "
                             "master: %r: -%s %s",

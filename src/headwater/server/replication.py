@@ -634,6 +634,11 @@ class Replication:
             f"slave_read_only:{int(self.config['replica-read-only'])}",
             "replica_announced:1",
         ]
+        if link is not None and link.failed_commands:  # (Headwater's own: a divergence)
+            lines += [
+                f"master_link_failed_commands:{link.failed_commands}",
+                f"master_link_last_failed_command:{link.last_failed_command}",
+            ]
         return lines
 
     def update_refusal(self) -> None:
