@@ -12,6 +12,7 @@ USAGE = """usage: headwater server [/path/to/headwater.conf] [--option value ...
        headwater check-aof [--fix] <file.aof>
        headwater check-snapshot <file>
        headwater import-rdb <dump.rdb> --dir <data dir> [--force]
+       headwater export-rdb <out.rdb> --dir <data dir>
        headwater --version
 
 Options are the config directives of redis.conf, e.g.:
@@ -52,6 +53,10 @@ def main(argv: list[str] | None = None) -> int:
         from headwater.persistence.import_rdb import main as import_rdb
 
         return import_rdb(args[1:])
+    if args[0] == "export-rdb":
+        from headwater.server.export import main as export_rdb
+
+        return export_rdb(args[1:])
     if args[0] != "server":
         print(f"headwater: unknown command '{args[0]}'\n\n{USAGE}", end="", file=sys.stderr)
         return 1

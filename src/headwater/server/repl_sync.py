@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from headwater.commands.context import Client
+from headwater.persistence.rdb_write import write_rdb
 from headwater.persistence.snapshot_write import write_snapshot_to
 from headwater.server.children import kill_child
 
@@ -75,6 +76,10 @@ class Peer:
     #: it reads the EOF form of the snapshot (``REPLCONF capa eof``), and it gets it
     capa_eof: bool = False
     eof_form: bool = False
+    #: it gets Redis's RDB format (a Redis replica, redis-cli --rdb), not a Headwater
+    #: snapshot (a Headwater replica says ``capa hwsnap``); and only that file (rdb-only)
+    rdb: bool = False
+    rdb_only: bool = False
     #: when its snapshot's transfer last moved (monotonic seconds; repl-timeout judges it)
     bulk_progress: float = field(default_factory=time.monotonic)
 
@@ -97,29 +102,36 @@ class SyncChild:
     ok: bool | None = None
     #: the snapshot's size once the child has ended
     size: int = 0
+    #: it writes Redis's RDB format (for Redis replicas) rather than a Headwater snapshot
+    rdb: bool = False
 
 
 class FullSync:
     def __init__(self, repl: Replication) -> None:
         self.repl = repl
+        #: the child whose snapshot new replicas share (of its format), and every child
+        #: still running (a Redis replica and a Headwater one at once need one each)
         self.child: SyncChild | None = None
+        self.running: list[SyncChild] = []
         self._temp_seq = 0
 
     def start(self, peer: Peer) -> None:
         """Give ``peer`` a snapshot: the one being made, or a new one."""
         child = self.child
+        if child is not None and child.rdb != peer.rdb:
+            child = None  # (the other format: this replica gets a snapshot of its own)
         if child is not None:  # share the snapshot being made, and what came since
             others = [p for p in child.peers if not p.client.closed]
             peer.pending = bytearray(others[0].pending) if others else bytearray()
             if not others:
                 child = None
         if child is None:
-            child = self._fork()
+            child = self._fork(peer.rdb)
         child.peers.append(peer)
         transport = peer.conn.transport
         if not peer.old_sync and transport is not None:
             line = b"+FULLRESYNC %s %d" % (self.repl.state.replid.encode(), child.offset)
-            if child.stream_db:
+            if child.stream_db and not child.rdb:  # (Redis reads it from the RDB's AUX)
                 line += b" db=%d" % child.stream_db
             transport.write(line + b"\r\n")
         log.warning(
@@ -141,25 +153,36 @@ class FullSync:
     def _streams_to(self, peer: Peer) -> bool:
         return peer.capa_eof and not peer.old_sync and self.repl.config["repl-diskless-sync"]
 
-    def _fork(self) -> SyncChild:
+    def _fork(self, rdb: bool) -> SyncChild:
         self._temp_seq += 1
-        path = self.repl.data_dir / f"temp-repl-{os.getpid()}-{self._temp_seq}.hwsnap"
+        suffix = "rdb" if rdb else "hwsnap"
+        path = self.repl.data_dir / f"temp-repl-{os.getpid()}-{self._temp_seq}.{suffix}"
         engine = self.repl.engine
         # the stream after the snapshot starts with a SELECT (Redis: slaveseldb = -1)
         self.repl.feed.db = None
+        stream_db = self.repl.stream_db_now() if self.repl.master is not None else 0
+        aux = {
+            "repl-stream-db": str(stream_db),
+            "repl-id": self.repl.state.replid,
+            "repl-offset": str(self.repl.state.offset),
+        }
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
         pid = os.fork()
         if pid == 0:  # the child: write the snapshot and leave without running any cleanup
             code = 1
             try:
                 with os.fdopen(fd, "wb") as f:
-                    write_snapshot_to(f, engine.keyspace.dbs, engine.scripting.library_codes())
+                    libraries = engine.scripting.library_codes()
+                    if rdb:
+                        write_rdb(f.write, engine.keyspace.dbs, libraries, aux=aux)
+                    else:
+                        write_snapshot_to(f, engine.keyspace.dbs, libraries)
                 code = 0
             finally:
                 os._exit(code)
         os.close(fd)
-        stream_db = self.repl.stream_db_now() if self.repl.master is not None else 0
-        self.child = SyncChild(pid, path, self.repl.state.offset, [], stream_db)
+        self.child = SyncChild(pid, path, self.repl.state.offset, [], stream_db, rdb=rdb)
+        self.running.append(self.child)
         log.warning("Background snapshot for replicas started by pid %d", pid)
         self.repl.server.loop.call_later(CHILD_POLL_S, self._poll_child, self.child)
         return self.child
@@ -186,6 +209,8 @@ class FullSync:
             return
         if self.child is child:
             self.child = None
+        if child in self.running:
+            self.running.remove(child)
         ok = os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
         try:
             child.size = os.stat(child.path).st_size
@@ -246,6 +271,10 @@ class FullSync:
         os.close(fd)
         if peer.eof_form:
             transport.write(child.mark)
+        if peer.rdb_only:  # (redis-cli --rdb: the file was all it asked for)
+            log.warning("Snapshot sent to %s:%d (rdb-only): closing it", peer.ip, peer.port)
+            transport.close()
+            return
         if peer.pending:
             transport.write(bytes(peer.pending))
         peer.since_snapshot = len(peer.pending)
@@ -273,11 +302,10 @@ class FullSync:
                     peer.conn.transport.abort()
 
     def kill(self) -> None:
-        child = self.child
-        if child is None:
-            return
-        kill_child(child.pid)
-        child.ok = False  # (its transfers stop at their next chunk)
-        with contextlib.suppress(OSError):
-            child.path.unlink()
+        for child in self.running:
+            kill_child(child.pid)
+            child.ok = False  # (its transfers stop at their next chunk)
+            with contextlib.suppress(OSError):
+                child.path.unlink()
+        self.running.clear()
         self.child = None

@@ -261,7 +261,8 @@ class ReplicaLink:
                 "(Non critical) Master does not understand REPLCONF listening-port: %s",
                 _show(reply),
             )
-        writer.write(encode_command([b"REPLCONF", b"capa", b"eof", b"capa", b"psync2"]))
+        capa = [b"capa", b"eof", b"capa", b"psync2", b"capa", b"hwsnap"]
+        writer.write(encode_command([b"REPLCONF", *capa]))
         reply = await self._line(reader, limit_s)
         if not reply.startswith(b"+"):
             log.warning("(Non critical) Master does not understand REPLCONF capa: %s", _show(reply))

@@ -334,7 +334,9 @@ class Replication:
                 if self.link is not None:
                     self.link.send_ack()
                 return NO_REPLY
-            elif option in (b"rdb-only", b"rdb-filter-only"):
+            elif option == b"rdb-only":  # (redis-cli --rdb: the file, then the connection ends)
+                conf["rdb-only"] = "1" if value == b"1" else ""
+            elif option == b"rdb-filter-only":
                 pass
             else:
                 raise err(f"Unrecognized REPLCONF option: {args[i].decode('utf-8', 'replace')}")
@@ -420,7 +422,11 @@ class Replication:
         conf = self.handshakes.pop(c.id, {})
         host = c.addr.rsplit(":", 1)[0].strip("[]")
         peer = Peer(conn, c, conf.get("ip", host), int(conf.get("port", "0")), state)
-        peer.capa_eof = "eof" in conf.get("capa", "").split()
+        capas = conf.get("capa", "").split()
+        peer.capa_eof = "eof" in capas
+        # (a Headwater replica says it reads Headwater's snapshots; Redis gets an RDB file)
+        peer.rdb = "hwsnap" not in capas
+        peer.rdb_only = bool(conf.get("rdb-only"))
         c.is_replica = True
         c.reply_on = False  # nothing but the stream goes to a replica (Redis: no replies)
         self.peers.append(peer)

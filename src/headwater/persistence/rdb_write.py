@@ -1,0 +1,140 @@
+"""Redis's RDB file from Headwater's data (issue 35): version 10, what Redis 7.0 and every
+later Redis loads. ``headwater export-rdb`` writes one, and a primary sends one to a Redis
+replica for its full sync.
+
+Each key is written as DUMP serializes it (``ops.dump.dump_payload``: Redis's own encodings,
+streams with their groups, consumers and PELs), behind its expiry; FUNCTION libraries as
+``FUNCTION2`` records; the file ends with EOF and the CRC-64 of all of it, as Redis writes
+it. What Redis 7.0's format cannot hold is left out and counted in the report:
+
+- a hash field's TTL (Redis 7.4's): the field is kept, without its expiry;
+- a stream's IDMP history and settings, and a consumer's active-time (not in version 10).
+
+The writer goes key by key into ``sink``, a megabyte at a time, so an export of any size
+holds one chunk in memory, not the file.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from headwater import REDIS_COMPAT_VERSION
+from headwater.keyspace import Database
+from headwater.ops.dump import dump_payload
+from headwater.rdb.crc64 import crc64
+from headwater.rdb.encoding import write_len, write_ms, write_string
+from headwater.rdb.objects import write_hash_object
+from headwater.values import Hash
+
+VERSION = 10
+OP_FUNCTION2 = 0xF5
+OP_AUX = 0xFA
+OP_RESIZEDB = 0xFB
+OP_EXPIRETIME_MS = 0xFC
+OP_SELECTDB = 0xFE
+OP_EOF = 0xFF
+#: bytes gathered before they go to the sink
+CHUNK = 1 << 20
+
+
+@dataclass
+class Written:
+    """What an export wrote, and what Redis 7.0's format could not carry."""
+
+    keys: int = 0
+    bytes: int = 0
+    field_ttls_dropped: int = 0
+    expired_skipped: int = 0
+
+
+class _Out:
+    def __init__(self, sink: Callable[[bytes], object]) -> None:
+        self.sink = sink
+        self.buf = bytearray()
+        self.crc = 0
+        self.size = 0
+
+    def spill(self, force: bool = False) -> None:
+        if self.buf and (force or len(self.buf) >= CHUNK):
+            data = bytes(self.buf)
+            self.crc = crc64(data, self.crc)
+            self.size += len(data)
+            self.sink(data)
+            self.buf.clear()
+
+
+def write_rdb(
+    sink: Callable[[bytes], object],
+    dbs: list[Database],
+    libraries: list[bytes],
+    now_ms: int | None = None,
+    aux: dict[str, str] | None = None,
+) -> Written:
+    """Write the whole RDB file to ``sink``; ``aux`` adds AUX fields (a replication's
+    ``repl-stream-db``, ``repl-id``, ``repl-offset``)."""
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    out = _Out(sink)
+    written = Written()
+    buf = out.buf
+    buf += b"REDIS%04d" % VERSION
+    fields = {
+        "redis-ver": REDIS_COMPAT_VERSION,
+        "redis-bits": "64",
+        "ctime": str(now // 1000),
+        "used-mem": "0",
+        "aof-base": "0",
+        **(aux or {}),
+    }
+    for name, value in fields.items():
+        buf.append(OP_AUX)
+        write_string(buf, name.encode())
+        write_string(buf, value.encode())
+    for code in libraries:
+        buf.append(OP_FUNCTION2)
+        write_string(buf, code)
+    for db in dbs:
+        if db.data:
+            _write_db(out, db, now, written)
+    out.buf.append(OP_EOF)
+    out.spill(force=True)
+    trailer = struct.pack("<Q", out.crc)
+    sink(trailer)
+    written.bytes = out.size + len(trailer)
+    return written
+
+
+def _write_db(out: _Out, db: Database, now: int, written: Written) -> None:
+    buf = out.buf
+    buf.append(OP_SELECTDB)
+    write_len(buf, db.index)
+    buf.append(OP_RESIZEDB)
+    write_len(buf, len(db.data))
+    write_len(buf, len(db.expires))
+    expires = db.expires
+    for key, value in db.data.items():
+        deadline = expires.get(key)
+        if deadline is not None:
+            if deadline <= now:
+                written.expired_skipped += 1
+                continue
+            buf.append(OP_EXPIRETIME_MS)
+            write_ms(buf, deadline)
+        body = _object(value, written)
+        buf.append(body[0])  # (the type byte comes before the key)
+        write_string(buf, key)
+        buf += body[1:]
+        written.keys += 1
+        out.spill()
+
+
+def _object(value: object, written: Written) -> bytes:
+    """The value's RDB object, type byte first (a DUMP payload without its trailer)."""
+    if isinstance(value, Hash) and value.ttls is not None and len(value.ttls):
+        written.field_ttls_dropped += len(value.ttls)
+        body = bytearray()
+        write_hash_object(body, list(value.items()), value.listpack)
+        return bytes(body)
+    return dump_payload(value)[:-10]

@@ -1,0 +1,90 @@
+"""The way back (issue 35): Debian's redis-server 7.0 as a replica of Headwater gets an RDB
+file it loads (version 10, Redis's encodings), then Headwater's stream; `redis-cli --rdb`
+against Headwater and `headwater export-rdb` offline write files that redis-check-rdb
+accepts and Redis loads, holding the same data, key by key."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import redis
+
+from tests.e2e.test_from_redis_e2e import claim_some, fill, groups
+from tests.helpers import HEADWATER, ROOT, start_headwater, start_redis
+from tests.support.logical import differences, dump
+from tests.support.replicas import in_step, wait_until
+
+pytestmark = pytest.mark.redis
+
+
+def check_rdb(path: Path) -> None:
+    checker = shutil.which("redis-check-rdb")
+    if checker is None:
+        pytest.skip("needs redis-check-rdb (Debian's redis-tools)")
+    done = subprocess.run([checker, str(path)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0 and "RDB looks OK" in done.stdout, done.stdout + done.stderr
+
+
+def test_redis_replicates_from_headwater() -> None:
+    primary = start_headwater()
+    try:
+        ours = redis.Redis(port=primary.port, socket_timeout=30)
+        groups(ours)
+        ours.function_load(
+            "#!lua name=lib\nredis.register_function{function_name='one', "
+            "callback=function() return 1 end, flags={'no-writes'}}"
+        )
+        fill(ours, 3000, seed=5)
+        replica = start_redis("--replicaof", "127.0.0.1", str(primary.port))
+        try:
+            theirs = redis.Redis(port=replica.port, socket_timeout=30)
+            wait_until(lambda: in_step(ours, theirs), timeout=30, what="the full sync")
+            assert differences(dump(theirs), dump(ours)) == []
+            assert theirs.fcall_ro("one", 0) == 1  # (the library came along)
+            fill(ours, 10_000, seed=6)
+            claim_some(ours)
+            assert ours.wait(1, 10_000) == 1  # (Redis's ACKs count)
+            wait_until(lambda: in_step(ours, theirs), timeout=30, what="the stream")
+            assert differences(dump(theirs), dump(ours)) == []
+        finally:
+            replica.stop()
+    finally:
+        primary.stop()
+
+
+def test_redis_cli_rdb_and_export_rdb_write_files_redis_loads(tmp_path: Path) -> None:
+    data = tmp_path / "hw"
+    data.mkdir()
+    primary = start_headwater("--dir", str(data))  # (kept after the server stops)
+    try:
+        ours = redis.Redis(port=primary.port, socket_timeout=30)
+        groups(ours)
+        fill(ours, 3000, seed=7)
+        expected = dump(ours)
+        fetched = tmp_path / "fetched.rdb"
+        done = subprocess.run(
+            ["redis-cli", "-p", str(primary.port), "--rdb", str(fetched)],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        check_rdb(fetched)
+        ours.shutdown()  # (saves; export-rdb reads the directory at rest)
+    finally:
+        primary.stop()
+    exported = tmp_path / "exported.rdb"
+    done = subprocess.run(
+        [*HEADWATER, "export-rdb", "--dir", str(data), str(exported)],
+        capture_output=True, text=True, timeout=120, cwd=ROOT, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "RDB version 10" in done.stdout
+    check_rdb(exported)
+    for path in (fetched, exported):
+        loaded = start_redis("--dir", str(tmp_path), "--dbfilename", path.name)
+        try:
+            assert differences(dump(redis.Redis(port=loaded.port)), expected) == []
+        finally:
+            loaded.stop()
