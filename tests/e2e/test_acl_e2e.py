@@ -206,9 +206,10 @@ def test_a_bad_acl_file_stops_the_start(content: str, reason: str) -> None:
 
 
 def test_the_locked_down_setup_of_the_docs_works() -> None:
-    """docs/security.md's ACL file, as written there, does what the page says."""
+    """docs/security.md's ACL file, as written there (its ``cat > users.acl`` block), does
+    what the page says (the page's examples run too: test_docs_e2e.py)."""
     text = (ROOT / "docs" / "security.md").read_text()
-    block = text.split("`users.acl`", 1)[1].split("```", 2)[1]
+    block = text.split("cat > users.acl <<'EOF'\n", 1)[1].split("\nEOF\n", 1)[0]
     workdir = Path(tempfile.mkdtemp(prefix="hw-acl-"))
     (workdir / "users.acl").write_text(block.strip() + "\n")
     server = start_headwater("--aclfile", str(workdir / "users.acl"))

@@ -295,7 +295,9 @@ def test_a_reader_sees_but_cannot_act(browser: Any, tmp_path: Path) -> None:
 def test_the_readme_walkthrough_ends_in_the_console(browser: Any, tmp_path: Path) -> None:
     """A newcomer with the README alone: `make run`, the 30-second example, then the group's
     lag in the console, as the README says; then its Python example."""
-    dry = subprocess.run(["make", "-n", "run"], cwd=ROOT, capture_output=True, text=True)
+    dry = subprocess.run(
+        ["make", "--no-print-directory", "-n", "run"], cwd=ROOT, capture_output=True, text=True
+    )
     run_line = dry.stdout.strip().splitlines()[-1]
     assert run_line == ".venv/bin/headwater server --port 6379 --dir ./data --admin-port 9121"
     ports = port_map()
