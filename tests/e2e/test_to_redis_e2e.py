@@ -88,3 +88,53 @@ def test_redis_cli_rdb_and_export_rdb_write_files_redis_loads(tmp_path: Path) ->
             assert differences(dump(redis.Redis(port=loaded.port)), expected) == []
         finally:
             loaded.stop()
+
+
+def extensions(r: redis.Redis) -> None:
+    """Headwater's own commands (Redis 8.x's), which Redis 7.0 lacks."""
+    for n in range(20):
+        r.execute_command("XADD", "ext", "IDMP", "p1", f"i{n}", "*", "n", n)
+    r.execute_command("XADD", "ext", "IDMP", "p1", "i0", "*", "n", 0)  # (a duplicate: no entry)
+    r.execute_command("XCFGSET", "ext", "IDMP-DURATION", 200)
+    r.xgroup_create("ext", "g", id="0")
+    r.xreadgroup("g", "c1", {"ext": ">"}, count=6)
+    first = [entry_id for entry_id, _ in r.xrange("ext", count=4)]
+    r.execute_command("XACKDEL", "ext", "g", "IDS", 2, *first[:2])
+    r.execute_command("XDELEX", "ext", "IDS", 1, first[2])
+    r.execute_command("XTRIM", "ext", "MAXLEN", "=", 15, "KEEPREF")
+    r.hset("fields", mapping={"a": 1, "b": 2})
+    r.execute_command("HEXPIRE", "fields", 1000, "FIELDS", 1, "a")
+
+
+def test_a_redis_replica_gets_headwater_extensions_in_7_0_terms(tmp_path: Path) -> None:
+    primary = start_headwater()
+    try:
+        ours = redis.Redis(port=primary.port, socket_timeout=30)
+        ours.set("warm", 1)
+        logfile = tmp_path / "redis.log"
+        replica = start_redis(
+            "--replicaof", "127.0.0.1", str(primary.port), "--logfile", str(logfile)
+        )
+        try:
+            theirs = redis.Redis(port=replica.port, socket_timeout=30)
+            wait_until(lambda: theirs.get("warm") == b"1", timeout=30, what="the full sync")
+            extensions(ours)
+            ours.set("last", 1)
+            # WAIT counts it although the rewritten commands' bytes differ from ours
+            assert ours.wait(1, 10_000) == 1
+            wait_until(lambda: theirs.get("last") == b"1", timeout=30)
+            assert differences(dump(theirs), dump(ours)) == []
+            log = logfile.read_text(errors="replace")
+            assert "CRITICAL" not in log  # (Redis refused nothing it was sent)
+            # its offsets are not ours any more: a reconnection is a full sync
+            before = ours.info("stats")
+            ours.client_kill_filter(_type="replica")
+            ours.set("after", 1)
+            wait_until(lambda: theirs.get("after") == b"1", timeout=30, what="the resync")
+            after = ours.info("stats")
+            assert after["sync_full"] == before["sync_full"] + 1
+            assert differences(dump(theirs), dump(ours)) == []
+        finally:
+            replica.stop()
+    finally:
+        primary.stop()

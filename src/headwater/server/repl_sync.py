@@ -29,6 +29,7 @@ from headwater.commands.context import Client
 from headwater.persistence.rdb_write import write_rdb
 from headwater.persistence.snapshot_write import write_snapshot_to
 from headwater.server.children import kill_child
+from headwater.server.redis_peer import RedisStream
 
 if TYPE_CHECKING:
     from headwater.server.protocol import Connection
@@ -80,6 +81,9 @@ class Peer:
     #: snapshot (a Headwater replica says ``capa hwsnap``); and only that file (rdb-only)
     rdb: bool = False
     rdb_only: bool = False
+    #: a Redis replica's stream, rewritten for Redis 7.0 with its own offsets (None: a
+    #: Headwater replica, which gets the stream as it is)
+    redis: RedisStream | None = None
     #: when its snapshot's transfer last moved (monotonic seconds; repl-timeout judges it)
     bulk_progress: float = field(default_factory=time.monotonic)
 
@@ -123,10 +127,14 @@ class FullSync:
         if child is not None:  # share the snapshot being made, and what came since
             others = [p for p in child.peers if not p.client.closed]
             peer.pending = bytearray(others[0].pending) if others else bytearray()
+            twin = others[0].redis if others else None
+            peer.redis = twin.clone() if twin is not None else None
             if not others:
                 child = None
         if child is None:
             child = self._fork(peer.rdb)
+        if peer.rdb and peer.redis is None:
+            peer.redis = RedisStream(child.offset)  # (its stream starts at the snapshot's)
         child.peers.append(peer)
         transport = peer.conn.transport
         if not peer.old_sync and transport is not None:

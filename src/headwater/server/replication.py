@@ -45,6 +45,7 @@ from headwater.replication.state import ReplicationState, new_replid, valid_repl
 from headwater.resp.encoder import encode_command
 from headwater.resp.types import Raw, Reply, Status
 from headwater.server.failover import NO_FAILOVER, Failover
+from headwater.server.redis_peer import RedisStream, continues_unchanged
 from headwater.server.repl_sync import FullSync, Peer
 from headwater.server.repl_wait import Waits
 
@@ -249,14 +250,15 @@ class Replication:
         of those waiting for their snapshot."""
         self.state.backlog.feed(data)
         for peer in self.peers:
+            out = data if peer.redis is None else peer.redis.translate(data)
             if peer.state == "online":
                 transport = peer.conn.transport
                 if transport is not None and not transport.is_closing():
-                    transport.write(data)
-                    peer.since_snapshot += len(data)
+                    transport.write(out)
+                    peer.since_snapshot += len(out)
                     self._check_output_limit(peer)
             elif peer.state in ("wait_bgsave", "send_bulk"):
-                peer.pending += data
+                peer.pending += out
                 if len(peer.pending) > self._limits()[0] > 0:
                     self._drop(peer, len(peer.pending))
 
@@ -342,12 +344,22 @@ class Replication:
                 raise err(f"Unrecognized REPLCONF option: {args[i].decode('utf-8', 'replace')}")
         return Status(b"OK")
 
+    def _may_continue(self, c: Client, replid: str, offset: int) -> bool:
+        """PSYNC's continuation: our history has the offset, and (a Redis replica) what it
+        missed reaches it unchanged, so that its offsets are still ours."""
+        if not self.state.can_continue(replid, offset):
+            return False
+        capas = self.handshakes.get(c.id, {}).get("capa", "").split()
+        return "hwsnap" in capas or continues_unchanged(self.state.backlog.read_from(offset))
+
     def _ack(self, c: Client, args: list[bytes]) -> None:
         """``REPLCONF ACK <offset> [FACK <aofoffset>]`` from an attached replica."""
         peer = self._peer_of(c)
         offset = _int(args[0]) if args else None
         if peer is None or offset is None:
             return
+        if peer.redis is not None:  # (its count of bytes, in the primary's terms)
+            offset = peer.redis.primary_for(offset)
         if offset > peer.ack_offset:
             peer.ack_offset = offset
         if len(args) >= 3 and args[1].lower() == b"fack":
@@ -377,9 +389,11 @@ class Replication:
         self.flush(force=True)
         conn.send()  # replies queued before this one leave first
         stats = self.engine.stats
-        if offset is not None and self.state.can_continue(replid, offset):
+        if offset is not None and self._may_continue(c, replid, offset):
             peer = self._attach(conn, c, "online")
             backlog = self.state.backlog.read_from(offset)
+            if peer.rdb:
+                peer.redis = RedisStream(self.state.offset)
             conn.transport.write(b"+CONTINUE %s\r\n" % self.state.replid.encode() + backlog)
             stats.sync_partial_ok += 1
             log.warning(
