@@ -64,7 +64,7 @@ def commands() -> str:
         group = docs.get(b"group", b"").decode()
         if not summary:
             summary = _first_line(getattr(row.handler, "__doc__", None)) or "(Headwater)"
-        mark = "7.0" if row.name in redis_70 else "later" if since else "Headwater"
+        mark = _origin(row.name in redis_70, since)
         lines.append(f"| `{row.name.upper()}` | {mark} | {since} | {group} | {_cell(summary)} |")
         for sub in sorted(row.subcommands.values(), key=lambda s: s.name):
             sub_docs = command_docs(sub)
@@ -88,6 +88,15 @@ def commands() -> str:
         if "|" not in name:
             lines.append(f"| `{name.upper()}` | {reason} |")
     return "\n".join(lines) + "\n"
+
+
+def _origin(captured: bool, since: str) -> str:
+    """7.0 for Redis 7.0's commands (by their "since"), later for newer Redis commands,
+    Headwater for those with no Redis history."""
+    if not since:
+        return "7.0" if captured else "Headwater"
+    parts = tuple(int(p) for p in since.split(".")[:2] if p.isdigit())
+    return "7.0" if parts <= (7, 0) else "later"
 
 
 def _first_line(text: str | None) -> str:
