@@ -1,0 +1,145 @@
+"""Replication across the two servers (issue 35), against Redis→Redis in the same run.
+
+Full sync of import-rdb's 5M-element mix (streams, hashes, lists, sets, sorted sets; half in
+4 big keys per type, half in keys of 10): the time from a replica's start until its link is
+up and its offset is the primary's, for Redis→Redis, Redis→Headwater (target ≤ 2x) and
+Headwater→Redis (target ≤ 1.5x; Headwater holds the same data, having synced from Redis and
+been promoted). Then the steady state: a Redis primary under redis-benchmark XADD at 50
+clients, full speed, with a Headwater replica; every 100 ms the offsets are sampled, and
+the replica's lag is how long ago the primary was where the replica is now (target: under
+1 s throughout).
+
+    .venv/bin/python benchmarks/migration_sync.py [--elements 5000000] [--lag-seconds 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import redis
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from bench import import_rdb_mix  # noqa: E402
+from harness import pipe_chunks  # noqa: E402
+from tests.helpers import ServerProcess, start_headwater, start_redis  # noqa: E402
+
+
+def offsets(primary: redis.Redis, replica: redis.Redis) -> tuple[int, int, bool]:
+    theirs = primary.info("replication")
+    ours = replica.info("replication")
+    up = ours.get("master_link_status") == "up"
+    return int(theirs["master_repl_offset"]), int(ours.get("slave_repl_offset", -1)), up
+
+
+def synced_after(primary: ServerProcess, start_replica: object) -> tuple[float, ServerProcess]:
+    """Seconds from the replica's start until it is in step."""
+    p = redis.Redis(port=primary.port, socket_timeout=600)
+    started = time.perf_counter()
+    replica: ServerProcess = start_replica()  # type: ignore[operator]
+    r = redis.Redis(port=replica.port, socket_timeout=600)
+    while True:
+        try:
+            master, slave, up = offsets(p, r)
+        except redis.BusyLoadingError:
+            master, slave, up = 0, -1, False
+        if up and master == slave:
+            return time.perf_counter() - started, replica
+        time.sleep(0.02)
+
+
+def full_syncs(elements: int) -> list[tuple[str, float]]:
+    primary = start_redis("--repl-diskless-sync-delay", "0")
+    try:
+        chunks, _ = import_rdb_mix(elements)
+        filled = pipe_chunks(primary.port, chunks)
+        print(f"filled redis with {elements:,} elements in {filled:.1f} s", flush=True)
+        seconds_rr, rr = synced_after(
+            primary, lambda: start_redis("--replicaof", "127.0.0.1", str(primary.port))
+        )
+        rr.stop()
+        seconds_rh, hw = synced_after(
+            primary, lambda: start_headwater("--replicaof", "127.0.0.1", str(primary.port))
+        )
+    finally:
+        primary.stop()
+    try:
+        redis.Redis(port=hw.port).execute_command("REPLICAOF", "NO", "ONE")
+        seconds_hr, hr = synced_after(
+            hw, lambda: start_redis("--replicaof", "127.0.0.1", str(hw.port))
+        )
+        hr.stop()
+    finally:
+        hw.stop()
+    return [("Redis → Redis", seconds_rr), ("Redis → Headwater", seconds_rh),
+            ("Headwater → Redis", seconds_hr)]  # fmt: skip
+
+
+def steady_lag(seconds: float) -> tuple[float, float, int]:
+    """(max lag s, p99 lag s, XADDs a second) of a Headwater replica under a c=50 load."""
+    primary = start_redis()
+    replica = start_headwater("--replicaof", "127.0.0.1", str(primary.port))
+    load = None
+    try:
+        p, r = redis.Redis(port=primary.port), redis.Redis(port=replica.port)
+        while not offsets(p, r)[2]:
+            time.sleep(0.05)
+        load = subprocess.Popen(
+            ["redis-benchmark", "-p", str(primary.port), "-c", "50", "-n", "1000000000", "-q",
+             "XADD", "rides", "MAXLEN", "~", "1000000", "*", "field", "value-of-sixteen"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        times: list[float] = []
+        masters: list[int] = []
+        lags: list[float] = []
+        started = time.perf_counter()
+        first = int(p.info("replication")["master_repl_offset"])
+        while time.perf_counter() - started < seconds:
+            now = time.perf_counter()
+            master, slave, _ = offsets(p, r)
+            times.append(now)
+            masters.append(master)
+            # when was the primary where the replica is now? (offsets only grow)
+            at = bisect.bisect_left(masters, slave)
+            lags.append(now - times[at] if at < len(times) else 0.0)
+            time.sleep(0.1)
+        rate = (masters[-1] - first) / (times[-1] - started)
+    finally:
+        if load is not None:
+            load.kill()
+            load.wait()
+        replica.stop()
+        primary.stop()
+    lags.sort()
+    return lags[-1], lags[int(len(lags) * 0.99) - 1], int(rate)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--elements", type=int, default=5_000_000)
+    parser.add_argument("--lag-seconds", type=float, default=20.0)
+    args = parser.parse_args()
+    rows = full_syncs(args.elements)
+    base = rows[0][1]
+    print(
+        f"\n| full sync of {args.elements:,} elements | seconds | ratio to Redis → Redis | target |"
+    )
+    print("|---|---:|---:|---:|")
+    targets = {"Redis → Headwater": "≤ 2x", "Headwater → Redis": "≤ 1.5x"}
+    for name, seconds in rows:
+        print(f"| {name} | {seconds:.2f} | {seconds / base:.2f} | {targets.get(name, '')} |")
+    worst, p99, rate = steady_lag(args.lag_seconds)
+    print(f"\nsteady state, Redis primary under XADD c=50 ({rate:,} stream bytes/s), Headwater "
+          f"replica: lag max {worst * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms (target < 1 s)")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
