@@ -7,6 +7,7 @@ equal, logically; WAIT on Redis counts Headwater; a cut link resumes with a part
 
 from __future__ import annotations
 
+import os
 import random
 from collections.abc import Iterator
 
@@ -127,3 +128,37 @@ def test_a_cut_link_resumes_with_a_partial_resync(primary: ServerProcess) -> Non
         assert same(ours, theirs)
     finally:
         replica.stop()
+
+
+def test_a_sync_cut_mid_transfer_completes_on_the_next_one(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """kill -9 of the Headwater replica while Redis's RDB comes in (and the link cut by
+    Redis in the middle of another transfer): the next sync completes, data equal."""
+    primary = start_redis("--repl-diskless-sync", "no")
+    theirs = redis.Redis(port=primary.port, socket_timeout=60)
+    theirs.execute_command("DEBUG", "POPULATE", 150_000, "key", 64)
+    groups(theirs)
+    fill(theirs, 2000, seed=8)
+    data = tmp_path_factory.mktemp("replica")
+    args = ("--dir", str(data), "--replicaof", "127.0.0.1", str(primary.port))
+    try:
+        first = start_headwater(*args)
+        wait_until(lambda: info(theirs)["connected_slaves"] == 1, timeout=30)
+        os.kill(first.proc.pid, 9)  # (mid-transfer or mid-load: the data is not in yet)
+        first.proc.wait()
+        fill(theirs, 2000, seed=9)
+        replica = start_headwater(*args)
+        ours = redis.Redis(port=replica.port, socket_timeout=60)
+        wait_until(lambda: info(theirs)["connected_slaves"] == 1, timeout=30)
+        theirs.client_kill_filter(_type="replica")  # (and once more, from Redis's side)
+        try:
+            wait_until(lambda: in_step(theirs, ours), timeout=60, what="the last sync")
+            assert ours.dbsize() == theirs.dbsize()
+            assert ours.get("key:149999") == theirs.get("key:149999")
+            theirs_rest = dump(theirs, 1, entries_read=False, skip=b"key:")
+            assert differences(dump(ours, 1, entries_read=False, skip=b"key:"), theirs_rest) == []
+        finally:
+            replica.stop()
+    finally:
+        primary.stop()

@@ -12,17 +12,19 @@ import redis
 
 
 def dump(
-    r: redis.Redis, databases: int = 16, entries_read: bool = True
+    r: redis.Redis, databases: int = 16, entries_read: bool = True, skip: bytes | None = None
 ) -> dict[tuple[int, bytes], Any]:
     """``entries_read=False`` leaves groups' entries-read out: a Redis 7.0 primary does not
     send it (its XREADGROUP propagates XCLAIM … LASTID only; 8.x adds XGROUP SETID …
-    ENTRIESREAD), so no replica of it can know it (Redis's own keeps a stale count)."""
+    ENTRIESREAD), so no replica of it can know it (Redis's own keeps a stale count).
+    ``skip``: keys with this prefix are left out (bulk filler compared otherwise)."""
     out: dict[tuple[int, bytes], Any] = {}
     for db in range(databases):
         client = redis.Redis(port=r.connection_pool.connection_kwargs["port"], db=db)
         try:
             for key in client.scan_iter(count=1000):
-                out[db, key] = _value(client, key, entries_read)
+                if skip is None or not key.startswith(skip):
+                    out[db, key] = _value(client, key, entries_read)
         finally:
             client.close()
     return out
