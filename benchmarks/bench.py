@@ -1517,6 +1517,35 @@ def table_import_rdb(h: Harness) -> list[str]:
     ]
 
 
+def table_migrate_fullsync(h: Harness) -> list[str]:
+    """Full syncs across the two servers (issue 35; benchmarks/migration_sync.py): import-rdb's
+    5M-element mix, Redis→Redis against Redis→Headwater (target <= 2x) and Headwater→Redis
+    (target <= 1.5x)."""
+    from migration_sync import full_syncs
+
+    elements = h.n(5_000_000)
+    rows = full_syncs(elements)
+    base = rows[0][1]
+    parts = ", ".join(f"{name} {seconds:.2f} s ({seconds / base:.2f}x)" for name, seconds in rows)
+    return [
+        f"Full sync of {elements:,} elements (import-rdb's mix), from the replica's start to "
+        f"its offset equal to the primary's: {parts}; targets Redis → Headwater <= 2x, "
+        "Headwater → Redis <= 1.5x."
+    ]
+
+
+def table_migrate_lag(h: Harness) -> list[str]:
+    """A Headwater replica of a Redis primary under redis-benchmark XADD at 50 clients (issue
+    35): its lag, sampled every 100 ms (target < 1 s throughout)."""
+    from migration_sync import steady_lag
+
+    worst, p99, rate = steady_lag(20.0 if not h.args.quick else 5.0)
+    return [
+        f"Headwater replica of a Redis primary under XADD c=50 ({rate:,} stream bytes/s): lag "
+        f"max {worst * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms (target < 1 s)."
+    ]
+
+
 TABLES: dict[str, Callable[[Harness], list[str]]] = {
     "memory": table_memory,
     "list-memory": table_list_memory,
@@ -1534,6 +1563,8 @@ TABLES: dict[str, Callable[[Harness], list[str]]] = {
     "repl-lag": table_repl_lag,
     "repl-psync": table_repl_psync,
     "repl-fullsync": table_repl_fullsync,
+    "migrate-fullsync": table_migrate_fullsync,
+    "migrate-lag": table_migrate_lag,
 }
 DEFAULT_ROWS = (
     *RATIO_ROWS,
@@ -1548,6 +1579,7 @@ DEFAULT_ROWS = (
     "repl-cost",
     "repl-lag",
     "repl-psync",
+    "migrate-lag",
 )
 #: One line per row for ``--list``.
 ROW_INFO = {
@@ -1590,8 +1622,10 @@ ROW_INFO = {
     "repl-lag": "replication lag p99 under XADD at half the top rate (Headwater < 100 ms)",
     "repl-psync": "a 5 s cut of the link: a partial resync that moves only the backlog",
     "repl-fullsync": "slow: full sync of 5M entries against a snapshot load (<= 2x)",
+    "migrate-fullsync": "slow: full syncs Redis->Headwater (<= 2x) and back (<= 1.5x), 5M",
+    "migrate-lag": "a Headwater replica's lag under a Redis primary's XADD c=50 (< 1 s)",
 }
-SLOW_ROWS = ("snapshot", "aof-replay", "import-rdb", "spark", "repl-fullsync")
+SLOW_ROWS = ("snapshot", "aof-replay", "import-rdb", "spark", "repl-fullsync", "migrate-fullsync")
 
 
 # -- the run -------------------------------------------------------------------------------
