@@ -155,3 +155,40 @@ def test_check_aof_draws_a_bar_on_a_terminal(tmp_path: Path) -> None:
         check=False,
     )  # fmt: skip
     assert quiet.stderr == b""  # (not a terminal, a short job: nothing to log)
+
+
+def test_check_aof_reads_a_manifest_as_redis_check_aof_does(tmp_path: Path) -> None:
+    """Given the manifest, every file it names is checked in order; --fix cuts only the last
+    incremental file, and refuses to cut an earlier one (a hole in the history)."""
+    aof_dir = tmp_path / "appendonlydir"
+    aof_dir.mkdir()
+    set_k = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n"
+    (aof_dir / "appendonly.aof.1.base.aof").write_bytes(set_k)
+    (aof_dir / "appendonly.aof.1.incr.aof").write_bytes(set_k)
+    (aof_dir / "appendonly.aof.2.incr.aof").write_bytes(set_k + b"*2\r\n$3\r\nDEL")
+    manifest = aof_dir / "appendonly.aof.manifest"
+    manifest.write_text(
+        "file appendonly.aof.1.base.aof seq 1 type b\n"
+        "file appendonly.aof.1.incr.aof seq 1 type i\n"
+        "file appendonly.aof.2.incr.aof seq 2 type i\n"
+    )
+
+    def check(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*HEADWATER, "check-aof", *args, str(manifest)],
+            capture_output=True, text=True, cwd=ROOT, timeout=60, check=False,
+        )  # fmt: skip
+
+    found = check()
+    assert found.returncode == 1
+    assert "Checking the multi-part AOF" in found.stdout and "3 files" in found.stdout
+    assert "appendonly.aof.2.incr.aof, size=38, ok_up_to=27" in found.stdout
+    fixed = check("--fix")
+    assert fixed.returncode == 0, fixed.stdout
+    assert (aof_dir / "appendonly.aof.2.incr.aof").read_bytes() == set_k
+    assert check().stdout.endswith("All AOF files and the manifest are valid\n")
+    (aof_dir / "appendonly.aof.1.incr.aof").write_bytes(set_k + b"garbage")
+    refused = check("--fix")
+    assert refused.returncode == 1
+    assert "only the last one can be fixed" in refused.stdout
+    assert (aof_dir / "appendonly.aof.1.incr.aof").read_bytes() == set_k + b"garbage"

@@ -1,4 +1,10 @@
-"""``headwater check-aof [--fix] FILE``: is an AOF file loadable, and if not, where it breaks.
+"""``headwater check-aof [--fix] FILE``: is an AOF loadable, and if not, where it breaks.
+
+FILE is one AOF file, or the manifest of a multi-part AOF (``appendonly.aof.manifest``), as
+Redis 7's redis-check-aof takes: then every file it names is checked in order (a snapshot
+base as check-snapshot would), up to the first bad one, and ``--fix`` may only cut the last
+incremental file (an earlier one cut would leave a hole in the history).
+
 
 Like ``redis-check-aof``: it reads every command, tracks MULTI/EXEC, and reports the offset up
 to which the file is good. ``--fix`` truncates the file there (a torn tail, an unfinished
@@ -13,7 +19,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from headwater.persistence.aof import CorruptAof, TornTail, read_commands
+from headwater.persistence.manifest import ManifestError, load_manifest
 from headwater.persistence.meter import Meter
+from headwater.persistence.snapshot import check_snapshot
 
 #: bytes between two progress reports
 REPORT_STEP = 1 << 20
@@ -64,21 +72,68 @@ def check_aof(
     return True, f"{report}\nSuccessfully truncated AOF {path} to {good} bytes"
 
 
+def check_manifest(
+    path: Path, fix: bool, progress: Callable[[int], None] | None = None
+) -> tuple[bool, str]:
+    """Every file of a multi-part AOF, in order, up to the first bad one."""
+    try:
+        manifest = load_manifest(path)
+    except (ManifestError, OSError) as exc:
+        return False, f"Bad AOF manifest {path}: {exc}"
+    files = ([manifest.base] if manifest.base else []) + manifest.incrs
+    reports = [f"Checking the multi-part AOF of {path}: {len(files)} files"]
+    done = 0
+    for n, entry in enumerate(files):
+        file = path.parent / entry.name
+        at = done
+        part = (lambda offset, at=at: progress(at + offset)) if progress is not None else None
+        if entry.kind == "b" and not entry.name.endswith(".aof"):
+            ok, report = check_snapshot(file, part)
+        else:
+            ok, report = check_aof(file, fix and n == len(files) - 1, part)
+        reports.append(report)
+        done += file.stat().st_size
+        if not ok:
+            if fix and n < len(files) - 1:
+                reports.append(f"{file} is not the last file: only the last one can be fixed")
+            return False, "\n".join(reports)
+    reports.append("All AOF files and the manifest are valid")
+    return True, "\n".join(reports)
+
+
+def _size_of(path: Path) -> int:
+    """The bytes to check: the manifest's files, or the file itself."""
+    if not _is_manifest(path):
+        return path.stat().st_size
+    try:
+        manifest = load_manifest(path)
+    except (ManifestError, OSError):
+        return 0
+    files = ([manifest.base] if manifest.base else []) + manifest.incrs
+    return sum((path.parent / entry.name).stat().st_size for entry in files)
+
+
+def _is_manifest(path: Path) -> bool:
+    with open(path, "rb") as f:
+        return path.name.endswith(".manifest") or f.read(5) == b"file "
+
+
 def main(args: list[str]) -> int:
     if args in (["-h"], ["--help"]):
-        print("usage: headwater check-aof [--fix] <file.aof>")
+        print("usage: headwater check-aof [--fix] <file.aof or appendonly.aof.manifest>")
         return 0
     fix = "--fix" in args
     files = [a for a in args if a != "--fix"]
     if len(files) != 1 or any(a.startswith("--") for a in files):
-        print("usage: headwater check-aof [--fix] <file.aof>")
+        print("usage: headwater check-aof [--fix] <file.aof or appendonly.aof.manifest>")
         return 1
     path = Path(files[0])
     if not path.is_file():
         print(f"Cannot open file {path}")
         return 1
-    meter = Meter(path.name, path.stat().st_size)
-    ok, report = check_aof(path, fix, meter.update)
+    meter = Meter(path.name, _size_of(path))
+    check = check_manifest if _is_manifest(path) else check_aof
+    ok, report = check(path, fix, meter.update)
     if ok:
         meter.update(meter.progress.total)
     meter.finish()
