@@ -13,6 +13,9 @@ from tests.helpers import ServerProcess, encode_command
 
 #: how long a step waits for more bytes after the last ones arrived
 SETTLE_S = 0.03
+#: how long it waits for the first bytes (a loaded machine may take longer than SETTLE_S to
+#: answer at all; a step that gets nothing pays this once)
+FIRST_S = 0.3
 
 #: a MONITOR line's time and address differ from one server to another
 _LUA_HEAD = re.compile(rb"\+\d+\.\d{6} \[(\d+) lua\]")
@@ -39,7 +42,8 @@ class Session:
         got: dict[str, bytes] = {}
         by_sock = {sock: name for name, sock in self.socks.items()}
         while True:
-            ready, _, _ = select.select(list(by_sock), [], [], SETTLE_S)
+            wait = SETTLE_S if got else FIRST_S
+            ready, _, _ = select.select(list(by_sock), [], [], wait)
             if not ready:
                 break
             for sock in ready:

@@ -19,7 +19,6 @@ import os
 import random
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -33,7 +32,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from tests.helpers import HEADWATER, ROOT, RawClient, free_port
+from tests.helpers import HEADWATER, ROOT, RawClient, free_port, loaded
 
 pytestmark = pytest.mark.e2e
 
@@ -106,10 +105,7 @@ class Node:
         while time.monotonic() < deadline:
             if proc.poll() is not None:
                 raise AssertionError(f"server exited with {proc.returncode}\n{self.log_tail()}")
-            with (
-                contextlib.suppress(OSError),
-                socket.create_connection(("127.0.0.1", self.port), 0.2),
-            ):
+            if loaded(self.port):  # (the port opens before the load: wait for its end)
                 return
             time.sleep(0.02)
         self.kill()

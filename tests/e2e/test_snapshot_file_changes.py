@@ -10,10 +10,8 @@ server stays up and serves exactly the data it loaded.
 
 from __future__ import annotations
 
-import contextlib
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -22,7 +20,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from tests.helpers import HEADWATER, ROOT, free_port
+from tests.helpers import HEADWATER, ROOT, free_port, loaded
 
 pytestmark = pytest.mark.e2e
 
@@ -48,7 +46,7 @@ class Server:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             assert self.proc.poll() is None, f"exited with {self.proc.returncode}\n{self.tail()}"
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port)):
+            if loaded(self.port):  # (the port opens before the load: wait for its end)
                 return
             time.sleep(0.01)
         raise AssertionError(f"did not listen\n{self.tail()}")
