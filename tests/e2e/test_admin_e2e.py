@@ -6,6 +6,7 @@ admin-port is fixed for the life of the process and a bad value stops the start.
 from __future__ import annotations
 
 import base64
+import json
 import shutil
 import ssl
 import subprocess
@@ -229,3 +230,57 @@ def test_a_region_shows_its_links_and_queues() -> None:
         assert figures["headwater_region_own_effects_kept"] >= 1  # (kept for region 3)
     finally:
         mesh.close()
+
+
+def post(url: str, body: bytes, content_type: str) -> tuple[int, str]:
+    request = urllib.request.Request(url, data=body, headers={"Content-Type": content_type})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def test_the_console_api_answers_bad_requests_with_their_error(
+    server: tuple[ServerProcess, int],
+) -> None:
+    process, admin = server
+    redis.Redis(port=process.port).xadd("s", {"f": "v"})
+    api = f"http://127.0.0.1:{admin}/api"
+    bad_reads = {
+        "streams?sort=bogus": (
+            400, "sort must be one of name, length, bytes, entries_added, groups, last_id"
+        ),
+        "streams?size=0": (400, "size must be from 1 to 1000"),
+        "streams?page=x": (400, "page must be an integer"),
+        "stream": (400, "key is required"),
+        "stream?key=s&at=-1": (400, "at must be from 0 to 9223372036854775807"),
+        "pending?key=s": (400, "group is required"),
+        "groups?key=nokey": (400, "ERR no such key"),
+    }  # fmt: skip
+    for path, (status, error) in bad_reads.items():
+        got, body, _ = fetch(f"{api}/{path}")
+        assert (got, json.loads(body)) == (status, {"error": error}), path
+    assert fetch(f"{api}/nothing")[0] == 404
+    assert post(f"{api}/ack", b"{}", "text/plain") == (
+        415,
+        '{"error": "an action\'s body is JSON"}',
+    )
+    assert post(f"{api}/ack", b"{", "application/json") == (
+        400, '{"error": "the body is not valid JSON"}'
+    )  # fmt: skip
+    assert post(f"{api}/ack", b"[]", "application/json") == (
+        400, '{"error": "the body is a JSON object"}'
+    )  # fmt: skip
+    body = json.dumps({"key": "s", "group": "g", "ids": "1-1"}).encode()
+    assert post(f"{api}/ack", body, "application/json") == (
+        400, '{"error": "ids must be a list of entry IDs"}'
+    )  # fmt: skip
+    body = json.dumps({"key": "s", "ids": ["1-1"]}).encode()
+    assert post(f"{api}/ack", body, "application/json") == (400, '{"error": "group is required"}')
+    body = json.dumps({"key": "s", "group": "nogroup", "consumer": "c", "ids": ["1-1"]}).encode()
+    status, text_ = post(f"{api}/claim", body, "application/json")
+    assert status == 400 and json.loads(text_)["error"].startswith("NOGROUP")
+    assert post(f"{api}/nothing", b"{}", "application/json")[0] == 404
+    status, text_, _ = fetch(f"{api}/live/tail")
+    assert (status, json.loads(text_)) == (400, {"error": "key is required"})

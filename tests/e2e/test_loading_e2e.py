@@ -192,3 +192,17 @@ def test_check_aof_reads_a_manifest_as_redis_check_aof_does(tmp_path: Path) -> N
     assert refused.returncode == 1
     assert "only the last one can be fixed" in refused.stdout
     assert (aof_dir / "appendonly.aof.1.incr.aof").read_bytes() == set_k + b"garbage"
+
+
+def test_check_aof_names_a_bad_manifest(tmp_path: Path) -> None:
+    manifest = tmp_path / "appendonly.aof.manifest"
+    manifest.write_text("file appendonly.aof.1.incr.aof seq 1 type i\n")
+    done = subprocess.run(
+        [*HEADWATER, "check-aof", str(manifest)],
+        capture_output=True, text=True, cwd=ROOT, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert done.stdout == (
+        f"Bad AOF manifest {manifest}: {manifest}: names appendonly.aof.1.incr.aof, "
+        "which does not exist\n"
+    )

@@ -138,3 +138,15 @@ def test_a_redis_replica_gets_headwater_extensions_in_7_0_terms(tmp_path: Path) 
             replica.stop()
     finally:
         primary.stop()
+
+
+def test_export_rdb_refuses_a_directory_without_data(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [*HEADWATER, "export-rdb", "--dir", str(tmp_path), str(tmp_path / "out.rdb")],
+        capture_output=True, text=True, timeout=60, cwd=ROOT, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert done.stderr == (
+        f"headwater export-rdb: {tmp_path} holds no data (no AOF manifest, no dump.hwsnap)\n"
+    )
+    assert not (tmp_path / "out.rdb").exists()
