@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from headwater.rdb import listpack, lzf
 from headwater.rdb.encoding import RdbError, Reader, write_string
-from headwater.rdb.streams import _read_node_pure, node_listpack
+from headwater.rdb.streams import _read_node_pure, node_listpack, node_listpack_pure
 from headwater.stream.node import Node
 from headwater.stream.stream import Stream
 
@@ -140,6 +140,34 @@ def test_stream_node_reader_agrees(ops: list[tuple[int, int, int]], max_entries:
 
 
 @needs_native
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 2), st.integers(0, 300), st.integers(0, 60)), max_size=80),
+    st.sampled_from([100, 5, 2]),
+)
+def test_stream_node_writer_agrees(ops: list[tuple[int, int, int]], max_entries: int) -> None:
+    """Each node of a stream (entries with the master's fields and with their own, deleted
+    ones, integer-like values): the C writer's listpack is the Python writer's."""
+    s = _stream(ops, max_entries)
+    for node in s.nodes:
+        assert node_listpack(node) == node_listpack_pure(node)
+        assert len(node_listpack(node)) == node.lp_bytes
+
+
+@needs_native
+def test_stream_node_writer_leaves_odd_columns_to_python() -> None:
+    """Columns that do not agree (an offset past the blob, a truncated value, an unknown
+    entry marker) get no answer from C."""
+    s = _stream([(0, 1, 5), (1, 2, 7), (0, 3, 9)], 100)
+    node = s.nodes[0]
+    args = (node.fields, node.ms, node.seq, node.offsets, node.blob, node.tomb,
+            node.count, node.deleted, *node.master)  # fmt: skip
+    assert _native.stream_listpack(*args) == node_listpack_pure(node)
+    for blob in (bytes(node.blob[:-1]), b"\x07" + bytes(node.blob[1:]), b""):
+        assert _native.stream_listpack(*args[:4], blob, *args[5:]) is None
+
+
+@needs_native
 @settings(max_examples=400, deadline=None)
 @given(
     st.lists(st.tuples(st.integers(0, 2), st.integers(0, 300), st.integers(0, 60)), max_size=30),
@@ -199,6 +227,43 @@ def test_lzf_decompressor_agrees(
     except lzf.LzfError:
         want = None
     assert _native.lzf_decompress(bytes(broken), length) == want
+
+
+@needs_native
+@settings(max_examples=300)
+@given(st.lists(_ELEMENT, max_size=40))
+def test_listpack_encoder_agrees(elements: list[bytes | int]) -> None:
+    """The C encoder writes the bytes the Python one writes (integer text as integers, each
+    width of integer and string, the count and total in the header)."""
+    assert _native.encode(elements) == listpack.encode_pure(elements)
+
+
+@needs_native
+def test_listpack_encoder_leaves_the_rest_to_python() -> None:
+    """What it does not take (an int past int64, another type, not a list) it leaves to the
+    Python encoder, which refuses or writes it."""
+    assert _native.encode([2**63]) is None and _native.encode([b"x", "x"]) is None
+    assert _native.encode((1, 2)) is None
+    assert listpack.encode((1, 2)) == listpack.encode_pure([1, 2])
+    with pytest.raises(ValueError, match="does not fit in int64"):
+        listpack.encode([2**63])
+
+
+@needs_native
+@settings(max_examples=300)
+@given(
+    st.one_of(
+        st.binary(max_size=600),
+        st.lists(st.sampled_from([b"ab", b"abc", b"x" * 40, b"field:0000000001"]), max_size=80),
+    ),
+    st.integers(-3, 40),
+)
+def test_lzf_compressor_agrees(data: bytes | list[bytes], slack: int) -> None:
+    """The C LZF encoder makes Redis's decisions as the Python one does: the same bytes, or
+    no answer where the output would not fit in the limit (RDB's ``len - 4``, and others)."""
+    raw = data if isinstance(data, bytes) else b"".join(data)
+    for limit in (len(raw) - 4, len(raw) + slack, slack):
+        assert _native.lzf_compress(raw, limit) == lzf.compress_pure(raw, limit)
 
 
 def _outcome(read: Any) -> tuple[object, ...]:

@@ -515,6 +515,401 @@ static PyObject *lzf_decompress(PyObject *self, PyObject *args)
 }
 
 /* ---------------------------------------------------------------------------------------- */
+/* Writing: what ``listpack.encode_pure`` and ``lzf.compress_pure`` write, byte for byte (the
+ * RDB a Redis replica loads, DUMP, export-rdb). The Python decides what goes in. */
+
+/* LZF's hash table: the last input position per slot, valid only in the call that set it
+ * (``stamp``), so a call does not clear 64K slots to compress a few hundred bytes. */
+#define LZF_HLOG 16
+#define LZF_HSIZE (1 << LZF_HLOG)
+#define LZF_MAX_LIT (1 << 5)
+#define LZF_MAX_OFF (1 << 13)
+#define LZF_MAX_REF ((1 << 8) + (1 << 3))
+static Py_ssize_t lzf_slot_pos[LZF_HSIZE];
+static uint32_t lzf_slot_stamp[LZF_HSIZE];
+static uint32_t lzf_stamp;
+
+static unsigned lzf_idx(uint32_t h)
+{
+    return ((h >> (24 - LZF_HLOG)) - h * 5) & (LZF_HSIZE - 1);
+}
+
+static Py_ssize_t lzf_match_length(const unsigned char *d, Py_ssize_t ref, Py_ssize_t ip,
+                                   Py_ssize_t maxlen)
+{
+    Py_ssize_t length = 2;
+    if (maxlen > 16) {
+        for (int k = 0; k < 16; k++) {
+            length++;
+            if (d[ref + length] != d[ip + length]) return length;
+        }
+    }
+    length++;
+    while (length < maxlen && d[ref + length] == d[ip + length]) length++;
+    return length;
+}
+
+/* The compressed size written to o (room for out_limit + 3 bytes), or -1 when it would take
+ * more than ``out_limit - 1`` (``lzf.compress_pure``'s None). */
+static Py_ssize_t lzf_into_packed(const unsigned char *d, Py_ssize_t n, unsigned char *o,
+                                  Py_ssize_t out_limit)
+{
+    if (++lzf_stamp == 0) {
+        memset(lzf_slot_stamp, 0, sizeof lzf_slot_stamp);
+        lzf_stamp = 1;
+    }
+    Py_ssize_t w = 1, run = 0, lit = 0, ip = 0, end2 = n - 2;
+    o[0] = 0;
+    uint32_t hval = n >= 2 ? ((uint32_t)d[0] << 8) | d[1] : 0;
+    while (ip < end2) {
+        hval = ((hval << 8) | d[ip + 2]) & 0xFFFFFF;
+        unsigned slot = lzf_idx(hval);
+        Py_ssize_t ref = lzf_slot_stamp[slot] == lzf_stamp ? lzf_slot_pos[slot] : -1;
+        lzf_slot_pos[slot] = ip;
+        lzf_slot_stamp[slot] = lzf_stamp;
+        if (ref > 0 && ref < ip && ip - ref - 1 < LZF_MAX_OFF && d[ref] == d[ip]
+            && d[ref + 1] == d[ip + 1] && d[ref + 2] == d[ip + 2]) {
+            Py_ssize_t off = ip - ref - 1;
+            Py_ssize_t maxlen = n - ip - 2 < LZF_MAX_REF ? n - ip - 2 : LZF_MAX_REF;
+            if (lit) o[run] = (unsigned char)(lit - 1);
+            else w--; /* (undo the empty run) */
+            if (w + 3 + 1 >= out_limit) return -1;
+            Py_ssize_t length = lzf_match_length(d, ref, ip, maxlen) - 2;
+            ip++;
+            if (length < 7) {
+                o[w++] = (unsigned char)((off >> 8) + (length << 5));
+            } else {
+                o[w++] = (unsigned char)((off >> 8) + (7 << 5));
+                o[w++] = (unsigned char)(length - 7);
+            }
+            o[w++] = (unsigned char)(off & 0xFF);
+            run = w;
+            o[w++] = 0;
+            lit = 0;
+            ip += length + 1;
+            if (ip >= end2) break;
+            ip -= 2;
+            hval = ((uint32_t)d[ip] << 8) | d[ip + 1];
+            hval = ((hval << 8) | d[ip + 2]) & 0xFFFFFF;
+            slot = lzf_idx(hval);
+            lzf_slot_pos[slot] = ip;
+            lzf_slot_stamp[slot] = lzf_stamp;
+            ip++;
+            hval = ((hval << 8) | d[ip + 2]) & 0xFFFFFF;
+            slot = lzf_idx(hval);
+            lzf_slot_pos[slot] = ip;
+            lzf_slot_stamp[slot] = lzf_stamp;
+            ip++;
+        } else {
+            if (w >= out_limit) return -1;
+            lit++;
+            o[w++] = d[ip++];
+            if (lit == LZF_MAX_LIT) {
+                o[run] = (unsigned char)(lit - 1);
+                lit = 0;
+                run = w;
+                o[w++] = 0;
+            }
+        }
+    }
+    if (w + 3 > out_limit) return -1;
+    while (ip < n) {
+        lit++;
+        o[w++] = d[ip++];
+        if (lit == LZF_MAX_LIT) {
+            o[run] = (unsigned char)(lit - 1);
+            lit = 0;
+            run = w;
+            o[w++] = 0;
+        }
+    }
+    if (lit) o[run] = (unsigned char)(lit - 1);
+    else w--;
+    return w;
+}
+
+/* ``lzf_compress(data, out_limit) -> bytes | None``: ``lzf.compress_pure``. */
+static PyObject *lzf_compress(PyObject *self, PyObject *args)
+{
+    (void)self;
+    Py_buffer view;
+    Py_ssize_t out_limit;
+    if (!PyArg_ParseTuple(args, "y*n:lzf_compress", &view, &out_limit)) return NULL;
+    if (view.len == 0 || out_limit <= 0) {
+        PyBuffer_Release(&view);
+        Py_RETURN_NONE;
+    }
+    /* (the encoder may pass out_limit by a few bytes before it gives up) */
+    unsigned char *o = PyMem_Malloc((size_t)out_limit + 8);
+    if (o == NULL) {
+        PyBuffer_Release(&view);
+        return PyErr_NoMemory();
+    }
+    Py_ssize_t size = lzf_into_packed(view.buf, view.len, o, out_limit);
+    PyBuffer_Release(&view);
+    PyObject *out = size < 0 ? (Py_INCREF(Py_None), Py_None)
+                             : PyBytes_FromStringAndSize((const char *)o, size);
+    PyMem_Free(o);
+    return out;
+}
+
+/* Strict decimal int64 text (``encoding.is_int_text``): the value in *v. */
+static int int_text_value(const unsigned char *s, Py_ssize_t n, int64_t *v)
+{
+    if (n == 0 || n > 20) return 0;
+    int negative = s[0] == '-';
+    const unsigned char *digits = s + negative;
+    Py_ssize_t count = n - negative;
+    if (count == 0 || (digits[0] == '0' && n > 1)) return 0;
+    uint64_t limit = negative ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
+    uint64_t acc = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        unsigned c = digits[i];
+        if (c < '0' || c > '9') return 0;
+        if (acc > (limit - (c - '0')) / 10) return 0;
+        acc = acc * 10 + (c - '0');
+    }
+    *v = negative ? (int64_t)(0 - acc) : (int64_t)acc;
+    return 1;
+}
+
+/* The backlen of an element of ``size`` bytes at p (``listpack._backlen``); its width. */
+static Py_ssize_t put_backlen(unsigned char *p, Py_ssize_t size)
+{
+    Py_ssize_t width = backlen_size(size);
+    for (Py_ssize_t i = 0; i < width; i++) {
+        unsigned char b = (unsigned char)((size >> (7 * (width - 1 - i))) & 127);
+        p[i] = i == 0 ? b : (unsigned char)(b | 128);
+    }
+    return width;
+}
+
+/* One integer element at p (``listpack.encode_int``); its size. */
+static Py_ssize_t put_int(unsigned char *p, int64_t v)
+{
+    Py_ssize_t body;
+    if (v >= 0 && v <= 127) {
+        p[0] = (unsigned char)v;
+        body = 1;
+    } else if (v >= -4096 && v <= 4095) {
+        uint64_t u = (uint64_t)v & 0x1FFF;
+        p[0] = (unsigned char)((u >> 8) | 0xC0);
+        p[1] = (unsigned char)(u & 0xFF);
+        body = 2;
+    } else {
+        int width = v >= -32768 && v <= 32767       ? 2
+                    : v >= -8388608 && v <= 8388607 ? 3
+                    : v >= INT32_MIN && v <= INT32_MAX ? 4
+                                                       : 8;
+        p[0] = width == 2 ? 0xF1 : width == 3 ? 0xF2 : width == 4 ? 0xF3 : 0xF4;
+        uint64_t u = (uint64_t)v;
+        for (int i = 0; i < width; i++) p[1 + i] = (unsigned char)(u >> (8 * i));
+        body = 1 + width;
+    }
+    return body + put_backlen(p + body, body);
+}
+
+/* One string element at p (``listpack.encode_str`` after the integer test); its size. */
+static Py_ssize_t put_str(unsigned char *p, const char *s, Py_ssize_t n)
+{
+    Py_ssize_t head;
+    if (n < 64) {
+        p[0] = (unsigned char)(0x80 | n);
+        head = 1;
+    } else if (n < 4096) {
+        p[0] = (unsigned char)((n >> 8) | 0xE0);
+        p[1] = (unsigned char)(n & 0xFF);
+        head = 2;
+    } else {
+        p[0] = 0xF0;
+        for (int i = 0; i < 4; i++) p[1 + i] = (unsigned char)((uint64_t)n >> (8 * i));
+        head = 5;
+    }
+    memcpy(p + head, s, (size_t)n);
+    return head + n + put_backlen(p + head + n, head + n);
+}
+
+/* ``encode(elements: list) -> bytes | None``: ``listpack.encode_pure`` of a list of ``int``
+ * and ``bytes``; None for anything else (another type, an int past int64), which the Python
+ * encoder then takes (or refuses, saying why). */
+static PyObject *encode(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    if (!PyList_Check(arg)) Py_RETURN_NONE;
+    Py_ssize_t count = PyList_GET_SIZE(arg);
+    Py_ssize_t room = LP_HEADER + 1;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *e = PyList_GET_ITEM(arg, i);
+        if (PyBytes_Check(e)) room += PyBytes_GET_SIZE(e) + 10;
+        else if (PyLong_Check(e)) room += 14;
+        else Py_RETURN_NONE;
+    }
+    if (room > (Py_ssize_t)UINT32_MAX) Py_RETURN_NONE;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, room);
+    if (out == NULL) return NULL;
+    unsigned char *base = (unsigned char *)PyBytes_AS_STRING(out);
+    unsigned char *p = base + LP_HEADER;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *e = PyList_GET_ITEM(arg, i);
+        int64_t v;
+        if (PyLong_Check(e)) {
+            int overflow;
+            long long value = PyLong_AsLongLongAndOverflow(e, &overflow);
+            if (overflow || (value == -1 && PyErr_Occurred())) {
+                PyErr_Clear();
+                Py_DECREF(out);
+                Py_RETURN_NONE;
+            }
+            p += put_int(p, (int64_t)value);
+            continue;
+        }
+        const char *s = PyBytes_AS_STRING(e);
+        Py_ssize_t n = PyBytes_GET_SIZE(e);
+        if (n <= 20 && int_text_value((const unsigned char *)s, n, &v)) p += put_int(p, v);
+        else p += put_str(p, s, n);
+    }
+    *p++ = LP_END;
+    Py_ssize_t total = p - base;
+    uint32_t header_total = (uint32_t)total;
+    unsigned header_count = count < LP_COUNT_UNKNOWN ? (unsigned)count : LP_COUNT_UNKNOWN;
+    for (int i = 0; i < 4; i++) base[i] = (unsigned char)(header_total >> (8 * i));
+    base[4] = (unsigned char)(header_count & 0xFF);
+    base[5] = (unsigned char)(header_count >> 8);
+    if (_PyBytes_Resize(&out, total) < 0) return NULL;
+    return out;
+}
+
+/* A bytes element (integer text as an integer, as ``lpAppend``) at p; its size. */
+static Py_ssize_t put_text(unsigned char *p, const unsigned char *s, Py_ssize_t n)
+{
+    int64_t v;
+    if (n <= 20 && int_text_value(s, n, &v)) return put_int(p, v);
+    return put_str(p, (const char *)s, n);
+}
+
+static uint32_t read_u32le(const unsigned char *p)
+{
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+
+/* ``stream_listpack(fields, ms, seq, offsets, blob, tomb, count, deleted, master_ms,
+ * master_seq) -> bytes | None``: the listpack Redis keeps for a Headwater stream node
+ * (``streams.node_listpack_pure``), from the node's columns (``stream/node.py``; the arrays
+ * in native order, ``tomb`` None when nothing is deleted). None for columns that do not
+ * agree with each other, which the Python writer then reads as it would. */
+static PyObject *stream_listpack(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *fields, *tomb_obj;
+    Py_buffer ms_v, seq_v, off_v, blob_v;
+    long long count, deleted;
+    unsigned long long master_ms, master_seq;
+    if (!PyArg_ParseTuple(args, "O!y*y*y*y*OLLKK:stream_listpack", &PyTuple_Type, &fields, &ms_v,
+                          &seq_v, &off_v, &blob_v, &tomb_obj, &count, &deleted, &master_ms,
+                          &master_seq))
+        return NULL;
+    PyObject *out = NULL;
+    Py_buffer tomb_v = {0};
+    int has_tomb = tomb_obj != Py_None;
+    if (has_tomb && PyObject_GetBuffer(tomb_obj, &tomb_v, PyBUF_SIMPLE) < 0) goto done;
+    Py_ssize_t n = ms_v.len / 8, nfields = PyTuple_GET_SIZE(fields);
+    if (seq_v.len != n * 8 || off_v.len != n * 4 || ms_v.len % 8) goto none;
+    Py_ssize_t room = LP_HEADER + 1 + 14 * (4 + nfields) + 3 * blob_v.len + 64 * n;
+    for (Py_ssize_t f = 0; f < nfields; f++) {
+        PyObject *name = PyTuple_GET_ITEM(fields, f);
+        if (!PyBytes_Check(name)) goto none;
+        room += PyBytes_GET_SIZE(name) + 10;
+    }
+    if (room > (Py_ssize_t)UINT32_MAX) goto none;
+    out = PyBytes_FromStringAndSize(NULL, room);
+    if (out == NULL) goto done;
+    unsigned char *base = (unsigned char *)PyBytes_AS_STRING(out);
+    unsigned char *p = base + LP_HEADER;
+    const uint64_t *ms = ms_v.buf, *seq = seq_v.buf;
+    const uint32_t *offsets = off_v.buf;
+    const unsigned char *blob = blob_v.buf, *tomb = has_tomb ? tomb_v.buf : NULL;
+    Py_ssize_t blob_len = blob_v.len, elements = 0;
+    p += put_int(p, count);
+    p += put_int(p, deleted);
+    p += put_int(p, nfields);
+    for (Py_ssize_t f = 0; f < nfields; f++) {
+        PyObject *name = PyTuple_GET_ITEM(fields, f);
+        p += put_text(p, (const unsigned char *)PyBytes_AS_STRING(name), PyBytes_GET_SIZE(name));
+    }
+    p += put_int(p, 0);
+    elements += 4 + nfields;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t pos = offsets[i];
+        if (pos >= blob_len) goto none;
+        int live = tomb == NULL || i >= tomb_v.len || !tomb[i];
+        int64_t ms_delta = (int64_t)(ms[i] - master_ms), seq_delta = (int64_t)(seq[i] - master_seq);
+        if (blob[pos] == 0) { /* the master's fields: only the values follow */
+            pos++;
+            p += put_int(p, (live ? 0 : 1) | 2);
+            p += put_int(p, ms_delta);
+            p += put_int(p, seq_delta);
+            for (Py_ssize_t f = 0; f < nfields; f++) {
+                if (pos + 4 > blob_len) goto none;
+                Py_ssize_t len = read_u32le(blob + pos);
+                if (len > blob_len - pos - 4) goto none;
+                p += put_text(p, blob + pos + 4, len);
+                pos += 4 + len;
+            }
+            p += put_int(p, nfields + 3);
+            elements += 4 + nfields;
+            continue;
+        }
+        if (blob[pos] != 1 || pos + 5 > blob_len) goto none;
+        Py_ssize_t own = read_u32le(blob + pos + 1);
+        pos += 5;
+        /* (its own field names may still be the master's: then Redis marks it so) */
+        int same = own == nfields;
+        Py_ssize_t scan = pos;
+        for (Py_ssize_t k = 0; k < 2 * own; k++) {
+            if (scan + 4 > blob_len) goto none;
+            Py_ssize_t len = read_u32le(blob + scan);
+            if (len > blob_len - scan - 4) goto none;
+            if (same && k % 2 == 0) {
+                PyObject *name = PyTuple_GET_ITEM(fields, k / 2);
+                same = PyBytes_GET_SIZE(name) == len
+                       && memcmp(PyBytes_AS_STRING(name), blob + scan + 4, (size_t)len) == 0;
+            }
+            scan += 4 + len;
+        }
+        p += put_int(p, (live ? 0 : 1) | (same ? 2 : 0));
+        p += put_int(p, ms_delta);
+        p += put_int(p, seq_delta);
+        if (!same) p += put_int(p, own);
+        for (Py_ssize_t k = 0; k < 2 * own; k++) {
+            Py_ssize_t len = read_u32le(blob + pos);
+            if (!same || k % 2 == 1) p += put_text(p, blob + pos + 4, len);
+            pos += 4 + len;
+        }
+        p += put_int(p, same ? nfields + 3 : 2 * own + 4);
+        elements += same ? 4 + nfields : 5 + 2 * own;
+    }
+    *p++ = LP_END;
+    Py_ssize_t total = p - base;
+    unsigned header_count = elements < LP_COUNT_UNKNOWN ? (unsigned)elements : LP_COUNT_UNKNOWN;
+    for (int i = 0; i < 4; i++) base[i] = (unsigned char)((uint32_t)total >> (8 * i));
+    base[4] = (unsigned char)(header_count & 0xFF);
+    base[5] = (unsigned char)(header_count >> 8);
+    if (_PyBytes_Resize(&out, total) < 0) out = NULL;
+    goto done;
+none:
+    Py_XDECREF(out);
+    out = Py_None;
+    Py_INCREF(out);
+done:
+    if (has_tomb && tomb_v.obj != NULL) PyBuffer_Release(&tomb_v);
+    PyBuffer_Release(&ms_v);
+    PyBuffer_Release(&seq_v);
+    PyBuffer_Release(&off_v);
+    PyBuffer_Release(&blob_v);
+    return out;
+}
+
+/* ---------------------------------------------------------------------------------------- */
 /* Runs of RDB strings */
 
 /* An RDB length at p[*pos] (``Reader.len_or_special``): 0 and the length, 1 and the special
@@ -656,6 +1051,10 @@ fail:
 static PyMethodDef methods[] = {
     {"strings", strings, METH_VARARGS, "A run of RDB strings (up to the first it refuses)."},
     {"lzf_decompress", lzf_decompress, METH_VARARGS, "LZF's decompression (None: refused)."},
+    {"lzf_compress", lzf_compress, METH_VARARGS, "LZF's compression (None: no gain)."},
+    {"encode", encode, METH_O, "A listpack of ints and bytes (None: look in Python)."},
+    {"stream_listpack", stream_listpack, METH_VARARGS,
+     "A Headwater stream node's columns as Redis's listpack (None: look in Python)."},
     {"decode", decode, METH_VARARGS, "A listpack's elements (None: malformed)."},
     {"stream_node", stream_node, METH_VARARGS,
      "A Redis stream listpack as a Headwater node's columns (None: look in Python)."},

@@ -105,10 +105,34 @@ _SMALL_INTS = [bytes((v, 1)) for v in range(128)]
 _INT_FIRST = frozenset(b"-0123456789")
 
 
+def native_encoder() -> Callable[[list[Element]], bytes | None] | None:
+    """The C encoder (``_listpack.c``: ``encode(list)``, the same bytes; None for elements it
+    leaves to ``encode_pure``), or None when it is not built."""
+    try:
+        module = importlib.import_module("headwater.rdb._listpack")
+    except ImportError:
+        return None
+    return cast("Callable[[list[Element]], bytes | None]", module.encode)
+
+
+_NATIVE_ENCODE: Final = native_encoder()
+
+
 def encode(elements: Iterable[Element]) -> bytes:
-    """A listpack of these elements (``int`` as integers, ``bytes`` as ``lpAppend`` would).
-    The common elements (small integers, short strings that are not integers) are written
-    inline; the rest by ``encode_int``/``encode_str``."""
+    """A listpack of these elements (``int`` as integers, ``bytes`` as ``lpAppend`` would),
+    in one C call when that is built."""
+    if _NATIVE_ENCODE is not None:
+        items = elements if isinstance(elements, list) else list(elements)
+        packed = _NATIVE_ENCODE(items)
+        if packed is not None:
+            return packed
+        return encode_pure(items)
+    return encode_pure(elements)
+
+
+def encode_pure(elements: Iterable[Element]) -> bytes:
+    """``encode`` in Python. The common elements (small integers, short strings that are
+    not integers) are written inline; the rest by ``encode_int``/``encode_str``."""
     out = bytearray(HEADER_SIZE)
     count = 0
     small = _SMALL_INTS

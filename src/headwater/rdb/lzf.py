@@ -52,9 +52,30 @@ def _match_length(data: bytes, ref: int, ip: int, maxlen: int) -> int:
     return length
 
 
+def native_compressor() -> Callable[[bytes, int], bytes | None] | None:
+    """The C loop (``_listpack.c``'s ``lzf_compress``, the same bytes), or None when it is
+    not built."""
+    try:
+        module = importlib.import_module("headwater.rdb._listpack")
+    except ImportError:
+        return None
+    return cast("Callable[[bytes, int], bytes | None]", module.lzf_compress)
+
+
+_NATIVE_COMPRESS: Final = native_compressor()
+
+
 def compress(data: bytes, out_limit: int) -> bytes | None:
     """The LZF form of data, or None if it would take more than ``out_limit - 1`` bytes
-    (liblzf's ``lzf_compress`` returns 0 then; Redis passes ``len - 4``)."""
+    (liblzf's ``lzf_compress`` returns 0 then; Redis passes ``len - 4``); in one C call when
+    that is built."""
+    if _NATIVE_COMPRESS is not None:
+        return _NATIVE_COMPRESS(data, out_limit)
+    return compress_pure(data, out_limit)
+
+
+def compress_pure(data: bytes, out_limit: int) -> bytes | None:
+    """``compress`` in Python."""
     n = len(data)
     if not n or not out_limit:
         return None

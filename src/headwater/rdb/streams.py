@@ -78,8 +78,34 @@ def _signed(value: int) -> int:
 # Writing
 
 
+def native_node_writer() -> Callable[..., bytes | None] | None:
+    """The C writer of a node's columns as Redis's listpack (``_listpack.c``:
+    ``stream_listpack``, the same bytes), or None when it is not built (the pure build)."""
+    try:
+        module = importlib.import_module("headwater.rdb._listpack")
+    except ImportError:
+        return None
+    return cast("Callable[..., bytes | None]", module.stream_listpack)
+
+
+_NATIVE_NODE_WRITER: Final = native_node_writer()
+
+
 def node_listpack(node: Node) -> bytes:
-    """The listpack Redis keeps for this node."""
+    """The listpack Redis keeps for this node, in one C call when that is built."""
+    node.materialize()
+    if _NATIVE_NODE_WRITER is not None:
+        packed = _NATIVE_NODE_WRITER(
+            node.fields, node.ms, node.seq, node.offsets, node.blob, node.tomb,
+            node.count, node.deleted, node.master[0], node.master[1],
+        )  # fmt: skip
+        if packed is not None:
+            return packed
+    return node_listpack_pure(node)
+
+
+def node_listpack_pure(node: Node) -> bytes:
+    """``node_listpack`` in Python."""
     node.materialize()
     fields = list(node.fields)
     nfields = len(fields)

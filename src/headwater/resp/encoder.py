@@ -7,6 +7,7 @@ once per event-loop iteration, so a pipeline of N replies costs one socket write
 from __future__ import annotations
 
 import importlib
+import math
 from collections.abc import Callable
 from typing import Final, cast
 
@@ -130,12 +131,13 @@ def _plain(reply: bytes | int | list[Reply] | tuple[Reply, ...]) -> Reply:
 
 def format_double(value: float) -> bytes:
     """Doubles as Redis prints them: ``inf``/``-inf``/``nan`` and the shortest round-trip form."""
+    if abs(value) < 1e17:  # (false for nan and the infinities)
+        whole = int(value)
+        return b"%d" % whole if whole == value else repr(value).encode()
     if value != value:
         return b"nan"
-    if value in (float("inf"), float("-inf")):
+    if math.isinf(value):
         return b"inf" if value > 0 else b"-inf"
-    if value == int(value) and abs(value) < 1e17:
-        return b"%d" % int(value)
     return repr(value).encode()
 
 
