@@ -10,12 +10,14 @@ the replica's lag is how long ago the primary was where the replica is now (targ
 1 s throughout).
 
     .venv/bin/python benchmarks/migration_sync.py [--elements 5000000] [--lag-seconds 20]
+        [--runs 3]
 """
 
 from __future__ import annotations
 
 import argparse
 import bisect
+import statistics
 import subprocess
 import sys
 import time
@@ -55,27 +57,33 @@ def synced_after(primary: ServerProcess, start_replica: object) -> tuple[float, 
         time.sleep(0.02)
 
 
-def full_syncs(elements: int) -> list[tuple[str, float]]:
+def median_sync(primary: ServerProcess, start_replica: object, runs: int) -> float:
+    """The median of ``runs`` full syncs of a fresh replica (each stopped after)."""
+    times = []
+    for _ in range(runs):
+        seconds, replica = synced_after(primary, start_replica)
+        replica.stop()
+        times.append(seconds)
+    return statistics.median(times)
+
+
+def full_syncs(elements: int, runs: int) -> list[tuple[str, float]]:
+    """Each direction's median of ``runs`` full syncs (they vary by ±20% run to run)."""
     primary = start_redis("--repl-diskless-sync-delay", "0")
     try:
         chunks, _ = import_rdb_mix(elements)
         filled = pipe_chunks(primary.port, chunks)
         print(f"filled redis with {elements:,} elements in {filled:.1f} s", flush=True)
-        seconds_rr, rr = synced_after(
-            primary, lambda: start_redis("--replicaof", "127.0.0.1", str(primary.port))
-        )
-        rr.stop()
-        seconds_rh, hw = synced_after(
-            primary, lambda: start_headwater("--replicaof", "127.0.0.1", str(primary.port))
-        )
+        replica_of_redis = ("--replicaof", "127.0.0.1", str(primary.port))
+        seconds_rr = median_sync(primary, lambda: start_redis(*replica_of_redis), runs)
+        seconds_rh = median_sync(primary, lambda: start_headwater(*replica_of_redis), runs)
+        _, hw = synced_after(primary, lambda: start_headwater(*replica_of_redis))
     finally:
         primary.stop()
     try:
         redis.Redis(port=hw.port).execute_command("REPLICAOF", "NO", "ONE")
-        seconds_hr, hr = synced_after(
-            hw, lambda: start_redis("--replicaof", "127.0.0.1", str(hw.port))
-        )
-        hr.stop()
+        replica_of_hw = ("--replicaof", "127.0.0.1", str(hw.port))
+        seconds_hr = median_sync(hw, lambda: start_redis(*replica_of_hw), runs)
     finally:
         hw.stop()
     return [("Redis → Redis", seconds_rr), ("Redis → Headwater", seconds_rh),
@@ -125,11 +133,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--elements", type=int, default=5_000_000)
     parser.add_argument("--lag-seconds", type=float, default=20.0)
+    parser.add_argument("--runs", type=int, default=3, help="full syncs per direction (median)")
     args = parser.parse_args()
-    rows = full_syncs(args.elements)
+    rows = full_syncs(args.elements, args.runs)
     base = rows[0][1]
     print(
-        f"\n| full sync of {args.elements:,} elements | seconds | ratio to Redis → Redis | target |"
+        f"\n| full sync of {args.elements:,} elements (median of {args.runs}) | seconds "
+        "| ratio to Redis → Redis | target |"
     )
     print("|---|---:|---:|---:|")
     targets = {"Redis → Headwater": "≤ 2x", "Headwater → Redis": "≤ 1.5x"}

@@ -96,6 +96,8 @@ HOT_MODULES = (
     "headwater.persistence.snapshot_records",
     # and its writer (the same keys' records: import-rdb's snapshot, BGSAVE, a full sync)
     "headwater.persistence.snapshot_write",
+    # Redis's RDB for a Redis replica's full sync and export-rdb (the same keys, key by key)
+    "headwater.persistence.rdb_write",
     "headwater.activeactive.envelope",
     "headwater.activeactive.apply",
     "headwater.activeactive.inbox",

@@ -5,6 +5,7 @@ accepts and Redis loads, holding the same data, key by key."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -53,6 +54,43 @@ def test_redis_replicates_from_headwater() -> None:
             replica.stop()
     finally:
         primary.stop()
+
+
+
+def test_a_big_keyspace_is_written_by_several_processes(tmp_path: Path) -> None:
+    """50,000 keys beside the usual mix: the RDB for the Redis replica is written by one
+    process per core (two at least here, when the machine has them), and Redis loads the
+    same data as from one writer."""
+    log = tmp_path / "headwater.log"
+    primary = start_headwater("--logfile", str(log))
+    try:
+        ours = redis.Redis(port=primary.port, socket_timeout=60)
+        groups(ours)
+        fill(ours, 2000, seed=8)
+        pipe = ours.pipeline(transaction=False)
+        for i in range(50_000):
+            if i % 2:
+                pipe.hset(f"bulk:h{i}", mapping={"a": i, "b": "x" * (i % 30)})
+            else:
+                pipe.sadd(f"bulk:s{i}", i, i + 1, "m")
+        pipe.execute()
+        replica = start_redis("--replicaof", "127.0.0.1", str(primary.port))
+        try:
+            theirs = redis.Redis(port=replica.port, socket_timeout=60)
+            wait_until(lambda: in_step(ours, theirs), timeout=60, what="the full sync")
+            assert differences(dump(theirs, skip=b"bulk:"), dump(ours, skip=b"bulk:")) == []
+            assert theirs.dbsize() == ours.dbsize()
+            for i in range(0, 50_000, 997):
+                key = f"bulk:h{i}" if i % 2 else f"bulk:s{i}"
+                read = theirs.hgetall if i % 2 else theirs.smembers
+                assert read(key) == (ours.hgetall if i % 2 else ours.smembers)(key), key
+        finally:
+            replica.stop()
+    finally:
+        primary.stop()
+    started = [line for line in log.read_text().splitlines() if "RDB for replicas" in line]
+    cores = len(os.sched_getaffinity(0))
+    assert len(started) == 1 and ((cores > 1) == ("writers)" in started[0])), started
 
 
 def test_redis_cli_rdb_and_export_rdb_write_files_redis_loads(tmp_path: Path) -> None:

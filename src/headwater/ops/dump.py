@@ -50,6 +50,13 @@ def dump_payload(value: object) -> bytes:
     """The DUMP payload of a keyspace value (RDB version 10, what Redis 7.0 writes; 12, Redis
     7.4's, for a hash with field TTLs)."""
     out = bytearray()
+    version = write_object(out, value)
+    return rdb_payload.wrap(out, version)
+
+
+def write_object(out: bytearray, value: object) -> int:
+    """The value's RDB object (type byte first) into ``out``; the RDB version it needs (10,
+    Redis 7.0's; 12, Redis 7.4's, for a hash with field TTLs)."""
     if isinstance(value, bytes):
         write_string_object(out, value)
     elif isinstance(value, Hash):
@@ -59,7 +66,7 @@ def dump_payload(value: object) -> bytes:
             # load these; a hash without field TTLs stays 7.0's)
             expires = {f: when for f in value if (when := ttls.get(f)) is not None}
             write_hash_object(out, list(value.items()), value.listpack, expires)
-            return rdb_payload.wrap(out, rdb_payload.VERSION_7_4)
+            return rdb_payload.VERSION_7_4
         write_hash_object(out, list(value.items()), value.listpack)
     elif isinstance(value, SetValue):
         # (intsets as intsets; any other set as a plain set, which Redis 7.0 can load and
@@ -78,7 +85,7 @@ def dump_payload(value: object) -> bytes:
             raise err(f"DUMP is not possible: {exc}") from None
     else:
         raise err("DUMP of this type is not supported")
-    return rdb_payload.wrap(out)
+    return rdb_payload.VERSION_7_0
 
 
 _DEFAULT_SETS = SetLimits()

@@ -2,7 +2,7 @@
 later Redis loads. ``headwater export-rdb`` writes one, and a primary sends one to a Redis
 replica for its full sync.
 
-Each key is written as DUMP serializes it (``ops.dump.dump_payload``: Redis's own encodings,
+Each key is written as DUMP serializes it (``ops.dump.write_object``: Redis's own encodings,
 streams with their groups, consumers and PELs), behind its expiry; FUNCTION libraries as
 ``FUNCTION2`` records; the file ends with EOF and the CRC-64 of all of it, as Redis writes
 it. What Redis 7.0's format cannot hold is left out and counted in the report:
@@ -20,10 +20,11 @@ import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import islice
 
 from headwater import REDIS_COMPAT_VERSION
 from headwater.keyspace import Database
-from headwater.ops.dump import dump_payload
+from headwater.ops.dump import write_object
 from headwater.rdb.crc64 import crc64
 from headwater.rdb.encoding import write_len, write_ms, write_string
 from headwater.rdb.objects import write_hash_object
@@ -50,7 +51,10 @@ class Written:
     expired_skipped: int = 0
 
 
-class _Out:
+class RdbOut:
+    """The file as it is written: bytes gathered a megabyte at a time into ``sink``, with
+    their running CRC-64 and size."""
+
     def __init__(self, sink: Callable[[bytes], object]) -> None:
         self.sink = sink
         self.buf = bytearray()
@@ -65,6 +69,13 @@ class _Out:
             self.sink(data)
             self.buf.clear()
 
+    def absorb(self, data: bytes) -> None:
+        """Bytes written elsewhere (another writer's part of the keys) go out next."""
+        self.spill(force=True)
+        self.crc = crc64(data, self.crc)
+        self.size += len(data)
+        self.sink(data)
+
 
 def write_rdb(
     sink: Callable[[bytes], object],
@@ -76,8 +87,17 @@ def write_rdb(
     """Write the whole RDB file to ``sink``; ``aux`` adds AUX fields (a replication's
     ``repl-stream-db``, ``repl-id``, ``repl-offset``)."""
     now = int(time.time() * 1000) if now_ms is None else now_ms
-    out = _Out(sink)
-    written = Written()
+    out = RdbOut(sink)
+    write_head(out, libraries, now, aux)
+    written = write_keys(out, dbs, now)
+    written.bytes = write_tail(out)
+    return written
+
+
+def write_head(
+    out: RdbOut, libraries: list[bytes], now: int, aux: dict[str, str] | None = None
+) -> None:
+    """The file's start: magic and version, AUX fields, FUNCTION libraries."""
     buf = out.buf
     buf += b"REDIS%04d" % VERSION
     fields = {
@@ -95,26 +115,49 @@ def write_rdb(
     for code in libraries:
         buf.append(OP_FUNCTION2)
         write_string(buf, code)
+
+
+def write_keys(
+    out: RdbOut, dbs: list[Database], now: int, part: int = 0, parts: int = 1
+) -> Written:
+    """The keys: all of them, or share ``part`` of ``parts`` (in each database, the keys
+    from ``part/parts`` to ``(part+1)/parts`` of its order), which the other shares follow
+    in order to make the whole. Each share starts its databases with SELECTDB (Redis loads
+    a database's keys from several sections); the first one also gives their sizes."""
+    written = Written()
     for db in dbs:
-        if db.data:
-            _write_db(out, db, now, written)
-    out.buf.append(OP_EOF)
-    out.spill(force=True)
-    trailer = struct.pack("<Q", out.crc)
-    sink(trailer)
-    written.bytes = out.size + len(trailer)
+        size = len(db.data)
+        first, stop = size * part // parts, size * (part + 1) // parts
+        if first < stop:
+            _write_db(out, db, now, written, first, stop, part == 0)
     return written
 
 
-def _write_db(out: _Out, db: Database, now: int, written: Written) -> None:
+def write_tail(out: RdbOut) -> int:
+    """EOF and the CRC-64 of the whole file; the file's size."""
+    out.buf.append(OP_EOF)
+    out.spill(force=True)
+    trailer = struct.pack("<Q", out.crc)
+    out.sink(trailer)
+    return out.size + len(trailer)
+
+
+def _write_db(
+    out: RdbOut, db: Database, now: int, written: Written, first: int, stop: int, sizes: bool
+) -> None:
     buf = out.buf
     buf.append(OP_SELECTDB)
     write_len(buf, db.index)
-    buf.append(OP_RESIZEDB)
-    write_len(buf, len(db.data))
-    write_len(buf, len(db.expires))
+    if sizes:
+        buf.append(OP_RESIZEDB)
+        write_len(buf, len(db.data))
+        write_len(buf, len(db.expires))
     expires = db.expires
-    for key, value in db.data.items():
+    body = bytearray()
+    keys = iter(db.data.items())
+    if first or stop < len(db.data):
+        keys = islice(keys, first, stop)
+    for key, value in keys:
         deadline = expires.get(key)
         if deadline is not None:
             if deadline <= now:
@@ -122,19 +165,20 @@ def _write_db(out: _Out, db: Database, now: int, written: Written) -> None:
                 continue
             buf.append(OP_EXPIRETIME_MS)
             write_ms(buf, deadline)
-        body = _object(value, written)
+        body.clear()
+        _write_object(body, value, written)
         buf.append(body[0])  # (the type byte comes before the key)
         write_string(buf, key)
-        buf += body[1:]
+        buf += memoryview(body)[1:]
         written.keys += 1
         out.spill()
 
 
-def _object(value: object, written: Written) -> bytes:
-    """The value's RDB object, type byte first (a DUMP payload without its trailer)."""
+def _write_object(body: bytearray, value: object, written: Written) -> None:
+    """The value's RDB object, type byte first, as DUMP writes it (a hash's field TTLs
+    dropped: version 10 has no place for them)."""
     if isinstance(value, Hash) and value.ttls is not None and len(value.ttls):
         written.field_ttls_dropped += len(value.ttls)
-        body = bytearray()
         write_hash_object(body, list(value.items()), value.listpack)
-        return bytes(body)
-    return dump_payload(value)[:-10]
+        return
+    write_object(body, value)

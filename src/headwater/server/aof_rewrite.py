@@ -24,7 +24,7 @@ from headwater.persistence.manifest import Manifest, ManifestEntry, write_manife
 from headwater.persistence.rewrite import write_base
 from headwater.persistence.snapshot import write_snapshot
 from headwater.server.aof_log import AofLog, next_seq
-from headwater.server.children import kill_child
+from headwater.server.children import as_writer_child, kill_child
 from headwater.structures.histogram import LONG_SECONDS
 
 log = logging.getLogger("headwater")
@@ -103,6 +103,7 @@ class AofRewrite:
         base_name = self.aof.base_name(seq)
         pid = os.fork()
         if pid == 0:  # the child: write the base and leave without running any cleanup
+            as_writer_child()
             code = 1
             try:
                 self._write_base(self.aof.dir / base_name)

@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from headwater.commands.context import Client
-from headwater.persistence.rdb_write import write_rdb
 from headwater.persistence.snapshot_write import write_snapshot_to
-from headwater.server.children import kill_child
+from headwater.server.children import as_writer_child, kill_child
+from headwater.server.rdb_parts import remove_shares, write_rdb_parallel, writers_for
 from headwater.server.redis_peer import RedisStream
 
 if TYPE_CHECKING:
@@ -174,15 +174,17 @@ class FullSync:
             "repl-id": self.repl.state.replid,
             "repl-offset": str(self.repl.state.offset),
         }
+        writers = writers_for(engine.keyspace.total_keys()) if rdb else 1
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
         pid = os.fork()
         if pid == 0:  # the child: write the snapshot and leave without running any cleanup
+            as_writer_child()
             code = 1
             try:
                 with os.fdopen(fd, "wb") as f:
                     libraries = engine.scripting.library_codes()
                     if rdb:
-                        write_rdb(f.write, engine.keyspace.dbs, libraries, aux=aux)
+                        write_rdb_parallel(f, engine.keyspace.dbs, libraries, aux, writers, path)
                     else:
                         write_snapshot_to(f, engine.keyspace.dbs, libraries)
                 code = 0
@@ -191,7 +193,12 @@ class FullSync:
         os.close(fd)
         self.child = SyncChild(pid, path, self.repl.state.offset, [], stream_db, rdb=rdb)
         self.running.append(self.child)
-        log.warning("Background snapshot for replicas started by pid %d", pid)
+        log.warning(
+            "Background %s for replicas started by pid %d%s",
+            "RDB" if rdb else "snapshot",
+            pid,
+            f" ({writers} writers)" if writers > 1 else "",
+        )
         self.repl.server.loop.call_later(CHILD_POLL_S, self._poll_child, self.child)
         return self.child
 
@@ -244,6 +251,7 @@ class FullSync:
                     self._send_bulk(peer, child, fd, 0)
         with contextlib.suppress(OSError):
             child.path.unlink()
+        remove_shares(child.path)
         self.repl.update_refusal()
 
     def _send_bulk(self, peer: Peer, child: SyncChild, fd: int, sent: int) -> None:
@@ -315,5 +323,6 @@ class FullSync:
             child.ok = False  # (its transfers stop at their next chunk)
             with contextlib.suppress(OSError):
                 child.path.unlink()
+            remove_shares(child.path)
         self.running.clear()
         self.child = None

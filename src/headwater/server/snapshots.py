@@ -22,7 +22,7 @@ from headwater.persistence.snapshot import (
     write_snapshot,
 )
 from headwater.server.aof_load import StartupError
-from headwater.server.children import kill_child
+from headwater.server.children import as_writer_child, kill_child
 from headwater.server.loading import LoadWatch
 from headwater.stream.node import Node
 from headwater.structures.histogram import LONG_SECONDS
@@ -107,14 +107,14 @@ class Snapshots:
             report, libraries = load_rdb(data, engine.keyspace, limits, now_ms, progress)
             del data
             engine.scripting.load_libraries(libraries)
+            if collecting and not gc.get_freeze_count():
+                gc.freeze()  # (as after a snapshot's first load: see snapshot.py)
         except (RdbImportError, OSError, ReplyError) as exc:
             self.flush_all()
             raise StartupError(
                 f"Cannot load {path}, a Redis RDB file: {exc}. Nothing was loaded; check it "
                 f"with: headwater check-snapshot {path}"
             ) from None
-            if collecting and not gc.get_freeze_count():
-                gc.freeze()  # (as after a snapshot's first load: see snapshot.py)
         finally:
             if collecting:
                 gc.enable()
@@ -197,6 +197,7 @@ class Snapshots:
         delay = self.engine.config["rdb-key-save-delay"]
         pid = os.fork()
         if pid == 0:  # the child: write the snapshot and leave without running any cleanup
+            as_writer_child()
             code = 1
             try:
                 if delay > 0:  # (Redis sleeps before each key: the same time in all)
