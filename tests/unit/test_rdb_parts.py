@@ -79,7 +79,7 @@ def test_a_failed_helper_fails_the_file_and_leaves_nothing(tmp_path: Path) -> No
     dbs = h.engine.keyspace.dbs
     dbs[9].data[b"zz-unencodable"] = object()  # (the last key of the last database)
     path = tmp_path / "many.rdb"
-    with open(path, "wb") as f, pytest.raises(HelperFailed, match="many.rdb.part2"):
+    with open(path, "wb") as f, pytest.raises(HelperFailed, match=r"many\.rdb\.part2"):
         write_rdb_parallel(f, dbs, [], {}, 3, path)
     assert not share_path(path, 1).exists() and not share_path(path, 2).exists()
 
