@@ -56,7 +56,6 @@ def test_redis_replicates_from_headwater() -> None:
         primary.stop()
 
 
-
 def test_a_big_keyspace_is_written_by_several_processes(tmp_path: Path) -> None:
     """50,000 keys beside the usual mix: the RDB for the Redis replica is written by one
     process per core (two at least here, when the machine has them), and Redis loads the
