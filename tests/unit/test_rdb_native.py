@@ -239,6 +239,16 @@ def test_listpack_encoder_agrees(elements: list[bytes | int]) -> None:
 
 
 @needs_native
+@settings(max_examples=200)
+@given(st.dictionaries(st.one_of(st.binary(max_size=30), _TEXT), st.one_of(st.binary(), _TEXT)))
+def test_mapping_encoder_agrees(fields: dict[bytes, bytes]) -> None:
+    """A hash's listpack from its dict: the pairs in order, as the list encoder writes them."""
+    flat = [x for pair in fields.items() for x in pair]
+    assert _native.encode_mapping(fields) == listpack.encode_pure(flat)
+    assert _native.encode_mapping({b"a": 1}) is None and _native.encode_mapping([b"a"]) is None
+
+
+@needs_native
 def test_listpack_encoder_leaves_the_rest_to_python() -> None:
     """What it does not take (an int past int64, another type, not a list) it leaves to the
     Python encoder, which refuses or writes it."""

@@ -23,6 +23,7 @@ from headwater.rdb.objects import (
     HashValue,
     ListValue,
     Value,
+    write_hash_mapping,
     write_hash_object,
     write_list_object,
     write_set_object,
@@ -67,7 +68,7 @@ def write_object(out: bytearray, value: object) -> int:
             expires = {f: when for f in value if (when := ttls.get(f)) is not None}
             write_hash_object(out, list(value.items()), value.listpack, expires)
             return rdb_payload.VERSION_7_4
-        write_hash_object(out, list(value.items()), value.listpack)
+        write_hash_mapping(out, value, value.listpack)
     elif isinstance(value, SetValue):
         # (intsets as intsets; any other set as a plain set, which Redis 7.0 can load and
         # 7.2 turns back into a listpack when it is small: 7.0 has no listpack sets)

@@ -729,6 +729,40 @@ static Py_ssize_t put_str(unsigned char *p, const char *s, Py_ssize_t n)
     return head + n + put_backlen(p + head + n, head + n);
 }
 
+static Py_ssize_t put_text(unsigned char *p, const unsigned char *s, Py_ssize_t n);
+
+/* ``encode_mapping(d: dict) -> bytes | None``: ``encode`` of the dict's keys and values,
+ * alternately, in its order (a hash's listpack); None when one is not ``bytes``. */
+static PyObject *encode_mapping(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    if (!PyDict_Check(arg)) Py_RETURN_NONE;
+    Py_ssize_t count = 2 * PyDict_GET_SIZE(arg), room = LP_HEADER + 1, at = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(arg, &at, &key, &value)) {
+        if (!PyBytes_Check(key) || !PyBytes_Check(value)) Py_RETURN_NONE;
+        room += PyBytes_GET_SIZE(key) + PyBytes_GET_SIZE(value) + 20;
+    }
+    if (room > (Py_ssize_t)UINT32_MAX) Py_RETURN_NONE;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, room);
+    if (out == NULL) return NULL;
+    unsigned char *base = (unsigned char *)PyBytes_AS_STRING(out);
+    unsigned char *p = base + LP_HEADER;
+    at = 0;
+    while (PyDict_Next(arg, &at, &key, &value)) {
+        p += put_text(p, (const unsigned char *)PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key));
+        p += put_text(p, (const unsigned char *)PyBytes_AS_STRING(value), PyBytes_GET_SIZE(value));
+    }
+    *p++ = LP_END;
+    Py_ssize_t total = p - base;
+    unsigned header_count = count < LP_COUNT_UNKNOWN ? (unsigned)count : LP_COUNT_UNKNOWN;
+    for (int i = 0; i < 4; i++) base[i] = (unsigned char)((uint32_t)total >> (8 * i));
+    base[4] = (unsigned char)(header_count & 0xFF);
+    base[5] = (unsigned char)(header_count >> 8);
+    if (_PyBytes_Resize(&out, total) < 0) return NULL;
+    return out;
+}
+
 /* ``encode(elements: list) -> bytes | None``: ``listpack.encode_pure`` of a list of ``int``
  * and ``bytes``; None for anything else (another type, an int past int64), which the Python
  * encoder then takes (or refuses, saying why). */
@@ -1053,6 +1087,8 @@ static PyMethodDef methods[] = {
     {"lzf_decompress", lzf_decompress, METH_VARARGS, "LZF's decompression (None: refused)."},
     {"lzf_compress", lzf_compress, METH_VARARGS, "LZF's compression (None: no gain)."},
     {"encode", encode, METH_O, "A listpack of ints and bytes (None: look in Python)."},
+    {"encode_mapping", encode_mapping, METH_O,
+     "A listpack of a dict's keys and values (None: look in Python)."},
     {"stream_listpack", stream_listpack, METH_VARARGS,
      "A Headwater stream node's columns as Redis's listpack (None: look in Python)."},
     {"decode", decode, METH_VARARGS, "A listpack's elements (None: malformed)."},

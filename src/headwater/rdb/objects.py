@@ -413,6 +413,19 @@ def write_hash_object(
         write_string(out, value)
 
 
+def write_hash_mapping(out: bytearray, fields: Mapping[bytes, bytes], as_listpack: bool) -> None:
+    """``write_hash_object`` of a hash without field TTLs, straight from its mapping."""
+    if as_listpack:
+        out.append(TYPE_HASH_LISTPACK)
+        write_string(out, listpack.encode_mapping(fields))
+        return
+    out.append(TYPE_HASH)
+    write_len(out, len(fields))
+    for name, value in fields.items():
+        write_string(out, name)
+        write_string(out, value)
+
+
 def _write_hash_with_ttls(
     out: bytearray,
     pairs: Sequence[tuple[bytes, bytes]],

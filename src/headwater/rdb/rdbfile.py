@@ -16,6 +16,8 @@ Layout::
 
 ``read_rdb`` yields ``Record`` values in file order and raises ``RdbError`` (with the offset)
 for anything malformed, truncated or unknown, and at the end for a wrong checksum.
+``Arriving.records`` does the same for a file still arriving (a full sync from a Redis
+primary, converted while it is received).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Final
 
 from headwater.rdb.crc64 import crc64
 from headwater.rdb.encoding import RdbError, Reader
@@ -30,6 +33,9 @@ from headwater.rdb.objects import Value, read_value
 
 #: the newest RDB version read (Redis 7.4's)
 MAX_VERSION = 12
+#: bytes at least added to an arriving file's window when a record does not fit in it (more,
+#: the record's size so far: a big record is read again a few times, not once per chunk)
+MIN_MORE = 1 << 20
 
 OP_SLOT_INFO = 0xF4
 OP_FUNCTION2 = 0xF5
@@ -111,52 +117,80 @@ def read_header(data: bytes) -> int:
     return version
 
 
+class _State:
+    """What earlier records said of the ones after them: the database, and the next key's
+    expiry, idle time and frequency."""
+
+    def __init__(self) -> None:
+        self.db = 0
+        self.expire_ms = -1
+        self.idle = -1
+        self.freq = -1
+
+
+#: what ``_read_one`` gives for the EOF opcode
+_END: Final = Aux(b"", b"")
+
+
+def _read_one(r: Reader, state: _State, offset: int) -> Record | None:
+    """One record at ``r.pos`` (``offset`` in the file): a ``Record``, None for a record
+    that only tells about the next ones, ``_END`` at EOF. ``state`` changes only once the
+    whole record has been read, so a record cut short may be read again from its start."""
+    op = r.byte()
+    if op == OP_EOF:
+        return _END
+    if op == OP_SELECTDB:
+        state.db = r.length()
+    elif op == OP_RESIZEDB:
+        r.length()
+        r.length()
+    elif op == OP_AUX:
+        name = r.string()
+        return Aux(name, r.string())
+    elif op == OP_EXPIRETIME_MS:
+        state.expire_ms = r.ms()
+    elif op == OP_EXPIRETIME:
+        state.expire_ms = struct.unpack("<i", r.take(4))[0] * 1000
+    elif op == OP_IDLE:
+        state.idle = r.length()
+    elif op == OP_FREQ:
+        state.freq = r.byte()
+    elif op == OP_FUNCTION2:
+        return Function(r.string())
+    elif op == OP_FUNCTION_PRE_GA:
+        raise RdbError("functions in the pre-release 7.0 format are not supported")
+    elif op == OP_MODULE_AUX:
+        raise RdbError("module data (MODULE_AUX) is not supported")
+    elif op == OP_SLOT_INFO:
+        r.length()
+        r.length()
+        r.length()
+    elif op >= 0xF0:
+        raise RdbError(f"unknown RDB opcode 0x{op:02x}")
+    else:
+        key = r.string()
+        value = read_value(r, op)
+        record = Key(state.db, key, op, value, state.expire_ms, state.idle, state.freq, offset)
+        state.expire_ms = state.idle = state.freq = -1
+        return record
+    return None
+
+
 def read_rdb(data: bytes) -> Iterator[Record]:
     """The records of a whole RDB file."""
     version = read_header(data)
     r = Reader(data, 9)
-    db = 0
-    expire_ms = idle = freq = -1
+    state = _State()
     while True:
         start = r.pos
         try:
-            op = r.byte()
-            if op == OP_EOF:
-                break
-            if op == OP_SELECTDB:
-                db = r.length()
-            elif op == OP_RESIZEDB:
-                r.length()
-                r.length()
-            elif op == OP_AUX:
-                yield Aux(r.string(), r.string())
-            elif op == OP_EXPIRETIME_MS:
-                expire_ms = r.ms()
-            elif op == OP_EXPIRETIME:
-                expire_ms = struct.unpack("<i", r.take(4))[0] * 1000
-            elif op == OP_IDLE:
-                idle = r.length()
-            elif op == OP_FREQ:
-                freq = r.byte()
-            elif op == OP_FUNCTION2:
-                yield Function(r.string())
-            elif op == OP_FUNCTION_PRE_GA:
-                raise RdbError("functions in the pre-release 7.0 format are not supported")
-            elif op == OP_MODULE_AUX:
-                raise RdbError("module data (MODULE_AUX) is not supported")
-            elif op == OP_SLOT_INFO:
-                r.length()
-                r.length()
-                r.length()
-            elif op >= 0xF0:
-                raise RdbError(f"unknown RDB opcode 0x{op:02x}")
-            else:
-                key = r.string()
-                value = read_value(r, op)
-                yield Key(db, key, op, value, expire_ms, idle, freq, start)
-                expire_ms = idle = freq = -1
+            record = _read_one(r, state, start)
         except RdbError as exc:
             raise RdbError(f"at offset {start}: {exc}") from None
+        if record is _END:
+            break
+        if record is not None:
+            yield record
     if version >= 5:
         end = r.pos
         if r.end - end < 8:
@@ -166,3 +200,72 @@ def read_rdb(data: bytes) -> Iterator[Record]:
             raise RdbError("checksum mismatch: the file is corrupt")
         if r.end - end > 8:
             raise RdbError(f"{r.end - end - 8} bytes after the end of the RDB data")
+
+
+class Arriving:
+    """An RDB file read while it arrives (a replica's full sync from a Redis primary):
+    ``chunks`` gives its bytes in order, blocking until more are there, and ends when no more
+    will come; it may go on past the file's end (what follows it is not read). ``end`` is
+    where the file ended (after its checksum) once ``records`` has given every record.
+    ``min_more``: the least bytes added when a record does not fit in what has arrived."""
+
+    def __init__(self, chunks: Iterator[bytes], min_more: int = MIN_MORE) -> None:
+        self.chunks = chunks
+        self.min_more = min_more
+        self.end = -1
+        self._window = b""
+        self._base = 0  # the window's offset in the file
+        self._crc = 0  # of the file's bytes before the window
+        self._finished = False
+
+    def _more(self, keep: int, want: int) -> None:
+        """Drop the window's bytes before ``keep`` (their CRC kept) and add ``want`` bytes
+        at least, or all that are left."""
+        window = self._window
+        self._crc = crc64(memoryview(window)[:keep], self._crc)
+        self._base += keep
+        parts = [window[keep:]]
+        got = 0
+        while got < want:
+            chunk = next(self.chunks, None)
+            if chunk is None:
+                self._finished = True
+                break
+            parts.append(chunk)
+            got += len(chunk)
+        self._window = b"".join(parts)
+
+    def records(self) -> Iterator[Record]:
+        """The file's records, as ``read_rdb`` gives them, each read once its bytes are
+        there (a record cut off by the bytes so far is read again with more of them)."""
+        self._more(0, 9)
+        version = read_header(self._window)
+        r = Reader(self._window, 9)
+        state = _State()
+        while True:
+            start = r.pos
+            try:
+                record = _read_one(r, state, self._base + start)
+            except RdbError as exc:
+                if self._finished:
+                    raise RdbError(f"at offset {self._base + start}: {exc}") from None
+                self._more(start, max(self.min_more, len(self._window) - start))
+                r = Reader(self._window, 0)
+                continue
+            if record is _END:
+                break
+            if record is not None:
+                yield record
+        pos = r.pos
+        if version >= 5:
+            while len(self._window) - pos < 8 and not self._finished:
+                self._more(pos, 8)
+                pos = 0
+            if len(self._window) - pos < 8:
+                raise RdbError("the file ends inside its checksum")
+            crc = crc64(memoryview(self._window)[:pos], self._crc)
+            (stored,) = struct.unpack_from("<Q", self._window, pos)
+            if stored and stored != crc:
+                raise RdbError("checksum mismatch: the file is corrupt")
+            pos += 8
+        self.end = self._base + pos

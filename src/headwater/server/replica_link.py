@@ -41,17 +41,18 @@ import functools
 import logging
 import os
 import ssl
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, runtime_checkable
 
 from headwater.engine.replay import Replayer, StreamGarbage
 from headwater.errors import ReplyError
 from headwater.keyspace import Keyspace
 from headwater.ops.dump import Limits
-from headwater.persistence.rdb_load import RdbImportError, load_rdb
+from headwater.persistence.rdb_load import RdbImportError, load_arriving
 from headwater.persistence.snapshot import (
     EOF_MARK_SIZE,
     SnapshotBuffer,
@@ -59,6 +60,7 @@ from headwater.persistence.snapshot import (
     load_snapshot,
     load_snapshot_buffer,
 )
+from headwater.rdb.rdbfile import Arriving
 from headwater.replication.state import new_replid, valid_replid
 from headwater.resp.encoder import encode_command
 from headwater.resp.split import CommandSplitter, new_splitter
@@ -353,21 +355,29 @@ class ReplicaLink:
         offset: int,
         stream_db: int,
     ) -> bytes:
-        """A Redis primary's RDB file: received whole into memory, then converted key by key
-        in a thread (``load_rdb``, the reader of import-rdb) into a fresh keyspace beside the
-        data served, which it replaces once loaded; a transfer cut short or a file that does
-        not load leaves the data served as it was."""
-        received = bytearray()
-        end, rest = await self._receive(reader, size, mark, limit_s, received.extend)
-        del received[end:]
+        """A Redis primary's RDB file, converted key by key as it arrives (``load_arriving``,
+        the reader of import-rdb, in a thread) into a fresh keyspace beside the data served,
+        which it replaces once loaded; a transfer cut short or a file that does not load
+        leaves the data served as it was."""
         engine = self.engine
         fresh = Keyspace(len(engine.keyspace.dbs))
         limits = Limits.of(engine.config)
         now_ms = int(time.time() * 1000)
-        load = functools.partial(load_rdb, bytes(received), fresh, limits, now_ms)
-        del received
+        feed = ChunkFeed()
+        file = Arriving(feed)
+        load = functools.partial(load_arriving, file, fresh, limits, now_ms)
+        loading = self.server.loop.run_in_executor(None, load)
+        loading.add_done_callback(_retrieve)
         try:
-            report, libraries = await self.server.loop.run_in_executor(None, load)
+            end, rest = await self._receive(reader, size, mark, limit_s, feed.put)
+        except BaseException as exc:
+            feed.fail(ConnectionError(f"the transfer stopped: {exc}"))
+            raise
+        feed.finish()
+        try:
+            report, libraries = await loading
+            if file.end != end:
+                raise RdbImportError(f"{end - file.end} bytes after the end of the RDB data")
         except (RdbImportError, ReplyError) as exc:
             raise LinkError(
                 f"Failed trying to load the MASTER synchronization DB: {exc} "
@@ -905,7 +915,47 @@ def _buffered(reader: asyncio.StreamReader) -> bytearray | None:
     return pending if isinstance(pending, bytearray) else None
 
 
-def _retrieve(future: asyncio.Future[int]) -> None:
+class ChunkFeed:
+    """Bytes handed from the event loop (``put``) to a thread that reads them (iterating):
+    each step waits until a chunk is there; the iteration ends after ``finish`` and raises
+    the failure given to ``fail``."""
+
+    def __init__(self) -> None:
+        self._chunks: deque[bytes] = deque()
+        self._changed = threading.Condition()
+        self._finished = False
+        self._failure: Exception | None = None
+
+    def put(self, data: bytes) -> None:
+        with self._changed:
+            self._chunks.append(bytes(data))
+            self._changed.notify()
+
+    def finish(self) -> None:
+        with self._changed:
+            self._finished = True
+            self._changed.notify()
+
+    def fail(self, exc: Exception) -> None:
+        with self._changed:
+            self._failure = exc
+            self._changed.notify()
+
+    def __iter__(self) -> ChunkFeed:
+        return self
+
+    def __next__(self) -> bytes:
+        with self._changed:
+            while not self._chunks and not self._finished and self._failure is None:
+                self._changed.wait()
+            if self._failure is not None:
+                raise self._failure
+            if self._chunks:
+                return self._chunks.popleft()
+            raise StopIteration
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
     """(A load whose transfer stopped ends with the failure nobody awaits any more.)"""
     if not future.cancelled():
         future.exception()
