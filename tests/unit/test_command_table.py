@@ -68,3 +68,24 @@ def test_container_info_lists_every_implemented_subcommand() -> None:
     docs = h.call(c, "COMMAND", "DOCS", "client")
     sub_docs = dict(zip(docs[1][0::2], docs[1][1::2], strict=True))[b"subcommands"]
     assert b"client|setinfo" in sub_docs[0::2]
+
+
+def test_docs_of_commands_after_7_0_say_when_and_where() -> None:
+    """COMMAND DOCS of the commands Redis 7.0 lacks: Redis's summary, since, group and
+    complexity (not a made-up "since 8.6.0" in "generic")."""
+    from tests.unit.conftest import Harness
+
+    h = Harness()
+    c = h.client()
+
+    def docs(name: str) -> dict[bytes, object]:
+        reply = h.call(c, "COMMAND", "DOCS", name)
+        return dict(zip(reply[1][0::2], reply[1][1::2], strict=True))
+
+    hexpire = docs("hexpire")
+    assert (hexpire[b"since"], hexpire[b"group"]) == (b"7.4.0", b"hash")
+    assert hexpire[b"complexity"] == b"O(N) where N is the number of specified fields"
+    assert (docs("xdelex")[b"since"], docs("xdelex")[b"group"]) == (b"8.2.0", b"stream")
+    assert (docs("waitaof")[b"since"], docs("waitaof")[b"group"]) == (b"7.2.0", b"generic")
+    caching = docs("client|caching")
+    assert (caching[b"since"], caching[b"group"]) == (b"6.0.0", b"connection")

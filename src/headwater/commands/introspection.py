@@ -16,6 +16,7 @@ from typing import Any
 from headwater.acl.users import CATEGORIES
 from headwater.commands.context import Client, CommandSpec, help_handler, spec
 from headwater.commands.getkeys import KeyRef, KeySpec, command_keys, has_keys, key_specs
+from headwater.commands.later_docs import LATER_DOCS
 from headwater.errors import err, unknown_subcommand
 from headwater.glob import glob_match
 from headwater.resp.types import Reply, RSet, Status
@@ -187,7 +188,17 @@ def command_docs(row: CommandSpec) -> Reply:
             for sub in row.subcommands.values():
                 subs.setdefault(sub.name.encode(), command_docs(sub))
         return docs
-    made: dict[bytes, Reply] = {b"summary": b"", b"since": b"8.6.0", b"group": b"generic"}
+    later = LATER_DOCS.get(row.name)
+    if later is not None:
+        summary, since, group, complexity = later
+        made: dict[bytes, Reply] = {
+            b"summary": summary.encode(),
+            b"since": since.encode(),
+            b"group": group.encode(),
+            b"complexity": complexity.encode(),
+        }
+    else:  # (Headwater's own: XIDMP's draft syntax)
+        made = {b"summary": b"", b"since": b"8.6.0", b"group": b"generic"}
     if row.subcommands:
         made[b"subcommands"] = {
             sub.name.encode(): command_docs(sub) for sub in row.subcommands.values()

@@ -549,6 +549,21 @@ static Py_ssize_t lzf_match_length(const unsigned char *d, Py_ssize_t ref, Py_ss
     return length;
 }
 
+/* One more byte of the literal run whose control byte is at o[*run]; a full run (32 bytes)
+ * is closed and the next one opened. */
+static void lzf_literal(unsigned char *o, Py_ssize_t *w, Py_ssize_t *run, Py_ssize_t *lit,
+                        unsigned char byte)
+{
+    ++*lit;
+    o[(*w)++] = byte;
+    if (*lit == LZF_MAX_LIT) {
+        o[*run] = (unsigned char)(*lit - 1);
+        *lit = 0;
+        *run = *w;
+        o[(*w)++] = 0;
+    }
+}
+
 /* The compressed size written to o (room for out_limit + 3 bytes), or -1 when it would take
  * more than ``out_limit - 1`` (``lzf.compress_pure``'s None). */
 static Py_ssize_t lzf_into_packed(const unsigned char *d, Py_ssize_t n, unsigned char *o,
@@ -602,27 +617,11 @@ static Py_ssize_t lzf_into_packed(const unsigned char *d, Py_ssize_t n, unsigned
             ip++;
         } else {
             if (w >= out_limit) return -1;
-            lit++;
-            o[w++] = d[ip++];
-            if (lit == LZF_MAX_LIT) {
-                o[run] = (unsigned char)(lit - 1);
-                lit = 0;
-                run = w;
-                o[w++] = 0;
-            }
+            lzf_literal(o, &w, &run, &lit, d[ip++]);
         }
     }
     if (w + 3 > out_limit) return -1;
-    while (ip < n) {
-        lit++;
-        o[w++] = d[ip++];
-        if (lit == LZF_MAX_LIT) {
-            o[run] = (unsigned char)(lit - 1);
-            lit = 0;
-            run = w;
-            o[w++] = 0;
-        }
-    }
+    while (ip < n) lzf_literal(o, &w, &run, &lit, d[ip++]);
     if (lit) o[run] = (unsigned char)(lit - 1);
     else w--;
     return w;
@@ -731,6 +730,23 @@ static Py_ssize_t put_str(unsigned char *p, const char *s, Py_ssize_t n)
 
 static Py_ssize_t put_text(unsigned char *p, const unsigned char *s, Py_ssize_t n);
 
+/* The listpack in ``out`` (written from base + LP_HEADER up to p) ended: the end byte, then
+ * the header (total bytes, element count saturated), and the bytes object cut to its size;
+ * NULL (out released) when that fails. */
+static PyObject *finish_listpack(PyObject *out, unsigned char *base, unsigned char *p,
+                                 Py_ssize_t count)
+{
+    *p++ = LP_END;
+    Py_ssize_t total = p - base;
+    unsigned header_count = count < LP_COUNT_UNKNOWN ? (unsigned)count : LP_COUNT_UNKNOWN;
+    for (int i = 0; i < 4; i++) base[i] = (unsigned char)((uint32_t)total >> (8 * i));
+    base[4] = (unsigned char)(header_count & 0xFF);
+    base[5] = (unsigned char)(header_count >> 8);
+    if (_PyBytes_Resize(&out, total) < 0) return NULL;
+    return out;
+}
+
+
 /* ``encode_mapping(d: dict) -> bytes | None``: ``encode`` of the dict's keys and values,
  * alternately, in its order (a hash's listpack); None when one is not ``bytes``. */
 static PyObject *encode_mapping(PyObject *self, PyObject *arg)
@@ -753,13 +769,7 @@ static PyObject *encode_mapping(PyObject *self, PyObject *arg)
         p += put_text(p, (const unsigned char *)PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key));
         p += put_text(p, (const unsigned char *)PyBytes_AS_STRING(value), PyBytes_GET_SIZE(value));
     }
-    *p++ = LP_END;
-    Py_ssize_t total = p - base;
-    unsigned header_count = count < LP_COUNT_UNKNOWN ? (unsigned)count : LP_COUNT_UNKNOWN;
-    for (int i = 0; i < 4; i++) base[i] = (unsigned char)((uint32_t)total >> (8 * i));
-    base[4] = (unsigned char)(header_count & 0xFF);
-    base[5] = (unsigned char)(header_count >> 8);
-    if (_PyBytes_Resize(&out, total) < 0) return NULL;
+    return finish_listpack(out, base, p, count);
     return out;
 }
 
@@ -802,14 +812,7 @@ static PyObject *encode(PyObject *self, PyObject *arg)
         if (n <= 20 && int_text_value((const unsigned char *)s, n, &v)) p += put_int(p, v);
         else p += put_str(p, s, n);
     }
-    *p++ = LP_END;
-    Py_ssize_t total = p - base;
-    uint32_t header_total = (uint32_t)total;
-    unsigned header_count = count < LP_COUNT_UNKNOWN ? (unsigned)count : LP_COUNT_UNKNOWN;
-    for (int i = 0; i < 4; i++) base[i] = (unsigned char)(header_total >> (8 * i));
-    base[4] = (unsigned char)(header_count & 0xFF);
-    base[5] = (unsigned char)(header_count >> 8);
-    if (_PyBytes_Resize(&out, total) < 0) return NULL;
+    return finish_listpack(out, base, p, count);
     return out;
 }
 
@@ -922,13 +925,7 @@ static PyObject *stream_listpack(PyObject *self, PyObject *args)
         p += put_int(p, same ? nfields + 3 : 2 * own + 4);
         elements += same ? 4 + nfields : 5 + 2 * own;
     }
-    *p++ = LP_END;
-    Py_ssize_t total = p - base;
-    unsigned header_count = elements < LP_COUNT_UNKNOWN ? (unsigned)elements : LP_COUNT_UNKNOWN;
-    for (int i = 0; i < 4; i++) base[i] = (unsigned char)((uint32_t)total >> (8 * i));
-    base[4] = (unsigned char)(header_count & 0xFF);
-    base[5] = (unsigned char)(header_count >> 8);
-    if (_PyBytes_Resize(&out, total) < 0) out = NULL;
+    out = finish_listpack(out, base, p, elements);
     goto done;
 none:
     Py_XDECREF(out);

@@ -21,13 +21,13 @@ answer (RESTORE's ``Bad data format``, import-rdb's refusal with the offset).
 
 from __future__ import annotations
 
-import importlib
 import math
 import struct
 from collections.abc import Callable
 from typing import Final, cast
 
 from headwater.rdb import lzf
+from headwater.rdb.native import loop
 
 _U16 = struct.Struct("<H")
 _I8 = struct.Struct("<b")
@@ -129,18 +129,9 @@ def write_double(out: bytearray, value: float) -> None:
 _Strings = Callable[[bytes | memoryview, int, int, int, bool], tuple[list[bytes | float], int]]
 
 
-def native_strings() -> _Strings | None:
-    """The C reader of a run of strings (``_listpack.c``: ``strings``; it stops before the
-    first string it does not take, which ``Reader.string`` then reads or refuses with the
-    reason), or None when it is not built (the pure build)."""
-    try:
-        module = importlib.import_module("headwater.rdb._listpack")
-    except ImportError:
-        return None
-    return cast("_Strings", module.strings)
-
-
-_NATIVE_STRINGS: Final = native_strings()
+#: ``Reader.strings`` in one C call (None: not built); it stops before a string it leaves
+#: to ``Reader.string``
+_NATIVE_STRINGS: Final = cast("_Strings | None", loop("strings"))
 
 
 class Reader:

@@ -26,12 +26,12 @@ A string that is strict decimal int64 text is stored as an integer (``lpAppend``
 
 from __future__ import annotations
 
-import importlib
 import struct
 from collections.abc import Callable, Iterable, Mapping
 from typing import Final, cast
 
 from headwater.rdb.encoding import RdbError, is_int_text
+from headwater.rdb.native import loop
 
 _U32 = struct.Struct("<I")
 _HEADER = struct.Struct("<IH")
@@ -105,17 +105,8 @@ _SMALL_INTS = [bytes((v, 1)) for v in range(128)]
 _INT_FIRST = frozenset(b"-0123456789")
 
 
-def native_encoder() -> Callable[[list[Element]], bytes | None] | None:
-    """The C encoder (``_listpack.c``: ``encode(list)``, the same bytes; None for elements it
-    leaves to ``encode_pure``), or None when it is not built."""
-    try:
-        module = importlib.import_module("headwater.rdb._listpack")
-    except ImportError:
-        return None
-    return cast("Callable[[list[Element]], bytes | None]", module.encode)
-
-
-_NATIVE_ENCODE: Final = native_encoder()
+#: ``encode_pure`` in one C call (None: not built); it leaves odd elements to Python
+_NATIVE_ENCODE: Final = cast("Callable[[list[Element]], bytes | None] | None", loop("encode"))
 
 
 def encode(elements: Iterable[Element]) -> bytes:
@@ -130,17 +121,10 @@ def encode(elements: Iterable[Element]) -> bytes:
     return encode_pure(elements)
 
 
-def native_mapping_encoder() -> Callable[[Mapping[bytes, bytes]], bytes | None] | None:
-    """The C encoder of a dict's pairs (``_listpack.c``: ``encode_mapping``), or None when it
-    is not built."""
-    try:
-        module = importlib.import_module("headwater.rdb._listpack")
-    except ImportError:
-        return None
-    return cast("Callable[[Mapping[bytes, bytes]], bytes | None]", module.encode_mapping)
-
-
-_NATIVE_MAPPING: Final = native_mapping_encoder()
+#: ``encode_mapping`` in one C call (None: not built)
+_NATIVE_MAPPING: Final = cast(
+    "Callable[[Mapping[bytes, bytes]], bytes | None] | None", loop("encode_mapping")
+)
 
 
 def encode_mapping(pairs: Mapping[bytes, bytes]) -> bytes:
@@ -177,18 +161,8 @@ def encode_pure(elements: Iterable[Element]) -> bytes:
     return bytes(out)
 
 
-def native_decoder() -> Callable[[bytes, bool], list[Element] | None] | None:
-    """The C decoder (``_listpack.c``: ``decode(blob, text)``, None for a listpack it does not
-    take, which ``decode_pure`` then refuses with the reason), or None when it is not built (the
-    pure build)."""
-    try:
-        module = importlib.import_module("headwater.rdb._listpack")
-    except ImportError:
-        return None
-    return cast("Callable[[bytes, bool], list[Element] | None]", module.decode)
-
-
-_NATIVE: Final = native_decoder()
+#: ``decode_pure`` in one C call (None: not built); no answer for a listpack Python refuses
+_NATIVE: Final = cast("Callable[[bytes, bool], list[Element] | None] | None", loop("decode"))
 
 
 def decode(blob: bytes) -> list[Element]:

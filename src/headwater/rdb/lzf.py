@@ -17,9 +17,10 @@ equally valid, back-reference. Any such output decompresses the same.)
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from typing import Final, cast
+
+from headwater.rdb.native import loop
 
 HLOG = 16
 _HSIZE = 1 << HLOG
@@ -52,17 +53,8 @@ def _match_length(data: bytes, ref: int, ip: int, maxlen: int) -> int:
     return length
 
 
-def native_compressor() -> Callable[[bytes, int], bytes | None] | None:
-    """The C loop (``_listpack.c``'s ``lzf_compress``, the same bytes), or None when it is
-    not built."""
-    try:
-        module = importlib.import_module("headwater.rdb._listpack")
-    except ImportError:
-        return None
-    return cast("Callable[[bytes, int], bytes | None]", module.lzf_compress)
-
-
-_NATIVE_COMPRESS: Final = native_compressor()
+#: ``compress_pure`` in one C call (None: not built)
+_NATIVE_COMPRESS: Final = cast("Callable[[bytes, int], bytes | None] | None", loop("lzf_compress"))
 
 
 def compress(data: bytes, out_limit: int) -> bytes | None:
@@ -160,17 +152,10 @@ def compress_pure(data: bytes, out_limit: int) -> bytes | None:
     return bytes(out)
 
 
-def native_decompressor() -> Callable[[bytes | memoryview, int], bytes | None] | None:
-    """The C loop (``_listpack.c``'s ``lzf_decompress``: None for data it refuses, which
-    ``decompress_pure`` then refuses with the reason), or None when it is not built."""
-    try:
-        module = importlib.import_module("headwater.rdb._listpack")
-    except ImportError:
-        return None
-    return cast("Callable[[bytes | memoryview, int], bytes | None]", module.lzf_decompress)
-
-
-_NATIVE: Final = native_decompressor()
+#: ``decompress_pure`` in one C call (None: not built); no answer for data Python refuses
+_NATIVE: Final = cast(
+    "Callable[[bytes | memoryview, int], bytes | None] | None", loop("lzf_decompress")
+)
 
 
 def decompress(data: bytes | memoryview, length: int) -> bytes:

@@ -29,13 +29,13 @@ Groups and consumers go in name order, pending entries in ID order (the radix tr
 
 from __future__ import annotations
 
-import importlib
 import struct
 from collections.abc import Callable
 from typing import Any, Final, cast
 
 from headwater.rdb import listpack
 from headwater.rdb.encoding import RdbError, Reader, write_len, write_ms, write_string
+from headwater.rdb.native import loop
 from headwater.stream.groups import (
     MAX_COUNT,
     Consumer,
@@ -78,17 +78,8 @@ def _signed(value: int) -> int:
 # Writing
 
 
-def native_node_writer() -> Callable[..., bytes | None] | None:
-    """The C writer of a node's columns as Redis's listpack (``_listpack.c``:
-    ``stream_listpack``, the same bytes), or None when it is not built (the pure build)."""
-    try:
-        module = importlib.import_module("headwater.rdb._listpack")
-    except ImportError:
-        return None
-    return cast("Callable[..., bytes | None]", module.stream_listpack)
-
-
-_NATIVE_NODE_WRITER: Final = native_node_writer()
+#: ``node_listpack_pure`` in one C call (None: not built)
+_NATIVE_NODE_WRITER: Final = cast("Callable[..., bytes | None] | None", loop("stream_listpack"))
 
 
 def node_listpack(node: Node) -> bytes:
@@ -190,17 +181,10 @@ def _int(element: bytes | int, what: str) -> int:
     return element
 
 
-def native_node_reader() -> Callable[[bytes, int, int], tuple[Any, ...] | None] | None:
-    """The C reader of a stream listpack into a node's columns (``_listpack.c``:
-    ``stream_node``), or None when it is not built (the pure build)."""
-    try:
-        module = importlib.import_module("headwater.rdb._listpack")
-    except ImportError:
-        return None
-    return cast("Callable[[bytes, int, int], tuple[Any, ...] | None]", module.stream_node)
-
-
-_NATIVE_NODE: Final = native_node_reader()
+#: ``_read_node_pure`` in one C call (None: not built); no answer for what Python reads
+_NATIVE_NODE: Final = cast(
+    "Callable[[bytes, int, int], tuple[Any, ...] | None] | None", loop("stream_node")
+)
 
 
 def _read_node(master: StreamID, blob: bytes, previous: StreamID | None) -> Node:
