@@ -29,8 +29,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench import import_rdb_mix  # noqa: E402
 from harness import pipe_chunks  # noqa: E402
+from import_mix import import_rdb_mix  # noqa: E402
 from tests.helpers import ServerProcess, start_headwater, start_redis  # noqa: E402
 
 
