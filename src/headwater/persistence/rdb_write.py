@@ -27,7 +27,7 @@ from headwater.keyspace import Database
 from headwater.ops.dump import write_object
 from headwater.rdb.crc64 import crc64
 from headwater.rdb.encoding import write_len, write_ms, write_string
-from headwater.rdb.objects import write_hash_object
+from headwater.rdb.objects import write_hash_mapping
 from headwater.values import Hash
 
 VERSION = 10
@@ -53,10 +53,12 @@ class Written:
 
 class RdbOut:
     """The file as it is written: bytes gathered a megabyte at a time into ``sink``, with
-    their running CRC-64 and size."""
+    their size and (``checksummed``) their running CRC-64; a share of the keys that another
+    writer appends sums them there."""
 
-    def __init__(self, sink: Callable[[bytes], object]) -> None:
+    def __init__(self, sink: Callable[[bytes], object], checksummed: bool = True) -> None:
         self.sink = sink
+        self.checksummed = checksummed
         self.buf = bytearray()
         self.crc = 0
         self.size = 0
@@ -64,7 +66,8 @@ class RdbOut:
     def spill(self, force: bool = False) -> None:
         if self.buf and (force or len(self.buf) >= CHUNK):
             data = bytes(self.buf)
-            self.crc = crc64(data, self.crc)
+            if self.checksummed:
+                self.crc = crc64(data, self.crc)
             self.size += len(data)
             self.sink(data)
             self.buf.clear()
@@ -179,6 +182,6 @@ def _write_object(body: bytearray, value: object, written: Written) -> None:
     dropped: version 10 has no place for them)."""
     if isinstance(value, Hash) and value.ttls is not None and len(value.ttls):
         written.field_ttls_dropped += len(value.ttls)
-        write_hash_object(body, list(value.items()), value.listpack)
+        write_hash_mapping(body, value, value.listpack)
         return
     write_object(body, value)

@@ -652,26 +652,6 @@ static PyObject *lzf_compress(PyObject *self, PyObject *args)
     return out;
 }
 
-/* Strict decimal int64 text (``encoding.is_int_text``): the value in *v. */
-static int int_text_value(const unsigned char *s, Py_ssize_t n, int64_t *v)
-{
-    if (n == 0 || n > 20) return 0;
-    int negative = s[0] == '-';
-    const unsigned char *digits = s + negative;
-    Py_ssize_t count = n - negative;
-    if (count == 0 || (digits[0] == '0' && n > 1)) return 0;
-    uint64_t limit = negative ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
-    uint64_t acc = 0;
-    for (Py_ssize_t i = 0; i < count; i++) {
-        unsigned c = digits[i];
-        if (c < '0' || c > '9') return 0;
-        if (acc > (limit - (c - '0')) / 10) return 0;
-        acc = acc * 10 + (c - '0');
-    }
-    *v = negative ? (int64_t)(0 - acc) : (int64_t)acc;
-    return 1;
-}
-
 /* The backlen of an element of ``size`` bytes at p (``listpack._backlen``); its width. */
 static Py_ssize_t put_backlen(unsigned char *p, Py_ssize_t size)
 {
@@ -770,7 +750,6 @@ static PyObject *encode_mapping(PyObject *self, PyObject *arg)
         p += put_text(p, (const unsigned char *)PyBytes_AS_STRING(value), PyBytes_GET_SIZE(value));
     }
     return finish_listpack(out, base, p, count);
-    return out;
 }
 
 /* ``encode(elements: list) -> bytes | None``: ``listpack.encode_pure`` of a list of ``int``
@@ -795,7 +774,6 @@ static PyObject *encode(PyObject *self, PyObject *arg)
     unsigned char *p = base + LP_HEADER;
     for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *e = PyList_GET_ITEM(arg, i);
-        int64_t v;
         if (PyLong_Check(e)) {
             int overflow;
             long long value = PyLong_AsLongLongAndOverflow(e, &overflow);
@@ -807,20 +785,16 @@ static PyObject *encode(PyObject *self, PyObject *arg)
             p += put_int(p, (int64_t)value);
             continue;
         }
-        const char *s = PyBytes_AS_STRING(e);
-        Py_ssize_t n = PyBytes_GET_SIZE(e);
-        if (n <= 20 && int_text_value((const unsigned char *)s, n, &v)) p += put_int(p, v);
-        else p += put_str(p, s, n);
+        p += put_text(p, (const unsigned char *)PyBytes_AS_STRING(e), PyBytes_GET_SIZE(e));
     }
     return finish_listpack(out, base, p, count);
-    return out;
 }
 
 /* A bytes element (integer text as an integer, as ``lpAppend``) at p; its size. */
 static Py_ssize_t put_text(unsigned char *p, const unsigned char *s, Py_ssize_t n)
 {
     int64_t v;
-    if (n <= 20 && int_text_value(s, n, &v)) return put_int(p, v);
+    if (as_int64(s, n, &v)) return put_int(p, v);
     return put_str(p, (const char *)s, n);
 }
 

@@ -414,16 +414,13 @@ def write_hash_object(
 
 
 def write_hash_mapping(out: bytearray, fields: Mapping[bytes, bytes], as_listpack: bool) -> None:
-    """``write_hash_object`` of a hash without field TTLs, straight from its mapping."""
+    """``write_hash_object`` of a hash without field TTLs, a listpack straight from its
+    mapping (no pair made per field)."""
     if as_listpack:
         out.append(TYPE_HASH_LISTPACK)
         write_string(out, listpack.encode_mapping(fields))
         return
-    out.append(TYPE_HASH)
-    write_len(out, len(fields))
-    for name, value in fields.items():
-        write_string(out, name)
-        write_string(out, value)
+    write_hash_object(out, list(fields.items()), False)
 
 
 def _write_hash_with_ttls(

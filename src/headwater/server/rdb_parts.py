@@ -108,7 +108,7 @@ def _start_helper(
                 while view:
                     view = view[os.write(fd, view) :]
 
-            out = RdbOut(sink)
+            out = RdbOut(sink, checksummed=False)  # (the child sums it as it appends)
             write_keys(out, dbs, now, part, parts)
             out.spill(force=True)
             code = 0

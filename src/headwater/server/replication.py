@@ -344,13 +344,15 @@ class Replication:
                 raise err(f"Unrecognized REPLCONF option: {args[i].decode('utf-8', 'replace')}")
         return Status(b"OK")
 
-    def _may_continue(self, c: Client, replid: str, offset: int) -> bool:
-        """PSYNC's continuation: our history has the offset, and (a Redis replica) what it
-        missed reaches it unchanged, so that its offsets are still ours."""
+    def _continuation(self, c: Client, replid: str, offset: int) -> bytes | None:
+        """What PSYNC's continuation sends (the backlog from ``offset``), or None: our
+        history lacks the offset, or (a Redis replica) what it missed would not reach it
+        unchanged, so that its offsets would no longer be ours."""
         if not self.state.can_continue(replid, offset):
-            return False
+            return None
+        backlog = self.state.backlog.read_from(offset)
         capas = self.handshakes.get(c.id, {}).get("capa", "").split()
-        return "hwsnap" in capas or continues_unchanged(self.state.backlog.read_from(offset))
+        return backlog if "hwsnap" in capas or continues_unchanged(backlog) else None
 
     def _ack(self, c: Client, args: list[bytes]) -> None:
         """``REPLCONF ACK <offset> [FACK <aofoffset>]`` from an attached replica."""
@@ -389,9 +391,9 @@ class Replication:
         self.flush(force=True)
         conn.send()  # replies queued before this one leave first
         stats = self.engine.stats
-        if offset is not None and self._may_continue(c, replid, offset):
+        backlog = None if offset is None else self._continuation(c, replid, offset)
+        if backlog is not None:
             peer = self._attach(conn, c, "online")
-            backlog = self.state.backlog.read_from(offset)
             if peer.rdb:
                 peer.redis = RedisStream(self.state.offset)
             conn.transport.write(b"+CONTINUE %s\r\n" % self.state.replid.encode() + backlog)

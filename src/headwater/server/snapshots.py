@@ -98,16 +98,15 @@ class Snapshots:
                 "region (region-id): load it into a server without region-id"
             )
         started = time.monotonic()
-        collecting = gc.isenabled()
-        gc.disable()  # (millions of long-lived objects: a collection would only walk them)
         try:
             data = path.read_bytes()
             now_ms = int(time.time() * 1000)
             limits = Limits.of(self.config)
+            # (load_rdb runs without collections: millions of long-lived objects)
             report, libraries = load_rdb(data, engine.keyspace, limits, now_ms, progress)
             del data
             engine.scripting.load_libraries(libraries)
-            if collecting and not gc.get_freeze_count():
+            if gc.isenabled() and not gc.get_freeze_count():
                 gc.freeze()  # (as after a snapshot's first load: see snapshot.py)
         except (RdbImportError, OSError, ReplyError) as exc:
             self.flush_all()
@@ -115,9 +114,6 @@ class Snapshots:
                 f"Cannot load {path}, a Redis RDB file: {exc}. Nothing was loaded; check it "
                 f"with: headwater check-snapshot {path}"
             ) from None
-        finally:
-            if collecting:
-                gc.enable()
         log.warning(
             "Converted the Redis RDB file %s: %s; %d expired keys skipped (%.2f s)",
             path,
