@@ -9,6 +9,7 @@ import asyncio
 import struct
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -27,7 +28,9 @@ def empty_rdb() -> bytes:
     return body + struct.pack("<Q", crc64(body))
 
 
-async def serve_one_replica(port: int, ready: threading.Event, stop: asyncio.Event) -> None:
+async def serve_one_replica(
+    port: int, ready: threading.Event, stop: asyncio.Event, rdb: bytes
+) -> None:
     async def session(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         while True:
             line = await reader.readline()
@@ -39,7 +42,6 @@ async def serve_one_replica(port: int, ready: threading.Event, stop: asyncio.Eve
                 words = line.split()
             name = words[0].upper()
             if name == b"PSYNC":
-                rdb = empty_rdb()
                 writer.write(b"+FULLRESYNC %s 0\r\n$%d\r\n%s" % (REPLID.encode(), len(rdb), rdb))
                 writer.write(
                     encode_command("SET", "before", "1")
@@ -65,13 +67,17 @@ async def _bulk(reader: asyncio.StreamReader) -> bytes:
 
 
 @pytest.fixture
-def fake_primary() -> Iterator[int]:
+def fake_primary(request: pytest.FixtureRequest) -> Iterator[int]:
+    """A primary whose full sync sends ``request.param`` as its RDB (an empty file unless a
+    test says otherwise)."""
+    rdb = getattr(request, "param", None) or empty_rdb()
     port = free_port()
     loop = asyncio.new_event_loop()
     ready = threading.Event()
     stop = asyncio.Event()
     thread = threading.Thread(
-        target=lambda: loop.run_until_complete(serve_one_replica(port, ready, stop)), daemon=True
+        target=lambda: loop.run_until_complete(serve_one_replica(port, ready, stop, rdb)),
+        daemon=True,
     )
     thread.start()
     ready.wait(10)
@@ -90,5 +96,23 @@ def test_a_command_the_replica_lacks_is_counted_not_skipped_in_silence(fake_prim
         assert replication["master_link_failed_commands"] == 1
         assert replication["master_link_last_failed_command"] == "MODULE.THING"
         assert replication["master_link_status"] == "up"
+    finally:
+        replica.stop()
+
+
+@pytest.mark.parametrize("fake_primary", [empty_rdb() + b"junk!"], indirect=True)
+def test_bytes_after_the_rdb_fail_the_sync(fake_primary: int, tmp_path: Path) -> None:
+    """A transfer that goes on past the RDB file's checksum (within the size it announced)
+    is refused, as a file that does not load: the data served stays as it was."""
+    log = tmp_path / "replica.log"
+    replica = start_headwater("--replicaof", "127.0.0.1", str(fake_primary), "--logfile", str(log))
+    try:
+        want = (
+            "Failed trying to load the MASTER synchronization DB: 5 bytes after the end of the "
+            "RDB data (the data served is unchanged)"
+        )
+        wait_until(lambda: want in log.read_text(), timeout=20, what="the refusal logged")
+        r = redis.Redis(port=replica.port, socket_timeout=10)
+        assert info(r)["master_link_status"] == "down" and r.get("before") is None
     finally:
         replica.stop()
