@@ -155,7 +155,7 @@ test: $(STAMP)
 		--durations=25
 	@rm -rf $(PURE_SRC) && mkdir -p $(PURE_SRC)
 	@cp -R src/headwater $(PURE_SRC)/ && find $(PURE_SRC) -name '*.so' -delete
-	PYTHONPATH=$(PURE_SRC) HEADWATER_EXPECT_BUILD=pure $(BIN)/pytest -q -p no:cacheprovider \
+	PYTHONPATH=$(PURE_SRC) HEADWATER_EXPECT_BUILD=pure HEADWATER_HYPOTHESIS_PROFILE=pure $(BIN)/pytest -q -p no:cacheprovider \
 		$(XDIST) tests/unit tests/model $(PURE_TIER)
 
 # Redis's own test suite (7.4.1, external mode) on every unit against this build; writes

@@ -10,7 +10,12 @@ from tests.helpers import ServerProcess, start_headwater, start_redis
 
 settings.register_profile("ci", max_examples=200, deadline=None, derandomize=True)
 settings.register_profile("dev", max_examples=50, deadline=None)
-settings.load_profile("ci" if os.environ.get("CI") else "dev")
+# the pure build's tier (Makefile): the same models, fewer examples; the compiled tier runs
+# them in full, and the pure tier is there to show the uncompiled modules behave the same
+settings.register_profile("pure", max_examples=20, deadline=None)
+settings.load_profile(
+    os.environ.get("HEADWATER_HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev")
+)
 
 
 @pytest.fixture(scope="session")

@@ -129,6 +129,8 @@ def cmd_select(c: Client, argv: list[bytes]) -> Reply:
     index = strict_int(argv[1])
     if index is None or not -(2**31) <= index < 2**31:
         raise NOT_INTEGER
+    if index and c.server.cluster is not None:
+        raise err("SELECT is not allowed in cluster mode")
     if not 0 <= index < len(c.server.keyspace.dbs):
         raise DB_INDEX_OUT_OF_RANGE
     c.select(index)

@@ -28,6 +28,8 @@ from headwater.structures.rates import InstantMetric
 if TYPE_CHECKING:
     from headwater.acl.access import AccessControl
     from headwater.acl.users import User
+    from headwater.cluster.bus import ClusterBus
+    from headwater.cluster.state import Cluster
     from headwater.commands.latency import LatencyMonitor
     from headwater.commands.pubsub import PubSub
     from headwater.commands.region_keyspace import RegionKeyspace
@@ -302,6 +304,11 @@ class Replication(Protocol):
     def waitaof(self, c: Client, local: int, replicas: int, timeout_ms: int) -> Reply | Block: ...
     def info_lines(self) -> list[str]: ...
     def is_replica(self) -> bool: ...
+    @property
+    def offset(self) -> int:
+        """master_repl_offset (a replica: what it has processed of its primary's stream)."""
+        ...
+
     def backlog_size(self) -> int:
         """The replication backlog's bytes (0 before the first replica)."""
         ...
@@ -343,6 +350,10 @@ class ServerAPI:
     histograms: Histograms
     #: the active-active region (``region-id``; commands/regions.py), None on a plain server
     region: RegionKeyspace | None
+    #: the cluster state (``cluster-enabled yes``; headwater/cluster/), else None
+    cluster: Cluster | None
+    #: the cluster bus's rules (MEET, FORGET...), set by the server layer in cluster mode
+    cluster_bus: ClusterBus | None
     #: keyspace events the running command fired, (event, key, db), in order: the engine
     #: publishes them after the command's change (commands/notify.py)
     events: list[tuple[bytes, bytes, int]]
@@ -454,6 +465,11 @@ class Client:
         self.qbuf_alloc = 0
         self.qbuf_peak = 0
         self.last_cmd = b"NULL"
+        # cluster mode: ASKING (for its next command), READONLY, and the slot of the running
+        # command's keys (-1: none; a script's calls must keep to it)
+        self.asking = False
+        self.readonly_cluster = False
+        self.slot = -1
         # MULTI/EXEC
         self.in_multi = False
         self.multi_error = False  # a queued command was rejected: EXEC aborts

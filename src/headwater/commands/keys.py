@@ -110,6 +110,8 @@ def cmd_copy(c: Client, argv: list[bytes]) -> Reply | Written:
         else:
             raise SYNTAX
         i += 1
+    if dst is not c.db and c.server.cluster is not None:
+        raise err("Copying to another database is not allowed in cluster mode")
     key, new_key = argv[1], argv[2]
     if dst is c.db and key == new_key:
         raise SAME_OBJECT
@@ -121,6 +123,8 @@ def cmd_copy(c: Client, argv: list[bytes]) -> Reply | Written:
 
 def cmd_move(c: Client, argv: list[bytes]) -> Reply | Written:
     """MOVE key db"""
+    if c.server.cluster is not None:
+        raise err("MOVE is not allowed in cluster mode")
     dst = _database(c, argv[2])
     if dst is c.db:
         raise SAME_OBJECT
@@ -142,6 +146,8 @@ def _swap_index(raw: bytes, which: str) -> int:
 def cmd_swapdb(c: Client, argv: list[bytes]) -> Reply | Written:
     """SWAPDB index1 index2: clients keep their database number and see the other's keys;
     WATCHers of keys in either are told, blocked clients whose key appears are served."""
+    if c.server.cluster is not None:
+        raise err("SWAPDB is not allowed in cluster mode")
     first = _swap_index(argv[1], "first")
     second = _swap_index(argv[2], "second")
     keyspace = c.server.keyspace

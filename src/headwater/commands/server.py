@@ -38,9 +38,17 @@ DEFAULT_SECTIONS = (
     "replication",
     "cpu",
     "errorstats",
+    "cluster",
     "keyspace",
 )
-ALL_SECTIONS = (*DEFAULT_SECTIONS[:7], "commandstats", "errorstats", "latencystats", "keyspace")
+ALL_SECTIONS = (
+    *DEFAULT_SECTIONS[:7],
+    "commandstats",
+    "errorstats",
+    "latencystats",
+    "cluster",
+    "keyspace",
+)
 
 
 #: ``compiled`` (hot modules built by mypyc) or ``pure``; fixed once the modules are imported.
@@ -54,7 +62,7 @@ def _section_server(c: Client) -> list[str]:
         f"redis_version:{REDIS_COMPAT_VERSION}",
         "redis_git_sha1:00000000",
         "redis_git_dirty:0",
-        "redis_mode:standalone",
+        f"redis_mode:{'standalone' if c.server.cluster is None else 'cluster'}",
         "server_name:headwater",
         f"headwater_version:{__version__}",
         f"headwater_build:{_BUILD}",
@@ -71,7 +79,6 @@ def _section_server(c: Client) -> list[str]:
         f"hz:{c.server.config['hz']}",
         f"executable:{info.executable}",
         f"config_file:{info.config_file}",
-        "cluster_enabled:0",
     ]
 
 
@@ -294,6 +301,10 @@ def _section_keyspace(c: Client) -> list[str]:
     return lines
 
 
+def _section_cluster(c: Client) -> list[str]:
+    return [f"cluster_enabled:{0 if c.server.cluster is None else 1}"]
+
+
 def _section_active_active(c: Client) -> list[str]:
     """Only when asked by name (not in ``default`` or ``all``, as Redis's modules' sections)."""
     return regions.info_lines(c)
@@ -310,6 +321,7 @@ SECTIONS = {
     "commandstats": _section_commandstats,
     "errorstats": _section_errorstats,
     "latencystats": _section_latencystats,
+    "cluster": _section_cluster,
     "keyspace": _section_keyspace,
     "active-active": _section_active_active,
 }

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from headwater.commands import (
     acl,
     bitops,
+    cluster,
     connection,
     dump,
     geo,
@@ -63,6 +64,7 @@ FAMILIES = (
     latency,
     acl,
     lolwut,
+    cluster,
 )
 
 

@@ -29,8 +29,12 @@ import hiredis
 
 from headwater.acl.access import AccessControl
 from headwater.clock import Clock, SystemClock
+from headwater.cluster.bus import ClusterBus
+from headwater.cluster.state import Cluster
 from headwater.commands import acl as acl_checks
 from headwater.commands.acl import check as acl_check
+from headwater.commands.cluster import attach_cluster
+from headwater.commands.cluster_gate import ClusterGate
 from headwater.commands.context import (
     LATENCY_SMALL_US,
     Block,
@@ -129,6 +133,14 @@ class Engine(ScriptHost):
         if self.region is not None:
             overlay(self.table)
             self.streams = RegionStreams(self.region)
+        #: cluster mode (``cluster-enabled yes``): the state, and the gate every client
+        #: command passes (None on a plain server: the one test a command pays)
+        self.cluster: Cluster | None = attach_cluster(self.config, int(self.clock.now_ms()))
+        self.cluster_gate: ClusterGate | None = None
+        #: the bus's rules (the server layer sets them: they need its sockets)
+        self.cluster_bus: ClusterBus | None = None
+        if self.cluster is not None:
+            self.cluster_gate = ClusterGate(self, self.cluster)
         #: ACL users (the default one until the configuration names others) and their log
         self.acl = AccessControl(acl_checks.build_catalog(self.table))
         if self.config["requirepass"]:  # (then the users of the configuration, as Redis)
@@ -374,6 +386,14 @@ class Engine(ScriptHost):
                 denied = acl_checks.refused(c, row, argv, verdict, context)
                 self._reject(c, row, ReplyError("NOPERM", denied))
                 return
+        gate = self.cluster_gate
+        if (
+            gate is not None
+            and not c.replaying
+            and not c.is_master
+            and self._misrouted(gate, c, row, argv)
+        ):
+            return
         if self.evicting and not c.replaying:
             oom = self.pre_command_oom = self.evictor.make_room()
             if oom and _refused_on_oom(c, row):
@@ -414,6 +434,24 @@ class Engine(ScriptHost):
             self._propagate_expired()
         if self.keyspace.ready_dbs:
             self._serve_ready()
+
+    def _misrouted(self, gate: ClusterGate, c: Client, row: CommandSpec, argv: list[bytes]) -> bool:
+        """Cluster mode: answer a command this node does not serve (MOVED, ASK, CROSSSLOT,
+        CLUSTERDOWN...); a refused EXEC discards its transaction (Redis gives the
+        redirection itself, not EXECABORT). ASKING holds for one command only."""
+        asking = c.asking
+        if not c.in_multi and row.name != "asking":
+            c.asking = False
+        refusal = gate.refusal(c, row, argv, asking)
+        if refusal is None:
+            return False
+        row.rejected_calls += 1
+        if row.name == "exec":
+            discard(c)
+        elif c.in_multi:
+            c.multi_error = True
+        self._reply(c, self._error(refusal))
+        return True
 
     def _execute_tracked(self, c: Client, argv: list[bytes]) -> None:
         """``execute`` while tracking is on: c is the current client, and invalidations of
@@ -1003,6 +1041,11 @@ class Engine(ScriptHost):
             self._last_second_ms = now
             self.streams.expire_idmp(self.keyspace.dbs, now, self.config["stream-idmp-duration"])
         self._reclaim_idle_consumers()
+        cluster = self.cluster
+        if cluster is not None and not cluster.ok:  # (as Redis: judged again while down)
+            cluster.update_state(
+                int(self.clock.now_ms()), self.config["cluster-require-full-coverage"]
+            )
         if keyspace.tracking_on:
             self.tracking.limit_used_slots()
             self.tracking.broadcast()  # (the keys it expired, to BCAST clients)

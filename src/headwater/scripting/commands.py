@@ -45,6 +45,12 @@ def parse_numkeys(argv: list[bytes], bad: ReplyError = NOT_INTEGER) -> int:
     return numkeys
 
 
+def check_cluster_flag(c: Client, flags: tuple[str, ...]) -> None:
+    """A script or function flagged ``no-cluster`` does not run on a cluster node."""
+    if "no-cluster" in flags and c.server.cluster is not None:
+        raise err("Can not run script on cluster, 'no-cluster' flag is set.")
+
+
 def check_may_write(c: Client, read_only_command: bool) -> None:
     """A script or function that declares it may write, refused before it runs as Redis's
     scriptPrepareForRun does: on a read-only replica or without enough good replicas, then
@@ -62,13 +68,25 @@ def _run(
     flags = script.flags
     read_only = read_only_command
     if flags is not None:  # a shebang: the script declares whether it writes
+        check_cluster_flag(c, flags)
         if FLAG_NO_WRITES in flags:
             read_only = True
         else:
             check_may_write(c, read_only_command)
     scripting = scripting_of(c)
+    # (a script without a shebang may, as before 7.0)
+    cross_slot = flags is None or "allow-cross-slot-keys" in flags
     reply = scripting.run_script(
-        c, script.function, script.slot, script.sha, argv, numkeys, True, read_only
+        c,
+        script.function,
+        script.slot,
+        script.sha,
+        argv,
+        numkeys,
+        True,
+        read_only,
+        None,
+        cross_slot,
     )
     scripting.ran(script)
     return reply

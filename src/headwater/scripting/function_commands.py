@@ -17,6 +17,7 @@ from headwater.ops.change import Written, as_given, one_line
 from headwater.ops.lazyfree import LAZYFREE_THRESHOLD
 from headwater.resp.types import OK, Reply, RSet, Status
 from headwater.scripting.commands import (
+    check_cluster_flag,
     check_may_write,
     flush_lazily,
     parse_numkeys,
@@ -36,14 +37,25 @@ def _fcall(c: Client, argv: list[bytes], read_only_command: bool) -> Reply:
     if function is None:
         raise err("Function not found")
     numkeys = parse_numkeys(argv, _BAD_NUMKEYS)
+    check_cluster_flag(c, function.flags)
     read_only = FLAG_NO_WRITES in function.flags
     if not read_only:
         check_may_write(c, read_only_command)
     pubsub = c.server.pubsub
     if pubsub.monitors:  # before the commands its function runs
         show_command(pubsub, c, argv)
+    cross_slot = "allow-cross-slot-keys" in function.flags
     return scripting.run_script(
-        c, function.callback, function.slot, function.name, argv, numkeys, False, read_only, argv
+        c,
+        function.callback,
+        function.slot,
+        function.name,
+        argv,
+        numkeys,
+        False,
+        read_only,
+        argv,
+        cross_slot,
     )
 
 

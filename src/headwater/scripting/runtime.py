@@ -28,6 +28,7 @@ from lupa import lua51
 
 from headwater import REDIS_COMPAT_VERSION
 from headwater.commands.acl import refusal as acl_refusal
+from headwater.commands.cluster_gate import ClusterGate
 from headwater.commands.context import Block, Client, CommandSpec, ServerAPI
 from headwater.commands.monitor import feed_monitors
 from headwater.commands.server import _human
@@ -116,6 +117,8 @@ class ScriptHost(ServerAPI):
 
     lookup: dict[bytes, CommandSpec]
     refuse_writes: ReplyError | None
+    #: cluster mode's routing (None on a plain server): a script's commands pass it too
+    cluster_gate: ClusterGate | None
     shutdown_requested: tuple[bool | None, bool, bool] | None
     scripting: Scripting
 
@@ -180,6 +183,8 @@ class Run:
         self.wrote = False
         self.busy = False
         self.kill: bytes | None = None
+        #: ``allow-cross-slot-keys``: its commands may touch keys of any slot this node serves
+        self.cross_slot = False
 
 
 class ScriptError(Exception):
@@ -512,6 +517,7 @@ class Scripting:
         is_eval: bool,
         read_only: bool,
         command: list[bytes] | None = None,
+        cross_slot: bool = False,
     ) -> Reply:
         """Run a compiled script or function (``slot``: its place in the C bridge) for
         ``caller``, with KEYS and ARGV from ``argv[3:]``; its reply in the caller's
@@ -525,6 +531,7 @@ class Scripting:
         client.user = caller.user  # (its commands are checked against the caller's rules)
         self.vm = vm
         run = self.run = Run(caller, name, is_eval, read_only, _monotonic(), command)
+        run.cross_slot = cross_slot
         host = self.host
         collecting = host.start_collecting()
         try:
@@ -710,6 +717,10 @@ class Scripting:
                 return refuse.line()
             if replication is not None:
                 return replication.line()
+        gate = self.host.cluster_gate
+        caller = run.caller
+        if gate is not None and not caller.replaying and not caller.is_master:
+            return gate.script_refusal(caller, row, argv, run.cross_slot)
         return None
 
     # -- busy scripts ------------------------------------------------------------------------

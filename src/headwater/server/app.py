@@ -25,6 +25,7 @@ from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 from headwater import REDIS_COMPAT_VERSION, __version__
+from headwater.cluster.nodes_conf import NodesConfError
 from headwater.commands.context import Client, CommandSpec
 from headwater.config import Config, ConfigError
 from headwater.engine import Engine
@@ -32,6 +33,7 @@ from headwater.engine.core import allowed_while_busy
 from headwater.persistence.aof import SYSTEM_FILE_OPS, FileOps
 from headwater.server.aa_links import RegionLinks
 from headwater.server.busy import BusyPoller
+from headwater.server.cluster_bus import ClusterLinks
 from headwater.server.durability import Durability, StartupError
 from headwater.server.listen import Listeners
 from headwater.server.loading import LOADING, LoadInterrupted, LoadWatch, allowed_while_loading
@@ -64,6 +66,12 @@ class Server:
             self.engine = Engine(config, scheduler=loop, extra_commands=extra_commands)
         except ConfigError as exc:  # (the ACL users of the configuration)
             raise StartupError(str(exc)) from None
+        except NodesConfError as exc:  # (cluster mode: the node's own table)
+            raise StartupError(
+                f"Unrecoverable error: corrupted cluster config file {exc}"
+            ) from None
+        except OSError as exc:
+            raise StartupError(f"cannot write the cluster config file: {exc}") from None
         wake = loop.call_soon_threadsafe
         self.durability = Durability(config, self.engine, data_dir, wake, ops)
         self.durability.on_durable = self._durable
@@ -74,6 +82,11 @@ class Server:
         self.region_links: RegionLinks | None = None
         if self.engine.region is not None:
             self.region_links = RegionLinks(self, self.engine.region)
+        #: cluster mode's bus (None on a plain server)
+        self.cluster_links: ClusterLinks | None = None
+        if self.engine.cluster is not None:
+            self.cluster_links = ClusterLinks(self, self.engine.cluster)
+            self.engine.cluster_bus = self.cluster_links.bus
         self.busy_poller = BusyPoller(self)
         self.engine.busy_poller = self.busy_poller
         self.connections: dict[Client, Connection] = {}
@@ -121,6 +134,8 @@ class Server:
                 tls = self.tls.listening() if config["tls-port"] else None
                 await self.admin.start(config["admin-bind"], config["admin-port"], tls)
             await self.listeners.start(config["bind"], config["port"], config["tcp-backlog"])
+            if self.cluster_links is not None:
+                await self.cluster_links.start()
             if config["tls-port"]:
                 await self.tls_listeners.start(
                     config["bind"], config["tls-port"], config["tcp-backlog"]
@@ -150,6 +165,8 @@ class Server:
     async def _close_listeners(self) -> None:
         self.listeners.close()
         self.tls_listeners.close()
+        if self.cluster_links is not None:
+            self.cluster_links.close()
         if self.admin is not None:
             await self.admin.close()
 
@@ -231,6 +248,8 @@ class Server:
         self.replication.close()
         if self.region_links is not None:
             self.region_links.close()
+        if self.cluster_links is not None:
+            self.cluster_links.close()
         self.durability.shutdown(requested[0] if requested is not None else None)
         if self.durability.aof.clean_close:
             self.replication.save_state()

@@ -102,6 +102,12 @@ def check_regions(config: Config) -> None:
             "--region-id and --replicaof cannot be combined: an active-active region is a "
             "primary that exchanges effects with its peers"
         )
+    if config["region-id"] and config["cluster-enabled"]:
+        raise OptionsError(
+            "--region-id and --cluster-enabled cannot be combined: a region's streams, "
+            "envelopes and peer links belong to one process, while a cluster spreads keys "
+            "over nodes (docs/cluster.md)"
+        )
     own = ("127.0.0.1", config["port"])
     if config["region-id"] and own in config["peers"]:
         raise OptionsError(f"--peers names this server itself ({own[0]}:{own[1]})")
