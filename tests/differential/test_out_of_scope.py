@@ -14,7 +14,7 @@ from tests.differential.harness import assert_same
 from tests.helpers import ServerProcess, start_redis
 
 # Commands Headwater leaves out (README: cluster, modules, MIGRATE).
-OUT_OF_SCOPE = ["MIGRATE", "MODULE", "RESTORE-ASKING"]
+OUT_OF_SCOPE = ["MODULE"]
 
 
 @pytest.fixture(scope="module")

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from headwater.cluster import bus_codec as codec
 from headwater.cluster.bus_codec import Gossip, Message
+from headwater.cluster.failover import Failover
 from headwater.cluster.state import (
     FAIL,
     HANDSHAKE,
@@ -70,6 +71,20 @@ class Wire(Protocol):
     def state_changed(self) -> None:
         """nodes.conf must be written, the state judged again."""
 
+    def save_now(self) -> None:
+        """nodes.conf written (and synced) before anything else is sent (votes, epochs)."""
+
+    def master_data_age_ms(self) -> int:
+        """How long since this replica last heard from its master's replication link."""
+
+    def became_master(self) -> None:
+        """This replica won an election: it stops replicating and serves writes."""
+
+    def pause_writes(self, duration_ms: int) -> None:
+        """A manual failover: writes wait until the replica has caught up."""
+
+    def unpause_writes(self) -> None: ...
+
 
 class ClusterBus:
     def __init__(
@@ -88,6 +103,7 @@ class ClusterBus:
         #: node name → {reporting master name: report time}
         self.fail_reports: dict[str, dict[str, int]] = {}
         self.cron_runs = 0
+        self.failover = Failover(self)
         #: cluster-announce-ip and -hostname, cluster-allow-replica-migration (the server
         #: keeps them current)
         self.announced_ip = ""
@@ -111,6 +127,8 @@ class ClusterBus:
         m.flags = myself.flags
         m.state_ok = cluster.ok
         m.hostname = self.hostname
+        if myself.flags & MASTER and self.failover.mf_end_ms:
+            m.mflags |= codec.MF_PAUSED  # (a manual failover: writes are held)
         return m
 
     def ping(self, kind: int, now_ms: int) -> Message:
@@ -157,6 +175,15 @@ class ClusterBus:
             node.ping_sent_ms = now_ms
         self._count_sent(kind)
         self.wire.send(node.link, self.ping(kind, now_ms))
+
+    def send(self, node: Node, message: Message) -> None:
+        """A message on ``node``'s outbound link (if it is up)."""
+        if node.link is not None and node.connected:
+            self.send_on(node.link, message)
+
+    def send_on(self, link: Any, message: Message) -> None:
+        self._count_sent(message.kind)
+        self.wire.send(link, message)
 
     def broadcast(self, message: Message) -> None:
         for node in self.cluster.nodes.values():
@@ -232,6 +259,7 @@ class ClusterBus:
                 sender.config_epoch = m.config_epoch
                 self.wire.state_changed()
             sender.repl_offset = m.offset
+            self.failover.master_paused_at(sender, m)
         kind = m.kind
         if kind in (codec.PING, codec.PONG, codec.MEET):
             self._on_ping(link, link_node, sender, m, now_ms)
@@ -243,6 +271,12 @@ class ClusterBus:
                 self.wire.state_changed()
         elif kind == codec.UPDATE and sender is not None:
             self._on_update(m, now_ms)
+        elif kind == codec.AUTH_REQUEST and sender is not None:
+            self.failover.vote(sender, m, now_ms)
+        elif kind == codec.AUTH_ACK and sender is not None:
+            self.failover.acked(sender, m.current_epoch)
+        elif kind == codec.MFSTART and sender is not None:
+            self.failover.mfstart(sender, link, now_ms)
 
     def _on_ping(
         self, link: Any, link_node: Node | None, sender: Node | None, m: Message, now_ms: int
@@ -508,6 +542,7 @@ class ClusterBus:
             if node.flags & (MYSELF | NOADDR | HANDSHAKE):
                 continue
             self._check_node(node, now_ms, timeout)
+        self.failover.cron(now_ms)
 
     def _ping_the_stalest(self, now_ms: int) -> None:
         candidates = [

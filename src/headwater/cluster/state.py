@@ -96,6 +96,7 @@ class Node:
         self.link_created_ms = 0
         self.data_received_ms = 0
         self.fail_time_ms = 0
+        self.voted_time_ms = 0  # (a master: when this node last voted for a replica of it)
 
     @property
     def is_master(self) -> bool:

@@ -421,9 +421,14 @@ def _setslot_node(c: Client, cluster: Cluster, slot: int, node: Node) -> None:
         )
     if not holds:
         cluster.migrating.pop(slot, None)
+    was_mine = cluster.owners[slot] is myself
     if cluster.owners[slot] is not None:
         cluster.unassign(slot)
     cluster.assign(slot, node)
+    migration = c.server.config["cluster-allow-replica-migration"]
+    bus = c.server.cluster_bus
+    if was_mine and node is not myself and not myself.numslots and migration and bus:
+        bus.wire.became_replica(node)  # (a master left without slots follows their taker)
     if node is myself and slot in cluster.importing:
         cluster.bump_epoch()  # (the slot moved by hand: a new epoch tells the others)
         del cluster.importing[slot]
@@ -488,6 +493,31 @@ def cmd_cluster_replicate(c: Client, argv: list[bytes]) -> Reply:
     if myself.is_master and (myself.numslots or len(c.server.keyspace.dbs[0])):
         raise err("To set a master the node must be empty and without assigned slots.")
     _bus(c).wire.became_replica(node)
+    changed(c, cluster)
+    return OK
+
+
+def cmd_cluster_failover(c: Client, argv: list[bytes]) -> Reply:
+    """CLUSTER FAILOVER [FORCE|TAKEOVER], sent to a replica."""
+    cluster = cluster_of(c)
+    if len(argv) > 3:
+        raise subcommand_syntax(argv[1], "CLUSTER")
+    force = takeover = False
+    if len(argv) == 3:
+        mode = argv[2].lower()
+        if mode not in (b"force", b"takeover"):
+            raise SYNTAX
+        takeover = mode == b"takeover"
+        force = True
+    myself = cluster.myself
+    if myself.is_master:
+        raise err("You should send CLUSTER FAILOVER to a replica")
+    master = myself.master
+    if master is None:
+        raise err("I'm a replica but my master is unknown to me")
+    if not force and (master.flags & FAIL or not master.connected):
+        raise err("Master is down or failed, please use CLUSTER FAILOVER FORCE")
+    _bus(c).failover.manual(force, takeover, int(c.server.clock.now_ms()))
     changed(c, cluster)
     return OK
 
@@ -669,6 +699,7 @@ SPECS: tuple[CommandSpec, ...] = (
             spec("cluster|meet", -4, _ADMIN, handler=cmd_cluster_meet),
             spec("cluster|forget", 3, _ADMIN, handler=cmd_cluster_forget),
             spec("cluster|replicate", 3, _ADMIN, handler=cmd_cluster_replicate),
+            spec("cluster|failover", -2, _ADMIN, handler=cmd_cluster_failover),
             spec("cluster|help", 2, "loading stale", handler=_cluster_help),
         ),
     ),

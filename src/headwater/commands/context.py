@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from headwater.cluster.bus import ClusterBus
     from headwater.cluster.state import Cluster
     from headwater.commands.latency import LatencyMonitor
+    from headwater.commands.migrate import MigrateSockets
     from headwater.commands.pubsub import PubSub
     from headwater.commands.region_keyspace import RegionKeyspace
     from headwater.commands.slowlog import SlowLog
@@ -354,6 +355,8 @@ class ServerAPI:
     cluster: Cluster | None
     #: the cluster bus's rules (MEET, FORGET...), set by the server layer in cluster mode
     cluster_bus: ClusterBus | None
+    #: MIGRATE's cached connections to its targets
+    migrate_sockets: MigrateSockets
     #: keyspace events the running command fired, (event, key, db), in order: the engine
     #: publishes them after the command's change (commands/notify.py)
     events: list[tuple[bytes, bytes, int]]

@@ -99,4 +99,6 @@ def cmd_restore(c: Client, argv: list[bytes]) -> Reply | Written:
 SPECS = (
     spec("dump", 2, "readonly", (1, 1, 1), cmd_dump),
     spec("restore", -4, "write denyoom", (1, 1, 1), cmd_restore),
+    # (cluster mode: served on a slot being imported without ASKING; MIGRATE sends it)
+    spec("restore-asking", -4, "write denyoom asking", (1, 1, 1), cmd_restore),
 )

@@ -42,12 +42,8 @@ def _tree_to_reply(node: Any) -> Reply:
 #: the Redis 7.0 commands Headwater leaves out (COMMAND LIST's names, patterns) and why;
 #: they answer as Redis answers a command it does not know
 LEFT_OUT = {
-    # (issue #36: these need the cluster bus, which is not built yet)
-    "cluster|failover": "Redis Cluster's bus",
-    "restore-asking": "Redis Cluster's slot migration",
     "module": "modules",
     "module|*": "modules",
-    "migrate": "MIGRATE (moves keys between Redis Cluster nodes)",
 }
 
 

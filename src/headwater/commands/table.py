@@ -21,6 +21,7 @@ from headwater.commands import (
     lists,
     lolwut,
     memory,
+    migrate,
     monitor,
     pubsub,
     replication,
@@ -65,6 +66,7 @@ FAMILIES = (
     acl,
     lolwut,
     cluster,
+    migrate,
 )
 
 

@@ -48,6 +48,7 @@ from headwater.commands.context import (
 )
 from headwater.commands.gate import ReplyGate
 from headwater.commands.latency import LatencyMonitor, record
+from headwater.commands.migrate import MigrateSockets
 from headwater.commands.notify import publish_event
 from headwater.commands.plain_store import PlainStreams
 from headwater.commands.pubsub import PUSH_REPLIES, PubSub, hooked_call
@@ -139,6 +140,7 @@ class Engine(ScriptHost):
         self.cluster_gate: ClusterGate | None = None
         #: the bus's rules (the server layer sets them: they need its sockets)
         self.cluster_bus: ClusterBus | None = None
+        self.migrate_sockets = MigrateSockets()
         if self.cluster is not None:
             self.cluster_gate = ClusterGate(self, self.cluster)
         #: ACL users (the default one until the configuration names others) and their log
@@ -1041,6 +1043,8 @@ class Engine(ScriptHost):
             self._last_second_ms = now
             self.streams.expire_idmp(self.keyspace.dbs, now, self.config["stream-idmp-duration"])
         self._reclaim_idle_consumers()
+        if self.migrate_sockets.cached:
+            self.migrate_sockets.close_idle(now)
         cluster = self.cluster
         if cluster is not None and not cluster.ok:  # (as Redis: judged again while down)
             cluster.update_state(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from typing import TYPE_CHECKING, Any
 
 from headwater.cluster import bus_codec as codec
@@ -16,6 +17,7 @@ from headwater.cluster.bus import ClusterBus
 from headwater.cluster.nodes_conf import save
 from headwater.cluster.state import Cluster, Node
 from headwater.commands.cluster import config_path, keys_in_db
+from headwater.engine.pause import PAUSE_WRITE
 from headwater.server.listen import Listeners
 
 if TYPE_CHECKING:
@@ -131,6 +133,10 @@ class ClusterLinks:
             self.bus.announced_ip = config["cluster-announce-ip"]
             self.bus.hostname = config["cluster-announce-hostname"]
             self.bus.allow_replica_migration = config["cluster-allow-replica-migration"]
+            failover = self.bus.failover
+            failover.validity_factor = config["cluster-replica-validity-factor"]
+            failover.ping_period_s = config["repl-ping-replica-period"]
+            failover.no_failover = config["cluster-replica-no-failover"]
             self.bus.cron(self.now_ms())
             if not self.cluster.ok:  # (as Redis: judged again while down, else on changes)
                 self._dirty = True
@@ -211,3 +217,31 @@ class ClusterLinks:
 
     def state_changed(self) -> None:
         self._dirty = True
+
+    def save_now(self) -> None:
+        self.cluster.changed = True
+        self._dirty = True
+        self.after()
+
+    def master_data_age_ms(self) -> int:
+        link = self.server.replication.link
+        if link is None:
+            return 0
+        now = time.monotonic()
+        since = link.last_io if link.connected else link.down_since
+        return int((now - since) * 1000) if since else 0
+
+    def became_master(self) -> None:
+        self.server.replication.become_primary_again()
+        self._dirty = True
+
+    def pause_writes(self, duration_ms: int) -> None:
+        engine = self.engine
+        engine.failover_paused = True
+        engine.pause_clients(duration_ms, PAUSE_WRITE)
+
+    def unpause_writes(self) -> None:
+        engine = self.engine
+        if engine.failover_paused:
+            engine.failover_paused = False
+            engine.unpause_clients()
