@@ -36,6 +36,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
+from headwater.cluster.slot_index import SlotIndex
 from headwater.glob import compile_glob
 from headwater.keyevents import NEW
 
@@ -77,6 +78,8 @@ class Database:
         self.ready: list[bytes] = []  # keys with waiters that a write made ready
         #: key -> access word (module doc): last access ms, or the LFU word under LFU
         self.lru: dict[bytes, int] = {}
+        #: cluster mode, database 0: the keys of each hash slot (None otherwise)
+        self.slots: SlotIndex | None = None
 
     # -- lookups -----------------------------------------------------------------------------
 
@@ -136,6 +139,8 @@ class Database:
         keyspace = self.keyspace
         if keyspace.notify_flags & NEW:
             self._announce_if_new(key)
+        if self.slots is not None:
+            self.slots.add(key)
         self.data[key] = value
         if not keyspace.lfu or key not in self.lru:  # (LFU: an overwrite keeps the counter)
             self.lru[key] = keyspace.now_ms if not keyspace.lfu else keyspace.fresh_word()
@@ -182,6 +187,8 @@ class Database:
         self.expires.pop(dst, None)
         if self.keyspace.notify_flags & NEW:
             self._announce_if_new(dst)
+        if self.slots is not None:
+            self.slots.add(dst)
         self.data[dst] = value
         if word is not None:  # (the value keeps its access word, as Redis's object does)
             self.lru[dst] = word
@@ -202,6 +209,8 @@ class Database:
             if key in self.data:
                 self.signal_ready(key)
         self.data.clear()
+        if self.slots is not None:
+            self.slots.clear()
         self.expires.clear()
         self._deadlines.clear()
         self.lru.clear()
@@ -221,6 +230,8 @@ class Database:
         self.field_deadlines = other.field_deadlines
         self.idmp_keys = other.idmp_keys
         self.lru = other.lru
+        if self.slots is not None:
+            self.slots.rebuild(self.data)
         for key in list(self.watched):
             if key in before or key in self.data:
                 self.touch_watchers(key)
@@ -272,6 +283,8 @@ class Database:
 
     def _remove(self, key: bytes) -> None:
         del self.data[key]
+        if self.slots is not None:
+            self.slots.discard(key)
         removed = self.keyspace.removed
         if removed is not None:  # (maxmemory's meter: engine/eviction.py)
             removed.append((self.index, key))

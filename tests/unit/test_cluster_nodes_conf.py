@@ -95,3 +95,23 @@ def test_render_then_parse_keeps_the_state(
     assert [o.name if o else None for o in again.owners] == [
         o.name if o else None for o in cluster.owners
     ]
+
+
+def test_saves_in_place_and_durably_both_read_back(tmp_path: object) -> None:
+    from pathlib import Path
+
+    from headwater.cluster.nodes_conf import save
+
+    path = str(Path(str(tmp_path)) / "nodes.conf")
+    cluster = read(REDIS_FILE)
+    save(path, cluster)  # (in place)
+    shorter = read(REDIS_FILE)
+    shorter.unassign_all(shorter.nodes[B])
+    shorter.changed = True
+    save(path, shorter)
+    text = Path(path).read_text()
+    assert render(read(text)) == render(shorter)
+    shorter.bump_epoch()  # (an epoch taken: the durable way)
+    assert shorter.must_sync
+    save(path, shorter)
+    assert not shorter.must_sync and render(read(Path(path).read_text())) == render(shorter)

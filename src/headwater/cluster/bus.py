@@ -85,6 +85,9 @@ class Wire(Protocol):
 
     def unpause_writes(self) -> None: ...
 
+    def deliver(self, channel: bytes, payload: bytes, sharded: bool) -> None:
+        """A message published on another node, for this node's subscribers."""
+
 
 class ClusterBus:
     def __init__(
@@ -191,6 +194,25 @@ class ClusterBus:
                 self._count_sent(message.kind)
                 self.wire.send(node.link, message)
 
+    def follow(self, master: Node) -> None:
+        """This node becomes a replica of ``master`` (Redis's clusterSetMaster): a manual
+        failover it was part of ends, its paused writes resume."""
+        self.failover.reset()
+        self.wire.became_replica(master)
+
+    def publish(self, channel: bytes, payload: bytes, sharded: bool) -> None:
+        """PUBLISH to every node; SPUBLISH to the other nodes of my shard."""
+        m = self.header(codec.PUBLISHSHARD if sharded else codec.PUBLISH)
+        m.channel, m.payload = channel, payload
+        if not sharded:
+            self.broadcast(m)
+            return
+        myself = self.cluster.myself
+        master = myself.master if myself.master is not None else myself
+        for node in (master, *master.replicas):
+            if node is not myself:
+                self.send(node, m)
+
     def broadcast_pong(self, now_ms: int) -> None:
         for node in self.cluster.nodes.values():
             if node.link is not None and node.connected and not node.flags & (MYSELF | HANDSHAKE):
@@ -254,10 +276,10 @@ class ClusterBus:
             sender.data_received_ms = now_ms
             if m.current_epoch > cluster.current_epoch:
                 cluster.current_epoch = m.current_epoch
-                self.wire.state_changed()
+                cluster.changed = cluster.must_sync = True
             if m.config_epoch > sender.config_epoch and not m.master:
                 sender.config_epoch = m.config_epoch
-                self.wire.state_changed()
+                cluster.changed = cluster.must_sync = True
             sender.repl_offset = m.offset
             self.failover.master_paused_at(sender, m)
         kind = m.kind
@@ -277,6 +299,8 @@ class ClusterBus:
             self.failover.acked(sender, m.current_epoch)
         elif kind == codec.MFSTART and sender is not None:
             self.failover.mfstart(sender, link, now_ms)
+        elif kind in (codec.PUBLISH, codec.PUBLISHSHARD) and sender is not None:
+            self.wire.deliver(m.channel, m.payload, kind == codec.PUBLISHSHARD)
 
     def _on_ping(
         self, link: Any, link_node: Node | None, sender: Node | None, m: Message, now_ms: int
@@ -373,7 +397,7 @@ class ClusterBus:
         if sender.flags & MASTER:
             self.update_slots(sender, m.config_epoch, m.myslots)
         # a claim older than what this node knows: the sender is told (UPDATE)
-        for slot in codec.slots_in(m.myslots):
+        for slot in codec.claimed_beyond(m.myslots, sender.bits):
             current = cluster.owners[slot]
             if current is None or current is sender:
                 continue
@@ -401,6 +425,7 @@ class ClusterBus:
         ):
             cluster.current_epoch += 1
             myself.config_epoch = cluster.current_epoch
+            cluster.changed = cluster.must_sync = True
             self.wire.state_changed()
 
     def update_slots(self, sender: Node, epoch: int, bitmap: bytes) -> None:
@@ -412,12 +437,10 @@ class ClusterBus:
         my_master = myself.master if myself.master is not None else myself
         new_master: Node | None = None
         lost_with_keys: list[int] = []
-        sender_slots = migrated = 0
-        for slot in codec.slots_in(bitmap):
+        held_before = bytes(sender.bits)
+        migrated = 0
+        for slot in codec.claimed_beyond(bitmap, held_before):
             current = cluster.owners[slot]
-            if current is sender:
-                sender_slots += 1
-                continue
             if slot in cluster.importing:
                 continue
             if current is None or current.config_epoch < epoch:
@@ -430,9 +453,12 @@ class ClusterBus:
                     cluster.unassign(slot)
                 cluster.assign(slot, sender)
                 self.wire.state_changed()
-        allowed = self.allow_replica_migration or sender_slots == migrated
+        if new_master is not None and not my_master.numslots:
+            # (without replica migration, only if all the sender claims it took from us)
+            kept = sum(bin(a & b).count("1") for a, b in zip(bitmap, held_before, strict=True))
+            allowed = self.allow_replica_migration or kept == migrated
         if new_master is not None and not my_master.numslots and allowed:
-            self.wire.became_replica(new_master)
+            self.follow(new_master)
         else:
             for slot in lost_with_keys:
                 self.wire.delete_slot_keys(slot)

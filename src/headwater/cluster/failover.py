@@ -123,9 +123,10 @@ class Failover:
             request = bus.header(codec.AUTH_REQUEST)
             if self.mf_end_ms:
                 request.mflags |= codec.MF_FORCEACK
-            bus.broadcast(request)
             self.auth_sent = True
-            bus.wire.state_changed()
+            cluster.changed = cluster.must_sync = True
+            bus.wire.save_now()
+            bus.broadcast(request)
             return
         if self.auth_count >= cluster.size // 2 + 1:
             if myself.config_epoch < self.auth_epoch:
@@ -151,6 +152,7 @@ class Failover:
         if myself.flags & MASTER or old is None:
             return
         cluster.set_master_role(myself)
+        cluster.must_sync = True
         bus.wire.became_master()
         for slot in cluster.slots_of(old):
             cluster.unassign(slot)
@@ -189,7 +191,7 @@ class Failover:
                 return
         cluster.last_vote_epoch = cluster.current_epoch
         master.voted_time_ms = now_ms
-        bus.wire.state_changed()
+        cluster.changed = cluster.must_sync = True
         bus.wire.save_now()
         if requester.link is not None and requester.connected:
             bus.send(requester, bus.header(codec.AUTH_ACK))

@@ -12,7 +12,7 @@ import os
 import re
 from collections.abc import Callable
 
-from headwater.cluster.slots import SLOTS, runs
+from headwater.cluster.slots import SLOTS
 from headwater.cluster.state import FLAG_WORDS, HANDSHAKE, MYSELF, REPLICA, Cluster, Node
 
 _NAME = re.compile(r"[0-9a-f]{40}\Z")
@@ -41,7 +41,7 @@ def node_line(cluster: Cluster, node: Node) -> str:
         str(cluster.epoch_of(node)),
         link,
     ]
-    for first, last in runs(cluster.slots_of(node)):
+    for first, last in cluster.ranges_of(node):
         parts.append(str(first) if first == last else f"{first}-{last}")
     if node.flags & MYSELF:
         for slot in sorted(set(cluster.migrating) | set(cluster.importing)):
@@ -71,20 +71,34 @@ def render(cluster: Cluster) -> str:
 
 
 def save(path: str, cluster: Cluster) -> None:
-    """Write nodes.conf whole and durably: a new file, fsynced, then renamed over the old
-    one (a crash leaves the old file or the new, never half of one)."""
-    temp = f"{path}.tmp-{os.getpid()}"
-    with open(temp, "w", encoding="utf-8") as out:
-        out.write(render(cluster))
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(temp, path)
-    directory = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
-    cluster.changed = False
+    """Write nodes.conf. When an epoch or a vote changed (``cluster.must_sync``): a new file,
+    synced, renamed over the old one (a crash leaves the old file or the new, and a node
+    never forgets a vote or an epoch it gave). Otherwise in place, as Redis writes it: one
+    write padded with newlines to the old length (a kill between it and the truncation
+    leaves blank lines, which the loader skips), about 20 times cheaper than a rename."""
+    text = render(cluster).encode("utf-8")
+    if cluster.must_sync:
+        temp = f"{path}.tmp-{os.getpid()}"
+        with open(temp, "wb") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temp, path)
+        directory = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
+    else:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            old = os.fstat(fd).st_size
+            os.pwrite(fd, text.ljust(old, b"\n"), 0)
+            if old > len(text):
+                os.ftruncate(fd, len(text))
+        finally:
+            os.close(fd)
+    cluster.changed = cluster.must_sync = False
 
 
 def parse(

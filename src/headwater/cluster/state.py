@@ -11,7 +11,10 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from headwater.cluster.slots import SLOTS
+from headwater.cluster.slots import SLOTS, runs
+
+#: the set bits of each byte value
+_BITS = [tuple(bit for bit in range(8) if value >> bit & 1) for value in range(256)]
 
 # node flags: Redis's CLUSTER_NODE_* bits (the bus carries them as they are)
 MASTER = 1
@@ -65,6 +68,32 @@ def random_node_name() -> str:
     return os.urandom(20).hex()
 
 
+def _ranges(bits: bytearray) -> list[tuple[int, int]]:
+    """The runs of set bits, byte by byte (whole bytes set or clear: one test)."""
+    found: list[tuple[int, int]] = []
+    start = -1
+    for index, byte in enumerate(bits):
+        base = index << 3
+        if byte == 0xFF:
+            if start < 0:
+                start = base
+        elif byte == 0:
+            if start >= 0:
+                found.append((start, base - 1))
+                start = -1
+        else:
+            for bit in range(8):
+                if byte >> bit & 1:
+                    if start < 0:
+                        start = base + bit
+                elif start >= 0:
+                    found.append((start, base + bit - 1))
+                    start = -1
+    if start >= 0:
+        found.append((start, SLOTS - 1))
+    return found
+
+
 class ClusterStateError(Exception):
     """An invariant of the cluster state does not hold."""
 
@@ -88,8 +117,10 @@ class Node:
         self.connected = False  # an outbound bus link is up
         self.repl_offset = 0
         self.numslots = 0
-        #: its slots as the bus's bitmap (slot j: bit j & 7 of byte j >> 3)
+        #: its slots as the bus's bitmap (slot j: bit j & 7 of byte j >> 3), and as runs
+        #: (None: to be worked out again)
         self.bits = bytearray(SLOTS // 8)
+        self.ranges: list[tuple[int, int]] | None = []
         # the bus (cluster/bus.py): the server's outbound link (None: none), and times
         self.link: object | None = None
         self.created_ms = 0
@@ -120,6 +151,7 @@ class Cluster:
         self._new_name = new_name
         self.nodes: dict[str, Node] = {myself.name: myself}
         self.owners: list[Node | None] = [None] * SLOTS
+        self.unassigned = SLOTS
         self.migrating: dict[int, Node] = {}
         self.importing: dict[int, Node] = {}
         self.current_epoch = 0
@@ -133,8 +165,10 @@ class Cluster:
         self.sent = [0] * len(MESSAGE_TYPES)
         self.received = [0] * len(MESSAGE_TYPES)
         self.links_buffer_limit_exceeded = 0
-        #: the state changed in a way nodes.conf must keep
+        #: the state changed in a way nodes.conf must keep; and must reach the disk before
+        #: anything else is said (an epoch taken, a vote given)
         self.changed = False
+        self.must_sync = False
 
     # -- slots -------------------------------------------------------------------------------
 
@@ -143,8 +177,10 @@ class Cluster:
         if self.owners[slot] is not None:
             raise ClusterStateError(f"slot {slot} is assigned already")
         self.owners[slot] = node
+        self.unassigned -= 1
         node.numslots += 1
         node.bits[slot >> 3] |= 1 << (slot & 7)
+        node.ranges = None
         self.changed = True
 
     def unassign(self, slot: int) -> None:
@@ -153,14 +189,23 @@ class Cluster:
         if owner is None:
             raise ClusterStateError(f"slot {slot} is unassigned already")
         self.owners[slot] = None
+        self.unassigned += 1
         owner.numslots -= 1
         owner.bits[slot >> 3] &= ~(1 << (slot & 7))
+        owner.ranges = None
         self.changed = True
 
     def slots_of(self, node: Node) -> list[int]:
         if not node.numslots:
             return []
-        return [slot for slot, owner in enumerate(self.owners) if owner is node]
+        bits = _BITS
+        return [(i << 3) + b for i, byte in enumerate(node.bits) if byte for b in bits[byte]]
+
+    def ranges_of(self, node: Node) -> list[tuple[int, int]]:
+        """``node``'s slots as ascending runs (kept until its slots change)."""
+        if node.ranges is None:
+            node.ranges = _ranges(node.bits)
+        return node.ranges
 
     def unassign_all(self, node: Node) -> None:
         for slot in self.slots_of(node):
@@ -216,7 +261,7 @@ class Cluster:
         self.changed = True
 
     def assigned_count(self) -> int:
-        return SLOTS - self.owners.count(None)
+        return SLOTS - self.unassigned
 
     def failing_slots(self, flag: int) -> int:
         """Assigned slots whose owner carries ``flag`` (PFAIL or FAIL)."""
@@ -232,7 +277,9 @@ class Cluster:
             return
         ok = True
         if full_coverage:
-            ok = all(owner is not None and not owner.flags & FAIL for owner in self.owners)
+            ok = self.unassigned == 0 and not any(
+                node.numslots and node.flags & FAIL for node in self.nodes.values()
+            )
         self.size = reachable = 0
         for node in self.nodes.values():
             if node.is_master and node.numslots:
@@ -282,7 +329,7 @@ class Cluster:
             return False
         self.current_epoch += 1
         myself.config_epoch = self.current_epoch
-        self.changed = True
+        self.changed = self.must_sync = True
         return True
 
     def epoch_of(self, node: Node) -> int:
@@ -301,11 +348,15 @@ class Cluster:
             if self.nodes.get(owner.name) is not owner:
                 raise ClusterStateError(f"slot {slot} is owned by unknown node {owner.name}")
             counts[owner.name] = counts.get(owner.name, 0) + 1
+        if self.unassigned != self.owners.count(None):
+            raise ClusterStateError(f"{self.unassigned} slots counted unassigned")
         for node in self.nodes.values():
             if node.numslots != counts.get(node.name, 0):
                 raise ClusterStateError(f"node {node.name} counts {node.numslots} slots")
             if sum(bin(byte).count("1") for byte in node.bits) != node.numslots:
                 raise ClusterStateError(f"node {node.name}'s slot bitmap disagrees")
+            if self.ranges_of(node) != list(runs(self.slots_of(node))):
+                raise ClusterStateError(f"node {node.name}'s slot runs disagree")
             if node.master is not None and node not in node.master.replicas:
                 raise ClusterStateError(f"replica {node.name} unknown to its master")
         if not self.myself.flags & MYSELF or self.nodes.get(self.myself.name) is not self.myself:

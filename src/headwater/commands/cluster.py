@@ -14,7 +14,8 @@ from typing import Any
 from headwater.cluster.bus import ClusterBus
 from headwater.cluster.nodes_conf import NodesConfError, node_line, nodes_text, parse, save
 from headwater.cluster.routing import endpoint
-from headwater.cluster.slots import SLOTS, key_slot, runs
+from headwater.cluster.slot_index import SlotIndex
+from headwater.cluster.slots import SLOTS, key_slot
 from headwater.cluster.state import (
     FAIL,
     MASTER,
@@ -189,7 +190,7 @@ def cmd_cluster_shards(c: Client, argv: list[bytes]) -> Reply:
         if not node.is_master:
             continue
         slots: list[int] = []
-        for first, last in runs(cluster.slots_of(node)):
+        for first, last in cluster.ranges_of(node):
             slots += (first, last)
         members = [_shard_node(c, node), *(_shard_node(c, r) for r in node.replicas)]
         shards.append({b"slots": slots, b"nodes": members})
@@ -241,14 +242,20 @@ def cmd_cluster_keyslot(c: Client, argv: list[bytes]) -> Reply:
     return key_slot(argv[2])
 
 
-def keys_in_slot(c: Client, slot: int) -> list[bytes]:
-    return keys_in_db(c.server, slot)
+def slot_index(server: ServerAPI) -> SlotIndex:
+    """Database 0's keys by slot, made whole again if writes went around it (a load)."""
+    db = server.keyspace.dbs[0]
+    index = db.slots
+    if index is None:
+        index = db.slots = SlotIndex()
+    if index.size != len(db.data):
+        index.rebuild(db.data)
+    return index
 
 
-def keys_in_db(server: ServerAPI, slot: int) -> list[bytes]:
-    """The keys of database 0 in ``slot``, newest first (the order of Redis's slot lists)."""
-    data = server.keyspace.dbs[0].data
-    return [key for key in reversed(data) if key_slot(key) == slot]
+def keys_in_db(server: ServerAPI, slot: int, limit: int = 2**63) -> list[bytes]:
+    """Keys of database 0 in ``slot``, newest first (the order of Redis's slot lists)."""
+    return slot_index(server).newest(slot, limit)
 
 
 def cmd_cluster_countkeysinslot(c: Client, argv: list[bytes]) -> Reply:
@@ -256,7 +263,7 @@ def cmd_cluster_countkeysinslot(c: Client, argv: list[bytes]) -> Reply:
     slot = parse_int(argv[2])
     if not 0 <= slot < SLOTS:
         raise err("Invalid slot")
-    return len(keys_in_slot(c, slot))
+    return slot_index(c.server).count(slot)
 
 
 def cmd_cluster_getkeysinslot(c: Client, argv: list[bytes]) -> Reply:
@@ -265,7 +272,7 @@ def cmd_cluster_getkeysinslot(c: Client, argv: list[bytes]) -> Reply:
     count = parse_int(argv[3])
     if count < 0 or not 0 <= slot < SLOTS:
         raise err("Invalid slot or number of keys")
-    return keys_in_slot(c, slot)[:count]
+    return keys_in_db(c.server, slot, count)
 
 
 def _slot(raw: bytes) -> int:
@@ -305,21 +312,18 @@ def _apply_slots(c: Client, cluster: Cluster, chosen: bytearray, delete: bool) -
 
 
 def changed(c: Client, cluster: Cluster) -> None:
-    """The slots or nodes changed: the state is judged again and nodes.conf written before
-    the reply (Redis does both before its next sleep, so before replies leave)."""
+    """The slots or nodes changed: the state is judged again at once; nodes.conf is written
+    by the server before the reply leaves (Redis does both before its next sleep)."""
     full_coverage = c.server.config["cluster-require-full-coverage"]
     cluster.update_state(int(c.server.clock.now_ms()), full_coverage)
-    if cluster.changed:
-        try:
-            save(config_path(c.server.config), cluster)
-        except OSError as exc:
-            raise err(f"error saving the cluster node config: {exc.strerror}") from None
 
 
 def cmd_cluster_saveconfig(c: Client, argv: list[bytes]) -> Reply:
     cluster = cluster_of(c)
-    cluster.changed = True
-    changed(c, cluster)
+    try:
+        save(config_path(c.server.config), cluster)
+    except OSError as exc:
+        raise err(f"error saving the cluster node config: {exc.strerror}") from None
     return OK
 
 
@@ -413,7 +417,7 @@ def _setslot_node(c: Client, cluster: Cluster, slot: int, node: Node) -> None:
     if not node.is_master:
         raise err("Target node is not a master")
     myself = cluster.myself
-    holds = bool(keys_in_slot(c, slot))
+    holds = bool(slot_index(c.server).count(slot))
     if cluster.owners[slot] is myself and node is not myself and holds:
         raise err(
             f"Can't assign hashslot {slot} to a different node while I still hold keys for "
@@ -428,7 +432,7 @@ def _setslot_node(c: Client, cluster: Cluster, slot: int, node: Node) -> None:
     migration = c.server.config["cluster-allow-replica-migration"]
     bus = c.server.cluster_bus
     if was_mine and node is not myself and not myself.numslots and migration and bus:
-        bus.wire.became_replica(node)  # (a master left without slots follows their taker)
+        bus.follow(node)  # (a master left without slots follows their taker)
     if node is myself and slot in cluster.importing:
         cluster.bump_epoch()  # (the slot moved by hand: a new epoch tells the others)
         del cluster.importing[slot]
@@ -492,7 +496,7 @@ def cmd_cluster_replicate(c: Client, argv: list[bytes]) -> Reply:
         raise err("I can only replicate a master, not a replica.")
     if myself.is_master and (myself.numslots or len(c.server.keyspace.dbs[0])):
         raise err("To set a master the node must be empty and without assigned slots.")
-    _bus(c).wire.became_replica(node)
+    _bus(c).follow(node)
     changed(c, cluster)
     return OK
 

@@ -355,12 +355,24 @@ def _to_replicas(c: Client, argv: list[bytes], reply: Reply) -> Reply | Written:
     return Written(reply, Change(0, [ForReplicas(argv)]))
 
 
+def _elsewhere(c: Client, argv: list[bytes], reply: Reply, sharded: bool) -> Reply | Written:
+    """Cluster mode: the message goes over the bus (to every node; a shard message to the
+    other nodes of this shard), not down the replication stream (as Redis)."""
+    bus = c.server.cluster_bus
+    if bus is None:
+        return _to_replicas(c, argv, reply)
+    bus.publish(argv[1], argv[2], sharded)
+    return reply
+
+
 def cmd_publish(c: Client, argv: list[bytes]) -> Reply | Written:
-    return _to_replicas(c, argv, c.server.pubsub.publish(argv[1], argv[2], output_hold(c)))
+    receivers = c.server.pubsub.publish(argv[1], argv[2], output_hold(c))
+    return _elsewhere(c, argv, receivers, False)
 
 
 def cmd_spublish(c: Client, argv: list[bytes]) -> Reply | Written:
-    return _to_replicas(c, argv, c.server.pubsub.spublish(argv[1], argv[2], output_hold(c)))
+    receivers = c.server.pubsub.spublish(argv[1], argv[2], output_hold(c))
+    return _elsewhere(c, argv, receivers, True)
 
 
 def _active(table: dict[bytes, Subscribers], argv: list[bytes], name: bytes) -> Reply:

@@ -30,6 +30,7 @@ import hiredis
 from headwater.acl.access import AccessControl
 from headwater.clock import Clock, SystemClock
 from headwater.cluster.bus import ClusterBus
+from headwater.cluster.slot_index import SlotIndex
 from headwater.cluster.state import Cluster
 from headwater.commands import acl as acl_checks
 from headwater.commands.acl import check as acl_check
@@ -143,6 +144,7 @@ class Engine(ScriptHost):
         self.migrate_sockets = MigrateSockets()
         if self.cluster is not None:
             self.cluster_gate = ClusterGate(self, self.cluster)
+            self.keyspace.dbs[0].slots = SlotIndex()
         #: ACL users (the default one until the configuration names others) and their log
         self.acl = AccessControl(acl_checks.build_catalog(self.table))
         if self.config["requirepass"]:  # (then the users of the configuration, as Redis)

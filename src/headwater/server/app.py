@@ -283,6 +283,8 @@ class Server:
 
     def flush(self) -> None:
         self.flush_scheduled = False
+        if self.cluster_links is not None:
+            self.cluster_links.after()  # (nodes.conf before the replies, as Redis)
         self.engine.broadcast_invalidations()
         durability = self.durability
         pending, held = self.engine.pending, self.held

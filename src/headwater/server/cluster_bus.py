@@ -16,7 +16,7 @@ from headwater.cluster import bus_codec as codec
 from headwater.cluster.bus import ClusterBus
 from headwater.cluster.nodes_conf import save
 from headwater.cluster.state import Cluster, Node
-from headwater.commands.cluster import config_path, keys_in_db
+from headwater.commands.cluster import config_path, keys_in_db, slot_index
 from headwater.engine.pause import PAUSE_WRITE
 from headwater.server.listen import Listeners
 
@@ -197,7 +197,7 @@ class ClusterLinks:
         return replication.offset if replication is not None else 0
 
     def keys_in_slot(self, slot: int) -> int:
-        return len(keys_in_db(self.engine, slot))
+        return slot_index(self.engine).count(slot)
 
     def delete_slot_keys(self, slot: int) -> None:
         client = self.engine.new_client("cluster")
@@ -239,6 +239,14 @@ class ClusterLinks:
         engine = self.engine
         engine.failover_paused = True
         engine.pause_clients(duration_ms, PAUSE_WRITE)
+
+    def deliver(self, channel: bytes, payload: bytes, sharded: bool) -> None:
+        pubsub = self.engine.pubsub
+        if sharded:
+            pubsub.spublish(channel, payload)
+        else:
+            pubsub.publish(channel, payload)
+        self.server.schedule_flush()
 
     def unpause_writes(self) -> None:
         engine = self.engine
