@@ -51,6 +51,7 @@ from pathlib import Path
 
 import hiredis
 import redis
+from bench_cluster import table_cluster
 from bench_repl import table_repl_cost, table_repl_fullsync, table_repl_lag, table_repl_psync
 from harness import (
     HOST,
@@ -1515,6 +1516,7 @@ TABLES: dict[str, Callable[[Harness], list[str]]] = {
     "repl-fullsync": table_repl_fullsync,
     "migrate-fullsync": table_migrate_fullsync,
     "migrate-lag": table_migrate_lag,
+    "cluster": table_cluster,
 }
 DEFAULT_ROWS = (
     *RATIO_ROWS,
@@ -1530,6 +1532,7 @@ DEFAULT_ROWS = (
     "repl-lag",
     "repl-psync",
     "migrate-lag",
+    "cluster",
 )
 #: One line per row for ``--list``.
 ROW_INFO = {
@@ -1574,6 +1577,8 @@ ROW_INFO = {
     "repl-fullsync": "slow: full sync of 5M entries against a snapshot load (<= 2x)",
     "migrate-fullsync": "slow: full syncs Redis->Headwater (<= 2x) and back (<= 1.5x), 5M",
     "migrate-lag": "a Headwater replica's lag under a Redis primary's XADD c=50 (< 1 s)",
+    "cluster": "2-primary cluster XADD c50 vs one node (>= 1.5x) and vs Redis's (>= 0.8x); "
+    "idle 6-node bus CPU (< 2%)",
 }
 SLOW_ROWS = ("snapshot", "aof-replay", "import-rdb", "spark", "repl-fullsync", "migrate-fullsync")
 

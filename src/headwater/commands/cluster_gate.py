@@ -20,7 +20,8 @@ from headwater.cluster.routing import (
     redirection,
     route,
 )
-from headwater.commands.getkeys import KeySpec, command_keys
+from headwater.cluster.slots import key_slot
+from headwater.commands.getkeys import KeySpec, command_keys, fixed_single_key
 from headwater.commands.introspection import key_specs_of
 from headwater.errors import ReplyError, err
 
@@ -36,6 +37,8 @@ class ClusterGate:
         self.server = server
         self.cluster = cluster
         self._specs: dict[str, list[KeySpec]] = {}
+        #: per command: the index of its one key at a fixed place (-1: it has another shape)
+        self._single: dict[str, int] = {}
 
     def keys_of(self, row: CommandSpec, argv: list[bytes]) -> list[bytes]:
         """The keys (or shard channels) a command names, in order."""
@@ -48,6 +51,15 @@ class ClusterGate:
         if not specs and name not in ("sort", "sort_ro"):
             return []
         return [argv[index] for index, _ in command_keys(row, specs, argv)]
+
+    def _single_key_at(self, row: CommandSpec) -> int:
+        if row.name in _SHARD_PUBSUB or row.name in ("sort", "sort_ro", "migrate"):
+            return -1
+        specs = self._specs.get(row.name)
+        if specs is None:
+            specs = self._specs[row.name] = key_specs_of(row)
+        one = fixed_single_key(specs)
+        return one[0] if one is not None else -1
 
     def verdict(
         self, c: Client, rows: list[tuple[CommandSpec, list[bytes]]], asking: bool
@@ -81,6 +93,18 @@ class ClusterGate:
     ) -> ReplyError | None:
         """None if this node runs the command (``c.slot`` is then its keys' slot), else the
         redirection or error to answer."""
+        at = self._single.get(row.name)
+        if at is None:
+            at = self._single[row.name] = self._single_key_at(row)
+        cluster = self.cluster
+        if at > 0 and at < len(argv) and cluster.ok and not c.in_multi:
+            # (most commands: one key, a slot of mine, nothing open, the cluster up)
+            slot = key_slot(argv[at])
+            if cluster.owners[slot] is cluster.myself and not (
+                cluster.migrating or cluster.importing
+            ):
+                c.slot = slot
+                return None
         if row.name == "exec":
             if not c.in_multi:
                 return None
