@@ -10,7 +10,7 @@ PORT ?= 6379
 ADMIN_PORT ?= 9121
 DATA ?= ./data
 
-.PHONY: browser setup run test lint lint-sources system-deps unit demo bench docs redis-server redis-suite postgres clean
+.PHONY: browser setup run cluster test lint lint-sources system-deps unit demo bench docs redis-server redis-suite postgres clean
 
 # `make setup` also compiles the hot modules with mypyc (src/headwater/_build.py lists them;
 # the .so files land next to their .py in src/). HEADWATER_PURE=1 skips that, and a failed
@@ -67,6 +67,12 @@ $(STAMP): pyproject.toml
 run: setup
 	@$(BIN)/python -m compileall -q src >/dev/null
 	$(BIN)/headwater server --port $(PORT) --dir $(DATA) --admin-port $(ADMIN_PORT)
+
+# A Redis Cluster of Headwater nodes on this machine: 6 nodes (3 primaries, 3 replicas) on
+# ports 7000-7005, data in ./cluster; Ctrl-C stops them. Flags pass through:
+# make cluster CLUSTER_ARGS="--nodes 9 --replicas 2"
+cluster: setup
+	$(BIN)/headwater local-cluster $(CLUSTER_ARGS)
 
 # Differential tests and benchmarks need Debian's redis-server and redis-tools; the failover
 # tests, its redis-sentinel; Redis's own Tcl suite, tclsh.

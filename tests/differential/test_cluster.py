@@ -248,3 +248,22 @@ def test_a_plain_server_refuses_the_cluster_commands(
             assert ours.call(*argv) == theirs.call(*argv), command
         ours.close()
         theirs.close()
+
+
+@pytest.mark.parametrize("resp", [2, 3])
+def test_losing_a_slot_unsubscribes_its_shard_channels(
+    pair: tuple[ServerProcess, ServerProcess], resp: int
+) -> None:
+    got = []
+    for server in pair:
+        admin = Node(server, 3)
+        admin.call("CLUSTER ADDSLOTSRANGE 0 16383")
+        admin.wait_for_state(b"ok")
+        listener = Node(server, resp)
+        confirmations = [listener.call("SSUBSCRIBE {x}news"), listener.call("SSUBSCRIBE {y}news")]
+        slot = admin.call("CLUSTER KEYSLOT {x}news").split(b":")[1].strip()
+        admin.call(f"CLUSTER DELSLOTS {slot.decode()}")
+        pushed = listener.client.read_reply()  # (sunsubscribe of {x}news, unasked)
+        listener.client.sock.sendall(b"*1\r\n$4\r\nPING\r\n")
+        got.append((confirmations, pushed, listener.client.read_reply()))
+    assert got[0] == got[1]

@@ -65,6 +65,8 @@ EXPECTED = {
                     "master_link_status:up", "PONG"],
     "monitoring.md": ["200 text/html", '"name": "orders"'],
     "migrating.md": ["3 keys; b'billing' came along", "\nlisbon\n"],
+    "cluster.md": ["[OK] All 16384 slots covered.", "cluster_state:ok", "\n1\n",
+                   "100 entries on 3 primaries"],
 }  # fmt: skip
 #: pages whose examples need more than a server (their own tests run them)
 ELSEWHERE = {

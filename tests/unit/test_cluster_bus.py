@@ -304,3 +304,29 @@ def test_a_forgotten_node_is_not_learned_again_from_gossip() -> None:
     net.run(3)
     assert third.cluster.myself.name not in first.cluster.nodes
     net.check()
+
+
+def test_a_replica_migrates_to_an_orphaned_master() -> None:
+    net = Network(7)
+    for index, sim in enumerate(net.sims[:3]):
+        third = SLOTS // 3
+        last = SLOTS - 1 if index == 2 else (index + 1) * third - 1
+        for slot in range(index * third, last + 1):
+            sim.cluster.assign(slot, sim.cluster.myself)
+        sim.cluster.myself.config_epoch = sim.cluster.current_epoch = index + 1
+    net.meet_all()
+    net.run(5)
+    masters = [sim.cluster.myself.name for sim in net.sims[:3]]
+    for replica, master in zip(net.sims[3:], [0, 0, 1, 2], strict=True):
+        replica.became_replica(replica.cluster.nodes[masters[master]])
+    net.run(3)
+    net.sims[6].up = False  # the third master's only replica dies
+    net.run(15)
+    net.check()
+    movers = [s for s in net.sims[3:5] if s.cluster.myself.master.name == masters[2]]
+    assert len(movers) == 1  # one of the first master's two replicas moved over
+    smallest = min(net.sims[3:5], key=lambda s: s.cluster.myself.name)
+    assert movers[0] is smallest
+    for sim in net.sims[:6]:
+        node = sim.cluster.nodes[movers[0].cluster.myself.name]
+        assert node.master is not None and node.master.name == masters[2]

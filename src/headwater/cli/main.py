@@ -13,6 +13,7 @@ USAGE = """usage: headwater server [/path/to/headwater.conf] [--option value ...
        headwater check-snapshot <file>
        headwater import-rdb <dump.rdb> --dir <data dir> [--force]
        headwater export-rdb <out.rdb> --dir <data dir>
+       headwater local-cluster [--nodes 6] [--replicas 1] [--base-port 7000] [--dir ./cluster]
        headwater --version
 
 Options are the config directives of redis.conf, e.g.:
@@ -57,6 +58,10 @@ def main(argv: list[str] | None = None) -> int:
         from headwater.server.export import main as export_rdb
 
         return export_rdb(args[1:])
+    if args[0] == "local-cluster":
+        from headwater.cli.local_cluster import main as local_cluster
+
+        return local_cluster(args[1:])
     if args[0] != "server":
         print(f"headwater: unknown command '{args[0]}'\n\n{USAGE}", end="", file=sys.stderr)
         return 1

@@ -16,11 +16,21 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from headwater.cluster import bus_codec as codec
-from headwater.cluster.state import FAIL, MASTER, NOFAILOVER, REPLICA, Node
+from headwater.cluster.state import (
+    FAIL,
+    MASTER,
+    MIGRATE_TO,
+    NOFAILOVER,
+    PFAIL,
+    REPLICA,
+    Node,
+)
 
 if TYPE_CHECKING:
     from headwater.cluster.bus import ClusterBus
 
+#: how long a master stays orphaned before a replica moves to it
+MIGRATION_DELAY_MS = 5000
 #: how long a manual failover may take (CLUSTER_MF_TIMEOUT); the master pauses writes for
 #: twice that at most
 MF_TIMEOUT_MS = 5000
@@ -45,6 +55,7 @@ class Failover:
         self.validity_factor = 10
         self.ping_period_s = 10
         self.no_failover = False
+        self.migration_barrier = 1
 
     # -- the replica's side ----------------------------------------------------------------
 
@@ -73,6 +84,8 @@ class Failover:
         if self.mf_end_ms and not self.mf_can_start and self.mf_master_offset >= 0:
             self.mf_can_start = self.mf_master_offset == self.bus.wire.offset()
         self.elect(now_ms)
+        if self.bus.allow_replica_migration:
+            self.migrate_to_orphans(now_ms)
 
     def elect(self, now_ms: int) -> None:
         """One step of an election (Redis's clusterHandleSlaveFailover)."""
@@ -165,6 +178,53 @@ class Failover:
     def acked(self, sender: Node, current_epoch: int) -> None:
         if sender.flags & MASTER and sender.numslots and current_epoch >= self.auth_epoch:
             self.auth_count += 1
+
+    # -- replica migration (Redis's clusterHandleSlaveMigration) ---------------------------
+
+    def migrate_to_orphans(self, now_ms: int) -> None:
+        """A master with slots that had replicas and has none left working gets one from the
+        master with the most, after CLUSTER_SLAVE_MIGRATION_DELAY: the replica of smallest
+        name among those, if its master keeps more than ``cluster-migration-barrier``."""
+        bus = self.bus
+        cluster = bus.cluster
+        myself = cluster.myself
+        mine = myself.master
+        if not cluster.ok or mine is None or myself.flags & MASTER:
+            return
+        working = {
+            node.name: sum(1 for r in node.replicas if not r.flags & (FAIL | PFAIL))
+            for node in cluster.nodes.values()
+            if node.flags & MASTER and not node.flags & FAIL
+        }
+        most = max(working.values(), default=0)
+        orphans = [
+            node
+            for node in cluster.nodes.values()
+            if node.flags & MASTER
+            and not node.flags & FAIL
+            and node.flags & MIGRATE_TO
+            and node.numslots
+            and not working.get(node.name)
+        ]
+        for node in cluster.nodes.values():
+            orphaned = node in orphans
+            if orphaned and not node.orphaned_ms:
+                node.orphaned_ms = now_ms
+            elif not orphaned:
+                node.orphaned_ms = 0
+        if not orphans or most < 2 or working.get(mine.name, 0) != most:
+            return
+        if working[mine.name] <= self.migration_barrier:
+            return
+        candidate = min(
+            (r for node in cluster.nodes.values() if working.get(node.name) == most
+             for r in node.replicas),
+            key=lambda r: r.name,
+            default=myself,
+        )  # fmt: skip
+        target = orphans[0]
+        if candidate is myself and now_ms - target.orphaned_ms > MIGRATION_DELAY_MS:
+            bus.follow(target)
 
     # -- a master's side -------------------------------------------------------------------
 

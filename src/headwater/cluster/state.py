@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from typing import Protocol
 
 from headwater.cluster.slots import SLOTS, runs
 
@@ -98,6 +99,16 @@ class ClusterStateError(Exception):
     """An invariant of the cluster state does not hold."""
 
 
+class BusLinkInfo(Protocol):
+    """What CLUSTER LINKS shows of a bus connection (the server's object)."""
+
+    created_ms: int
+
+    def buffered(self) -> int:
+        """Bytes written to it and not sent yet."""
+        ...
+
+
 class Node:
     """One node of the cluster (myself included)."""
 
@@ -121,13 +132,16 @@ class Node:
         #: (None: to be worked out again)
         self.bits = bytearray(SLOTS // 8)
         self.ranges: list[tuple[int, int]] | None = []
-        # the bus (cluster/bus.py): the server's outbound link (None: none), and times
-        self.link: object | None = None
+        # the bus (cluster/bus.py): the server's outbound link (None: none), the peer's
+        # link to this node once it said who it is, and times
+        self.link: BusLinkInfo | None = None
+        self.inbound: BusLinkInfo | None = None
         self.created_ms = 0
         self.link_created_ms = 0
         self.data_received_ms = 0
         self.fail_time_ms = 0
         self.voted_time_ms = 0  # (a master: when this node last voted for a replica of it)
+        self.orphaned_ms = 0  # (a master: since when it has had no working replica)
 
     @property
     def is_master(self) -> bool:
@@ -245,11 +259,16 @@ class Cluster:
         self.changed = True
 
     def set_master_role(self, node: Node) -> None:
-        """``node`` is a master (no longer anyone's replica)."""
+        """``node`` is a master (no longer anyone's replica). Another node promoted so is
+        one replicas may migrate to (MIGRATE_TO: its old master had replicas)."""
+        if node.flags & MASTER:
+            return
         if node.master is not None:
             node.master.replicas.remove(node)
             node.master = None
         node.flags = (node.flags & ~REPLICA) | MASTER
+        if node is not self.myself:
+            node.flags |= MIGRATE_TO
         self.changed = True
 
     def set_replica_of(self, node: Node, master: Node) -> None:
@@ -257,7 +276,8 @@ class Cluster:
             node.master.replicas.remove(node)
         node.master = master
         master.replicas.append(node)
-        node.flags = (node.flags & ~MASTER) | REPLICA
+        master.flags |= MIGRATE_TO  # (a master that had replicas: an orphan if it loses them)
+        node.flags = (node.flags & ~(MASTER | MIGRATE_TO)) | REPLICA
         self.changed = True
 
     def assigned_count(self) -> int:

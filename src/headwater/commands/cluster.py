@@ -210,8 +210,26 @@ def cmd_cluster_myid(c: Client, argv: list[bytes]) -> Reply:
 
 
 def cmd_cluster_links(c: Client, argv: list[bytes]) -> Reply:
-    cluster_of(c)
-    return []  # (no bus links yet: one map per link once the bus runs)
+    """One map per bus connection: this node's links to the others ("to") and theirs to
+    it ("from")."""
+    cluster = cluster_of(c)
+    reply: list[Any] = []
+    for node in cluster.nodes.values():
+        for direction, link in ((b"to", node.link), (b"from", node.inbound)):
+            if link is None or (direction == b"to" and not node.connected):
+                continue
+            buffered = link.buffered()
+            reply.append(
+                {
+                    b"direction": direction,
+                    b"node": node.name.encode(),
+                    b"create-time": link.created_ms,
+                    b"events": b"rw" if buffered else b"r",
+                    b"send-buffer-allocated": buffered,
+                    b"send-buffer-used": buffered,
+                }
+            )
+    return reply
 
 
 def _known(cluster: Cluster, raw: bytes) -> Node:
@@ -222,8 +240,9 @@ def _known(cluster: Cluster, raw: bytes) -> Node:
 
 
 def cmd_cluster_count_failure_reports(c: Client, argv: list[bytes]) -> Reply:
-    _known(cluster_of(c), argv[2])
-    return 0  # (failure reports arrive over the bus)
+    node = _known(cluster_of(c), argv[2])
+    bus = c.server.cluster_bus
+    return bus.failure_reports(node, int(c.server.clock.now_ms())) if bus is not None else 0
 
 
 def cmd_cluster_replicas(c: Client, argv: list[bytes]) -> Reply:
@@ -316,6 +335,21 @@ def changed(c: Client, cluster: Cluster) -> None:
     by the server before the reply leaves (Redis does both before its next sleep)."""
     full_coverage = c.server.config["cluster-require-full-coverage"]
     cluster.update_state(int(c.server.clock.now_ms()), full_coverage)
+    drop_foreign_channels(c.server, cluster)
+
+
+def drop_foreign_channels(server: ServerAPI, cluster: Cluster) -> None:
+    """Shard channels whose slot this node's shard no longer serves lose their subscribers."""
+    pubsub = server.pubsub
+    if not pubsub.shard_channels:
+        return
+    myself = cluster.myself
+    shard = myself.master if myself.master is not None else myself
+
+    def gone(channel: bytes) -> bool:
+        return cluster.owners[key_slot(channel)] is not shard
+
+    pubsub.drop_shard_channels(gone)
 
 
 def cmd_cluster_saveconfig(c: Client, argv: list[bytes]) -> Reply:

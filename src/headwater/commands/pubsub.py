@@ -25,7 +25,7 @@ no output before the AOF's fsync.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Protocol
 
 from headwater.commands.context import (
@@ -206,6 +206,15 @@ class PubSub:
             c.out.extend(frames)
             self.pending.add(c)
         return _ALREADY_SENT
+
+    def drop_shard_channels(self, gone: Callable[[bytes], bool]) -> None:
+        """Cluster mode: the subscribers of each shard channel ``gone`` names (its slot left
+        this node's shard) are unsubscribed from it, each told as by SUNSUBSCRIBE (Redis's
+        removeChannelsInSlot)."""
+        table = self.shard_channels
+        for channel in [name for name in table if gone(name)]:
+            for c in list(table.get(channel, {})):
+                self.unsubscribe(c, [channel], b"sunsubscribe", table)
 
     def forget(self, c: Client) -> None:
         """Drop every subscription of ``c`` and its monitor, silently (RESET, a closed

@@ -16,7 +16,12 @@ from headwater.cluster import bus_codec as codec
 from headwater.cluster.bus import ClusterBus
 from headwater.cluster.nodes_conf import save
 from headwater.cluster.state import Cluster, Node
-from headwater.commands.cluster import config_path, keys_in_db, slot_index
+from headwater.commands.cluster import (
+    config_path,
+    drop_foreign_channels,
+    keys_in_db,
+    slot_index,
+)
 from headwater.engine.pause import PAUSE_WRITE
 from headwater.server.listen import Listeners
 
@@ -38,6 +43,7 @@ class BusLink(asyncio.Protocol):
         self.buffer = bytearray()
         self.peer_ip = ""
         self.local_ip = ""
+        self.created_ms = links.now_ms()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -80,7 +86,14 @@ class BusLink(asyncio.Protocol):
         node = self.node
         if node is not None and node.link is self:
             self.links.bus.link_down(node)
+        for known in self.links.cluster.nodes.values():
+            if known.inbound is self:
+                known.inbound = None
         self.transport = None
+
+    def buffered(self) -> int:
+        transport = self.transport
+        return transport.get_write_buffer_size() if transport is not None else 0
 
     def write(self, data: bytes) -> None:
         if self.transport is not None and not self.transport.is_closing():
@@ -137,6 +150,7 @@ class ClusterLinks:
             failover.validity_factor = config["cluster-replica-validity-factor"]
             failover.ping_period_s = config["repl-ping-replica-period"]
             failover.no_failover = config["cluster-replica-no-failover"]
+            failover.migration_barrier = config["cluster-migration-barrier"]
             self.bus.cron(self.now_ms())
             if not self.cluster.ok:  # (as Redis: judged again while down, else on changes)
                 self._dirty = True
@@ -147,6 +161,10 @@ class ClusterLinks:
 
     def received(self, link: BusLink, message: codec.Message) -> None:
         self.bus.receive(link, link.node, message, self.now_ms())
+        if link.node is None:  # (an inbound link: whose it is, once the sender is known)
+            sender = self.cluster.nodes.get(message.sender)
+            if sender is not None and sender.inbound is not link:
+                sender.inbound = link
         self.after()
 
     def after(self) -> None:
@@ -156,6 +174,7 @@ class ClusterLinks:
         self._dirty = False
         full = self.server.config["cluster-require-full-coverage"]
         self.cluster.update_state(self.now_ms(), full)
+        drop_foreign_channels(self.engine, self.cluster)
         if self.cluster.changed:
             try:
                 save(config_path(self.server.config), self.cluster)
