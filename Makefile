@@ -10,7 +10,7 @@ PORT ?= 6379
 ADMIN_PORT ?= 9121
 DATA ?= ./data
 
-.PHONY: browser setup run cluster test lint lint-sources system-deps unit demo bench docs redis-server redis-suite postgres clean
+.PHONY: browser setup run cluster redis-py-cluster test lint lint-sources system-deps unit demo bench docs redis-server redis-suite postgres clean
 
 # `make setup` also compiles the hot modules with mypyc (src/headwater/_build.py lists them;
 # the .so files land next to their .py in src/). HEADWATER_PURE=1 skips that, and a failed
@@ -170,6 +170,11 @@ test: $(STAMP)
 # Flags pass through: make redis-suite SUITE_ARGS="unit/multi --no-table".
 redis-suite: setup redis-server
 	$(BIN)/python tools/redis_suite.py $(SUITE_ARGS)
+
+# redis-py's own cluster tests against a 6-node Headwater cluster and a 6-node redis-server
+# cluster (ports 16379-16384); writes tests/REDIS-PY-CLUSTER.md (about two minutes).
+redis-py-cluster: setup redis-server
+	$(BIN)/python tools/redis_py_cluster_suite.py
 
 # Flags pass through: make demo DEMO_ARGS="--rides 2000 --kill-server"
 demo: setup

@@ -209,6 +209,13 @@ def cmd_cluster_myid(c: Client, argv: list[bytes]) -> Reply:
     return cluster_of(c).myself.name.encode()
 
 
+def cmd_cluster_myshardid(c: Client, argv: list[bytes]) -> Reply:
+    """Redis 7.2's shard ID. Here the name of the shard's primary: every node of a shard
+    gives the same one (7.0's bus carries no shard ID), and it changes with a failover."""
+    myself = cluster_of(c).myself
+    return (myself.master if myself.master is not None else myself).name.encode()
+
+
 def cmd_cluster_links(c: Client, argv: list[bytes]) -> Reply:
     """One map per bus connection: this node's links to the others ("to") and theirs to
     it ("from")."""
@@ -712,6 +719,7 @@ SPECS: tuple[CommandSpec, ...] = (
             spec("cluster|slots", 2, "stale", handler=cmd_cluster_slots),
             spec("cluster|shards", 2, "stale", handler=cmd_cluster_shards),
             spec("cluster|myid", 2, "stale", handler=cmd_cluster_myid),
+            spec("cluster|myshardid", 2, "stale", handler=cmd_cluster_myshardid),
             spec("cluster|links", 2, "stale", handler=cmd_cluster_links),
             spec("cluster|keyslot", 3, "stale", handler=cmd_cluster_keyslot),
             spec("cluster|countkeysinslot", 3, "stale", handler=cmd_cluster_countkeysinslot),

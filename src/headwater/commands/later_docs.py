@@ -69,6 +69,7 @@ LATER_DOCS: Final[dict[str, tuple[str, str, str, str]]] = {
         "generic",
         "O(1)",
     ),
+    "cluster|myshardid": ("Returns the shard ID of a node.", "7.2.0", "cluster", "O(1)"),
     "client|no-touch": (
         "Controls whether commands sent by the client affect the LRU/LFU of accessed keys.",
         "7.2.0",
