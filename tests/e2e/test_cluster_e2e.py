@@ -122,3 +122,18 @@ def test_a_corrupt_nodes_conf_stops_the_start_with_its_line(tmp_path: Path, cont
     assert "corrupted cluster config file" in done.stdout + done.stderr
     assert "line 1" in done.stdout + done.stderr
     assert (tmp_path / "nodes.conf").read_text() == content  # (left as it was)
+
+
+def test_a_second_node_on_the_same_nodes_conf_is_refused(tmp_path: Path) -> None:
+    first = start_headwater("--cluster-enabled", "yes", "--dir", str(tmp_path))
+    try:
+        before = (tmp_path / "nodes.conf").read_text()
+        argv = [*HEADWATER, "server", "--port", str(free_port()), "--dir", str(tmp_path)]
+        done = subprocess.run(
+            [*argv, "--cluster-enabled", "yes"], capture_output=True, text=True, timeout=30
+        )
+        assert done.returncode != 0
+        assert "is already used by a different Redis Cluster node" in done.stdout + done.stderr
+        assert (tmp_path / "nodes.conf").read_text() == before
+    finally:
+        first.stop()

@@ -8,6 +8,7 @@ stopped at: a node keeps its name, epochs and slots across restarts only through
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 from collections.abc import Callable
@@ -22,6 +23,33 @@ _FLAGS = {word: bit for bit, word in FLAG_WORDS} | {"noflags": 0}
 
 class NodesConfError(Exception):
     """nodes.conf cannot be read (the message names the line)."""
+
+
+class NodesConfBusy(NodesConfError):
+    """Another node holds this nodes.conf."""
+
+
+#: path -> the descriptor holding its lock, for the life of the process (one node per file)
+_LOCKS: dict[str, int] = {}
+
+
+def lock(path: str) -> None:
+    """Take nodes.conf for this process, as Redis does (``flock``, not blocking): a second
+    node started on the same file is refused before it reads or writes it."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise NodesConfBusy(
+            f"Sorry, the cluster configuration file {os.path.basename(path)} is already used "
+            "by a different Redis Cluster node. Please make sure that different nodes use "
+            "different cluster configuration files."
+        ) from None
+    old = _LOCKS.pop(path, None)
+    _LOCKS[path] = fd
+    if old is not None:
+        os.close(old)
 
 
 def node_line(cluster: Cluster, node: Node) -> str:
@@ -84,6 +112,8 @@ def save(path: str, cluster: Cluster) -> None:
             out.flush()
             os.fsync(out.fileno())
         os.replace(temp, path)
+        if path in _LOCKS:
+            lock(path)  # (the lock was on the file just replaced)
         directory = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
         try:
             os.fsync(directory)

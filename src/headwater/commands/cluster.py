@@ -12,7 +12,14 @@ import os
 from typing import Any
 
 from headwater.cluster.bus import ClusterBus
-from headwater.cluster.nodes_conf import NodesConfError, node_line, nodes_text, parse, save
+from headwater.cluster.nodes_conf import (
+    NodesConfError,
+    lock,
+    node_line,
+    nodes_text,
+    parse,
+    save,
+)
 from headwater.cluster.routing import endpoint
 from headwater.cluster.slot_index import SlotIndex
 from headwater.cluster.slots import SLOTS, key_slot
@@ -56,6 +63,10 @@ def attach_cluster(config: Config, now_ms: int) -> Cluster | None:
         return None
     timeout = lambda: int(config["cluster-node-timeout"])  # noqa: E731
     path = config_path(config)
+    try:
+        lock(path)
+    except OSError as exc:
+        raise NodesConfError(f"{path}: {exc}") from None
     try:
         with open(path, encoding="utf-8") as file:
             text = file.read()

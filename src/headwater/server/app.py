@@ -25,7 +25,7 @@ from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 from headwater import REDIS_COMPAT_VERSION, __version__
-from headwater.cluster.nodes_conf import NodesConfError
+from headwater.cluster.nodes_conf import NodesConfBusy, NodesConfError
 from headwater.commands.context import Client, CommandSpec
 from headwater.config import Config, ConfigError
 from headwater.engine import Engine
@@ -65,6 +65,8 @@ class Server:
         try:
             self.engine = Engine(config, scheduler=loop, extra_commands=extra_commands)
         except ConfigError as exc:  # (the ACL users of the configuration)
+            raise StartupError(str(exc)) from None
+        except NodesConfBusy as exc:
             raise StartupError(str(exc)) from None
         except NodesConfError as exc:  # (cluster mode: the node's own table)
             raise StartupError(
