@@ -42,6 +42,9 @@ HOT_MODULES = (
     "headwater.engine.eviction",
     "headwater.ops.memory",
     "headwater.commands.args",
+    # cluster mode's gate runs for every command with keys (one key: its slot, one owner)
+    "headwater.cluster.slots",
+    "headwater.commands.cluster_gate",
     "headwater.commands.context",
     "headwater.commands.gate",
     "headwater.commands.strings",
