@@ -15,6 +15,15 @@ import redis
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.cluster import RedisCluster
 
+from tests.cluster_helpers import (
+    address,
+    check,
+    create,
+    node_id,
+    redis_cli,
+    start_node,
+    wait_until_ok,
+)
 from tests.helpers import HEADWATER, ServerProcess, free_port, start_headwater
 
 pytestmark = pytest.mark.e2e
@@ -137,3 +146,42 @@ def test_a_second_node_on_the_same_nodes_conf_is_refused(tmp_path: Path) -> None
         assert (tmp_path / "nodes.conf").read_text() == before
     finally:
         first.stop()
+
+
+def test_redis_cli_rebalances_drains_deletes_and_fixes() -> None:
+    """The redis-cli --cluster subcommands beyond create, check and reshard (those run in
+    tests/e2e/test_cluster_scenario_e2e.py): add-node, rebalance onto the empty node and off
+    it again (weight 0), del-node, and fix of a slot left open."""
+    nodes = [start_node("headwater") for _ in range(4)]
+    try:
+        create(nodes[:3])
+        extra = node_id(nodes[3])
+        assert "[OK] New node added" in redis_cli(
+            "--cluster", "add-node", address(nodes[3]), address(nodes[0])
+        )
+        wait_until_ok(nodes)
+        redis_cli("--cluster", "rebalance", address(nodes[0]), "--cluster-use-empty-masters")
+        wait_until_ok(nodes)
+        assert "(4096 slots) master" in check(nodes[0])
+        redis_cli("--cluster", "rebalance", address(nodes[0]), "--cluster-weight", f"{extra}=0")
+        wait_until_ok(nodes)
+        assert "RESET SOFT" in redis_cli("--cluster", "del-node", address(nodes[0]), extra)
+        wait_until_ok(nodes[:3])
+        first = redis.Redis(port=nodes[0].port)
+        slot = int(first.execute_command("CLUSTER", "SLOTS")[0][0])
+        owner_port = int(first.execute_command("CLUSTER", "SLOTS")[0][2][1])
+        owner = next(n for n in nodes[:3] if n.port == owner_port)
+        other = next(n for n in nodes[:3] if n is not owner)
+        redis.Redis(port=owner.port).execute_command(
+            "CLUSTER", "SETSLOT", slot, "MIGRATING", node_id(other)
+        )
+        found = subprocess.run(
+            ["redis-cli", "--cluster", "check", address(owner)], capture_output=True, text=True
+        )  # (an open slot: check warns and exits with 1)
+        assert found.returncode == 1 and "migrating state" in found.stdout, found.stdout
+        redis_cli("--cluster", "fix", address(owner))
+        assert "migrating state" not in check(owner)
+        first.close()
+    finally:
+        for node in nodes:
+            node.stop()

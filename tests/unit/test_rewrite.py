@@ -251,7 +251,7 @@ def exact_state(dbs: list[Database]) -> dict[tuple[int, bytes], Any]:
     return out
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(workload=st.lists(ops, min_size=5, max_size=50))
 def test_snapshot_round_trip_is_exact(
     workload: list[tuple[Any, ...]], tmp_path_factory: Any
