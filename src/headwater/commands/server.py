@@ -24,6 +24,7 @@ from headwater.commands.context import (
 from headwater.commands.latency import histogram_of, percentile
 from headwater.config import InvalidConfig, UnknownConfig, print_percentile
 from headwater.errors import SYNTAX, err, subcommand_syntax, wrong_arity
+from headwater.ops.digest import value_digest
 from headwater.resp.types import OK, Raw, Reply, Status, Verbatim
 
 # ---------------------------------------------------------------------------------------------
@@ -509,7 +510,8 @@ def allows_protected_action(c: Client, setting: str) -> bool:
 
 
 def cmd_debug(c: Client, argv: list[bytes]) -> Reply:
-    """DEBUG SLEEP <seconds> | DEBUG LOG <message> | DEBUG HELP"""
+    """DEBUG SLEEP <seconds> | DEBUG LOG <message> | DEBUG DIGEST-VALUE <key>... |
+    DEBUG RELOAD | DEBUG LOADAOF | DEBUG HELP"""
     if not allows_protected_action(c, "enable-debug-command"):
         raise DEBUG_NOT_ALLOWED
     sub = argv[1].upper()
@@ -520,6 +522,10 @@ def cmd_debug(c: Client, argv: list[bytes]) -> Reply:
     if sub == b"LOG" and len(argv) == 3:
         c.server.log("warning", "DEBUG LOG: " + argv[2].decode("utf-8", "replace"))
         return OK
+    if sub == b"DIGEST-VALUE":
+        # (the stored values, even logically expired ones, as Redis reads them here)
+        db = c.db
+        return [Status(value_digest(db.data.get(key), key in db.expires)) for key in argv[2:]]
     persistence = c.server.persistence
     if persistence is not None and sub in (b"RELOAD", b"LOADAOF"):
         return _debug_persistence(persistence, sub, argv)
@@ -528,6 +534,7 @@ def cmd_debug(c: Client, argv: list[bytes]) -> Reply:
             Status(b"DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"),
             Status(b"SLEEP <seconds> -- Stop the server for <seconds> (a float)."),
             Status(b"LOG <message> -- Write <message> to the server log."),
+            Status(b"DIGEST-VALUE <key> [<key> ...] -- A digest of each key's value."),
             Status(b"RELOAD -- Save the snapshot, empty the dataset and load it again."),
             Status(b"LOADAOF -- Write the AOF, empty the dataset and load it again from the AOF."),
             Status(b"HELP -- Print this help."),
