@@ -154,14 +154,19 @@ class Network:
             sim.cluster.check_invariants()
 
 
-def three_masters() -> Network:
-    net = Network(3)
-    for index, sim in enumerate(net.sims):
-        third = SLOTS // 3
+def split_slots(sims: list[Sim]) -> None:
+    """The slots in three even runs over ``sims`` (three of them), config epochs 1, 2, 3."""
+    third = SLOTS // 3
+    for index, sim in enumerate(sims):
         last = SLOTS - 1 if index == 2 else (index + 1) * third - 1
         for slot in range(index * third, last + 1):
             sim.cluster.assign(slot, sim.cluster.myself)
         sim.cluster.myself.config_epoch = sim.cluster.current_epoch = index + 1
+
+
+def three_masters() -> Network:
+    net = Network(3)
+    split_slots(net.sims)
     net.meet_all()
     net.run(5)
     return net
@@ -225,12 +230,7 @@ def replicas_for(net: Network) -> None:
 
 def six_nodes() -> Network:
     net = Network(6)
-    for index, sim in enumerate(net.sims[:3]):
-        third = SLOTS // 3
-        last = SLOTS - 1 if index == 2 else (index + 1) * third - 1
-        for slot in range(index * third, last + 1):
-            sim.cluster.assign(slot, sim.cluster.myself)
-        sim.cluster.myself.config_epoch = sim.cluster.current_epoch = index + 1
+    split_slots(net.sims[:3])
     net.meet_all()
     net.run(5)
     replicas_for(net)
@@ -308,12 +308,7 @@ def test_a_forgotten_node_is_not_learned_again_from_gossip() -> None:
 
 def test_a_replica_migrates_to_an_orphaned_master() -> None:
     net = Network(7)
-    for index, sim in enumerate(net.sims[:3]):
-        third = SLOTS // 3
-        last = SLOTS - 1 if index == 2 else (index + 1) * third - 1
-        for slot in range(index * third, last + 1):
-            sim.cluster.assign(slot, sim.cluster.myself)
-        sim.cluster.myself.config_epoch = sim.cluster.current_epoch = index + 1
+    split_slots(net.sims[:3])
     net.meet_all()
     net.run(5)
     masters = [sim.cluster.myself.name for sim in net.sims[:3]]

@@ -57,8 +57,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
         "--node-timeout", type=int, default=5000, help="cluster-node-timeout in ms (5000)"
     )
     args = parser.parse_args(argv)
-    primaries = args.nodes // (args.replicas + 1)
-    if args.nodes < 1 or args.replicas < 0 or primaries < 1:
+    if args.replicas < 0 or args.nodes // (args.replicas + 1) < 1:
         parser.error("--nodes must leave at least one primary after the replicas")
     if not 0 < args.base_port <= 65535 - args.nodes - 10000:
         parser.error("--base-port leaves no room for the bus ports (port + 10000)")

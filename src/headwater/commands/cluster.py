@@ -43,7 +43,7 @@ from headwater.commands.context import (
     spec,
 )
 from headwater.config import Config
-from headwater.errors import SYNTAX, ReplyError, err, subcommand_syntax
+from headwater.errors import SYNTAX, ReplyError, err, subcommand_syntax, wrong_arity
 from headwater.resp.types import OK, Reply, Status, Verbatim
 
 DISABLED = err("This instance has cluster support disabled")
@@ -250,8 +250,13 @@ def cmd_cluster_links(c: Client, argv: list[bytes]) -> Reply:
     return reply
 
 
+def _lookup(cluster: Cluster, raw: bytes) -> Node | None:
+    """Redis's clusterLookupNode: a 40-character name this node knows, else None."""
+    return cluster.nodes.get(raw.decode("latin-1")) if len(raw) == 40 else None
+
+
 def _known(cluster: Cluster, raw: bytes) -> Node:
-    node = cluster.nodes.get(raw.decode("latin-1")) if len(raw) == 40 else None
+    node = _lookup(cluster, raw)
     if node is None:
         raise err(f"Unknown node {raw.decode('utf-8', 'replace')}")
     return node
@@ -399,8 +404,7 @@ def cmd_cluster_delslots(c: Client, argv: list[bytes]) -> Reply:
 def _slot_ranges(c: Client, argv: list[bytes], delete: bool) -> Reply:
     cluster = cluster_of(c)
     if len(argv) % 2:
-        name = argv[1].decode("utf-8", "replace").lower()
-        raise err(f"wrong number of arguments for 'cluster|{name}' command")
+        raise wrong_arity(f"cluster|{argv[1].decode('utf-8', 'replace').lower()}")
     chosen = bytearray(SLOTS)
     for at in range(2, len(argv), 2):
         first, last = _slot(argv[at]), _slot(argv[at + 1])
@@ -430,7 +434,7 @@ def cmd_cluster_flushslots(c: Client, argv: list[bytes]) -> Reply:
 
 def _node_for_slot(cluster: Cluster, raw: bytes) -> Node:
     """MIGRATING/IMPORTING's target: a known master."""
-    node = cluster.nodes.get(raw.decode("latin-1")) if len(raw) == 40 else None
+    node = _lookup(cluster, raw)
     if node is None:
         raise err(f"I don't know about node {raw.decode('utf-8', 'replace')}")
     if not node.is_master:

@@ -45,20 +45,17 @@ class ClusterGate:
         name = row.name
         if name in _SHARD_PUBSUB:
             return argv[1:2] if name == "spublish" else argv[1:]
-        specs = self._specs.get(name)
-        if specs is None:
-            specs = self._specs[name] = key_specs_of(row)
-        if not specs and name not in ("sort", "sort_ro"):
-            return []
-        return [argv[index] for index, _ in command_keys(row, specs, argv)]
+        return [argv[index] for index, _ in command_keys(row, self._specs_of(row), argv)]
 
-    def _single_key_at(self, row: CommandSpec) -> int:
-        if row.name in _SHARD_PUBSUB or row.name in ("sort", "sort_ro", "migrate"):
-            return -1
+    def _specs_of(self, row: CommandSpec) -> list[KeySpec]:
         specs = self._specs.get(row.name)
         if specs is None:
             specs = self._specs[row.name] = key_specs_of(row)
-        one = fixed_single_key(specs)
+        return specs
+
+    def _single_key_at(self, row: CommandSpec) -> int:
+        """(SORT, MIGRATE and the shard channels' commands have no fixed single key spec)"""
+        one = fixed_single_key(self._specs_of(row))
         return one[0] if one is not None else -1
 
     def verdict(

@@ -1047,11 +1047,6 @@ class Engine(ScriptHost):
         self._reclaim_idle_consumers()
         if self.migrate_sockets.cached:
             self.migrate_sockets.close_idle(now)
-        cluster = self.cluster
-        if cluster is not None and not cluster.ok:  # (as Redis: judged again while down)
-            cluster.update_state(
-                int(self.clock.now_ms()), self.config["cluster-require-full-coverage"]
-            )
         if keyspace.tracking_on:
             self.tracking.limit_used_slots()
             self.tracking.broadcast()  # (the keys it expired, to BCAST clients)
