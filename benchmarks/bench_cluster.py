@@ -158,7 +158,36 @@ def table_cluster(h: Harness) -> list[str]:
         f"| headwater cluster vs redis cluster | {med['headwater-cluster']:,.0f} "
         f"| {versus:.2f}x | >= 0.8x | {'yes' if versus >= 0.8 else '**no**'} |",
     ]
-    return [*lines, "", *idle_bus(h)]
+    return [*lines, "", *reshard_speed(h), "", *idle_bus(h)]
+
+
+def reshard_speed(h: Harness, slots: int = 800) -> list[str]:
+    """Seconds ``redis-cli --cluster reshard`` takes to move ``slots`` empty slots from the
+    other two primaries of a 3-primary cluster to the first (median of the repeats)."""
+    print(f"cluster-reshard: {slots} slots, 3 primaries", flush=True)
+    took: dict[str, list[float]] = {"redis": [], "headwater": []}
+    for rep in range(h.args.repeat):
+        for kind in ("redis", "headwater"):
+            nodes = [cluster_node(h, kind, f"reshard-{kind}-{rep}-{i}") for i in range(3)]
+            with running(nodes):
+                join(nodes, 3)
+                target = nodes[0].client().execute_command("CLUSTER", "MYID").decode()
+                argv = [
+                    "redis-cli", "--cluster", "reshard", f"{HOST}:{nodes[1].port}",
+                    "--cluster-from", "all", "--cluster-to", target,
+                    "--cluster-slots", str(slots), "--cluster-yes",
+                ]  # fmt: skip
+                began = time.monotonic()
+                done = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+                took[kind].append(time.monotonic() - began)
+                if done.returncode != 0 or "[ERR]" in done.stdout:
+                    raise LoadError(f"reshard failed on {kind}:\n{done.stdout}{done.stderr}")
+            h.note(f"reshard {kind}: {took[kind][-1]:.2f} s")
+    redis_s, ours = statistics.median(took["redis"]), statistics.median(took["headwater"])
+    return [
+        f"Reshard of {slots} empty slots (`redis-cli --cluster reshard`, 3 primaries): "
+        f"redis {redis_s:.2f} s, headwater {ours:.2f} s, {ours / redis_s:.2f}x Redis's time."
+    ]
 
 
 def idle_bus(h: Harness, seconds: float = 20) -> list[str]:
