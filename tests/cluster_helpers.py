@@ -90,3 +90,47 @@ def role(node: ServerProcess) -> str:
         return client.execute_command("ROLE")[0].decode()
     finally:
         client.close()
+
+
+def owner_of(slot: int, nodes: Sequence[ServerProcess]) -> ServerProcess:
+    """The node that serves ``slot``, by the first node's CLUSTER SLOTS."""
+    client = redis.Redis(port=nodes[0].port)
+    try:
+        ranges = client.execute_command("CLUSTER", "SLOTS")
+    finally:
+        client.close()
+    port = next(int(r[2][1]) for r in ranges if int(r[0]) <= slot <= int(r[1]))
+    return next(n for n in nodes if n.port == port)
+
+
+def _command(node: ServerProcess, *args: object) -> object:
+    client = redis.Redis(port=node.port)
+    try:
+        return client.execute_command(*args)
+    finally:
+        client.close()
+
+
+def open_slot(slot: int, source: ServerProcess, target: ServerProcess) -> None:
+    """The first half of a slot's move, as redis-cli does it: IMPORTING, then MIGRATING."""
+    _command(target, "CLUSTER", "SETSLOT", slot, "IMPORTING", node_id(source))
+    _command(source, "CLUSTER", "SETSLOT", slot, "MIGRATING", node_id(target))
+
+
+def migrate_keys(slot: int, source: ServerProcess, target: ServerProcess) -> None:
+    while keys := _command(source, "CLUSTER", "GETKEYSINSLOT", slot, 100):
+        _command(source, "MIGRATE", "127.0.0.1", target.port, "", 0, 10_000, "KEYS", *keys)
+
+
+def close_slot(slot: int, target: ServerProcess, nodes: Sequence[ServerProcess]) -> None:
+    """Give the slot to ``target``: on it first, then on every other node."""
+    for node in sorted(nodes, key=lambda n: n is not target):
+        _command(node, "CLUSTER", "SETSLOT", slot, "NODE", node_id(target))
+
+
+def move_slot(slot: int, target: ServerProcess, nodes: Sequence[ServerProcess]) -> None:
+    """Move one slot with its keys to ``target`` (what ``--cluster reshard`` does per slot)."""
+    source = owner_of(slot, nodes)
+    open_slot(slot, source, target)
+    migrate_keys(slot, source, target)
+    close_slot(slot, target, nodes)

@@ -1,10 +1,12 @@
-"""The connector's only door to the server: redis-py over RESP2, raw replies.
+"""The connector's door to the server: redis-py over RESP2, raw replies (``nodes.py`` picks
+the server of each key in a Redis Cluster).
 
 Why raw: redis-py's reply callbacks turn every XRANGE entry into a dict in Python, which costs
 more than the read itself; the connector reads lists straight from hiredis and shapes them once
 (into Arrow columns, see ``arrow.py``). Why RESP2: XINFO replies are flat pairs on every server
 and redis-py version alike. Only commands that Redis 8.6+ and Headwater share are used: PING,
-INFO, XRANGE, XREVRANGE, XINFO STREAM, XGROUP CREATE/SETID, XADD IDMP, XCFGSET, MULTI/EXEC.
+INFO, SCAN, XRANGE, XREVRANGE, XINFO STREAM, XGROUP CREATE/SETID, XADD IDMP, XCFGSET,
+MULTI/EXEC, and in a cluster CLUSTER SLOTS and ASKING.
 
 Connections are opened where they are used (driver methods, executor ``read``/``write``),
 never pickled.
@@ -16,9 +18,9 @@ import logging
 import socket
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 import hiredis
@@ -30,6 +32,9 @@ from redis.retry import Retry
 
 from headwater.spark.offsets import StreamId, exclusive, parse_id
 from headwater.spark.options import OptionError
+
+if TYPE_CHECKING:
+    from headwater.spark.nodes import Nodes
 
 #: Socket timeout for commands once connected (s): generous, a loaded server may be slow.
 COMMAND_TIMEOUT = 120.0
@@ -124,6 +129,23 @@ def call(client: redis.Redis | Pipeline, *args: Any) -> Any:
     return client.execute_command(*args)  # type: ignore[no-untyped-call]
 
 
+@dataclass(frozen=True)
+class Redirect:
+    """A ``MOVED``/``ASK`` reply: the command was not run; ``address`` would run it."""
+
+    ask: bool
+    slot: int
+    address: str
+
+
+def parse_redirect(message: str) -> Redirect | None:
+    """``MOVED 3999 127.0.0.1:7002`` (or ASK) as a Redirect; None for any other error."""
+    words = message.split()
+    if len(words) != 3 or words[0] not in ("MOVED", "ASK") or not words[1].isdigit():
+        return None
+    return Redirect(words[0] == "ASK", int(words[1]), words[2])
+
+
 class RawPipeline:
     """Pipelined commands with C packing and C reply parsing (hiredis), on a connection that
     redis-py opened (so AUTH, SELECT and TLS from the URL apply).
@@ -134,6 +156,10 @@ class RawPipeline:
     the socket buffers, so neither side can block the other). If the connection breaks, the
     batches in flight are sent again on a new one (for up to RETRY_SECONDS): with IDMP that is
     harmless, without it the rows that had arrived are appended twice (at-least-once).
+
+    A ``MOVED``/``ASK`` reply (a Redis Cluster node that no longer owns the key) is not an
+    error here: the command, which did not run, waits in ``redirected`` for the caller to send
+    it where it belongs (``writer.Appender``); any other error reply raises.
     """
 
     def __init__(self, client: redis.Redis) -> None:
@@ -142,12 +168,13 @@ class RawPipeline:
         assert isinstance(connection, Connection)
         self.connection = connection
         self.reader = hiredis.Reader()
-        self.in_flight: deque[tuple[int, bytes]] = deque()  # (replies due, packed commands)
+        self.in_flight: deque[tuple[Sequence[Sequence[Any]], bytes]] = deque()  # (batch, packed)
+        self.redirected: list[tuple[Sequence[Any], Redirect]] = []
 
     def send(self, commands: Sequence[Sequence[Any]]) -> None:
         """Send a batch; wait for older batches so that at most two are in flight."""
         packed = b"".join(map(_pack, commands))
-        self.in_flight.append((len(commands), packed))
+        self.in_flight.append((commands, packed))
         try:
             self._socket().sendall(packed)
         except RETRYABLE as exc:
@@ -160,8 +187,9 @@ class RawPipeline:
             self.receive()
 
     def receive(self) -> list[Any]:
-        """Read the oldest batch's replies; raise its first error reply."""
-        count = self.in_flight[0][0]
+        """Read the oldest batch's replies; raise its first error reply (but redirections)."""
+        commands = self.in_flight[0][0]
+        count = len(commands)
         for attempt in range(_RECOVERIES + 1):
             try:
                 replies = self._read(count)
@@ -171,7 +199,14 @@ class RawPipeline:
                     raise
                 self._recover(exc)
         self.in_flight.popleft()
-        errors = [reply for reply in replies if isinstance(reply, hiredis.ReplyError)]
+        errors = []
+        for command, reply in zip(commands, replies, strict=True):
+            if isinstance(reply, hiredis.ReplyError):
+                redirect = parse_redirect(str(reply))
+                if redirect is None:
+                    errors.append(reply)
+                else:
+                    self.redirected.append((command, redirect))
         if errors:
             raise redis.ResponseError(f"{len(errors)} of {count} commands failed: {errors[0]}")
         return replies
@@ -245,14 +280,22 @@ class StreamState:
     idmp_duration: int | None
 
 
-def stream_keys(client: redis.Redis, explicit: Sequence[str], pattern: str | None) -> list[str]:
+def stream_keys(nodes: Nodes, explicit: Sequence[str], pattern: str | None) -> list[str]:
     """The keys to read: ``explicit`` ones, then (sorted) the streams matching ``pattern``
-    (``SCAN ... MATCH pattern TYPE stream``). Keys that are not UTF-8 are skipped with a
-    warning: options and offsets name keys as text."""
+    (``SCAN ... MATCH pattern TYPE stream`` on every primary of a cluster). Keys that are not
+    UTF-8 are skipped with a warning: options and offsets name keys as text."""
     keys = list(explicit)
     if pattern is None:
         return keys
+    if nodes.clustered:
+        nodes.refresh()  # a reshard may have brought in a new primary
     found: set[str] = set()
+    for address in nodes.primaries():
+        found.update(_scan_streams(nodes.client_at(address), pattern))
+    return keys + sorted(found.difference(keys))
+
+
+def _scan_streams(client: redis.Redis, pattern: str) -> Iterator[str]:
     cursor = b"0"
     while True:
         cursor, batch = call(
@@ -260,21 +303,33 @@ def stream_keys(client: redis.Redis, explicit: Sequence[str], pattern: str | Non
         )
         for raw in batch:
             try:
-                found.add(bytes(raw).decode())
+                yield bytes(raw).decode()
             except UnicodeDecodeError:
                 log.warning("streamsPattern %r: skipping key %r (not UTF-8)", pattern, raw)
         if bytes(cursor) == b"0":
-            break
-    return keys + sorted(found.difference(keys))
+            return
 
 
-def stream_states(client: redis.Redis, keys: Sequence[str]) -> dict[str, StreamState | None]:
-    """XINFO STREAM for every key in one round trip; None for a missing key."""
-    pipe = client.pipeline(transaction=False)
-    for key in keys:
-        call(pipe, "XINFO", "STREAM", key)
-    replies = pipe.execute(raise_on_error=False)
-    return {key: _stream_state(key, reply) for key, reply in zip(keys, replies, strict=True)}
+def stream_states(nodes: Nodes, keys: Sequence[str]) -> dict[str, StreamState | None]:
+    """XINFO STREAM for every key, one round trip per node; None for a missing key. A key
+    that moved since the map was made is asked again where it went."""
+    replies: dict[str, Any] = {}
+    for address, group in nodes.split(((key,) for key in keys), key_at=0).items():
+        pipe = nodes.client_at(address).pipeline(transaction=False)
+        for (key,) in group:
+            call(pipe, "XINFO", "STREAM", key)
+        for (key,), reply in zip(group, pipe.execute(raise_on_error=False), strict=True):
+            if isinstance(reply, redis.exceptions.AskError):  # MOVED or ASK
+                reply = _xinfo_or_error(nodes, key)
+            replies[key] = reply
+    return {key: _stream_state(key, replies[key]) for key in keys}
+
+
+def _xinfo_or_error(nodes: Nodes, key: str) -> Any:
+    try:
+        return nodes.call(key, "XINFO", "STREAM", key)
+    except redis.ResponseError as exc:
+        return exc
 
 
 def _stream_state(key: str, reply: Any) -> StreamState | None:
@@ -300,26 +355,20 @@ def _optional_int(value: Any) -> int | None:
     return None if value is None else int(value)
 
 
-def entry_exists(client: redis.Redis, key: str, sid: StreamId) -> bool:
-    return bool(call(client, "XRANGE", key, str(sid), str(sid)))
-
-
-def first_id_after(client: redis.Redis, key: str, after: StreamId) -> StreamId | None:
+def first_id_after(nodes: Nodes, key: str, after: StreamId) -> StreamId | None:
     """The first live entry ID strictly after ``after``."""
-    reply = call(client, "XRANGE", key, exclusive(after), "+", "COUNT", 1)
+    reply = nodes.call(key, "XRANGE", key, exclusive(after), "+", "COUNT", 1)
     return to_id(reply[0][0]) if reply else None
 
 
-def last_id_within(
-    client: redis.Redis, key: str, after: StreamId, until: StreamId
-) -> StreamId | None:
+def last_id_within(nodes: Nodes, key: str, after: StreamId, until: StreamId) -> StreamId | None:
     """The last live entry ID in ``(after, until]``."""
-    reply = call(client, "XREVRANGE", key, str(until), exclusive(after), "COUNT", 1)
+    reply = nodes.call(key, "XREVRANGE", key, str(until), exclusive(after), "COUNT", 1)
     return to_id(reply[0][0]) if reply else None
 
 
 def entry_ids(
-    client: redis.Redis, key: str, after: StreamId, until: StreamId, limit: int, page: int
+    nodes: Nodes, key: str, after: StreamId, until: StreamId, limit: int, page: int
 ) -> list[bytes]:
     """Up to ``limit`` entry IDs (raw, unparsed) in ``(after, until]``, paging with XRANGE.
 
@@ -329,7 +378,7 @@ def entry_ids(
     start = exclusive(after)
     while len(ids) < limit:
         count = min(page, limit - len(ids))
-        reply = call(client, "XRANGE", key, start, str(until), "COUNT", count)
+        reply = nodes.call(key, "XRANGE", key, start, str(until), "COUNT", count)
         ids.extend(entry[0] for entry in reply)
         if len(reply) < count:
             break

@@ -44,6 +44,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from headwater.spark import client as hw
+from headwater.spark import nodes as hw_nodes
 from headwater.spark.arrow import PageShaper
 from headwater.spark.offsets import (
     MIN_ID,
@@ -55,7 +56,7 @@ from headwater.spark.offsets import (
     successor,
 )
 from headwater.spark.options import ReadOptions
-from headwater.spark.planning import plan_slices, share_budget
+from headwater.spark.planning import Slice, plan_slices, share_budget
 
 log = logging.getLogger("headwater.spark")
 
@@ -76,6 +77,17 @@ class StreamRange(InputPartition):
     stream: str
     after: str
     until: str
+    node: str = ""  # host:port of the cluster node that owned the stream when planned
+
+
+def stream_ranges(slices: list[Slice], nodes: hw_nodes.Nodes) -> list[InputPartition]:
+    """Partitions for the slices, each addressed to its stream's node in a cluster."""
+    return [
+        StreamRange(s.stream, str(s.after), str(s.until), nodes.address_for(s.stream))
+        if nodes.clustered
+        else StreamRange(s.stream, str(s.after), str(s.until))
+        for s in slices
+    ]
 
 
 def read_range(options: ReadOptions, schema: StructType, part: InputPartition) -> Iterator[Any]:
@@ -83,18 +95,20 @@ def read_range(options: ReadOptions, schema: StructType, part: InputPartition) -
     if not isinstance(part, StreamRange):  # Spark's placeholder for a batch with no partitions
         return
     shaper = PageShaper(schema, part.stream)
-    client = hw.open_client(options.url, options.connect_timeout)
+    nodes = hw_nodes.Nodes(options.url, options.connect_timeout, first=part.node)
     try:
         start, page = "(" + part.after, options.page_size
         while True:
-            entries = hw.call(client, "XRANGE", part.stream, start, part.until, "COUNT", page)
+            entries = nodes.call(
+                part.stream, "XRANGE", part.stream, start, part.until, "COUNT", page
+            )
             if entries:
                 yield shaper.batch(entries)
             if len(entries) < page:
                 return
             start = "(" + entries[-1][0].decode()
     finally:
-        client.close()
+        nodes.close()
 
 
 # -- offsets against the server --------------------------------------------------------------
@@ -181,16 +195,17 @@ class HeadwaterBatchReader(DataSourceReader):
 
     def partitions(self) -> list[InputPartition]:
         options = self.options
-        client = hw.open_client(options.url, options.connect_timeout)
+        nodes = hw_nodes.Nodes(options.url, options.connect_timeout)
         try:
-            keys = hw.stream_keys(client, options.streams, options.pattern)
-            states = hw.stream_states(client, keys)
+            nodes.discover()
+            keys = hw.stream_keys(nodes, options.streams, options.pattern)
+            states = hw.stream_states(nodes, keys)
+            start = resolve_start(options, states)
+            end = {key: self._end(key, states[key], start[key]) for key in keys}
+            slices = plan_slices(start, end, self.options.min_partitions)
+            return stream_ranges(slices, nodes)
         finally:
-            client.close()
-        start = resolve_start(options, states)
-        end = {key: self._end(key, states[key], start[key]) for key in keys}
-        slices = plan_slices(start, end, self.options.min_partitions)
-        return [StreamRange(s.stream, str(s.after), str(s.until)) for s in slices]
+            nodes.close()
 
     def _end(self, key: str, state: hw.StreamState | None, start: StreamId) -> StreamId:
         end = self.options.end_of(key)
@@ -212,24 +227,25 @@ class HeadwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self.options = options
         self.schema = schema
         self._target: dict[str, StreamId] | None = None  # availableNow: stop here
-        self._client: redis.Redis | None = None
+        self._nodes: hw_nodes.Nodes | None = None
         self._warned: set[tuple[str, StreamId]] = set()  # data-loss warnings already logged
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state["_client"] = None  # connections are never pickled to executors
+        state["_nodes"] = None  # connections are never pickled to executors
         return state
 
     @property
-    def client(self) -> redis.Redis:
-        if self._client is None:
-            self._client = hw.open_client(self.options.url, self.options.connect_timeout)
-        return self._client
+    def nodes(self) -> hw_nodes.Nodes:
+        if self._nodes is None:
+            self._nodes = hw_nodes.Nodes(self.options.url, self.options.connect_timeout)
+            self._nodes.discover()
+        return self._nodes
 
     def _states(self) -> dict[str, hw.StreamState | None]:
         """Every key to read now (a pattern finds new ones) and its state."""
-        keys = hw.stream_keys(self.client, self.options.streams, self.options.pattern)
-        return hw.stream_states(self.client, keys)
+        keys = hw.stream_keys(self.nodes, self.options.streams, self.options.pattern)
+        return hw.stream_states(self.nodes, keys)
 
     def initialOffset(self) -> dict[str, str]:
         return format_offsets(resolve_start(self.options, self._states()))
@@ -276,13 +292,13 @@ class HeadwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         if millis is None or isinstance(limit, ReadAllAvailable) or limit is None:
             return end
         first = state.first if state and state.first and state.first > low else None
-        first = first or hw.first_id_after(self.client, key, low)
+        first = first or hw.first_id_after(self.nodes, key, low)
         if first is None:
             return low
         cap = StreamId(first.ms + millis - 1, 2**64 - 1)
         if cap >= end:
             return end
-        return hw.last_id_within(self.client, key, low, cap) or low
+        return hw.last_id_within(self.nodes, key, low, cap) or low
 
     def _limit_rows(
         self,
@@ -297,8 +313,7 @@ class HeadwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             return ends  # every live entry fits: no need to find the n-th ID
         page = self.options.page_size
         ids = {
-            key: hw.entry_ids(self.client, key, lows[key], ends[key], budget, page)
-            for key in moving
+            key: hw.entry_ids(self.nodes, key, lows[key], ends[key], budget, page) for key in moving
         }
         shares = share_budget({key: len(found) for key, found in ids.items()}, budget)
         capped = dict(ends)
@@ -311,7 +326,7 @@ class HeadwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         lows = checkpoint_offsets(start, keys)
         highs = checkpoint_offsets(end, keys)
         slices = plan_slices(lows, highs, self.options.min_partitions)
-        return [StreamRange(s.stream, str(s.after), str(s.until)) for s in slices]
+        return stream_ranges(slices, self.nodes)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         return read_range(self.options, self.schema, partition)
@@ -322,12 +337,12 @@ class HeadwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             return
         for key, sid in checkpoint_offsets(end, tuple(end)).items():
             if sid != MIN_ID:
-                move_group(self.client, key, group, sid)
+                move_group(self.nodes, key, group, sid)
 
     def stop(self) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+        if self._nodes is not None:
+            self._nodes.close()
+            self._nodes = None
 
 
 def _tail(state: hw.StreamState | None) -> StreamId:
@@ -341,23 +356,23 @@ def _length(state: hw.StreamState | None) -> int:
 # -- commitGroup -----------------------------------------------------------------------------
 
 
-def move_group(client: redis.Redis, key: str, group: str, sid: StreamId) -> None:
+def move_group(nodes: hw_nodes.Nodes, key: str, group: str, sid: StreamId) -> None:
     """Point consumer group ``group`` at ``sid`` (creating it), with ENTRIESREAD so that
     XINFO GROUPS reports a true lag (the live entries after ``sid``) when it is cheap to count."""
     args: list[Any] = [str(sid)]
-    entries_read = _entries_read(client, key, sid)
+    entries_read = _entries_read(nodes, key, sid)
     if entries_read is not None:
         args += ["ENTRIESREAD", entries_read]
     try:
-        hw.call(client, "XGROUP", "SETID", key, group, *args)
+        nodes.call(key, "XGROUP", "SETID", key, group, *args)
     except redis.ResponseError as exc:
         if "NOGROUP" not in str(exc) and "no such key" not in str(exc).lower():
             raise
-        hw.call(client, "XGROUP", "CREATE", key, group, *args, "MKSTREAM")
+        nodes.call(key, "XGROUP", "CREATE", key, group, *args, "MKSTREAM")
 
 
-def _entries_read(client: redis.Redis, key: str, sid: StreamId) -> int | None:
-    pipe = client.pipeline(transaction=True)  # one consistent view of the stream
+def _entries_read(nodes: hw_nodes.Nodes, key: str, sid: StreamId) -> int | None:
+    pipe = nodes.client_for(key).pipeline(transaction=True)  # one consistent view of the stream
     hw.call(pipe, "XINFO", "STREAM", key)
     hw.call(pipe, "XRANGE", key, exclusive(sid), "+", "COUNT", LAG_COUNT_LIMIT + 1)
     try:

@@ -51,6 +51,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import MapType, StructType
 
 from headwater.spark import client as hw
+from headwater.spark import nodes as hw_nodes
 from headwater.spark.options import OptionError, WriteOptions
 
 log = logging.getLogger("headwater.spark")
@@ -155,7 +156,9 @@ class Appender:
         self.rows = 0
         self.per_producer: Counter[bytes] = Counter()  # column mode: keys per producer id
         self.warned = False
-        self.pipeline = hw.RawPipeline(hw.open_client(options.url, options.connect_timeout))
+        self.nodes = hw_nodes.Nodes(options.url, options.connect_timeout)
+        self.nodes.discover()
+        self.pipelines: dict[str, hw.RawPipeline] = {}
         self.pending: list[Command] = []
 
     def add(self, batch: pa.RecordBatch) -> None:
@@ -245,16 +248,64 @@ class Appender:
     def flush(self) -> None:
         if not self.pending:
             return
-        self.pipeline.send(self.pending)  # an error reply fails the task; Spark retries it
+        self._resend_redirected()
+        for address, commands in self.nodes.split(self.pending).items():
+            self._pipeline(address).send(commands)  # an error reply fails the task: retried
         self.pending = []
 
     def finish(self) -> None:
         """Wait for every reply (the task may only succeed once all rows are appended)."""
         self.flush()
-        self.pipeline.drain()
+        for pipeline in self.pipelines.values():
+            pipeline.drain()
+        self._resend_redirected()
+
+    def _pipeline(self, address: str) -> hw.RawPipeline:
+        pipeline = self.pipelines.get(address)
+        if pipeline is None:
+            pipeline = hw.RawPipeline(self.nodes.client_at(address))
+            self.pipelines[address] = pipeline
+        return pipeline
+
+    def _resend_redirected(self) -> None:
+        """Rows a cluster node answered MOVED or ASK (they did not run) go, in their order,
+        where they belong, before any newer row: so a stream keeps the order of its rows
+        across a reshard. Every reply in flight is read first, since a redirected row may have
+        successors of the same stream in flight."""
+        for _ in range(hw_nodes.MAX_REDIRECTS):
+            if not any(pipeline.redirected for pipeline in self.pipelines.values()):
+                return
+            redirected: list[tuple[Command, hw.Redirect]] = []
+            for pipeline in list(self.pipelines.values()):
+                pipeline.drain()
+                redirected += [(tuple(row), to) for row, to in pipeline.redirected]
+                pipeline.redirected = []
+            for address, commands in self._reroute(redirected).items():
+                self._pipeline(address).send(commands)
+            for pipeline in list(self.pipelines.values()):
+                pipeline.drain()
+        raise RuntimeError(f"rows still redirected after {hw_nodes.MAX_REDIRECTS} tries")
+
+    def _reroute(self, redirected: list[tuple[Command, hw.Redirect]]) -> dict[str, list[Command]]:
+        """The redirected rows by destination: MOVED ones by the corrected map (one refresh
+        for all), ASK ones to the importing node behind ``ASKING``."""
+        moved = {redirect.slot: redirect for _, redirect in redirected if not redirect.ask}
+        if moved:
+            self.nodes.refresh()
+            for redirect in moved.values():
+                self.nodes.learn(redirect, refresh=False)
+        groups: dict[str, list[Command]] = {}
+        for command, redirect in redirected:
+            if redirect.ask:
+                groups.setdefault(redirect.address, []).extend([(b"ASKING",), command])
+            else:
+                groups.setdefault(self.nodes.address_for(command[1]), []).append(command)
+        return groups
 
     def close(self) -> None:
-        self.pipeline.close()
+        for pipeline in self.pipelines.values():
+            pipeline.close()
+        self.nodes.close()
 
 
 # -- the driver side -----------------------------------------------------------------------
@@ -264,18 +315,19 @@ def prepare_target(options: WriteOptions) -> int:
     """Check the server, apply idmpMaxsize/idmpDuration, and return the IDMP window (rows per
     position-mode chunk). Runs on the driver when the writer is created."""
     hw.check_server(options.url, options.connect_timeout, need_idmp=options.idempotence != "none")
-    client = hw.open_client(options.url, options.connect_timeout)
+    nodes = hw_nodes.Nodes(options.url, options.connect_timeout)
     try:
+        nodes.discover()
         if options.stream is None:
-            return _config_window(client)
+            return _config_window(nodes.client_at(nodes.home))
         if options.idmp_maxsize is not None or options.idmp_duration is not None:
-            _configure(client, options)
-        state = hw.stream_states(client, [options.stream])[options.stream]
+            _configure(nodes, options)
+        state = hw.stream_states(nodes, [options.stream])[options.stream]
         if state is not None and state.idmp_maxsize is not None:
             return state.idmp_maxsize
-        return _config_window(client)
+        return _config_window(nodes.client_for(options.stream))
     finally:
-        client.close()
+        nodes.close()
 
 
 def _config_window(client: redis.Redis) -> int:
@@ -287,17 +339,17 @@ def _config_window(client: redis.Redis) -> int:
     return int(reply[1]) if len(reply) == 2 else DEFAULT_WINDOW
 
 
-def _configure(client: redis.Redis, options: WriteOptions) -> None:
+def _configure(nodes: hw_nodes.Nodes, options: WriteOptions) -> None:
     """XCFGSET the target stream when a value differs (creating an empty stream if needed:
     XCFGSET needs the key, and a group created with MKSTREAM and dropped leaves just that)."""
     key = options.stream
     assert key is not None
-    state = hw.stream_states(client, [key])[key]
+    state = hw.stream_states(nodes, [key])[key]
     if state is None:
         group = f"headwater-spark-init-{uuid.uuid4().hex}"
-        hw.call(client, "XGROUP", "CREATE", key, group, "$", "MKSTREAM")
-        hw.call(client, "XGROUP", "DESTROY", key, group)
-        state = hw.stream_states(client, [key])[key]
+        nodes.call(key, "XGROUP", "CREATE", key, group, "$", "MKSTREAM")
+        nodes.call(key, "XGROUP", "DESTROY", key, group)
+        state = hw.stream_states(nodes, [key])[key]
     args: list[Any] = []
     if options.idmp_duration is not None and state and state.idmp_duration != options.idmp_duration:
         args += ["IDMP-DURATION", options.idmp_duration]
@@ -305,7 +357,7 @@ def _configure(client: redis.Redis, options: WriteOptions) -> None:
         args += ["IDMP-MAXSIZE", options.idmp_maxsize]
     if args:
         log.warning("XCFGSET %s %s: this clears the stream's IDMP history", key, args)
-        hw.call(client, "XCFGSET", key, *args)
+        nodes.call(key, "XCFGSET", key, *args)
 
 
 class _WriterBase:
