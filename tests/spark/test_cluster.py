@@ -18,7 +18,8 @@ from redis.cluster import RedisCluster
 
 from headwater.cluster.slots import key_slot
 from headwater.spark.arrow import DEFAULT_SCHEMA
-from headwater.spark.nodes import Nodes
+from headwater.spark.client import Redirect, parse_redirect
+from headwater.spark.nodes import Nodes, slot_owners, url_at
 from headwater.spark.offsets import MAX_ID, MIN_ID
 from headwater.spark.options import parse_read_options, parse_write_options
 from headwater.spark.reader import HeadwaterBatchReader, StreamRange, read_range
@@ -86,6 +87,29 @@ def numbers(rc: RedisCluster, key: str) -> list[str]:
     return [fields["n"] for _, fields in rc.xrange(key)]
 
 
+def test_node_urls_keep_credentials_tls_and_database() -> None:
+    assert url_at("rediss://u:p%40ss@10.0.0.1:7000/0?ssl_cert_reqs=none", "10.0.0.2:7001") == (
+        "rediss://u:p%40ss@10.0.0.2:7001/0?ssl_cert_reqs=none"
+    )
+    assert url_at("redis://h/0", "[::1]:7002") == "redis://[::1]:7002/0"
+    assert Nodes("redis://:secret@[::1]:7005/0", 1).home == "[::1]:7005"
+    assert Nodes("redis://example", 1).home == "example:6379"
+
+
+def test_redirections_and_slot_maps_parse_as_redis_writes_them() -> None:
+    assert parse_redirect("MOVED 3999 127.0.0.1:6381") == Redirect(False, 3999, "127.0.0.1:6381")
+    assert parse_redirect("ASK 0 h:1") == Redirect(True, 0, "h:1")
+    for other_error in ("ERR MOVED", "MOVED x h:1", "WRONGTYPE Operation", "ASK 1 h:1 extra"):
+        assert parse_redirect(other_error) is None
+    reply = [
+        [0, 99, [b"10.0.0.1", 7000, b"id1"], [b"10.0.0.4", 7003, b"id4"]],
+        [100, 16383, [b"", 7001, b"id2"]],  # no address announced: the node that answered
+    ]
+    owners = slot_owners(reply, "10.0.0.9:7000", ["old:1"] * 16384)
+    assert owners[0] == owners[99] == "10.0.0.1:7000"
+    assert owners[100] == owners[16383] == "10.0.0.9:7001"
+
+
 def test_partitions_are_addressed_to_the_owning_node(
     nodes: list[ServerProcess], rc: RedisCluster
 ) -> None:
@@ -94,7 +118,9 @@ def test_partitions_are_addressed_to_the_owning_node(
         rc.xadd(key, {"n": "1"})
     owners = {address(owner_of(slot(key), nodes)) for key in keys}
     assert len(owners) > 1, "the keys should spread over the nodes"
-    options = parse_read_options({"url": url(nodes[0]), "streamsPattern": "plan:*"}, streaming=False)
+    options = parse_read_options(
+        {"url": url(nodes[0]), "streamsPattern": "plan:*"}, streaming=False
+    )
     parts = HeadwaterBatchReader(options, DEFAULT_SCHEMA).partitions()
     assert sorted(p.stream for p in parts) == keys  # SCAN reached every primary
     for part in parts:
@@ -110,7 +136,9 @@ def test_a_partition_read_follows_moved_then_ask(
     for n in range(700):
         pipe.xadd(key, {"n": str(n)})
     pipe.execute()
-    options = parse_read_options({"url": url(nodes[0]), "streams": key, "pageSize": "100"}, streaming=False)
+    options = parse_read_options(
+        {"url": url(nodes[0]), "streams": key, "pageSize": "100"}, streaming=False
+    )
     first = owner_of(slot(key), nodes)
     second, third = other(first, nodes), other(first, nodes, 2)
 

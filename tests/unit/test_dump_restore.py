@@ -74,7 +74,7 @@ def test_restore_errors_in_redis_order() -> None:
         (("RESTORE", "n", 0, good[:-1]), "ERR DUMP payload version or checksum are wrong"),
         (("RESTORE", "n", 0, b"short"), "ERR DUMP payload version or checksum are wrong"),
         (
-            ("RESTORE", "n", 0, payload.wrap(good[:-10], 13)),
+            ("RESTORE", "n", 0, payload.wrap(good[:-10], payload.MAX_VERSION + 1)),
             "ERR DUMP payload version or checksum are wrong",
         ),
         (("RESTORE", "n", 0, payload.wrap(b"\x00\x05ab")), "ERR Bad data format"),

@@ -153,7 +153,7 @@ def test_damaged_payloads_get_redis_errors_and_change_nothing() -> None:
     bad_version = "ERR DUMP payload version or checksum are wrong"
     flipped = bytearray(good)
     flipped[12] ^= 0x40
-    for raw in (good[:-1], good[:5], bytes(flipped), good[:-10] + b"\x0d\x00" + good[-8:]):
+    for raw in (good[:-1], good[:5], bytes(flipped), good[:-10] + b"\x0e\x00" + good[-8:]):
         assert error_text(h.call(c, "RESTORE", "x", 0, raw)) == bad_version
     out_of_range = bytearray([TYPE_HASH_LISTPACK_EX]) + struct.pack("<q", T1)
     write_string(out_of_range, listpack.encode([b"a", b"1", FIELD_EXPIRE_MAX + 1]))

@@ -115,7 +115,7 @@ def test_future_version_is_refused_even_with_a_good_checksum() -> None:
     body = INT_DUMP[:-10]
     assert payload.load(payload.wrap(body, 12))[1] == b"12345"
     with pytest.raises(payload.PayloadError):
-        payload.load(payload.wrap(body, 13))
+        payload.load(payload.wrap(body, payload.MAX_VERSION + 1))
 
 
 def test_type_newer_than_the_payload_version_is_refused() -> None:

@@ -33,7 +33,7 @@ from headwater.rdb.objects import (
 )
 from headwater.rdb.objects import SetValue as RdbSet
 from headwater.rdb.objects import ZSetValue as RdbZSet
-from headwater.rdb.streams import Unencodable
+from headwater.rdb.streams import TYPE_STREAM_LISTPACKS_4, Unencodable
 from headwater.resp.encoder import format_double
 from headwater.stream.stream import Stream
 from headwater.structures.lists import ListValue as KeyspaceList
@@ -57,7 +57,9 @@ def dump_payload(value: object) -> bytes:
 
 def write_object(out: bytearray, value: object) -> int:
     """The value's RDB object (type byte first) into ``out``; the RDB version it needs (10,
-    Redis 7.0's; 12, Redis 7.4's, for a hash with field TTLs)."""
+    Redis 7.0's; 12, Redis 7.4's, for a hash with field TTLs; 13, Redis 8.6's, for a stream
+    with IDMP history, so that a stream MIGRATE moves keeps deduplicating its producers'
+    retries)."""
     if isinstance(value, bytes):
         write_string_object(out, value)
     elif isinstance(value, Hash):
@@ -81,6 +83,9 @@ def write_object(out: bytearray, value: object) -> int:
         write_list_object(out, value.node_items())
     elif isinstance(value, Stream):
         try:
+            if value.idmp is not None and value.idmp.producers:
+                write_stream_object(out, value, TYPE_STREAM_LISTPACKS_4)
+                return rdb_payload.VERSION_8_6
             write_stream_object(out, value)
         except Unencodable as exc:
             raise err(f"DUMP is not possible: {exc}") from None
@@ -144,8 +149,9 @@ def keyspace_value(decoded: Value, limits: Limits) -> object:
     if isinstance(decoded, bytes):
         return decoded
     if isinstance(decoded, Stream):
-        decoded.idmp_duration = limits.stream_idmp_duration
-        decoded.idmp_maxsize = limits.stream_idmp_maxsize
+        if not decoded.idmp_duration:  # (a type before Redis 8.6's: no settings of its own)
+            decoded.idmp_duration = limits.stream_idmp_duration
+            decoded.idmp_maxsize = limits.stream_idmp_maxsize
         return decoded
     if isinstance(decoded, HashValue):
         h = Hash()

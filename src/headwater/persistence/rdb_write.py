@@ -27,7 +27,8 @@ from headwater.keyspace import Database
 from headwater.ops.dump import write_object
 from headwater.rdb.crc64 import crc64
 from headwater.rdb.encoding import write_len, write_ms, write_string
-from headwater.rdb.objects import write_hash_mapping
+from headwater.rdb.objects import write_hash_mapping, write_stream_object
+from headwater.stream.stream import Stream
 from headwater.values import Hash
 
 VERSION = 10
@@ -48,6 +49,7 @@ class Written:
     keys: int = 0
     bytes: int = 0
     field_ttls_dropped: int = 0
+    idmp_histories_dropped: int = 0  # streams whose producers' iids were left out
     expired_skipped: int = 0
 
 
@@ -178,10 +180,15 @@ def _write_db(
 
 
 def _write_object(body: bytearray, value: object, written: Written) -> None:
-    """The value's RDB object, type byte first, as DUMP writes it (a hash's field TTLs
-    dropped: version 10 has no place for them)."""
+    """The value's RDB object, type byte first, as DUMP writes it (a hash's field TTLs and a
+    stream's IDMP history dropped: version 10 has no place for them)."""
     if isinstance(value, Hash) and value.ttls is not None and len(value.ttls):
         written.field_ttls_dropped += len(value.ttls)
         write_hash_mapping(body, value, value.listpack)
+        return
+    if isinstance(value, Stream):
+        if value.idmp is not None and value.idmp.producers:
+            written.idmp_histories_dropped += 1
+        write_stream_object(body, value)  # (type 19 whatever DUMP would choose)
         return
     write_object(body, value)

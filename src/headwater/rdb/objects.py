@@ -36,6 +36,7 @@ from headwater.rdb.streams import (
     TYPE_STREAM_LISTPACKS,
     TYPE_STREAM_LISTPACKS_2,
     TYPE_STREAM_LISTPACKS_3,
+    TYPE_STREAM_LISTPACKS_4,
     read_stream,
     write_stream,
 )
@@ -78,6 +79,7 @@ MIN_VERSION = {
     TYPE_HASH_LISTPACK_EX_PRE_GA: 12,
     TYPE_HASH_METADATA: 12,
     TYPE_HASH_LISTPACK_EX: 12,
+    TYPE_STREAM_LISTPACKS_4: 13,
 }
 
 #: quicklist 2 node containers
@@ -372,6 +374,7 @@ _READERS = {
     TYPE_STREAM_LISTPACKS: _read_stream,
     TYPE_STREAM_LISTPACKS_2: _read_stream,
     TYPE_STREAM_LISTPACKS_3: _read_stream,
+    TYPE_STREAM_LISTPACKS_4: _read_stream,
 }
 
 

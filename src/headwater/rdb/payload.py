@@ -20,8 +20,10 @@ from headwater.rdb.objects import MIN_VERSION, Value, read_type, read_value
 VERSION_7_0 = 10
 #: the version Redis 7.4 writes (hash field TTLs), for the payloads that need it
 VERSION_7_4 = 12
-#: the newest version read here (Redis 7.4's: hash field TTLs)
-MAX_VERSION = 12
+#: the version Redis 8.6 writes (a stream's IDMP history), for the payloads that need it
+VERSION_8_6 = 13
+#: the newest version read here (Redis 8.6's)
+MAX_VERSION = 13
 
 _FOOTER = struct.Struct("<HQ")
 

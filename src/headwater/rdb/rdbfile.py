@@ -31,8 +31,8 @@ from headwater.rdb.crc64 import crc64
 from headwater.rdb.encoding import RdbError, Reader
 from headwater.rdb.objects import Value, read_value
 
-#: the newest RDB version read (Redis 7.4's)
-MAX_VERSION = 12
+#: the newest RDB version read (Redis 8.6's)
+MAX_VERSION = 13
 #: bytes at least added to an arriving file's window when a record does not fit in it (more,
 #: the record's size so far: a big record is read again a few times, not once per chunk)
 MIN_MORE = 1 << 20

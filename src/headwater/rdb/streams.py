@@ -15,16 +15,22 @@ listpack Redis would have, and the byte size Headwater keeps for it (``lp_bytes`
 listpack's.
 
 After the nodes (RDB_TYPE_STREAM_LISTPACKS_2, Redis 7.0; ``_3`` adds each consumer's active
-time, Redis 7.2; ``STREAM_LISTPACKS``, Redis 5-6.2, has neither the first ID, the max deleted
-ID nor entries-added, nor a group's entries-read)::
+time, Redis 7.2; ``_4`` the IDMP section at the end, Redis 8.6 (RDB version 13);
+``STREAM_LISTPACKS``, Redis 5-6.2, has neither the first ID, the max deleted ID nor
+entries-added, nor a group's entries-read)::
 
     length | last ms | last seq | first ms | first seq | max-deleted ms | max-deleted seq
     entries-added | groups
     per group: name | last ms | last seq | entries-read | PEL size
                per pending entry: ID (16 raw bytes) | delivery time ms (int64 LE) | count
                consumers; per consumer: name | seen time | [active time] | PEL size | IDs
+    [idmp-duration | idmp-maxsize | producers
+     per producer: pid | count | per iid (oldest first): iid | entry ms | entry seq
+     iids-added | iids-duplicates]
 
-Groups and consumers go in name order, pending entries in ID order (the radix trees' order).
+Groups and consumers go in name order, pending entries in ID order, producers in pid order
+(the radix trees' order). A stream read from an older type has no IDMP settings of its own:
+they are left 0 (outside their ranges) for the loader to fill from its configuration.
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ from headwater.stream.groups import (
     id_key,
     key_id,
 )
+from headwater.stream.idmp import DURATION_RANGE, MAXSIZE_RANGE, IdmpState, Producer
 from headwater.stream.ids import MIN_ID, StreamID
 from headwater.stream.node import Node
 from headwater.stream.stream import Stream
@@ -51,6 +58,7 @@ from headwater.stream.stream import Stream
 TYPE_STREAM_LISTPACKS = 15
 TYPE_STREAM_LISTPACKS_2 = 19
 TYPE_STREAM_LISTPACKS_3 = 21
+TYPE_STREAM_LISTPACKS_4 = 26
 
 _KEY = struct.Struct(">QQ")
 _FLAG_DELETED = 1
@@ -139,6 +147,26 @@ def write_stream(out: bytearray, stream: Stream, rdb_type: int = TYPE_STREAM_LIS
     write_len(out, len(stream.groups))
     for name in sorted(stream.groups):
         _write_group(out, stream.groups[name], rdb_type)
+    if rdb_type >= TYPE_STREAM_LISTPACKS_4:
+        _write_idmp(out, stream)
+
+
+def _write_idmp(out: bytearray, stream: Stream) -> None:
+    write_len(out, stream.idmp_duration)
+    write_len(out, stream.idmp_maxsize)
+    state = stream.idmp
+    producers = state.producers if state is not None else {}
+    write_len(out, len(producers))
+    for pid in sorted(producers):
+        producer = producers[pid]
+        write_string(out, pid)
+        write_len(out, len(producer))
+        for iid, (ms, seq) in producer.entries():
+            write_string(out, iid)
+            write_len(out, ms)
+            write_len(out, seq)
+    write_len(out, state.added if state is not None else 0)
+    write_len(out, state.duplicates if state is not None else 0)
 
 
 def _write_group(out: bytearray, group: Group, rdb_type: int) -> None:
@@ -273,7 +301,7 @@ def _read_id(r: Reader) -> StreamID:
 
 
 def read_stream(r: Reader, rdb_type: int) -> Stream:
-    """A stream object of type 15, 19 or 21 (after its type byte)."""
+    """A stream object of type 15, 19, 21 or 26 (after its type byte)."""
     stream = Stream()
     previous: StreamID | None = None
     for _ in range(r.count(2)):
@@ -308,7 +336,43 @@ def read_stream(r: Reader, rdb_type: int) -> Stream:
     stream.first_id = first_live  # what Redis derives on load too, and Headwater's invariant
     for _ in range(r.count()):
         _read_group(r, stream, rdb_type)
+    if rdb_type >= TYPE_STREAM_LISTPACKS_4:
+        _read_idmp(r, stream)
+    else:
+        stream.idmp_duration = stream.idmp_maxsize = 0
     return stream
+
+
+def _read_idmp(r: Reader, stream: Stream) -> None:
+    """The IDMP section, checked as Redis 8.6 checks it (settings in range, no pid twice; an
+    iid seen twice in one producer keeps its first). A producer holding more iids than the
+    stream's maxsize keeps its newest, as its evictions would have."""
+    stream.idmp_duration = r.length()
+    stream.idmp_maxsize = r.length()
+    if not DURATION_RANGE[0] <= stream.idmp_duration <= DURATION_RANGE[1]:
+        raise RdbError("stream IDMP duration out of range")
+    if not MAXSIZE_RANGE[0] <= stream.idmp_maxsize <= MAXSIZE_RANGE[1]:
+        raise RdbError("stream IDMP max entries out of range")
+    state = IdmpState()
+    for _ in range(r.count(2)):
+        pid = r.string()
+        if pid in state.producers:
+            raise RdbError(f"IDMP producer {pid!r} twice")
+        producer = Producer()
+        for _ in range(r.count(3)):
+            iid = r.string()
+            sid = _read_id(r)
+            if iid not in producer.iids:
+                producer.add(iid, sid)
+        while len(producer) > stream.idmp_maxsize:
+            producer.pop_oldest()
+        if len(producer):
+            state.adopt(pid, producer)
+    state.added = r.length()
+    state.duplicates = r.length()
+    if state.added < state.tracked:
+        raise RdbError("stream iids-added below the iids it holds")
+    stream.idmp = state if state.producers or state.added or state.duplicates else None
 
 
 def _first_live(stream: Stream) -> StreamID:

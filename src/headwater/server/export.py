@@ -75,6 +75,8 @@ def main(args: list[str]) -> int:
     lost = []
     if written.field_ttls_dropped:
         lost.append(f"{written.field_ttls_dropped} hash field TTLs dropped")
+    if written.idmp_histories_dropped:
+        lost.append(f"IDMP history of {written.idmp_histories_dropped} streams dropped")
     note = f" ({'; '.join(lost)})" if lost else ""
     print(
         f"Exported {opts.dir} to {opts.out}: {written.keys} keys, {written.bytes} bytes, "
