@@ -6,8 +6,10 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from headwater.rdb import payload
 from headwater.replication.dialect import _ADD_UNLESS_THERE as ADD_UNLESS_THERE
 from headwater.replication.dialect import DROPPED, for_redis_70
+from tests.unit.conftest import Harness
 
 
 def words(*parts: str) -> list[bytes]:
@@ -53,3 +55,28 @@ def test_a_7_0_command_is_sent_as_it_is(args: list[bytes]) -> None:
     for name in (b"SET", b"HSET", b"XACK", b"EXPIRE", b"XGROUP"):
         argv = [name, *args]
         assert for_redis_70(argv) == [argv]
+
+
+def test_a_newer_restore_payload_is_written_again_as_redis_7_0s() -> None:
+    h = Harness()
+    c = h.client()
+    h.call(c, "XADD", "s", "IDMP", "p", "i", "*", "f", "v")
+    h.call(c, "HSET", "h", "a", "1", "b", "2")
+    h.call(c, "HPEXPIRE", "h", 100_000, "FIELDS", 1, "a")
+    for key in ("s", "h"):
+        newer = h.call(c, "DUMP", key)
+        assert payload.verify(newer) > payload.VERSION_7_0
+        [sent] = for_redis_70([b"RESTORE", b"k", b"0", newer, b"REPLACE"])
+        assert sent[:3] == [b"RESTORE", b"k", b"0"] and sent[4:] == [b"REPLACE"]
+        assert payload.verify(sent[3]) == payload.VERSION_7_0
+        assert h.call(c, "RESTORE", key + "70", 0, sent[3]) == b"OK"
+    assert h.call(c, "XRANGE", "s70", "-", "+") == h.call(c, "XRANGE", "s", "-", "+")
+    info = h.call(c, "XINFO", "STREAM", "s70")
+    assert dict(zip(info[0::2], info[1::2], strict=True))[b"pids-tracked"] == 0  # no history
+    assert h.call(c, "HGETALL", "h70") == [b"a", b"1", b"b", b"2"]
+    assert h.call(c, "HPTTL", "h70", "FIELDS", 1, "a") == [-1]
+    plain = h.call(c, "DUMP", "s70")
+    for untouched in (plain, b"not a payload"):
+        assert for_redis_70([b"RESTORE", b"k", b"0", untouched]) == [
+            [b"RESTORE", b"k", b"0", untouched]
+        ]

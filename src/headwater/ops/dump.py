@@ -14,7 +14,7 @@ from array import array
 from dataclasses import dataclass
 
 from headwater.config import Config
-from headwater.errors import err
+from headwater.errors import ReplyError, err
 from headwater.keyspace import Database
 from headwater.ops.hashttl import track_field_ttls
 from headwater.rdb import payload as rdb_payload
@@ -92,6 +92,35 @@ def write_object(out: bytearray, value: object) -> int:
     else:
         raise err("DUMP of this type is not supported")
     return rdb_payload.VERSION_7_0
+
+
+def write_object_70(out: bytearray, value: object) -> None:
+    """The value's RDB object as Redis 7.0 can load it: a hash's field TTLs and a stream's
+    IDMP history left out (an RDB version 10 file, a Redis 7.0 replica)."""
+    if isinstance(value, Hash) and value.ttls is not None and len(value.ttls):
+        write_hash_mapping(out, value, value.listpack)
+    elif isinstance(value, Stream):
+        try:
+            write_stream_object(out, value)
+        except Unencodable as exc:
+            raise err(f"DUMP is not possible: {exc}") from None
+    else:
+        write_object(out, value)
+
+
+def payload_for_redis_70(raw: bytes) -> bytes:
+    """A DUMP payload Redis 7.0 RESTOREs: ``raw`` itself when it already is one (or is not a
+    payload at all: the replica answers it as it would have), else its value written again
+    by ``write_object_70``."""
+    try:
+        if rdb_payload.verify(raw) <= rdb_payload.VERSION_7_0:
+            return raw
+        value = decode_payload(raw, Limits())
+    except (rdb_payload.PayloadError, ReplyError):
+        return raw
+    out = bytearray()
+    write_object_70(out, value)
+    return rdb_payload.wrap(out, rdb_payload.VERSION_7_0)
 
 
 _DEFAULT_SETS = SetLimits()

@@ -24,10 +24,9 @@ from itertools import islice
 
 from headwater import REDIS_COMPAT_VERSION
 from headwater.keyspace import Database
-from headwater.ops.dump import write_object
+from headwater.ops.dump import write_object_70
 from headwater.rdb.crc64 import crc64
 from headwater.rdb.encoding import write_len, write_ms, write_string
-from headwater.rdb.objects import write_hash_mapping, write_stream_object
 from headwater.stream.stream import Stream
 from headwater.values import Hash
 
@@ -182,13 +181,8 @@ def _write_db(
 def _write_object(body: bytearray, value: object, written: Written) -> None:
     """The value's RDB object, type byte first, as DUMP writes it (a hash's field TTLs and a
     stream's IDMP history dropped: version 10 has no place for them)."""
-    if isinstance(value, Hash) and value.ttls is not None and len(value.ttls):
+    if isinstance(value, Hash) and value.ttls is not None:
         written.field_ttls_dropped += len(value.ttls)
-        write_hash_mapping(body, value, value.listpack)
-        return
-    if isinstance(value, Stream):
-        if value.idmp is not None and value.idmp.producers:
-            written.idmp_histories_dropped += 1
-        write_stream_object(body, value)  # (type 19 whatever DUMP would choose)
-        return
-    write_object(body, value)
+    elif isinstance(value, Stream) and value.idmp is not None and value.idmp.producers:
+        written.idmp_histories_dropped += 1
+    write_object_70(body, value)

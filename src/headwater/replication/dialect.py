@@ -20,10 +20,15 @@ XNACK                                  nothing (the NACKed entries keep their la
                                        the PEL on the Redis side)
 HEXPIRE, HPEXPIRE, HEXPIREAT,          nothing (hash field TTLs: when a field expires on
 HPEXPIREAT, HPERSIST                   Headwater, its HDEL reaches the replica)
+RESTORE of a newer payload (a hash     the same RESTORE with Redis 7.0's payload of the value
+with field TTLs, a stream with IDMP    (lost: the field TTLs, the IDMP history)
+history)
 ====================================  ==========================================================
 """
 
 from __future__ import annotations
+
+from headwater.ops.dump import payload_for_redis_70
 
 #: Headwater's commands Redis 7.0 has no place for, and what their loss means
 DROPPED: dict[bytes, str] = {
@@ -50,6 +55,8 @@ def for_redis_70(argv: list[bytes]) -> list[list[bytes]]:
         if idempotent:
             return [[b"EVAL", _ADD_UNLESS_THERE, b"1", *plain[1:]]]
         return [plain]
+    if name in (b"restore", b"restore-asking") and len(argv) >= 4:
+        return [[*argv[:3], payload_for_redis_70(argv[3]), *argv[4:]]]
     if name == b"xtrim":
         return [[word for word in argv if word.upper() not in _STRATEGIES]]
     if name == b"xdelex" and len(argv) >= 3:
