@@ -861,6 +861,33 @@ def table_memory(h: Harness) -> list[str]:
     ]
 
 
+def table_bulk_memory(h: Harness) -> list[str]:
+    """Issue 37's bulk load: 300,000 ``XADD mem * f 0123456789abcdef`` through ``redis-cli
+    --pipe`` (the documented way to bulk-load Redis), RSS growth per entry, each server
+    freshly started with its defaults (no allocator settings), and once more after ``MEMORY
+    PURGE`` (what a user would try next)."""
+    entries = h.n(300_000)
+    print(f"bulk-memory: RSS growth after {entries:,} XADDs (--pipe)", flush=True)
+    grown: dict[str, tuple[float, float]] = {}
+    for server in h.make_pair("bulk-memory"):
+        server.env = None
+        with running([server]):
+            before = server.rss_bytes()
+            seconds = pipe_load(server.port, ["XADD", "mem", "*", "f", "0123456789abcdef"], entries)
+            expect_len(server, "mem", entries)
+            loaded = (server.rss_bytes() - before) / entries
+            server.client().execute_command("MEMORY", "PURGE")
+            grown[server.name] = (loaded, (server.rss_bytes() - before) / entries)
+        h.note(f"{server.name}: {loaded:.1f} B/entry, loaded in {seconds:.1f} s")
+    ratio = grown["headwater"][0] / grown["redis"][0]
+    return [
+        f"Bulk-load memory, RSS growth per entry after {entries:,} `XADD mem * f "
+        f"0123456789abcdef` (`redis-cli --pipe`, default allocator settings): redis "
+        f"{grown['redis'][0]:.1f} B, headwater {grown['headwater'][0]:.1f} B (after MEMORY "
+        f"PURGE {grown['headwater'][1]:.1f} B), ratio {ratio:.2f}x (target <= 1.5x)."
+    ]
+
+
 def table_list_memory(h: Harness) -> list[str]:
     """RSS growth per element after RPUSHes of one 16-byte member through ``redis-cli
     --pipe``, each server freshly started (as ``table_memory``)."""
@@ -1499,6 +1526,7 @@ def table_migrate_lag(h: Harness) -> list[str]:
 
 TABLES: dict[str, Callable[[Harness], list[str]]] = {
     "memory": table_memory,
+    "bulk-memory": table_bulk_memory,
     "list-memory": table_list_memory,
     "idmp": table_idmp,
     "inproc": table_inproc,
@@ -1521,6 +1549,7 @@ TABLES: dict[str, Callable[[Harness], list[str]]] = {
 DEFAULT_ROWS = (
     *RATIO_ROWS,
     "memory",
+    "bulk-memory",
     "list-memory",
     "hash-memory",
     "set-memory",
@@ -1554,6 +1583,7 @@ ROW_INFO = {
     "lpush-50": "LPUSH l <rand>, 50 clients (redis-benchmark), target >= 0.7x",
     "rpop-50": "RPOP from a list filled first, 50 clients (redis-benchmark), target >= 0.7x",
     "memory": "RSS growth per entry after 1M XADDs via redis-cli --pipe, <= 2.0x",
+    "bulk-memory": "RSS growth per entry after 300k XADDs via redis-cli --pipe, <= 1.5x",
     "list-memory": "RSS growth per element after 1M RPUSHes of 16 bytes (--pipe), <= 2.0x",
     "hset-50": "HSET hash f:<rand> <16 bytes>, 50 clients (redis-benchmark), >= 0.7x",
     "hash-memory": "RSS growth per field of one hash after 1M HSETs (16-byte fields), <= 2.0x",

@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -138,6 +139,28 @@ def encode_command(*args: bytes | str | int) -> bytes:
         raw = arg if isinstance(arg, bytes) else str(arg).encode()
         parts.append(b"$%d\r\n%s\r\n" % (len(raw), raw))
     return b"".join(parts)
+
+
+def bulk_load(port: int, command: bytes, count: int) -> None:
+    """Send ``command`` (RESP) ``count`` times in one stream, from a thread, while reading
+    the replies here (as ``redis-cli --pipe`` does); raises on an error reply."""
+    sock = socket.create_connection(("127.0.0.1", port))
+    try:
+        sender = threading.Thread(target=sock.sendall, args=(command * count,))
+        sender.start()
+        replies, got = hiredis.Reader(), 0
+        while got < count:
+            data = sock.recv(1 << 20)
+            if not data:
+                raise ConnectionError(f"closed after {got} of {count} replies")
+            replies.feed(data)
+            while (reply := replies.gets()) is not False:
+                if isinstance(reply, hiredis.ReplyError):
+                    raise reply
+                got += 1
+        sender.join()
+    finally:
+        sock.close()
 
 
 class RawClient:

@@ -86,8 +86,8 @@ def test_info_is_text_with_crlf_sections(
 def test_info_stats_counts_no_cached_migrate_sockets_as_redis(
     headwater: ServerProcess, redis_server: ServerProcess
 ) -> None:
-    """Redis's dump unit reads ``migrate_cached_sockets:0`` from INFO (Headwater has no
-    MIGRATE, so it never caches a socket; a fresh Redis has none either)."""
+    """Redis's dump unit reads ``migrate_cached_sockets:0`` from INFO (a fresh server has
+    cached no MIGRATE connection yet)."""
     ours, theirs = _both(headwater, redis_server, 2, "INFO", "stats")
     field = re.compile(rb"^migrate_cached_sockets:(\d+)\r$", re.MULTILINE)
     ours_match, theirs_match = field.search(ours), field.search(theirs)

@@ -254,6 +254,8 @@ class Stats:
         self.keyspace_misses = 0
         self.net_input_bytes = 0
         self.net_output_bytes = 0
+        self.total_reads_processed = 0  # a client's reads from its socket
+        self.total_writes_processed = 0  # writes of replies to a client's socket
         self.unexpected_error_replies = 0
         self.client_query_buffer_limit_disconnections = 0
         self.client_output_buffer_limit_disconnections = 0

@@ -2,7 +2,8 @@
 
 USAGE answers Redis's own estimate of what a key costs (``ops/memory.py`` says how), not
 Headwater's Python memory. Headwater does not run on jemalloc, so MALLOC-STATS answers what a
-Redis built without it answers, and PURGE is a no-op that says OK, as there. STATS reports
+Redis built without it answers; PURGE returns glibc's free pages to the system
+(``allocator.py``), as Redis's asks jemalloc to. STATS reports
 the process's figures in Redis's shape: memory is the resident set (``used_memory``), the
 dataset is what is left after the startup memory and the overheads Headwater can name.
 DOCTOR is Redis's report on the figures Headwater has (``doctor_report``).
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 from itertools import islice
 
+from headwater.allocator import release_free_memory
 from headwater.commands.args import parse_int
 from headwater.commands.context import Client, help_handler, reject_subcommand, spec
 from headwater.errors import SYNTAX
@@ -46,6 +48,7 @@ def cmd_memory_malloc_stats(c: Client, argv: list[bytes]) -> Reply:
 
 
 def cmd_memory_purge(c: Client, argv: list[bytes]) -> Reply:
+    release_free_memory()
     return OK
 
 

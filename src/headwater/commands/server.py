@@ -215,10 +215,15 @@ def _section_stats(c: Client) -> list[str]:
         f"pubsub_channels:{len(c.server.pubsub.channels)}",
         f"pubsub_patterns:{len(c.server.pubsub.patterns)}",
         f"pubsubshard_channels:{len(c.server.pubsub.shard_channels)}",
-        "migrate_cached_sockets:0",  # (MIGRATE is not supported: it never caches one)
+        f"migrate_cached_sockets:{len(c.server.migrate_sockets.cached)}",
         *c.server.tracking.info_lines(),
         f"total_error_replies:{s.total_error_replies}",
         f"unexpected_error_replies:{s.unexpected_error_replies}",
+        "dump_payload_sanitizations:0",  # (every RESTORE payload is checked whole)
+        f"total_reads_processed:{s.total_reads_processed}",
+        f"total_writes_processed:{s.total_writes_processed}",
+        "io_threaded_reads_processed:0",
+        "io_threaded_writes_processed:0",
         f"total_blocking_timeouts:{s.total_blocking_timeouts}",
         f"client_query_buffer_limit_disconnections:{s.client_query_buffer_limit_disconnections}",
         f"client_output_buffer_limit_disconnections:{s.client_output_buffer_limit_disconnections}",

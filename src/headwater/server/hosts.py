@@ -57,6 +57,10 @@ class ConnectionHost(Host, Protocol):
         """Connections past their soft output limit (their timers)."""
         ...
 
+    def flush(self) -> None:
+        """Persist, propagate and write every client's pending output now."""
+        ...
+
 
 class LinkHost(Host, Protocol):
     """What replication, a replica's link and the region links reach."""
@@ -77,6 +81,3 @@ class PollerHost(ConnectionHost, Protocol):
 
     @property
     def listeners(self) -> Listeners: ...
-    def flush(self) -> None:
-        """Write every client's pending output now."""
-        ...

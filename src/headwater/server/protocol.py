@@ -12,9 +12,14 @@ not read), we stop reading *and* stop executing its already-parsed commands, so 
 backlog cannot grow without bound. Within one batch, once ``FLUSH_EARLY`` bytes of replies have
 piled up in ``client.out`` they are written at once, so the transport can tell us to pause
 before the rest of the batch runs (2,000 pipelined GETs of a 1 MB value must not make 2 GB of
-replies in one turn). ``client-output-buffer-limit normal <hard> <soft> <secs>``
-additionally disconnects such a client, as Redis does: checked after each write and, for a
-client past the soft limit (which, paused, gets no more writes), from the cron.
+replies in one turn). And a read that made ``FLUSH_REPLIES`` replies or more ends with the
+server's flush (AOF, replicas, replies), not just the loop turn: libuv reads a busy socket up to
+32 times a turn, 256 KB each, and a bulk load (``redis-cli --pipe``) then held the replies of
+8 MB of commands, ~170,000 small objects, whose pymalloc pools stayed with the process after
+the peak (issue 37: 120 B of RSS an entry where the data takes 54).
+``client-output-buffer-limit normal <hard> <soft> <secs>`` additionally disconnects such a
+client, as Redis does: checked after each write and, for a client past the soft limit (which,
+paused, gets no more writes), from the cron.
 
 The client's ``ReplyGate`` (commands/gate.py), made here and held by the client from its
 construction, is the whole line to the engine: while the client is blocked (XREAD BLOCK …) or
@@ -52,6 +57,8 @@ log = logging.getLogger("headwater")
 WRITE_HIGH_WATER = 4 * 1024 * 1024
 #: Write a client's replies mid-batch once this many bytes are waiting in ``client.out``.
 FLUSH_EARLY = 1024 * 1024
+#: Replies one read may make before the server flushes at its end (see the module docstring).
+FLUSH_REPLIES = 256
 #: Unsent replies an unauthenticated client may have. Redis closes it once its output needs more
 #: than 1 KB beyond the 16 KB reply buffer every client has, and anything past that buffer takes
 #: a block of at least 16 KB: in effect, unsent replies over 16 KB close it.
@@ -153,7 +160,9 @@ class Connection(asyncio.Protocol):
         if c is None or parser is None or c.close_after_reply:
             return  # closing (QUIT, protocol error): Redis reads no further either
         engine = self.engine
-        engine.stats.net_input_bytes += len(data)
+        stats = engine.stats
+        stats.net_input_bytes += len(data)
+        stats.total_reads_processed += 1
         c.last_interaction_ms = engine.clock.monotonic_ms()
         # CONFIG SET applies to connected clients too, as in Redis.
         settings = self.settings
@@ -169,6 +178,8 @@ class Connection(asyncio.Protocol):
                 self._protocol_error(exc)
                 return
             self.process()
+            if len(c.out) >= FLUSH_REPLIES:
+                self.server.flush()
         note_held(c, parser.buffered(), data)
 
     def _receive_sliced(self, parser: RequestParser, data: bytes) -> None:
@@ -305,7 +316,9 @@ class Connection(asyncio.Protocol):
         if out:
             data = b"".join(out) if len(out) > 1 else out[0]
             out.clear()
-            self.engine.stats.net_output_bytes += len(data)
+            stats = self.engine.stats
+            stats.net_output_bytes += len(data)
+            stats.total_writes_processed += 1
             transport.write(data)
             if self.check_output_limit():
                 return
