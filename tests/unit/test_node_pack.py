@@ -215,3 +215,35 @@ def test_plain_id_refuses_what_is_not_bytes() -> None:
         pytest.skip("the pure build (no _pack module)")
     with pytest.raises(TypeError):
         native("1-1")  # type: ignore[arg-type]
+
+
+@settings(max_examples=60)
+@given(_runs(), st.integers(0, 25))
+def test_a_sealed_node_narrows_its_columns_and_widens_to_grow(
+    run: tuple[list[bytes], list[Entry]], more: int
+) -> None:
+    """Sealing keeps ``seq`` and ``offsets`` in the narrowest array type their values fit
+    (the same values, and the same bytes for C code and files); an append to a sealed node
+    widens them back first and lands as it would have on a node never sealed."""
+    fields, entries = run
+    sealed, plain = Node(entries[0][0], fields), Node(entries[0][0], fields)
+    cut = max(len(entries) - more, 1)
+    head, tail = entries[:cut], entries[cut:]
+    for node in (sealed, plain):
+        node.extend(head, 0, 0, 1000)
+    sealed.seal()
+    top_seq = max(sealed.seq)
+    assert sealed.seq.itemsize == next(n for n in (1, 2, 4, 8) if top_seq >> (8 * n) == 0)
+    assert sealed.offsets.itemsize == (2 if max(sealed.offsets) < 1 << 16 else 4)
+    assert [bytes(c) for c in sealed.wide_columns()] == [bytes(c) for c in plain.wide_columns()]
+    assert list(sealed.seq) == list(plain.seq) and list(sealed.offsets) == list(plain.offsets)
+    for node in (sealed, plain):
+        for sid, pairs, _ in tail:
+            node.append(sid, pairs)
+        node.check_invariants()
+    assert (sealed.seq.typecode, sealed.offsets.typecode) == (
+        ("Q", "I") if tail else (sealed.seq.typecode, sealed.offsets.typecode)
+    )
+    for name in ("ms", "seq", "offsets", "blob"):
+        assert list(getattr(sealed, name)) == list(getattr(plain, name)), name
+    assert (sealed.count, sealed.lp_bytes) == (plain.count, plain.lp_bytes)

@@ -86,7 +86,7 @@ def _write_v1(path: Path, dbs: list[Database]) -> None:
                 out.blob(name)
             for n in (node.count, node.deleted, node.lp_bytes):
                 out.u64(n)
-            for buf in (node.ms, node.seq, node.offsets):
+            for buf in node.wide_columns():
                 out.blob(buf.tobytes())
             out.blob(node.blob)
             out.blob(node.tomb if node.tomb is not None else b"")

@@ -94,8 +94,9 @@ def node_listpack(node: Node) -> bytes:
     """The listpack Redis keeps for this node, in one C call when that is built."""
     node.materialize()
     if _NATIVE_NODE_WRITER is not None:
+        ms, seq, offsets = node.wide_columns()
         packed = _NATIVE_NODE_WRITER(
-            node.fields, node.ms, node.seq, node.offsets, node.blob, node.tomb,
+            node.fields, ms, seq, offsets, node.blob, node.tomb,
             node.count, node.deleted, node.master[0], node.master[1],
         )  # fmt: skip
         if packed is not None:

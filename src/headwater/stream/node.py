@@ -6,10 +6,16 @@ A Python object per entry costs ~234 bytes and makes every full GC walk a millio
 A node instead holds its entries in five objects, whatever their number::
 
     ms      array('Q')   entry ID milliseconds          8 B/entry
-    seq     array('Q')   entry ID sequence numbers      8 B/entry
-    offsets array('I')   where each entry starts in blob  4 B/entry
+    seq     array('Q')   entry ID sequence numbers      8 B/entry (sealed: 1 B usually)
+    offsets array('I')   where each entry starts in blob  4 B/entry (sealed: 2 B usually)
     blob    bytearray    the entries' fields and values, packed
     tomb    bytearray    1 = deleted (XDEL marks in place); None until the first deletion
+
+A sealed node (one the stream will not append to again) keeps ``seq`` and ``offsets`` in the
+narrowest array type their largest value fits (sequence numbers within one millisecond are
+small; a node's blob is a few KB): 9 of ~55 bytes an entry of a bulk-loaded stream. Reads
+index them as any array; whatever hands them to C or to a file takes ``wide_columns``, and an
+append to a narrowed node (a stream trimmed back to it) widens it first.
 
 Entry layout in ``blob`` (little-endian u32 lengths)::
 
@@ -296,6 +302,19 @@ _PLACEHOLDER_OFFSETS = array("I")
 _PLACEHOLDER_BLOB = bytearray()
 
 
+def _narrowest(values: array[int], codes: str) -> array[int]:
+    """``values`` in the first of the unsigned array ``codes`` that holds its largest value
+    (``values`` itself when that is its own type)."""
+    top = max(values) if values else 0
+    for code in codes:
+        if top >> (8 * _ITEMSIZE[code]) == 0:
+            return values if values.typecode == code else array(code, values)
+    return values
+
+
+_ITEMSIZE: Final = {code: array(code).itemsize for code in "BHIQ"}
+
+
 def master_lp_bytes(fields: Sequence[bytes]) -> int:
     """Listpack bytes of an empty node whose master entry has these fields (count, deleted,
     number of fields, the fields, the terminating 0)."""
@@ -382,12 +401,13 @@ class Node:
                 blob_v[b0:b1],
                 tomb_lazy,
             )
+        ms, seq, offsets = self.wide_columns()
         if _SWAP:
-            columns = [array(a.typecode, a) for a in (self.ms, self.seq, self.offsets)]
+            columns = [array(a.typecode, a) for a in (ms, seq, offsets)]
             for column in columns:
                 column.byteswap()
             return columns[0], columns[1], columns[2], self.blob, self.tomb
-        return self.ms, self.seq, self.offsets, self.blob, self.tomb
+        return ms, seq, offsets, self.blob, self.tomb
 
     def _materialize(self, source: LazySource) -> None:
         # All five are set at once: every write of a buffer in this class reads one first,
@@ -403,6 +423,9 @@ class Node:
             ms.byteswap()
             seq.byteswap()
             offsets.byteswap()
+        # narrowed as ``seal`` does (the tail node too: its next append widens it back)
+        self.seq = _narrowest(seq, "BHIQ")
+        self.offsets = _narrowest(offsets, "HI")
         self.blob = bytearray(blob_v[b0:b1])
         self.tomb = bytearray(tomb_v[t0:t1]) if t1 > t0 else None
         self._lazy = None
@@ -414,8 +437,8 @@ class Node:
             self._materialize(self._lazy)
         twin = Node(self.master, self.fields, self.field_list, self.lp_bytes)
         twin.ms = array("Q", self.ms)
-        twin.seq = array("Q", self.seq)
-        twin.offsets = array("I", self.offsets)
+        twin.seq = array(self.seq.typecode, self.seq)
+        twin.offsets = array(self.offsets.typecode, self.offsets)
         twin.blob = bytearray(self.blob)
         twin.tomb = bytearray(self.tomb) if self.tomb is not None else None
         twin.count = self.count
@@ -437,6 +460,8 @@ class Node:
         entry), any other in Python."""
         if self._lazy is not None:
             self._materialize(self._lazy)
+        if self.seq.typecode != "Q" or self.offsets.typecode != "I":
+            self._widen()
         if packer is not None:
             master_ms, master_seq = self.master
             lp = packer.append_one(
@@ -499,6 +524,8 @@ class Node:
         within the budget ``room`` gives it; the others go one by one."""
         if self._lazy is not None:
             self._materialize(self._lazy)
+        if self.seq.typecode != "Q" or self.offsets.typecode != "I":
+            self._widen()
         if packer is None or type(entries) is not list:
             return self._extend_loop(entries, start, limit, max_entries, packer)
         i, end = start, len(entries)
@@ -604,8 +631,24 @@ class Node:
             self._materialize(self._lazy)
         self.blob = bytearray(bytes(self.blob))
         self.ms = array("Q", self.ms)
-        self.seq = array("Q", self.seq)
-        self.offsets = array("I", self.offsets)
+        self.seq = _narrowest(self.seq, "BHIQ")
+        self.offsets = _narrowest(self.offsets, "HI")
+
+    def wide_columns(self) -> tuple[array[int], array[int], array[int]]:
+        """``ms``, ``seq`` and ``offsets`` as 8-, 8- and 4-byte arrays (what C code and files
+        read), narrowed ones copied."""
+        if self._lazy is not None:
+            self._materialize(self._lazy)
+        seq, offsets = self.seq, self.offsets
+        if seq.typecode != "Q":
+            seq = array("Q", seq)
+        if offsets.typecode != "I":
+            offsets = array("I", offsets)
+        return self.ms, seq, offsets
+
+    def _widen(self) -> None:
+        """Back to the types appends write (``seal`` narrowed them)."""
+        _, self.seq, self.offsets = self.wide_columns()
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -713,8 +756,7 @@ class Node:
         if self._lazy is not None:
             self._materialize(self._lazy)
         return (
-            self.ms.buffer_info()[1] * 16
-            + len(self.offsets) * 4
+            len(self.ms) * (8 + self.seq.itemsize + self.offsets.itemsize)
             + len(self.blob)
             + (len(self.tomb) if self.tomb else 0)
         )
