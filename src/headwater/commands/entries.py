@@ -10,8 +10,11 @@ the same in RESP2 and RESP3.
 
 from __future__ import annotations
 
+import importlib
 import struct
+from collections.abc import Callable
 from functools import lru_cache
+from typing import Final
 
 from headwater.resp.types import Raw
 from headwater.stream.ids import StreamID, format_id, format_id_parts
@@ -61,6 +64,19 @@ def array_of(parts: list[bytes]) -> Raw:
     return Raw(b"*%d\r\n%s" % (len(parts), b"".join(parts)))
 
 
+def _native_span() -> Callable[..., int] | None:
+    """``_encode_span`` in C (``resp/_encode.c``'s ``entries_span``), or None (pure build)."""
+    try:
+        module = importlib.import_module("headwater.resp._encode")
+    except ImportError:
+        return None
+    return getattr(module, "entries_span", None)
+
+
+#: the C loop where built: ~0.1 us an entry against ~0.8 in compiled Python
+_NATIVE_SPAN: Final = _native_span()
+
+
 def _encode_span(
     node: Node,
     lo: int,
@@ -71,8 +87,26 @@ def _encode_span(
     ids: list[StreamID] | None = None,
 ) -> int:
     """Append one encoded entry per live entry of node[lo:hi] to out, at most ``limit`` (-1:
-    no limit); returns the limit left."""
+    no limit); returns the limit left (negative: none was set)."""
     node.materialize()
+    if _NATIVE_SPAN is not None:
+        return _NATIVE_SPAN(
+            node.fields, node.ms, node.seq, node.offsets, node.blob, node.tomb, lo, hi,
+            reverse, limit, out, ids,
+        )  # fmt: skip
+    return _encode_span_pure(node, lo, hi, reverse, limit, out, ids)
+
+
+def _encode_span_pure(
+    node: Node,
+    lo: int,
+    hi: int,
+    reverse: bool,
+    limit: int,
+    out: list[bytes],
+    ids: list[StreamID] | None = None,
+) -> int:
+    """``_encode_span`` in Python (the pure build; the reference the C loop is tested on)."""
     ms, seq, offsets, blob, tomb = node.ms, node.seq, node.offsets, node.blob, node.tomb
     unpack = _U32.unpack_from
     fields = node.fields
