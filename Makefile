@@ -180,7 +180,7 @@ redis-py-cluster: setup redis-server
 demo: setup
 	$(BIN)/python examples/rocket_rides/demo.py $(DEMO_ARGS)
 
-# Headwater against Debian's redis-server; appends its table to benchmarks/RESULTS.md.
+# Headwater against Debian's redis-server; puts its table at the top of benchmarks/RESULTS.md.
 # Flags pass through: make bench BENCH_ARGS="--quick --no-record", BENCH_ARGS="--slow".
 bench: setup redis-server
 	$(BIN)/python benchmarks/bench.py $(BENCH_ARGS)

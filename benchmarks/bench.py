@@ -1671,8 +1671,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--repeat", type=int, default=3, help="pairs per row (default 3)")
     p.add_argument("--scale", type=float, default=1.0, help="multiply every request count")
     p.add_argument("--list", action="store_true", help="list the rows and exit")
-    p.add_argument("--no-record", action="store_true", help="do not append to RESULTS.md")
-    p.add_argument("--results", type=Path, default=RESULTS, help="where to append the tables")
+    p.add_argument("--no-record", action="store_true", help="do not record in RESULTS.md")
+    p.add_argument("--results", type=Path, default=RESULTS, help="where to record the tables")
     p.add_argument("--tmpdir", help="parent of the servers' data directories")
     p.add_argument("--redis-server", default="redis-server")
     p.add_argument("--redis-benchmark", default="redis-benchmark")
@@ -1733,10 +1733,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     lines = report(h, rows, tables)
     print("\n" + "\n".join(lines))
     if not args.no_record:
-        with open(args.results, "a") as f:
-            f.write("\n" + "\n".join(lines))
-        print(f"appended to {args.results}")
+        record(args.results, lines)
+        print(f"recorded at the top of {args.results}")
     return 0
+
+
+#: the line of RESULTS.md below which each new run goes (newest first)
+NEWEST_MARKER = "<!-- bench.py inserts each new run right below this line: newest first -->"
+
+
+def record(path: Path, lines: list[str]) -> None:
+    """Put a run's tables at the top of the results, below ``NEWEST_MARKER`` (at the end of a
+    file without the marker)."""
+    text = path.read_text() if path.exists() else ""
+    run = "\n".join(lines).strip() + "\n"
+    if NEWEST_MARKER in text:
+        head, tail = text.split(NEWEST_MARKER, 1)
+        text = f"{head}{NEWEST_MARKER}\n\n{run}\n{tail.lstrip()}"
+    else:
+        text = f"{text.rstrip()}\n\n{run}" if text else run
+    path.write_text(text)
 
 
 if __name__ == "__main__":
