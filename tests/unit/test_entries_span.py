@@ -45,7 +45,7 @@ def _pure(
 
 
 @pytest.mark.skipif(build_kind() != "compiled", reason="the pure build has no C loop")
-@settings(max_examples=300)
+@settings(max_examples=150)
 @given(nodes(), st.data())
 def test_the_c_loop_encodes_as_the_python_one(node: Node, data: st.DataObject) -> None:
     native = entries._NATIVE_SPAN
