@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import struct
 
+from headwater.stream.ids import MAX_ID, MIN_ID
 from headwater.stream.stream import Stream
 from headwater.structures.lists import ListValue
 from headwater.structures.sets import SetValue
@@ -67,7 +68,7 @@ def value_digest(value: object, has_expire: bool) -> bytes:
             _xor(digest, bytes(element))
     elif isinstance(value, Stream):
         _mix(digest, struct.pack(">I", _STREAM))
-        for (ms, seq), pairs in value.range((0, 0), (2**64 - 1, 2**64 - 1)):
+        for (ms, seq), pairs in value.range(MIN_ID, MAX_ID):
             _mix(digest, b"%d.%d" % (ms, seq))
             for part in pairs:
                 _mix(digest, part)

@@ -33,7 +33,7 @@ from headwater.rdb.objects import (
 )
 from headwater.rdb.objects import SetValue as RdbSet
 from headwater.rdb.objects import ZSetValue as RdbZSet
-from headwater.rdb.streams import TYPE_STREAM_LISTPACKS_4, Unencodable
+from headwater.rdb.streams import TYPE_STREAM_LISTPACKS_2, TYPE_STREAM_LISTPACKS_4, Unencodable
 from headwater.resp.encoder import format_double
 from headwater.stream.stream import Stream
 from headwater.structures.lists import ListValue as KeyspaceList
@@ -82,16 +82,25 @@ def write_object(out: bytearray, value: object) -> int:
         # (a quicklist 2 of its nodes, as both 7.0 and 7.2 save a list; a listpack as one)
         write_list_object(out, value.node_items())
     elif isinstance(value, Stream):
-        try:
-            if value.idmp is not None and value.idmp.producers:
-                write_stream_object(out, value, TYPE_STREAM_LISTPACKS_4)
-                return rdb_payload.VERSION_8_6
-            write_stream_object(out, value)
-        except Unencodable as exc:
-            raise err(f"DUMP is not possible: {exc}") from None
+        if has_idmp_history(value):
+            _write_stream(out, value, TYPE_STREAM_LISTPACKS_4)
+            return rdb_payload.VERSION_8_6
+        _write_stream(out, value)
     else:
         raise err("DUMP of this type is not supported")
     return rdb_payload.VERSION_7_0
+
+
+def has_idmp_history(stream: Stream) -> bool:
+    """The stream remembers producers' iids (what Redis 7.0's format has no place for)."""
+    return stream.idmp is not None and bool(stream.idmp.producers)
+
+
+def _write_stream(out: bytearray, stream: Stream, rdb_type: int = TYPE_STREAM_LISTPACKS_2) -> None:
+    try:
+        write_stream_object(out, stream, rdb_type)
+    except Unencodable as exc:
+        raise err(f"DUMP is not possible: {exc}") from None
 
 
 def write_object_70(out: bytearray, value: object) -> None:
@@ -100,10 +109,7 @@ def write_object_70(out: bytearray, value: object) -> None:
     if isinstance(value, Hash) and value.ttls is not None and len(value.ttls):
         write_hash_mapping(out, value, value.listpack)
     elif isinstance(value, Stream):
-        try:
-            write_stream_object(out, value)
-        except Unencodable as exc:
-            raise err(f"DUMP is not possible: {exc}") from None
+        _write_stream(out, value)
     else:
         write_object(out, value)
 
@@ -111,12 +117,13 @@ def write_object_70(out: bytearray, value: object) -> None:
 def payload_for_redis_70(raw: bytes) -> bytes:
     """A DUMP payload Redis 7.0 RESTOREs: ``raw`` itself when it already is one (or is not a
     payload at all: the replica answers it as it would have), else its value written again
-    by ``write_object_70``."""
+    by ``write_object_70``. (The version is read from the footer first: the usual payload
+    goes through without its checksum computed a second time.)"""
+    if len(raw) < 10 or int.from_bytes(raw[-10:-8], "little") <= rdb_payload.VERSION_7_0:
+        return raw
     try:
-        if rdb_payload.verify(raw) <= rdb_payload.VERSION_7_0:
-            return raw
         value = decode_payload(raw, Limits())
-    except (rdb_payload.PayloadError, ReplyError):
+    except ReplyError:
         return raw
     out = bytearray()
     write_object_70(out, value)

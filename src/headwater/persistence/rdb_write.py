@@ -24,7 +24,7 @@ from itertools import islice
 
 from headwater import REDIS_COMPAT_VERSION
 from headwater.keyspace import Database
-from headwater.ops.dump import write_object_70
+from headwater.ops.dump import has_idmp_history, write_object_70
 from headwater.rdb.crc64 import crc64
 from headwater.rdb.encoding import write_len, write_ms, write_string
 from headwater.stream.stream import Stream
@@ -183,6 +183,6 @@ def _write_object(body: bytearray, value: object, written: Written) -> None:
     stream's IDMP history dropped: version 10 has no place for them)."""
     if isinstance(value, Hash) and value.ttls is not None:
         written.field_ttls_dropped += len(value.ttls)
-    elif isinstance(value, Stream) and value.idmp is not None and value.idmp.producers:
+    elif isinstance(value, Stream) and has_idmp_history(value):
         written.idmp_histories_dropped += 1
     write_object_70(body, value)

@@ -83,9 +83,12 @@ class StreamRange(InputPartition):
 def stream_ranges(slices: list[Slice], nodes: hw_nodes.Nodes) -> list[InputPartition]:
     """Partitions for the slices, each addressed to its stream's node in a cluster."""
     return [
-        StreamRange(s.stream, str(s.after), str(s.until), nodes.address_for(s.stream))
-        if nodes.clustered
-        else StreamRange(s.stream, str(s.after), str(s.until))
+        StreamRange(
+            s.stream,
+            str(s.after),
+            str(s.until),
+            nodes.address_for(s.stream) if nodes.clustered else "",
+        )
         for s in slices
     ]
 
