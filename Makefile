@@ -16,12 +16,13 @@ DATA ?= ./data
 # the .so files land next to their .py in src/). HEADWATER_PURE=1 skips that, and a failed
 # compile (no C compiler, no Python headers) falls back to the pure package, which works the
 # same, only slower. The stamp names the build; a hot .py newer than it recompiles. The same
-# build makes the eight C modules: headwater._luabridge (the calls between Python and Lua),
+# build makes the nine C modules: headwater._luabridge (the calls between Python and Lua),
 # headwater.structures._zsearch (a sorted set's bisections), headwater.rdb._crc64 (Redis's
 # CRC-64 over whole RDB files), headwater.resp._encode (effects into the AOF's buffer),
 # headwater.persistence._blobs (a snapshot's fields split), headwater.stream._pack (a stream
 # node's entries packed), headwater.rdb._listpack (RDB listpacks, stream nodes and LZF
-# decoded in one call) and headwater.resp._split (a replica's stream split into commands).
+# decoded in one call), headwater.resp._split (a replica's stream split into commands) and
+# headwater.spark._pages (a Spark executor's XRANGE pages split into Arrow buffers).
 BUILD_KIND_WANTED := $(if $(filter 1,$(HEADWATER_PURE)),pure,compiled)
 BUILD_STAMP := $(VENV)/.build-$(BUILD_KIND_WANTED)
 HOT_SOURCES := $(shell sed -n 's/^    "headwater\.\([a-z_.]*\)",$$/\1/p' src/headwater/_build.py \
@@ -32,7 +33,8 @@ setup: $(BUILD_STAMP)
 $(BUILD_STAMP): $(STAMP) setup.py src/headwater/_build.py $(HOT_SOURCES) src/headwater/_luabridge.c \
 		src/headwater/structures/_zsearch.c src/headwater/rdb/_crc64.c \
 		src/headwater/resp/_encode.c src/headwater/persistence/_blobs.c \
-		src/headwater/stream/_pack.c src/headwater/rdb/_listpack.c src/headwater/resp/_split.c
+		src/headwater/stream/_pack.c src/headwater/rdb/_listpack.c src/headwater/resp/_split.c \
+		src/headwater/spark/_pages.c
 	@# Old extension modules go first: a skipped or failed compile leaves none to shadow the source.
 	@rm -f $(VENV)/.build-pure $(VENV)/.build-compiled src/headwater_hot__mypyc*.so
 	@find src/headwater -name '*.so' -delete

@@ -61,11 +61,16 @@ def ext_modules() -> list[object]:
     split = Extension(
         "headwater.resp._split", [os.path.join("src", "headwater", "resp", "_split.c")]
     )
+    # a Spark executor's XRANGE pages split into Arrow buffers in one call (``spark/pages.py``
+    # uses hiredis without it)
+    pages = Extension(
+        "headwater.spark._pages", [os.path.join("src", "headwater", "spark", "_pages.c")]
+    )
     # one extension per module (``separate``): build_ext -j compiles them side by side, where
     # one group's single 60 MB C file took a core 8 minutes (calls between modules stay
     # native, through mypyc's exported tables)
     hot = mypycify(hot_sources(), separate=True)
-    return [*hot, bridge, zsearch, crc, encode, blobs, pack, listpacks, split]
+    return [*hot, bridge, zsearch, crc, encode, blobs, pack, listpacks, split, pages]
 
 
 setup(ext_modules=ext_modules())

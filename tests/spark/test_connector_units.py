@@ -31,6 +31,7 @@ from headwater.spark.arrow import (
     SchemaError,
     cast_strings,
     check_schema,
+    field_values,
 )
 from headwater.spark.client import RawPipeline, StreamState, open_client
 from headwater.spark.offsets import (
@@ -46,6 +47,7 @@ from headwater.spark.offsets import (
     successor,
 )
 from headwater.spark.options import OptionError, parse_read_options, parse_write_options
+from headwater.spark.pages import columns_of, page_of
 from headwater.spark.planning import plan_slices, share_budget, time_slices
 from headwater.spark.reader import data_loss, tighten
 from headwater.spark.writer import (
@@ -320,7 +322,7 @@ def test_column_producer_is_stable_and_spread() -> None:
 
 def test_default_schema_batch_from_raw_entries() -> None:
     entries = [[b"5-1", [b"a", b"1", b"b", b"x"]], [b"6-0", [b"a", b"2"]]]
-    batch = PageShaper(DEFAULT_SCHEMA, "s").batch(entries)
+    batch = PageShaper(DEFAULT_SCHEMA, "s").batch(page_of(columns_of(entries)))
     assert batch.to_pylist() == [
         {"stream": "s", "id": "5-1", "ms": 5, "seq": 1, "fields": [("a", "1"), ("b", "x")]},
         {"stream": "s", "id": "6-0", "ms": 6, "seq": 0, "fields": [("a", "2")]},
@@ -342,11 +344,25 @@ def test_typed_schema_batch_casts_fields_and_nulls_what_does_not_parse() -> None
         [b"1000-0", [b"n", b"7", b"x", b"1.5", b"ok", b"true", b"amount", b"12.345"]],
         [b"2000-0", [b"n", b"seven", b"ok", b"false"]],
     ]
-    rows = PageShaper(schema, "s").batch(entries).to_pylist()
+    rows = PageShaper(schema, "s").batch(page_of(columns_of(entries))).to_pylist()
     assert rows[0]["n"] == 7 and rows[0]["x"] == 1.5 and rows[0]["ok"] is True
     assert str(rows[0]["amount"]) == "12.35"
     assert rows[0]["ms"].timestamp() == 1.0
     assert rows[1]["n"] is None and rows[1]["x"] is None and rows[1]["amount"] is None
+
+
+def test_a_field_column_takes_the_last_of_a_repeated_name_and_null_for_none() -> None:
+    entries = [
+        [b"1-0", [b"a", b"1", b"b", b"2", b"a", b"3"]],
+        [b"2-0", []],
+        [b"3-0", [b"b", b"4"]],
+        [b"4-0", [b"a", b"5"]],
+    ]
+    page = page_of(columns_of(entries))
+    assert field_values(page, b"a").to_pylist() == [b"3", None, None, b"5"]
+    assert field_values(page, b"b").to_pylist() == [b"2", None, b"4", None]
+    assert field_values(page, b"zz").to_pylist() == [None] * 4
+    assert field_values(page_of(columns_of([])), b"a").to_pylist() == []
 
 
 def test_cast_strings_handles_zone_less_timestamps() -> None:

@@ -33,6 +33,17 @@ log = logging.getLogger("headwater.spark")
 MAX_REDIRECTS = 16
 #: Pause after CLUSTERDOWN or TRYAGAIN (a failover or a multi-key move under way).
 BUSY_PAUSE = 0.2
+#: Pause before following a redirection again, times the rounds so far (capped): while a slot
+#: changes hands its two nodes may each say MOVED to the other for a moment, and 16 rounds
+#: without a pause end within that moment.
+REDIRECT_PAUSE, REDIRECT_PAUSE_CAP = 0.05, 0.5
+
+
+def redirect_pause(rounds: int) -> None:
+    """Sleep before redirection round ``rounds`` (none before the first two)."""
+    if rounds > 1:
+        time.sleep(min(REDIRECT_PAUSE * (rounds - 1), REDIRECT_PAUSE_CAP))
+
 
 Row = TypeVar("Row", bound=Sequence[Any])
 
@@ -146,7 +157,8 @@ class Nodes:
     def call(self, key: str | bytes, *args: Any) -> Any:
         """``args`` run on the node that owns ``key``, following MOVED and ASK."""
         asking: str | None = None
-        for _ in range(MAX_REDIRECTS):
+        for rounds in range(MAX_REDIRECTS):
+            redirect_pause(rounds)
             try:
                 if asking is None:
                     return hw.call(self.client_for(key), *args)

@@ -56,6 +56,7 @@ from headwater.spark.offsets import (
     successor,
 )
 from headwater.spark.options import ReadOptions
+from headwater.spark.pages import read_page
 from headwater.spark.planning import Slice, plan_slices, share_budget
 
 log = logging.getLogger("headwater.spark")
@@ -94,7 +95,8 @@ def stream_ranges(slices: list[Slice], nodes: hw_nodes.Nodes) -> list[InputParti
 
 
 def read_range(options: ReadOptions, schema: StructType, part: InputPartition) -> Iterator[Any]:
-    """Yield Arrow record batches of the partition's entries, one per XRANGE page."""
+    """Yield Arrow record batches of the partition's entries, one per XRANGE page (read as
+    the reply's bytes: ``pages.py``)."""
     if not isinstance(part, StreamRange):  # Spark's placeholder for a batch with no partitions
         return
     shaper = PageShaper(schema, part.stream)
@@ -102,14 +104,13 @@ def read_range(options: ReadOptions, schema: StructType, part: InputPartition) -
     try:
         start, page = "(" + part.after, options.page_size
         while True:
-            entries = nodes.call(
-                part.stream, "XRANGE", part.stream, start, part.until, "COUNT", page
-            )
-            if entries:
+            args = ("XRANGE", part.stream, start, part.until, "COUNT", page)
+            entries = read_page(nodes, part.stream, args)
+            if len(entries):
                 yield shaper.batch(entries)
             if len(entries) < page:
                 return
-            start = "(" + entries[-1][0].decode()
+            start = "(" + entries.last_id().decode()
     finally:
         nodes.close()
 

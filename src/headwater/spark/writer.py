@@ -272,9 +272,10 @@ class Appender:
         where they belong, before any newer row: so a stream keeps the order of its rows
         across a reshard. Every reply in flight is read first, since a redirected row may have
         successors of the same stream in flight."""
-        for _ in range(hw_nodes.MAX_REDIRECTS):
+        for rounds in range(hw_nodes.MAX_REDIRECTS):
             if not any(pipeline.redirected for pipeline in self.pipelines.values()):
                 return
+            hw_nodes.redirect_pause(rounds)
             redirected: list[tuple[Command, hw.Redirect]] = []
             for pipeline in list(self.pipelines.values()):
                 pipeline.drain()
