@@ -365,22 +365,3 @@ def last_id_within(nodes: Nodes, key: str, after: StreamId, until: StreamId) -> 
     """The last live entry ID in ``(after, until]``."""
     reply = nodes.call(key, "XREVRANGE", key, str(until), exclusive(after), "COUNT", 1)
     return to_id(reply[0][0]) if reply else None
-
-
-def entry_ids(
-    nodes: Nodes, key: str, after: StreamId, until: StreamId, limit: int, page: int
-) -> list[bytes]:
-    """Up to ``limit`` entry IDs (raw, unparsed) in ``(after, until]``, paging with XRANGE.
-
-    Redis has no IDs-only range read, so the payloads cross the wire and are dropped here:
-    this is what a count limit (``maxRecordsPerBatch``) costs, once per admitted entry."""
-    ids: list[bytes] = []
-    start = exclusive(after)
-    while len(ids) < limit:
-        count = min(page, limit - len(ids))
-        reply = nodes.call(key, "XRANGE", key, start, str(until), "COUNT", count)
-        ids.extend(entry[0] for entry in reply)
-        if len(reply) < count:
-            break
-        start = "(" + ids[-1].decode()
-    return ids

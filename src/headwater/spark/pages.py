@@ -34,6 +34,7 @@ import redis
 from redis.connection import Connection
 
 from headwater.spark import nodes as hw_nodes
+from headwater.spark.offsets import StreamId, exclusive
 
 #: (count, ids, id offsets, pair offsets, fields, field offsets, values, value offsets)
 Columns = tuple[int, bytes, bytes, bytes, bytes, bytes, bytes, bytes]
@@ -162,6 +163,26 @@ def read_page(nodes: hw_nodes.Nodes, key: str, args: Sequence[Any]) -> Page:
     if columns is None:
         return page_of(columns_of(nodes.call(key, *args)))
     return page_of(columns)
+
+
+def entry_ids(
+    nodes: hw_nodes.Nodes, key: str, after: StreamId, until: StreamId, limit: int, page: int
+) -> list[bytes]:
+    """Up to ``limit`` entry IDs (raw, unparsed) in ``(after, until]``, paging with XRANGE.
+
+    Redis has no IDs-only range read, so the payloads cross the wire and are dropped here:
+    this is what a count limit (``maxRecordsPerBatch``) costs, once per admitted entry (split
+    in C like an executor's pages, the values never become Python objects)."""
+    ids: list[bytes] = []
+    start = exclusive(after)
+    while len(ids) < limit:
+        count = min(page, limit - len(ids))
+        found = read_page(nodes, key, ("XRANGE", key, start, str(until), "COUNT", count))
+        ids.extend(found.ids.to_pylist())
+        if len(found) < count:
+            break
+        start = "(" + ids[-1].decode()
+    return ids
 
 
 def _read_columns(client: redis.Redis, args: Sequence[Any]) -> Columns | None:

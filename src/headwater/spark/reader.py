@@ -4,7 +4,7 @@ Theory of operation (streaming). The driver-side reader lives in one long-runnin
 per query and is asked, each trigger, for ``latestOffset(start, limit)``: per stream it checks
 ``start`` for data loss, takes the stream's last entry as the candidate end, caps it by
 ``maxMillisPerBatch`` (ID time, cheap) and by the row budget (``maxRecordsPerBatch``, which needs
-the n-th entry ID: see ``client.entry_ids``), and by the availableNow target. Spark journals
+the n-th entry ID: see ``pages.entry_ids``), and by the availableNow target. Spark journals
 that end offset before any task runs; ``partitions(start, end)`` then cuts ``(start, end]`` into
 deterministic time slices (``planning.py``) and ``read`` serves a slice with exclusive
 ``XRANGE key (<after> <until> COUNT <page>``: a pure function of the partition, so a replay after a
@@ -56,7 +56,7 @@ from headwater.spark.offsets import (
     successor,
 )
 from headwater.spark.options import ReadOptions
-from headwater.spark.pages import read_page
+from headwater.spark.pages import entry_ids, read_page
 from headwater.spark.planning import Slice, plan_slices, share_budget
 
 log = logging.getLogger("headwater.spark")
@@ -317,7 +317,7 @@ class HeadwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             return ends  # every live entry fits: no need to find the n-th ID
         page = self.options.page_size
         ids = {
-            key: hw.entry_ids(self.nodes, key, lows[key], ends[key], budget, page) for key in moving
+            key: entry_ids(self.nodes, key, lows[key], ends[key], budget, page) for key in moving
         }
         shares = share_budget({key: len(found) for key, found in ids.items()}, budget)
         capped = dict(ends)
