@@ -307,7 +307,7 @@ class RegionKeyspace:
         record = self.region.current.get(key)
         if record is None or not record.exists():
             return
-        if retry_of(record, idmp_key) == sid:
+        if retry_of(record.idmp, idmp_key) == sid:
             count_retry(record, stats)
             return
         maxsize = record.idmp_setting(b"maxsize") or maxsize  # (XCFGSET's, if set)

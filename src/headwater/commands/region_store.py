@@ -91,7 +91,7 @@ class RegionStreams(StreamStore[RegionStream, RegionGroup]):
         if opts.idmp is not None:  # this region's map only (a producer pinned to a region)
             pid, iid = opts.idmp
             idmp_key = (pid, iid if iid is not None else auto_iid(pairs))
-            original = retry_of(record, idmp_key) if record is not None else None
+            original = retry_of(record.idmp, idmp_key) if record is not None else None
             if original is not None:  # a retry: nothing is added
                 maxsize = c.server.config["stream-idmp-maxsize"]
                 rk.record_idmp(key, idmp_key, original, maxsize, c.server.stats)

@@ -37,11 +37,11 @@ class IdmpHolder(Protocol):
 # -- IDMP: the rules of both stores (plain and region) and of replay --------------------------
 
 
-def retry_of(holder: IdmpHolder, idmp_key: IdmpKey) -> StreamID | None:
-    """The entry an XADD IDMP/IDMPAUTO with this (pid, iid) retries: the one it added
-    before, while the iid is tracked; None: a new entry."""
-    state = holder.idmp
-    return state.lookup(*idmp_key) if state is not None else None
+def retry_of(state: IdmpState | None, idmp_key: IdmpKey) -> StreamID | None:
+    """The entry an XADD IDMP/IDMPAUTO with this (pid, iid) retries, given its stream's
+    IDMP maps (``holder.idmp``: the caller reads it typed, not through the protocol): the
+    one it added before, while the iid is tracked; None: a new entry."""
+    return state.lookup(idmp_key[0], idmp_key[1]) if state is not None else None
 
 
 def count_retry(holder: IdmpHolder, stats: IdmpStats | None) -> None:
@@ -110,7 +110,7 @@ def idmp_original(
     stream: Stream, idmp_key: IdmpKey, requested: StreamID | None, replaying: bool
 ) -> StreamID | None:
     """The entry ID an IDMP/IDMPAUTO XADD is a retry of, or None to append it."""
-    original = retry_of(stream, idmp_key)
+    original = retry_of(stream.idmp, idmp_key)
     if replaying and requested is not None and original != requested:
         if requested <= stream.last_id:
             # The primary answered a retry of an entry this side has, whose iid it no longer
