@@ -791,7 +791,9 @@ GAP_NOTES = {
     "rest); on 2 CPUs redis-benchmark's own TLS work competes with the server's. (Before "
     "server/tls.py's TlsConnection: 0.41x, each read an mmap of 256 KB under "
     "MALLOC_MMAP_THRESHOLD_=131072.) Next lever: a TLS layer in the compiled protocol",
-    "xadd-1": "latency-bound; see xadd-50",
+    "xadd-1": "latency-bound: the same 3 system calls as a do-nothing server, but 53 us of "
+    "CPU a request against its 23 (a cold Python path after each sleep, 13 interpreted "
+    "bookkeeping calls a turn) (PROFILE-transport.md, 'Session of 8 Dec')",
     "xadd-50": "the transport floor: a do-nothing uvloop + hiredis server costs 11-12 us of CPU "
     "a request, Redis 9-11 us for a whole XADD, so 0.8x leaves ~1.5 us for parsing, dispatch, "
     "the handler and the reply (PROFILE-transport.md, 'What the targets need')",
@@ -805,8 +807,9 @@ GAP_NOTES = {
     "xack": "SortedKeys.remove on two PELs and parse_id (PROFILE-transport.md, 'Profiles after')",
     "xadd-always": "bound by the fsync's latency (a background sync, then the loop's wake-up); "
     "43 us of CPU a request against 22 without the AOF (PROFILE-transport.md, 'Profiles after')",
-    "idmpauto": "IDMPAUTO's extra 4.8 us in process (auto_iid, IdmpState.record, "
-    "idmp_original) on a ~24 us request (PROFILE-transport.md, 'Profiles after')",
+    "idmpauto": "IDMPAUTO's extra 1.3 us in process (auto_iid 0.47, IdmpState lookup and "
+    "record ~0.6, parsing ~0.2) on a ~11 us request (PROFILE-transport.md, 'Session of 8 "
+    "Dec')",
     "evalsha": "the crossings into Lua and back (C bridge in the compiled build, lupa's in the "
     "pure one) and the run's bookkeeping (PROFILE-transport.md, 'Session of 27 Nov (fourth)')",
     "fcall": "a whole XADD plus the Lua VM, the crossings and the run's bookkeeping; the Lua VM "

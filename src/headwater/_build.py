@@ -26,6 +26,7 @@ HOT_MODULES = (
     "headwater.resp.parser",
     "headwater.resp.encoder",
     "headwater.server.protocol",
+    "headwater.server.querybuf",
     "headwater.engine.core",
     "headwater.engine.replay",
     "headwater.stream.ids",
