@@ -57,9 +57,9 @@ def _rotl1(value: int) -> int:
 
 def auto_iid(pairs: Sequence[bytes]) -> bytes:
     """The IDMPAUTO iid of a flat field/value list (order-independent, names matter)."""
-    # The digest as bytes, split by struct: ~3x cheaper than the 128-bit int and its masks
-    # (compiled, the int arithmetic beyond 63 bits is boxed). XXH3-128's canonical bytes are
-    # big-endian: the high half first.
+    # The digest as bytes, split into 32-bit words: ~3x cheaper than the 128-bit int and its
+    # masks (compiled, the int arithmetic beyond 63 bits is boxed). XXH3-128's canonical bytes
+    # are big-endian: the high half first.
     if len(pairs) == 2:  # one field (the sums and XORs of one hash are the hash)
         field = pairs[0]
         hashed = field + len(field).to_bytes(8, "little") + pairs[1]
@@ -81,8 +81,6 @@ def auto_iid(pairs: Sequence[bytes]) -> bytes:
 
 
 _M32: Final = 0xFFFFFFFF
-#: an XXH3-128 digest's bytes as 32-bit words, most significant first (hi1 hi0 lo1 lo0)
-_WORDS_BE: Final = struct.Struct(">IIII")
 #: an iid's two little-endian u64 halves as 32-bit words, least significant first
 _WORDS_LE: Final = struct.Struct("<IIII")
 
@@ -92,8 +90,13 @@ def _one_pair_iid(digest: bytes) -> bytes:
     ``hi ^ rotl(lo, 1)``, as 16 little-endian bytes. Done on 32-bit words: compiled, they
     stay unboxed machine integers (64-bit halves would be boxed Python ints, ~100 ns an
     operation)."""
-    words: tuple[int, int, int, int] = _WORDS_BE.unpack(digest)  # (typed: unboxed compiled)
-    h1, h0, l1, l0 = words
+    # The big-endian words by indexing: compiled, native loads (cheaper than ``struct``'s
+    # call and its tuple of boxed ints)
+    d = digest
+    h1 = (d[0] << 24) | (d[1] << 16) | (d[2] << 8) | d[3]
+    h0 = (d[4] << 24) | (d[5] << 16) | (d[6] << 8) | d[7]
+    l1 = (d[8] << 24) | (d[9] << 16) | (d[10] << 8) | d[11]
+    l0 = (d[12] << 24) | (d[13] << 16) | (d[14] << 8) | d[15]
     # rotl(x, 1) of a 64-bit (x1, x0): each word shifts left and takes the other's top bit
     rh1, rh0 = ((h1 << 1) | (h0 >> 31)) & _M32, ((h0 << 1) | (h1 >> 31)) & _M32
     rl1, rl0 = ((l1 << 1) | (l0 >> 31)) & _M32, ((l0 << 1) | (l1 >> 31)) & _M32
