@@ -805,8 +805,9 @@ GAP_NOTES = {
     "xreadgroup": "XRANGE's entry encoding plus Group.deliver (PROFILE-transport.md, "
     "'Profiles after' and 'Session of 26 Nov')",
     "xack": "SortedKeys.remove on two PELs and parse_id (PROFILE-transport.md, 'Profiles after')",
-    "xadd-always": "bound by the fsync's latency (a background sync, then the loop's wake-up); "
-    "43 us of CPU a request against 22 without the AOF (PROFILE-transport.md, 'Profiles after')",
+    "xadd-always": "the turn's CPU: with the sync on the loop thread (0.16 ms here) a turn of "
+    "50 XADDs costs 50 x ~20 us + the sync, Redis's 50 x ~10 us + the sync; the AOF path "
+    "adds ~8 us a request over plain XADD (PROFILE-transport.md, 'Session of 8 Dec')",
     "idmpauto": "IDMPAUTO's extra 1.3 us in process (auto_iid 0.47, IdmpState lookup and "
     "record ~0.6, parsing ~0.2) on a ~11 us request (PROFILE-transport.md, 'Session of 8 "
     "Dec')",

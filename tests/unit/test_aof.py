@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import queue
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from headwater.persistence.manifest import (
     parse_manifest,
     write_manifest,
 )
+from headwater.server.aof_log import SLOW_SYNC_MS
 from headwater.server.durability import Durability
 from headwater.server.rollback import count_replies
 from tests.support.file_ops import FaultyFileOps
@@ -336,6 +338,7 @@ def test_always_sync_runs_in_the_background_and_effects_gather_meanwhile(
     durability.persist(waiting=2)  # a sync in flight: this one waits in the buffer
     assert writer.pending
     assert not durability.may_reply(first)
+    time.sleep(2 * SLOW_SYNC_MS / 1000)  # a slow disk: the next sync goes to the worker too
     ops.hold_syncs(False)
     wake.run_next()  # the sync ended: the next one starts with what gathered
     assert durability.may_reply(first)
@@ -347,8 +350,31 @@ def test_always_sync_runs_in_the_background_and_effects_gather_meanwhile(
     assert durability.may_reply(second)
     assert not writer.syncing
     assert writer.fsyncs == 2
+    # after a fast sync (as that one was, unless the box stalled it) the next turn syncs on
+    # the loop thread again
+    writer.last_sync_ms = SLOW_SYNC_MS / 4
+    h.call(idle, "XADD", "s", "3-1", "f", "v")
+    durability.persist(waiting=2)
+    assert durability.may_reply(idle)
+    assert writer.fsyncs == 3
     durability.close()
-    assert _commands(writer.path)[-1] == [b"XADD", b"s", b"2-1", b"f", b"v"]
+    assert _commands(writer.path)[-1] == [b"XADD", b"s", b"3-1", b"f", b"v"]
+
+
+def test_always_group_syncs_on_the_loop_thread_while_syncs_are_fast(tmp_path: Path) -> None:
+    """Several clients' writes, a disk that syncs fast: one fdatasync on the loop thread in
+    the turn (as Redis does), no worker."""
+    h, durability, _ = _always(tmp_path)
+    writer = durability.aof.writer
+    assert writer is not None
+    first, second = h.client(), h.client()
+    h.call(first, "XADD", "s", "1-1", "f", "v")
+    h.call(second, "XADD", "s", "2-1", "f", "v")
+    durability.persist(waiting=2)
+    assert durability.may_reply(first) and durability.may_reply(second)
+    assert writer.fsyncs == 1
+    assert writer._worker is None
+    durability.close()
 
 
 def test_always_lone_writer_syncs_inline(tmp_path: Path) -> None:
@@ -397,6 +423,7 @@ def test_always_failed_background_sync_refuses_writes_and_is_retried(tmp_path: P
     ops.fail_syncs(errno.EIO)
     c, reader = h.client(), h.client()
     h.call(c, "XADD", "s", "1-1", "f", "v")
+    writer.last_sync_ms = 2 * SLOW_SYNC_MS  # a slow disk: syncs go to the worker
     durability.persist(waiting=2)
     h.call(reader, "XLEN", "s")
     assert not durability.may_reply(reader)  # the sync of what it saw is in flight
@@ -412,6 +439,7 @@ def test_always_failed_background_sync_refuses_writes_and_is_retried(tmp_path: P
     assert not writer.syncing  # no retry at once after a failure
     ops.fail_syncs(None)
     writer.last_fsync -= 1.0
+    writer.last_sync_ms = 2 * SLOW_SYNC_MS
     durability.persist(waiting=2)
     assert writer.syncing
     wake.run_next()

@@ -174,6 +174,9 @@ class AofWriter:
         #: told the bytes of each whole write
         self.on_write: Callable[[int], object] | None = None
         self._sync_ms = 0.0  # the last background sync's duration (set by the worker)
+        #: how long the last sync took, inline or in the background (``always`` syncs on the
+        #: loop thread only while syncs are fast: see ``AofLog``)
+        self.last_sync_ms = 0.0
         #: a background sync was started and its outcome is not collected yet
         self.syncing = False
         # Plain locks used as semaphores (the cheapest hand-off between threads): ``_go`` is
@@ -262,6 +265,7 @@ class AofWriter:
         return True
 
     def _sampled_sync(self, ms: float) -> None:
+        self.last_sync_ms = ms
         if self.on_latency is not None:  # (Redis's event is ``always``'s; everysec's is ours)
             always = self.fsync_policy == "always"
             self.on_latency("aof-fsync-always" if always else "aof-fsync", ms)
