@@ -119,11 +119,11 @@ def payload_for_redis_70(raw: bytes) -> bytes:
     payload at all: the replica answers it as it would have), else its value written again
     by ``write_object_70``. (The version is read from the footer first: the usual payload
     goes through without its checksum computed a second time.)"""
-    if len(raw) < 10 or int.from_bytes(raw[-10:-8], "little") <= rdb_payload.VERSION_7_0:
-        return raw
     try:
+        if rdb_payload.version_of(raw) <= rdb_payload.VERSION_7_0:
+            return raw
         value = decode_payload(raw, Limits())
-    except ReplyError:
+    except (rdb_payload.PayloadError, ReplyError):
         return raw
     out = bytearray()
     write_object_70(out, value)

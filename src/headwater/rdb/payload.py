@@ -38,16 +38,24 @@ def wrap(body: bytes | bytearray, version: int = VERSION_7_0) -> bytes:
     return head + struct.pack("<Q", crc64(head))
 
 
-def verify(payload: bytes) -> int:
-    """The payload's RDB version, if it may be loaded; raises ``PayloadError``."""
+def version_of(payload: bytes) -> int:
+    """The RDB version the payload's footer names, its checksum not verified; raises
+    ``PayloadError`` when it has no footer."""
     if len(payload) < 10:
         raise PayloadError("payload too short")
-    version, crc = _FOOTER.unpack_from(payload, len(payload) - 10)
+    version: int = _FOOTER.unpack_from(payload, len(payload) - 10)[0]
+    return version
+
+
+def verify(payload: bytes) -> int:
+    """The payload's RDB version, if it may be loaded; raises ``PayloadError``."""
+    version = version_of(payload)
+    crc = _FOOTER.unpack_from(payload, len(payload) - 10)[1]
     if version > MAX_VERSION:
         raise PayloadError(f"RDB version {version} is newer than {MAX_VERSION}")
     if crc64(memoryview(payload)[:-8]) != crc:
         raise PayloadError("checksum mismatch")
-    return int(version)
+    return version
 
 
 def load(payload: bytes) -> tuple[int, Value]:

@@ -24,7 +24,7 @@ import importlib
 import itertools
 import socket
 from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,7 +34,7 @@ import redis
 from redis.connection import Connection
 
 from headwater.spark import nodes as hw_nodes
-from headwater.spark.offsets import StreamId, exclusive
+from headwater.spark.offsets import StreamId
 
 #: (count, ids, id offsets, pair offsets, fields, field offsets, values, value offsets)
 Columns = tuple[int, bytes, bytes, bytes, bytes, bytes, bytes, bytes]
@@ -123,17 +123,18 @@ def columns_of(entries: Sequence[Any]) -> Columns:
     flats = [entry[1] for entry in entries]
     pairs = list(itertools.chain.from_iterable(flats))
     fields, values = pairs[0::2], pairs[1::2]
-    if max(map(len, (b"".join(ids), b"".join(fields), b"".join(values))), default=0) > 2**31 - 1:
+    datas = b"".join(ids), b"".join(fields), b"".join(values)
+    if max(map(len, datas)) > 2**31 - 1:
         raise OverflowError("an XRANGE page over Arrow's 2 GiB offsets")
     pair_offsets = array("i", [0, *itertools.accumulate(len(flat) >> 1 for flat in flats)])
     return (
         len(entries),
-        b"".join(ids),
+        datas[0],
         _offsets(ids),
         pair_offsets.tobytes(),
-        b"".join(fields),
+        datas[1],
         _offsets(fields),
-        b"".join(values),
+        datas[2],
         _offsets(values),
     )
 
@@ -165,6 +166,29 @@ def read_page(nodes: hw_nodes.Nodes, key: str, args: Sequence[Any]) -> Page:
     return page_of(columns)
 
 
+def read_pages(
+    nodes: hw_nodes.Nodes,
+    key: str,
+    after: str,
+    until: str,
+    page_size: int,
+    limit: int | None = None,
+) -> Iterator[Page]:
+    """The entries of ``key`` in ``(after, until]`` (IDs as ``ms-seq``), page by page, at most
+    ``limit`` of them."""
+    start, left = "(" + after, limit
+    while left is None or left > 0:
+        count = page_size if left is None else min(page_size, left)
+        page = read_page(nodes, key, ("XRANGE", key, start, until, "COUNT", count))
+        if len(page):
+            yield page
+        if len(page) < count:
+            return
+        if left is not None:
+            left -= len(page)
+        start = "(" + page.last_id().decode()
+
+
 def entry_ids(
     nodes: hw_nodes.Nodes, key: str, after: StreamId, until: StreamId, limit: int, page: int
 ) -> list[bytes]:
@@ -174,14 +198,8 @@ def entry_ids(
     this is what a count limit (``maxRecordsPerBatch``) costs, once per admitted entry (split
     in C like an executor's pages, the values never become Python objects)."""
     ids: list[bytes] = []
-    start = exclusive(after)
-    while len(ids) < limit:
-        count = min(page, limit - len(ids))
-        found = read_page(nodes, key, ("XRANGE", key, start, str(until), "COUNT", count))
+    for found in read_pages(nodes, key, str(after), str(until), page, limit):
         ids.extend(found.ids.to_pylist())
-        if len(found) < count:
-            break
-        start = "(" + ids[-1].decode()
     return ids
 
 

@@ -56,7 +56,7 @@ from headwater.spark.offsets import (
     successor,
 )
 from headwater.spark.options import ReadOptions
-from headwater.spark.pages import entry_ids, read_page
+from headwater.spark.pages import entry_ids, read_pages
 from headwater.spark.planning import Slice, plan_slices, share_budget
 
 log = logging.getLogger("headwater.spark")
@@ -102,15 +102,8 @@ def read_range(options: ReadOptions, schema: StructType, part: InputPartition) -
     shaper = PageShaper(schema, part.stream)
     nodes = hw_nodes.Nodes(options.url, options.connect_timeout, first=part.node)
     try:
-        start, page = "(" + part.after, options.page_size
-        while True:
-            args = ("XRANGE", part.stream, start, part.until, "COUNT", page)
-            entries = read_page(nodes, part.stream, args)
-            if len(entries):
-                yield shaper.batch(entries)
-            if len(entries) < page:
-                return
-            start = "(" + entries.last_id().decode()
+        for page in read_pages(nodes, part.stream, part.after, part.until, options.page_size):
+            yield shaper.batch(page)
     finally:
         nodes.close()
 
